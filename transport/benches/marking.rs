@@ -1,0 +1,2 @@
+//! Meter accounting plus marking, per packet, for every scheme.
+fn main() {}

@@ -1,0 +1,404 @@
+//! `LoadFactorMeter`: what a router measures on one output link every t_p.
+//!
+//! The meter counts arrivals (at enqueue, before any tail drop, as the VCP
+//! ns-2 release does — DESIGN.md §2), departures and the queue, and at the
+//! end of each interval turns them into every scheme's load figure:
+//! VCP's ρ (EVCP paper eq. 1), BMCC's f (BMCC paper eq. 1.1) and MCP's U
+//! (MCP paper eq. 1). One meter serves all schemes on a link at once.
+//!
+//! It is driven by packet events alone (time is an argument); a caller with
+//! an idle link may call [`LoadFactorMeter::advance`] from a timer.
+
+use std::time::Duration;
+
+use crate::load::LoadFactor;
+use crate::{bmcc, mcp, vcp};
+
+/// VCP's measurement interval t_ρ = 200 ms (VCP ns-2 release, DESIGN.md §2);
+/// also BMCC's t_p (BMCC paper Table 1) and MCP's T (MCP paper §IV-A.1).
+pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(200);
+/// VCP samples the queue every 10 ms (VCP ns-2 release, DESIGN.md §2).
+pub const DEFAULT_QUEUE_SAMPLE: Duration = Duration::from_millis(10);
+
+/// How one link is measured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MeterConfig {
+    /// Link capacity C, in bytes per second.
+    pub capacity: f64,
+    /// Measurement interval t_p.
+    pub interval: Duration,
+    /// Queue sampling period t_q for the persistent queue.
+    pub queue_sample: Duration,
+    /// VCP / EVCP / MPCP load-factor parameters.
+    pub vcp: vcp::LoadParams,
+    /// BMCC load-factor parameters.
+    pub bmcc: bmcc::LoadParams,
+}
+
+impl MeterConfig {
+    /// The papers' defaults for a link of `capacity` bytes per second.
+    pub fn new(capacity: f64) -> MeterConfig {
+        MeterConfig {
+            capacity,
+            interval: DEFAULT_INTERVAL,
+            queue_sample: DEFAULT_QUEUE_SAMPLE,
+            vcp: vcp::LoadParams::for_capacity(capacity),
+            bmcc: bmcc::LoadParams::for_capacity(capacity),
+        }
+    }
+}
+
+/// What happened on the link during one completed interval.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct IntervalStats {
+    /// Index of the interval since the meter started (the first is 0).
+    pub epoch: u64,
+    /// Interval length.
+    pub length: Duration,
+    /// Bytes offered to the link (counted before tail drop): λ.
+    pub arrived_bytes: u64,
+    /// Packets offered to the link.
+    pub arrived_packets: u64,
+    /// Bytes that left the link.
+    pub departed_bytes: u64,
+    /// Smallest queue seen, in bytes (MCP's Q).
+    pub queue_min: u64,
+    /// Largest queue seen, in bytes.
+    pub queue_max: u64,
+    /// Time-weighted average queue, in bytes (BMCC's q_av).
+    pub queue_avg: f64,
+    /// Persistent queue: the smallest of the queue samples taken every t_q,
+    /// in bytes — the part of the queue that did not drain (VCP's q̃).
+    pub queue_persistent: u64,
+}
+
+impl IntervalStats {
+    /// Offered load over capacity, λ / (C·t_p).
+    pub fn offered(&self, capacity: f64) -> f64 {
+        self.arrived_bytes as f64 / (capacity * self.length.as_secs_f64())
+    }
+
+    /// Departures over capacity: the link utilization.
+    pub fn utilization(&self, capacity: f64) -> f64 {
+        self.departed_bytes as f64 / (capacity * self.length.as_secs_f64())
+    }
+}
+
+/// Every scheme's load figure for the last completed interval.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct LinkLoad {
+    /// The interval these figures come from; markers use it to time MCP's
+    /// fairing propagation. Zero until the first interval closes.
+    pub epoch: u64,
+    /// VCP's ρ (EVCP paper eq. 1); VCP, EVCP, DPCP and TPCP mark from it.
+    pub vcp: LoadFactor,
+    /// BMCC's f (BMCC paper eq. 1.1).
+    pub bmcc: LoadFactor,
+    /// MCP's utilization U (MCP paper eq. 1).
+    pub mcp: LoadFactor,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Accumulator {
+    arrived_bytes: u64,
+    arrived_packets: u64,
+    departed_bytes: u64,
+    queue_min: u64,
+    queue_max: u64,
+    persistent: u64,
+    /// ∫ queue dt, in byte·seconds.
+    area: f64,
+}
+
+impl Accumulator {
+    fn new(queue: u64) -> Accumulator {
+        Accumulator {
+            arrived_bytes: 0,
+            arrived_packets: 0,
+            departed_bytes: 0,
+            queue_min: queue,
+            queue_max: queue,
+            persistent: u64::MAX,
+            area: 0.0,
+        }
+    }
+}
+
+/// Measures one output link (see the module docs).
+#[derive(Clone, Debug)]
+pub struct LoadFactorMeter {
+    config: MeterConfig,
+    epoch: u64,
+    interval_end: Duration,
+    next_sample: Duration,
+    queue: u64,
+    last_change: Duration,
+    acc: Accumulator,
+    last: Option<IntervalStats>,
+    load: LinkLoad,
+    fresh: bool,
+}
+
+impl LoadFactorMeter {
+    /// A meter whose first interval starts at `now`.
+    ///
+    /// Intervals and sampling periods shorter than a microsecond are raised to
+    /// one microsecond, and a capacity that is not positive and finite to one
+    /// byte per second, so the meter can never divide by zero.
+    pub fn new(mut config: MeterConfig, now: Duration) -> LoadFactorMeter {
+        let floor = Duration::from_micros(1);
+        config.interval = config.interval.max(floor);
+        config.queue_sample = config.queue_sample.max(floor).min(config.interval);
+        if !(config.capacity.is_finite() && config.capacity > 0.0) {
+            config.capacity = 1.0;
+        }
+        LoadFactorMeter {
+            epoch: 0,
+            interval_end: now + config.interval,
+            next_sample: now + config.queue_sample,
+            queue: 0,
+            last_change: now,
+            acc: Accumulator::new(0),
+            last: None,
+            load: LinkLoad::default(),
+            fresh: false,
+            config,
+        }
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &MeterConfig {
+        &self.config
+    }
+
+    /// A packet of `bytes` was offered to the link (call before the drop decision).
+    #[inline]
+    pub fn on_arrival(&mut self, now: Duration, bytes: u32) {
+        self.advance(now);
+        self.acc.arrived_bytes += u64::from(bytes);
+        self.acc.arrived_packets += 1;
+    }
+
+    /// A packet of `bytes` left the link.
+    #[inline]
+    pub fn on_departure(&mut self, now: Duration, bytes: u32) {
+        self.advance(now);
+        self.acc.departed_bytes += u64::from(bytes);
+    }
+
+    /// The queue now holds `queue_bytes` (call after every enqueue and dequeue).
+    #[inline]
+    pub fn on_queue(&mut self, now: Duration, queue_bytes: u64) {
+        self.advance(now);
+        self.acc.area += self.queue as f64 * now.saturating_sub(self.last_change).as_secs_f64();
+        self.last_change = now;
+        self.queue = queue_bytes;
+        self.acc.queue_min = self.acc.queue_min.min(queue_bytes);
+        self.acc.queue_max = self.acc.queue_max.max(queue_bytes);
+    }
+
+    /// Closes every interval that ended at or before `now`.
+    #[inline]
+    pub fn advance(&mut self, now: Duration) {
+        if now < self.next_sample && now < self.interval_end {
+            return;
+        }
+        self.advance_slow(now);
+    }
+
+    #[cold]
+    fn advance_slow(&mut self, now: Duration) {
+        let interval = self.config.interval;
+        while now >= self.interval_end {
+            let end = self.interval_end;
+            self.close(end);
+            // Intervals that passed with no event saw a constant queue and no
+            // traffic: skip to the last of them instead of looping over each.
+            let idle = (now - end).as_nanos() / interval.as_nanos();
+            if idle >= 2 {
+                let skip = u32::try_from(idle - 1).unwrap_or(u32::MAX);
+                let start = end + interval * skip;
+                self.epoch += u64::from(skip);
+                self.last_change = start;
+                self.interval_end = start + interval;
+                self.next_sample = start + self.config.queue_sample;
+            }
+        }
+        if now >= self.next_sample {
+            // The queue has been constant since the last event, so every
+            // sampling instant up to now saw `self.queue`.
+            self.acc.persistent = self.acc.persistent.min(self.queue);
+            let period = self.config.queue_sample.as_nanos();
+            let missed = (now - self.next_sample).as_nanos() / period + 1;
+            self.next_sample += Duration::from_nanos((missed * period) as u64);
+        }
+    }
+
+    fn close(&mut self, end: Duration) {
+        if self.next_sample <= end {
+            self.acc.persistent = self.acc.persistent.min(self.queue);
+        }
+        let length = self.config.interval;
+        self.acc.area += self.queue as f64 * end.saturating_sub(self.last_change).as_secs_f64();
+        let stats = IntervalStats {
+            epoch: self.epoch,
+            length,
+            arrived_bytes: self.acc.arrived_bytes,
+            arrived_packets: self.acc.arrived_packets,
+            departed_bytes: self.acc.departed_bytes,
+            queue_min: self.acc.queue_min,
+            queue_max: self.acc.queue_max,
+            queue_avg: self.acc.area / length.as_secs_f64(),
+            queue_persistent: if self.acc.persistent == u64::MAX {
+                self.acc.queue_min
+            } else {
+                self.acc.persistent
+            },
+        };
+        let capacity = self.config.capacity;
+        self.load = LinkLoad {
+            epoch: self.epoch,
+            vcp: self.config.vcp.load_factor(&stats, capacity),
+            bmcc: self.config.bmcc.load_factor(&stats, capacity),
+            mcp: mcp::utilization(&stats, capacity),
+        };
+        self.last = Some(stats);
+        self.fresh = true;
+        self.epoch += 1;
+        self.last_change = end;
+        self.interval_end = end + length;
+        self.next_sample = end + self.config.queue_sample;
+        self.acc = Accumulator::new(self.queue);
+    }
+
+    /// The load figures of the last completed interval (all zero before the first).
+    #[inline]
+    pub fn load(&self) -> &LinkLoad {
+        &self.load
+    }
+
+    /// The statistics of the last completed interval, if one has completed.
+    pub fn last_interval(&self) -> Option<&IntervalStats> {
+        self.last.as_ref()
+    }
+
+    /// The statistics of an interval completed since the previous call, if any.
+    pub fn take_completed(&mut self) -> Option<IntervalStats> {
+        std::mem::take(&mut self.fresh).then_some(()).and(self.last)
+    }
+
+    /// The queue as last reported, in bytes.
+    pub fn queue_bytes(&self) -> u64 {
+        self.queue
+    }
+
+    /// When the interval in progress ends.
+    pub fn interval_end(&self) -> Duration {
+        self.interval_end
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    fn meter() -> LoadFactorMeter {
+        // 1 Mbyte/s, so 200 ms carries 200 000 bytes.
+        LoadFactorMeter::new(MeterConfig::new(1e6), Duration::ZERO)
+    }
+
+    #[test]
+    fn offered_load_over_one_interval() {
+        let mut m = meter();
+        for i in 0..100u32 {
+            m.on_arrival(MS * (2 * i), 1500);
+        }
+        m.advance(MS * 200);
+        let s = m.take_completed().expect("interval closed");
+        assert_eq!(s.arrived_bytes, 150_000);
+        assert!((s.offered(1e6) - 0.75).abs() < 1e-12);
+        assert!(m.take_completed().is_none(), "taken once");
+        // No queue: ρ = λ / (γ C t_p).
+        let gamma = m.config().vcp.gamma;
+        assert!((m.load().vcp.get() - 0.75 / gamma).abs() < 1e-9);
+        // MCP's U has no γ.
+        assert!((m.load().mcp.get() - 0.75).abs() < 1e-9);
+    }
+
+    #[test]
+    fn queue_statistics() {
+        let mut m = meter();
+        // In the second interval: 10 000 bytes for 100 ms, then 30 000 for
+        // 90 ms, then 10 000 again.
+        m.on_queue(Duration::ZERO, 10_000);
+        m.on_queue(MS * 300, 30_000);
+        m.on_queue(MS * 390, 10_000);
+        m.advance(MS * 400);
+        let s = m.last_interval().copied().unwrap();
+        assert_eq!(s.epoch, 1);
+        assert_eq!(s.queue_min, 10_000);
+        assert_eq!(s.queue_max, 30_000);
+        let avg = (10_000.0 * 0.1 + 30_000.0 * 0.09 + 10_000.0 * 0.01) / 0.2;
+        assert!((s.queue_avg - avg).abs() < 1e-6, "{} vs {avg}", s.queue_avg);
+        // Samples every 10 ms: the smallest is 10 000 (at 10..=100 ms and 190, 200).
+        assert_eq!(s.queue_persistent, 10_000);
+    }
+
+    #[test]
+    fn persistent_queue_ignores_short_dips() {
+        let mut m = meter();
+        m.on_queue(Duration::ZERO, 20_000);
+        // A dip between two sampling instants is seen by the minimum only.
+        m.on_queue(MS * 51, 0);
+        m.on_queue(MS * 52, 20_000);
+        m.advance(MS * 200);
+        let s = m.last_interval().unwrap();
+        assert_eq!(s.queue_min, 0);
+        assert_eq!(s.queue_persistent, 20_000);
+        // VCP's ρ counts κ_q · q̃ = 0.5 · 20 000 bytes.
+        let p = m.config().vcp;
+        let want = 0.5 * 20_000.0 / (p.gamma * 1e6 * 0.2);
+        assert!((m.load().vcp.get() - want).abs() < 1e-9);
+    }
+
+    #[test]
+    fn idle_gaps_skip_to_the_latest_interval() {
+        let mut m = meter();
+        m.on_arrival(MS, 1000);
+        m.on_queue(MS, 1000);
+        m.on_arrival(Duration::from_secs(3600), 1000);
+        let s = m.last_interval().unwrap();
+        // 3600 s / 200 ms = 18 000 intervals; the one ending at 3600 s is index 17 999.
+        assert_eq!(s.epoch, 17_999);
+        assert_eq!(s.arrived_bytes, 0);
+        assert_eq!(s.queue_persistent, 1000);
+        assert_eq!(m.load().epoch, 17_999);
+        assert_eq!(m.interval_end(), Duration::from_secs(3600) + MS * 200);
+    }
+
+    #[test]
+    fn intervals_are_contiguous() {
+        let mut m = meter();
+        let mut epochs = Vec::new();
+        for t in (0..2000).step_by(7) {
+            m.on_arrival(MS * t, 100);
+            if let Some(s) = m.take_completed() {
+                epochs.push(s.epoch);
+            }
+        }
+        assert_eq!(epochs, (0..9).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn degenerate_config_is_made_safe() {
+        let mut cfg = MeterConfig::new(0.0);
+        cfg.interval = Duration::ZERO;
+        cfg.queue_sample = Duration::ZERO;
+        let mut m = LoadFactorMeter::new(cfg, Duration::ZERO);
+        m.on_arrival(MS, 1500);
+        m.on_arrival(MS * 2, 1500);
+        assert!(m.load().vcp.get().is_finite());
+    }
+}

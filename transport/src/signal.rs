@@ -1,0 +1,225 @@
+//! The three sans-IO roles of every scheme (DESIGN.md §1) and the values
+//! that pass between them: a router's [`Marker`] rewrites packet marks, a
+//! receiver's [`Decoder`] turns the marks it sees into [`Feedback`], and a
+//! sender's [`Law`] turns feedback, acks and losses into a window or a rate.
+//!
+//! None of them owns a clock: every call takes `now`, a [`Duration`] since an
+//! origin the caller chooses (virtual time in the simulator, an `Instant`
+//! epoch in the QUIC stack and the shim).
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::ecn::{Ecn, SchemeTag};
+use crate::load::LoadFactor;
+use crate::meter::LinkLoad;
+
+/// The marks of one packet as a router sees and rewrites them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PacketMarks {
+    /// The ECN codepoint.
+    pub ecn: Ecn,
+    /// The DSCP scheme tag.
+    pub tag: SchemeTag,
+    /// The packet hash of [`crate::hash::packet_hash`].
+    pub hash: u32,
+    /// A key for the packet's flow (a hash of its addresses and ports); MPCP
+    /// keeps per-flow state under it.
+    pub flow: u64,
+}
+
+/// What a marker knows about its link when a packet is forwarded into it.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct LinkState {
+    /// The load figures of the last completed measurement interval.
+    pub load: LinkLoad,
+    /// The queue in bytes when the packet arrives.
+    pub queue_bytes: u64,
+}
+
+/// The router half of a scheme: rewrites a packet's marks as it enters a link.
+pub trait Marker {
+    /// Rewrites `pkt` in place.
+    fn mark(&mut self, now: Duration, link: &LinkState, pkt: &mut PacketMarks);
+}
+
+/// What a receiver learned about its path, as it reports it to the sender.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Feedback {
+    /// The scheme's quantized level: VCP 0..=2 (low, high, overload), DPCP
+    /// 0..=8 and TPCP 0..=26 (table index), MCP 0..=3 (utilization code),
+    /// BMCC the estimate in units of 1/10 000 (saturating).
+    pub level: u16,
+    /// The load factor the level stands for (for quantized schemes, the upper
+    /// bound of the level's range — what the laws increase from).
+    pub load: LoadFactor,
+    /// MCP: the fairing bit echoed by the receiver.
+    pub fairing: bool,
+}
+
+/// The receiver half of a scheme: reads the marks of arriving packets.
+pub trait Decoder: Send + fmt::Debug {
+    /// Takes one received packet; returns whether the estimate changed.
+    fn on_packet(&mut self, now: Duration, ecn: Ecn, tag: SchemeTag, hash: u32) -> bool;
+
+    /// The current estimate (it may depend on `now`: MPCP ages its digits).
+    fn estimate(&self, now: Duration) -> Feedback;
+}
+
+/// The sender's view of the round-trip time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RttSample {
+    /// Smoothed RTT (RFC 9002).
+    pub smoothed: Duration,
+    /// Minimum RTT seen.
+    pub min: Duration,
+    /// The latest sample.
+    pub latest: Duration,
+}
+
+impl RttSample {
+    /// The same value for all three fields.
+    pub const fn uniform(rtt: Duration) -> RttSample {
+        RttSample {
+            smoothed: rtt,
+            min: rtt,
+            latest: rtt,
+        }
+    }
+}
+
+/// A congestion signal other than router feedback.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Congestion {
+    /// A packet was declared lost.
+    Loss,
+    /// A packet arrived with CE while no scheme feedback explains it.
+    Ce,
+}
+
+/// What a law is doing, for stats and tracing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Mode {
+    /// Classic slow start.
+    SlowStart,
+    /// Classic congestion avoidance.
+    CongestionAvoidance,
+    /// After a loss: recovery (Reno halving) until the lost data's epoch ends.
+    Recovery,
+    /// Multiplicative increase (VCP family low load, BMCC low load).
+    MultiplicativeIncrease,
+    /// Additive increase (VCP family high load, BMCC medium load).
+    AdditiveIncrease,
+    /// Window frozen after a multiplicative decrease.
+    Hold,
+    /// MCP scaling mode: MI(2).
+    Scaling,
+    /// MCP fairing mode: AI(80 kbit/s).
+    Fairing,
+    /// MCP enhancing mode: MI(1.1).
+    Enhancing,
+    /// MCP smoothing mode: AI then one AD.
+    Smoothing,
+    /// MCP stable mode: constant rate.
+    Stable,
+    /// Overload: multiplicative decrease (MCP MD(0.5), VCP family MD).
+    Overloaded,
+}
+
+impl Mode {
+    /// A short lowercase name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Mode::SlowStart => "slow-start",
+            Mode::CongestionAvoidance => "congestion-avoidance",
+            Mode::Recovery => "recovery",
+            Mode::MultiplicativeIncrease => "mi",
+            Mode::AdditiveIncrease => "ai",
+            Mode::Hold => "hold",
+            Mode::Scaling => "scaling",
+            Mode::Fairing => "fairing",
+            Mode::Enhancing => "enhancing",
+            Mode::Smoothing => "smoothing",
+            Mode::Stable => "stable",
+            Mode::Overloaded => "overloaded",
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Limits and units every law shares.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LawConfig {
+    /// Maximum segment size in bytes: the unit of "one packet".
+    pub mss: u64,
+    /// Initial window in bytes (window laws).
+    pub initial_window: u64,
+    /// The window never goes below this (bytes).
+    pub min_window: u64,
+    /// The window never goes above this (bytes).
+    pub max_window: u64,
+    /// The routers' measurement interval t_p that RTT scaling refers to.
+    pub interval: Duration,
+}
+
+impl LawConfig {
+    /// Defaults for a given MSS: initial window 10 packets (RFC 9002 uses
+    /// about that), minimum 2 packets (RFC 9002 §7.2), maximum 1 GiB, t_p 200 ms.
+    pub fn with_mss(mss: u64) -> LawConfig {
+        let mss = mss.max(1);
+        LawConfig {
+            mss,
+            initial_window: 10 * mss,
+            min_window: 2 * mss,
+            max_window: 1 << 30,
+            interval: crate::meter::DEFAULT_INTERVAL,
+        }
+    }
+
+    /// `window` clamped into `[min_window, max_window]`, NaN to the minimum.
+    pub fn clamp(&self, window: f64) -> f64 {
+        if window.is_nan() {
+            return self.min_window as f64;
+        }
+        window.clamp(self.min_window as f64, self.max_window as f64)
+    }
+}
+
+impl Default for LawConfig {
+    fn default() -> LawConfig {
+        LawConfig::with_mss(1200)
+    }
+}
+
+/// The sender half of a scheme: a window (or rate) state machine.
+pub trait Law: Send + fmt::Debug {
+    /// `acked_bytes` were newly acknowledged.
+    fn on_ack(&mut self, now: Duration, acked_bytes: u64, rtt: &RttSample);
+
+    /// A feedback report arrived from the receiver.
+    fn on_feedback(&mut self, now: Duration, feedback: Feedback, rtt: &RttSample);
+
+    /// A loss or unexplained CE for a packet sent at `sent`. Laws react at
+    /// most once per round trip: a packet sent before the last reaction is
+    /// part of the same congestion event.
+    fn on_congestion(&mut self, now: Duration, sent: Duration, kind: Congestion, rtt: &RttSample);
+
+    /// The congestion window in bytes.
+    fn window(&self) -> u64;
+
+    /// The sending rate in bytes per second, for rate-based laws (MCP).
+    fn pacing_rate(&self) -> Option<f64> {
+        None
+    }
+
+    /// What the law is doing.
+    fn mode(&self) -> Mode;
+
+    /// The DSCP tag for the next packet (MCP sets fairing bits).
+    fn tag(&self) -> SchemeTag;
+}

@@ -1,0 +1,337 @@
+//! VCP — Variable-structure congestion Control Protocol (Xia, Subramanian,
+//! Stoica, Kalyanaraman, "One More Bit Is Enough", SIGCOMM 2005), as restated
+//! in the EVCP paper (Lu, Wang, Zhu, JZUS 2007, eqs. 1–7) and with the facts
+//! from the authors' ns-2 release recorded in DESIGN.md §2.
+//!
+//! * Router: ρ = (λ + κ_q·q̃) / (γ·C·t_p) (EVCP eq. 1); code `01` if ρ < 80 %,
+//!   `10` if ρ < 100 %, else `11`; a router only raises the code.
+//! * Receiver: the latest code.
+//! * Sender: MI (1+ξ) per RTT in low load, AI α per RTT in high load, MD β
+//!   once on overload, then the window is frozen for one t_p and the next RTT
+//!   is additive-increase only. No slow start: new flows start in MI. Loss
+//!   falls back to Reno halving.
+
+use std::time::Duration;
+
+use crate::ecn::{Ecn, SchemeTag};
+use crate::evcp::ConvergenceController;
+use crate::load::LoadFactor;
+use crate::meter::IntervalStats;
+use crate::scheme::WireScheme;
+use crate::signal::{
+    Congestion, Decoder, Feedback, LawConfig, LinkState, Marker, Mode, PacketMarks, RttSample,
+};
+
+/// Low-load / high-load boundary: ρ < 80 % is low load (EVCP paper §"Overview
+/// of VCP"; `ρ < 80 % → 01` in the ns-2 release, DESIGN.md §2).
+pub const LOW_LOAD_BOUND: f64 = 0.8;
+/// High-load / overload boundary: ρ < 100 % is high load (same sources).
+pub const OVERLOAD_BOUND: f64 = 1.0;
+/// κ_q, how fast the persistent queue drains (ns-2 release, DESIGN.md §2).
+pub const KAPPA_Q: f64 = 0.5;
+/// MI step ξ = k(1−ρ̂)/ρ̂ with k = 0.25, ρ̂ = 80 % (EVCP paper eq. 3).
+pub const XI: f64 = 0.0625;
+/// The k of EVCP paper eq. 3, used by MPCP for its finer levels.
+pub const XI_K: f64 = 0.25;
+/// AI step α = 1 packet per RTT (EVCP paper eq. 4; ns-2 release).
+pub const ALPHA: f64 = 1.0;
+/// MD factor β = 0.875 (EVCP paper eq. 5 and convergence controller step 1).
+pub const BETA: f64 = 0.875;
+/// The RTT scaling exponent T/t_ρ of the MI step is capped at 2.5 (ns-2 release).
+pub const MI_SCALE_CAP: f64 = 2.5;
+
+/// The MI step ξ(ρ̂) = k(1 − ρ̂)/ρ̂ for an encoded load ρ̂ (EVCP paper eq. 3).
+pub fn xi(encoded_load: f64) -> f64 {
+    if encoded_load <= 0.0 {
+        return 0.0;
+    }
+    (XI_K * (1.0 - encoded_load) / encoded_load).max(0.0)
+}
+
+/// Target utilization γ for a link of `capacity` bytes per second: the
+/// values of the VCP ns-2 release (≈0.94 at 1 Mbit/s, 0.96 at 10, 0.975 at
+/// 100, 0.985 at 1 Gbit/s; DESIGN.md §2), interpolated in log10(capacity)
+/// and held flat outside that range.
+pub fn gamma_for_capacity(capacity: f64) -> f64 {
+    const POINTS: [(f64, f64); 4] = [(6.0, 0.94), (7.0, 0.96), (8.0, 0.975), (9.0, 0.985)];
+    let bits = (capacity * 8.0).max(1.0).log10();
+    if bits <= POINTS[0].0 {
+        return POINTS[0].1;
+    }
+    for w in POINTS.windows(2) {
+        let ((x0, y0), (x1, y1)) = (w[0], w[1]);
+        if bits <= x1 {
+            return y0 + (y1 - y0) * (bits - x0) / (x1 - x0);
+        }
+    }
+    POINTS[3].1
+}
+
+/// The router's load-factor parameters (EVCP paper eq. 1).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LoadParams {
+    /// γ_l, target utilization.
+    pub gamma: f64,
+    /// κ_q, persistent-queue weight.
+    pub k_q: f64,
+}
+
+impl LoadParams {
+    /// γ from [`gamma_for_capacity`], κ_q = 0.5.
+    pub fn for_capacity(capacity: f64) -> LoadParams {
+        LoadParams {
+            gamma: gamma_for_capacity(capacity),
+            k_q: KAPPA_Q,
+        }
+    }
+
+    /// ρ = (λ + κ_q·q̃) / (γ·C·t_p) (EVCP paper eq. 1).
+    pub fn load_factor(&self, stats: &IntervalStats, capacity: f64) -> LoadFactor {
+        let demand = stats.arrived_bytes as f64 + self.k_q * stats.queue_persistent as f64;
+        LoadFactor::new(demand / (self.gamma * capacity * stats.length.as_secs_f64()))
+    }
+}
+
+/// VCP's three load levels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum VcpLevel {
+    /// ρ < 80 %: code `01`, MI.
+    Low = 0,
+    /// 80 % ≤ ρ < 100 %: code `10`, AI.
+    High = 1,
+    /// ρ ≥ 100 %: code `11`, MD.
+    Overload = 2,
+}
+
+impl VcpLevel {
+    /// The level of a measured load factor.
+    pub fn of(load: LoadFactor) -> VcpLevel {
+        match load.get() {
+            r if r < LOW_LOAD_BOUND => VcpLevel::Low,
+            r if r < OVERLOAD_BOUND => VcpLevel::High,
+            _ => VcpLevel::Overload,
+        }
+    }
+
+    /// The level a codepoint carries; `00` carries none.
+    pub fn from_ecn(ecn: Ecn) -> Option<VcpLevel> {
+        match ecn {
+            Ecn::NotEct => None,
+            Ecn::Ect1 => Some(VcpLevel::Low),
+            Ecn::Ect0 => Some(VcpLevel::High),
+            Ecn::Ce => Some(VcpLevel::Overload),
+        }
+    }
+
+    /// The codepoint for this level.
+    pub fn ecn(self) -> Ecn {
+        match self {
+            VcpLevel::Low => Ecn::Ect1,
+            VcpLevel::High => Ecn::Ect0,
+            VcpLevel::Overload => Ecn::Ce,
+        }
+    }
+
+    /// The level from a feedback report's level number (out of range → overload).
+    pub fn from_feedback(level: u16) -> VcpLevel {
+        match level {
+            0 => VcpLevel::Low,
+            1 => VcpLevel::High,
+            _ => VcpLevel::Overload,
+        }
+    }
+
+    /// The encoded load ρ̂ the level stands for: 80 %, 100 %, and — overload
+    /// having no upper bound in VCP — 120 % as a representative.
+    pub fn encoded_load(self) -> f64 {
+        match self {
+            VcpLevel::Low => LOW_LOAD_BOUND,
+            VcpLevel::High => OVERLOAD_BOUND,
+            VcpLevel::Overload => 1.2,
+        }
+    }
+}
+
+/// VCP router marking: raise the packet's code to this link's code.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct VcpMarker;
+
+impl Marker for VcpMarker {
+    #[inline]
+    fn mark(&mut self, _now: Duration, link: &LinkState, pkt: &mut PacketMarks) {
+        // A Not-ECT packet cannot carry a code; ECN marks are only raised.
+        if pkt.ecn.is_ect() {
+            pkt.ecn = pkt.ecn.max(VcpLevel::of(link.load.vcp).ecn());
+        }
+    }
+}
+
+/// VCP receiver: the latest code seen. Starts at low load, as senders do.
+#[derive(Clone, Copy, Debug)]
+pub struct VcpDecoder {
+    level: VcpLevel,
+}
+
+impl Default for VcpDecoder {
+    fn default() -> Self {
+        VcpDecoder {
+            level: VcpLevel::Low,
+        }
+    }
+}
+
+impl Decoder for VcpDecoder {
+    fn on_packet(&mut self, _now: Duration, ecn: Ecn, _tag: SchemeTag, _hash: u32) -> bool {
+        match VcpLevel::from_ecn(ecn) {
+            Some(level) if level != self.level => {
+                self.level = level;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn estimate(&self, _now: Duration) -> Feedback {
+        Feedback {
+            level: self.level as u16,
+            load: LoadFactor::new(self.level.encoded_load()),
+            fairing: false,
+        }
+    }
+}
+
+/// The VCP window law (and, with a convergence controller, EVCP's).
+#[derive(Clone, Debug)]
+pub struct VcpLaw {
+    config: LawConfig,
+    cwnd: f64,
+    level: VcpLevel,
+    /// No change at all before this time (one t_p after an MD).
+    hold_until: Duration,
+    /// Additive increase only before this time (one RTT after the hold).
+    ai_only_until: Duration,
+    /// Reno reaction to loss: packets sent before this belong to the last event.
+    recovery_start: Option<Duration>,
+    mode: Mode,
+    convergence: Option<ConvergenceController>,
+}
+
+impl VcpLaw {
+    /// A VCP sender.
+    pub fn new(config: LawConfig) -> VcpLaw {
+        VcpLaw {
+            cwnd: config.clamp(config.initial_window as f64),
+            config,
+            level: VcpLevel::Low,
+            hold_until: Duration::ZERO,
+            ai_only_until: Duration::ZERO,
+            recovery_start: None,
+            mode: Mode::MultiplicativeIncrease,
+            convergence: None,
+        }
+    }
+
+    /// A VCP sender whose MD goes through EVCP's convergence controller.
+    pub fn with_convergence(config: LawConfig, controller: ConvergenceController) -> VcpLaw {
+        VcpLaw {
+            convergence: Some(controller),
+            ..VcpLaw::new(config)
+        }
+    }
+
+    /// The convergence controller, for EVCP senders.
+    pub fn convergence(&self) -> Option<&ConvergenceController> {
+        self.convergence.as_ref()
+    }
+
+    /// The scaled MI step ξ_s = (1+ξ)^(T/t_p) − 1, T/t_p capped at 2.5
+    /// (EVCP paper eq. 6; cap from the ns-2 release).
+    pub fn scaled_xi(xi: f64, rtt: Duration, interval: Duration) -> f64 {
+        let ratio = (rtt.as_secs_f64() / interval.as_secs_f64()).min(MI_SCALE_CAP);
+        (1.0 + xi).powf(ratio) - 1.0
+    }
+
+    /// The scaled AI step α_s = α·(T/t_p)² packets (EVCP paper eq. 7).
+    pub fn scaled_alpha(alpha: f64, rtt: Duration, interval: Duration) -> f64 {
+        let ratio = rtt.as_secs_f64() / interval.as_secs_f64();
+        alpha * ratio * ratio
+    }
+
+    fn set_window(&mut self, cwnd: f64) {
+        self.cwnd = self.config.clamp(cwnd);
+    }
+
+    fn multiplicative_decrease(&mut self, now: Duration, rtt: &RttSample) {
+        let packets = self.cwnd / self.config.mss as f64;
+        let beta = match self.convergence.as_mut() {
+            Some(c) => c.on_decrease(packets),
+            None => BETA,
+        };
+        self.set_window(self.cwnd * beta);
+        self.hold_until = now + self.config.interval;
+        self.ai_only_until = self.hold_until + rtt.smoothed;
+        self.mode = Mode::Hold;
+    }
+
+    fn mi_allowed(&self, now: Duration) -> bool {
+        now >= self.ai_only_until && !self.convergence.as_ref().is_some_and(|c| c.mi_blocked())
+    }
+}
+
+impl crate::signal::Law for VcpLaw {
+    fn on_ack(&mut self, now: Duration, acked_bytes: u64, rtt: &RttSample) {
+        if now < self.hold_until {
+            self.mode = Mode::Hold;
+            return;
+        }
+        let acked = acked_bytes as f64;
+        match self.level {
+            VcpLevel::Overload => self.multiplicative_decrease(now, rtt),
+            VcpLevel::Low if self.mi_allowed(now) => {
+                let xi_s = Self::scaled_xi(XI, rtt.smoothed, self.config.interval);
+                self.set_window(self.cwnd + xi_s * acked);
+                self.mode = Mode::MultiplicativeIncrease;
+            }
+            VcpLevel::Low | VcpLevel::High => {
+                let alpha_s = Self::scaled_alpha(ALPHA, rtt.smoothed, self.config.interval);
+                let mss = self.config.mss as f64;
+                self.set_window(self.cwnd + alpha_s * mss * acked / self.cwnd);
+                self.mode = Mode::AdditiveIncrease;
+            }
+        }
+    }
+
+    fn on_feedback(&mut self, now: Duration, feedback: Feedback, rtt: &RttSample) {
+        self.level = VcpLevel::from_feedback(feedback.level);
+        if self.level == VcpLevel::Overload && now >= self.hold_until {
+            self.multiplicative_decrease(now, rtt);
+        }
+    }
+
+    fn on_congestion(
+        &mut self,
+        now: Duration,
+        sent: Duration,
+        _kind: Congestion,
+        _rtt: &RttSample,
+    ) {
+        if self.recovery_start.is_some_and(|start| sent <= start) {
+            return;
+        }
+        self.recovery_start = Some(now);
+        self.set_window(self.cwnd * 0.5);
+        self.mode = Mode::Recovery;
+    }
+
+    fn window(&self) -> u64 {
+        self.cwnd as u64
+    }
+
+    fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    fn tag(&self) -> SchemeTag {
+        SchemeTag::new(WireScheme::Vcp.id())
+    }
+}
