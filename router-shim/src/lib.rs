@@ -1,1 +1,13 @@
-//! Work in progress.
+//! # ecnq-shim
+//!
+//! The ecnq router shim (DESIGN.md §4): an emulated bottleneck link that owns
+//! its queue, measures its load factor with the core's
+//! [`ecnq::LoadFactorMeter`] and re-marks ECN with the core's markers.
+//!
+//! * [`wire`]: zero-copy IPv4 / IPv6 / UDP views and the TOS rewrite.
+//! * [`classify`]: raw packet → [`ecnq::PacketMarks`] and back.
+
+#![warn(missing_docs)]
+
+pub mod classify;
+pub mod wire;
