@@ -6,8 +6,14 @@
 //!
 //! * [`wire`]: zero-copy IPv4 / IPv6 / UDP views and the TOS rewrite.
 //! * [`classify`]: raw packet → [`ecnq::PacketMarks`] and back.
+//! * [`spec`]: link specs in tc/netem words.
+//! * [`router`]: metering and marking of one output link.
+//! * [`link`]: the sans-IO link model (queue, rate, delay, loss, ...).
 
 #![warn(missing_docs)]
 
 pub mod classify;
+pub mod link;
+pub mod router;
+pub mod spec;
 pub mod wire;
