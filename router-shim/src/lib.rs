@@ -9,6 +9,7 @@
 //! * [`spec`]: link specs in tc/netem words.
 //! * [`router`]: metering and marking of one output link.
 //! * [`link`]: the sans-IO link model (queue, rate, delay, loss, ...).
+//! * [`tos_socket`]: UDP send/receive with the TOS byte (relay mode).
 
 #![warn(missing_docs)]
 
@@ -16,4 +17,5 @@ pub mod classify;
 pub mod link;
 pub mod router;
 pub mod spec;
+pub mod tos_socket;
 pub mod wire;
