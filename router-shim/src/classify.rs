@@ -36,6 +36,8 @@ pub enum IpVersion {
 pub struct Classified {
     /// Which header holds the marks.
     pub version: IpVersion,
+    /// The TOS / traffic-class byte as it arrived.
+    pub tos: u8,
     /// The marks as they arrived.
     pub marks: PacketMarks,
 }
@@ -82,9 +84,21 @@ pub fn marks_of(tos: u8, src: SocketAddr, dst: SocketAddr, payload: &[u8]) -> Pa
     }
 }
 
-/// The TOS byte that carries `marks` (DSCP from the tag, ECN bits).
-pub fn tos_of(marks: &PacketMarks) -> u8 {
-    marks.tag.tos(marks.ecn)
+/// DSCP bit 2 (TOS bit 4) is reserved in the scheme tag: not part of
+/// [`SchemeTag`], so it is carried over from the original byte.
+const TOS_RESERVED: u8 = 0b0001_0000;
+
+/// The TOS byte to send for a packet that arrived with `original` and the
+/// marks `marked`: the original byte when the marker changed nothing (so
+/// traffic the shim does not mark keeps every bit), else the tag and ECN of
+/// `marked` with the reserved bit kept.
+pub fn remarked_tos(original: u8, marked: &PacketMarks) -> u8 {
+    let tos = marked.tag.tos(marked.ecn) | (original & TOS_RESERVED);
+    if Ecn::from_tos(original) == marked.ecn && SchemeTag::from_tos(original) == marked.tag {
+        original
+    } else {
+        tos
+    }
 }
 
 /// A 64-bit FNV-1a hash of the 4-tuple: the key of a flow's per-flow state.
@@ -157,6 +171,7 @@ fn udp_verdict(version: IpVersion, tos: u8, src: IpAddr, dst: IpAddr, datagram: 
     let dst = SocketAddr::new(dst, udp.dst_port());
     Verdict::Udp(Classified {
         version,
+        tos,
         marks: marks_of(tos, src, dst, udp.payload()),
     })
 }
@@ -164,8 +179,8 @@ fn udp_verdict(version: IpVersion, tos: u8, src: IpAddr, dst: IpAddr, datagram: 
 /// Writes `marks` back into a packet [`classify`] accepted. Leaves the bytes
 /// alone when the TOS byte does not change.
 pub fn rewrite(packet: &mut [u8], classified: &Classified, marks: &PacketMarks) {
-    let tos = tos_of(marks);
-    if tos == tos_of(&classified.marks) {
+    let tos = remarked_tos(classified.tos, marks);
+    if tos == classified.tos {
         return;
     }
     match classified.version {
@@ -225,6 +240,25 @@ mod tests {
         rewrite(&mut pkt, &c, &marks);
         let ip = Ipv6Packet::new_checked(&pkt[..]).unwrap();
         assert_eq!(ip.traffic_class(), SchemeTag::new(4).tos(Ecn::Ect1));
+    }
+
+    #[test]
+    fn remarking_keeps_the_reserved_bit_and_unmarked_bytes() {
+        let original = 0b0001_0101; // DSCP 0b000101: reserved bit 2 and fairing set, ECT(1)
+        let Verdict::Udp(c) = classify(&udp4([1; 4], [2; 4], (1, 2), original, b"x")) else {
+            panic!()
+        };
+        assert_eq!(
+            remarked_tos(original, &c.marks),
+            original,
+            "nothing changed"
+        );
+        let mut ce = c.marks;
+        ce.ecn = Ecn::Ce;
+        assert_eq!(remarked_tos(original, &ce), 0b0001_0111);
+        let mut unfair = c.marks;
+        unfair.tag.fairing = false;
+        assert_eq!(remarked_tos(original, &unfair), 0b0001_0001);
     }
 
     #[test]

@@ -9,13 +9,17 @@
 //! * [`spec`]: link specs in tc/netem words.
 //! * [`router`]: metering and marking of one output link.
 //! * [`link`]: the sans-IO link model (queue, rate, delay, loss, ...).
+//! * [`stats`]: per-link snapshots as JSON lines.
+//! * [`relay`]: the UDP relay data path.
 //! * [`tos_socket`]: UDP send/receive with the TOS byte (relay mode).
 
 #![warn(missing_docs)]
 
 pub mod classify;
 pub mod link;
+pub mod relay;
 pub mod router;
 pub mod spec;
+pub mod stats;
 pub mod tos_socket;
 pub mod wire;

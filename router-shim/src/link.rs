@@ -126,6 +126,13 @@ impl<P> Ord for InFlight<P> {
 /// Capacity the meter assumes on an unlimited link: 10 Gbit/s.
 pub const UNLIMITED_CAPACITY_BPS: u64 = 10_000_000_000;
 
+/// The router configuration that matches a spec: capacity = the link rate
+/// (or [`UNLIMITED_CAPACITY_BPS`]), the papers' defaults otherwise.
+pub fn router_config(spec: &LinkSpec) -> RouterConfig {
+    let bps = spec.rate.unwrap_or(UNLIMITED_CAPACITY_BPS);
+    RouterConfig::new(bps as f64 / 8.0)
+}
+
 /// One direction of an emulated link.
 #[derive(Debug)]
 pub struct Link<P> {
@@ -161,13 +168,6 @@ impl<P: LinkPacket> Link<P> {
             seq: 0,
             counters: LinkCounters::default(),
         }
-    }
-
-    /// The router configuration that matches a spec: capacity = the link
-    /// rate (or [`UNLIMITED_CAPACITY_BPS`]), papers' defaults otherwise.
-    pub fn router_config(spec: &LinkSpec) -> RouterConfig {
-        let bps = spec.rate.unwrap_or(UNLIMITED_CAPACITY_BPS);
-        RouterConfig::new(bps as f64 / 8.0)
     }
 
     /// Offers a packet to the link at `now`. Returns why it was dropped, if
@@ -375,7 +375,7 @@ mod tests {
 
     fn link(spec: &str) -> Link<Pkt> {
         let spec: LinkSpec = spec.parse().unwrap();
-        Link::new(spec, Link::<Pkt>::router_config(&spec), 1, Duration::ZERO)
+        Link::new(spec, router_config(&spec), 1, Duration::ZERO)
     }
 
     /// Drains everything, returning (release time, packet).
