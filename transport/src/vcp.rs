@@ -261,11 +261,17 @@ impl VcpLaw {
         self.cwnd = self.config.clamp(cwnd);
     }
 
-    fn multiplicative_decrease(&mut self, now: Duration, rtt: &RttSample) {
+    /// MD by `beta` (EVCP's controller may choose another factor) unless the
+    /// window is still held from the previous MD; then hold for one t_p and
+    /// allow only AI for the following RTT.
+    pub fn decrease_if_due(&mut self, now: Duration, rtt: &RttSample, beta: f64) {
+        if now < self.hold_until {
+            return;
+        }
         let packets = self.cwnd / self.config.mss as f64;
         let beta = match self.convergence.as_mut() {
             Some(c) => c.on_decrease(packets),
-            None => BETA,
+            None => beta,
         };
         self.set_window(self.cwnd * beta);
         self.hold_until = now + self.config.interval;
@@ -273,38 +279,78 @@ impl VcpLaw {
         self.mode = Mode::Hold;
     }
 
+    /// One ack's worth of MIAIMD: `step` says what the current level asks for.
+    /// MI becomes AI (α = 1) during the RTT after a hold and while EVCP's
+    /// controller forbids MI.
+    pub fn apply(&mut self, now: Duration, acked_bytes: u64, rtt: &RttSample, step: Step) {
+        if now < self.hold_until {
+            self.mode = Mode::Hold;
+            return;
+        }
+        let (xi, alpha) = match step {
+            Step::Decrease { beta } => return self.decrease_if_due(now, rtt, beta),
+            Step::Increase { xi, alpha } if xi > 0.0 && !self.mi_allowed(now) => {
+                (0.0, alpha.max(ALPHA))
+            }
+            Step::Increase { xi, alpha } => (xi, alpha),
+        };
+        let acked = acked_bytes as f64;
+        let xi_s = Self::scaled_xi(xi, rtt.smoothed, self.config.interval);
+        let alpha_s = Self::scaled_alpha(alpha, rtt.smoothed, self.config.interval);
+        let mss = self.config.mss as f64;
+        self.set_window(self.cwnd + xi_s * acked + alpha_s * mss * acked / self.cwnd);
+        self.mode = if xi > 0.0 {
+            Mode::MultiplicativeIncrease
+        } else {
+            Mode::AdditiveIncrease
+        };
+    }
+
     fn mi_allowed(&self, now: Duration) -> bool {
         now >= self.ai_only_until && !self.convergence.as_ref().is_some_and(|c| c.mi_blocked())
     }
 }
 
+/// What the current load level asks of the window.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Step {
+    /// Per RTT: window × (1 + ξ) + α packets (each scaled by RTT / t_p).
+    Increase {
+        /// MI step ξ.
+        xi: f64,
+        /// AI step α, in packets.
+        alpha: f64,
+    },
+    /// Window × β, once, then hold.
+    Decrease {
+        /// MD factor β.
+        beta: f64,
+    },
+}
+
+impl VcpLevel {
+    /// VCP's step for this level: MI(ξ = 0.0625), AI(α = 1), MD(β = 0.875).
+    pub fn step(self) -> Step {
+        match self {
+            VcpLevel::Low => Step::Increase { xi: XI, alpha: 0.0 },
+            VcpLevel::High => Step::Increase {
+                xi: 0.0,
+                alpha: ALPHA,
+            },
+            VcpLevel::Overload => Step::Decrease { beta: BETA },
+        }
+    }
+}
+
 impl crate::signal::Law for VcpLaw {
     fn on_ack(&mut self, now: Duration, acked_bytes: u64, rtt: &RttSample) {
-        if now < self.hold_until {
-            self.mode = Mode::Hold;
-            return;
-        }
-        let acked = acked_bytes as f64;
-        match self.level {
-            VcpLevel::Overload => self.multiplicative_decrease(now, rtt),
-            VcpLevel::Low if self.mi_allowed(now) => {
-                let xi_s = Self::scaled_xi(XI, rtt.smoothed, self.config.interval);
-                self.set_window(self.cwnd + xi_s * acked);
-                self.mode = Mode::MultiplicativeIncrease;
-            }
-            VcpLevel::Low | VcpLevel::High => {
-                let alpha_s = Self::scaled_alpha(ALPHA, rtt.smoothed, self.config.interval);
-                let mss = self.config.mss as f64;
-                self.set_window(self.cwnd + alpha_s * mss * acked / self.cwnd);
-                self.mode = Mode::AdditiveIncrease;
-            }
-        }
+        self.apply(now, acked_bytes, rtt, self.level.step());
     }
 
     fn on_feedback(&mut self, now: Duration, feedback: Feedback, rtt: &RttSample) {
         self.level = VcpLevel::from_feedback(feedback.level);
-        if self.level == VcpLevel::Overload && now >= self.hold_until {
-            self.multiplicative_decrease(now, rtt);
+        if self.level == VcpLevel::Overload {
+            self.decrease_if_due(now, rtt, BETA);
         }
     }
 
