@@ -437,3 +437,208 @@ impl Law for MpcpLaw {
         SchemeTag::new(self.chain.wire().id())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hash::fmix32;
+    use crate::meter::LinkLoad;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    fn link(rho: f64) -> LinkState {
+        LinkState {
+            load: LinkLoad {
+                vcp: LoadFactor::new(rho),
+                ..LinkLoad::default()
+            },
+            queue_bytes: 0,
+        }
+    }
+
+    /// Digits of a level as ECN codepoints, most significant first.
+    fn code(chain: Chain, level: usize) -> Vec<u8> {
+        (0..chain.digits()).map(|p| chain.digit(level, p) + 1).collect()
+    }
+
+    #[test]
+    fn dpcp_table1_thresholds_and_codes() {
+        let c = Chain::Two;
+        // (LF just below the bound, MSP LSP) rows of Table 1.
+        let rows = [
+            (0.19, [0b01, 0b01]),
+            (0.39, [0b01, 0b10]),
+            (0.79, [0b01, 0b11]),
+            (0.84, [0b10, 0b01]),
+            (0.94, [0b10, 0b10]),
+            (0.99, [0b10, 0b11]),
+            (1.04, [0b11, 0b01]),
+            (1.39, [0b11, 0b10]),
+            (1.99, [0b11, 0b11]),
+        ];
+        for (i, (lf, digits)) in rows.into_iter().enumerate() {
+            assert_eq!(c.level_of(LoadFactor::new(lf)), i);
+            assert_eq!(code(c, i), digits);
+        }
+        // Bounds are exclusive: exactly 20 % is the second level, 80 % is high load.
+        assert_eq!(c.level_of(LoadFactor::new(0.2)), 1);
+        assert_eq!(c.level_of(LoadFactor::new(0.8)), 3);
+        assert_eq!(c.level_of(LoadFactor::new(1.0)), 6);
+        assert_eq!(c.level_of(LoadFactor::new(50.0)), 8);
+        assert_eq!(c.zone(2), Zone::Low);
+        assert_eq!(c.zone(5), Zone::High);
+        assert_eq!(c.zone(6), Zone::Over);
+    }
+
+    #[test]
+    fn dpcp_md_factors() {
+        let mds: Vec<f64> = DPCP_TABLE[6..].iter().map(|l| l.md).collect();
+        assert_eq!(mds, [0.875, 0.6, 0.43]);
+        for (level, beta) in [(6u16, 0.875), (7, 0.6), (8, 0.43)] {
+            let mut law = MpcpLaw::new(Chain::Two, LawConfig::with_mss(1000));
+            let rtt = RttSample::uniform(MS * 100);
+            law.on_feedback(MS, Feedback { level, ..Feedback::default() }, &rtt);
+            assert_eq!(law.window(), (10_000.0 * beta) as u64, "level {level}");
+            assert_eq!(law.mode(), Mode::Hold);
+        }
+    }
+
+    #[test]
+    fn dpcp_increases_from_the_upper_bound() {
+        let rtt = RttSample::uniform(MS * 200); // T = t_p: no scaling
+        for (level, factor) in [(0u16, 2.0), (1, 1.375), (2, 1.0625)] {
+            let mut law = MpcpLaw::new(Chain::Two, LawConfig::with_mss(1000));
+            law.on_feedback(MS, Feedback { level, ..Feedback::default() }, &rtt);
+            law.on_ack(MS, 10_000, &rtt);
+            // ξ(upper) = 0.25(1 − u)/u: 1.0, 0.375, 0.0625.
+            assert_eq!(law.window(), (10_000.0 * factor) as u64, "level {level}");
+            assert_eq!(law.mode(), Mode::MultiplicativeIncrease);
+        }
+        // Top of the high zone (upper 100 %): plain AI, one packet per RTT.
+        let mut law = MpcpLaw::new(Chain::Two, LawConfig::with_mss(1000));
+        law.on_feedback(MS, Feedback { level: 5, ..Feedback::default() }, &rtt);
+        law.on_ack(MS, 10_000, &rtt);
+        assert_eq!(law.window(), 11_000);
+        assert_eq!(law.mode(), Mode::AdditiveIncrease);
+    }
+
+    #[test]
+    fn tpcp_table_refines_dpcp() {
+        let t = tpcp_table();
+        for (i, dpcp) in DPCP_TABLE.iter().enumerate() {
+            let last = t[i * 3 + 2];
+            assert!((last.upper - dpcp.upper).abs() < 1e-12);
+            assert!((last.md - dpcp.md).abs() < 1e-12);
+        }
+        for w in t.windows(2) {
+            assert!(w[0].upper < w[1].upper);
+            assert!(w[0].md >= w[1].md);
+        }
+        assert!((t[21].upper - 1.1667).abs() < 1e-4 && (t[21].md - 0.7833).abs() < 1e-3);
+        // Level 26 is 111111; level 13 (the middle) is 101010.
+        assert_eq!(code(Chain::Three, 26), [3, 3, 3]);
+        assert_eq!(code(Chain::Three, 13), [2, 2, 2]);
+        assert_eq!(Chain::Three.level_from_digits(&[1, 0, 2]), 11);
+    }
+
+    /// Sends `packets` of one flow through routers at loads `rhos` into a decoder.
+    fn through_routers(chain: Chain, rhos: &[f64], packets: u32) -> MpcpDecoder {
+        let mut routers: Vec<MpcpMarker> =
+            rhos.iter().map(|_| MpcpMarker::new(chain, FlowTableConfig::default())).collect();
+        let mut decoder = MpcpDecoder::new(chain);
+        for i in 0..packets {
+            let mut pkt = PacketMarks {
+                ecn: Ecn::Ect1,
+                tag: SchemeTag::new(chain.wire().id()),
+                hash: fmix32(i),
+                flow: 42,
+            };
+            for (router, &rho) in routers.iter_mut().zip(rhos) {
+                router.mark(MS, &link(rho), &mut pkt);
+            }
+            decoder.on_packet(MS, pkt.ecn, pkt.tag, pkt.hash);
+        }
+        decoder
+    }
+
+    #[test]
+    fn routers_in_series_yield_the_digit_by_digit_maximum() {
+        for chain in [Chain::Two, Chain::Three] {
+            let table = chain.table();
+            // Every pair of levels, with the more congested router first or second.
+            for a in 0..table.len() {
+                for b in 0..table.len() {
+                    let lo = |l: usize| if l == 0 { 0.0 } else { table[l - 1].upper };
+                    let decoder = through_routers(chain, &[lo(a), lo(b)], 200);
+                    let got = decoder.estimate(MS).level as usize;
+                    assert_eq!(got, a.max(b), "{chain:?}: levels {a} then {b}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn three_routers_in_series() {
+        let decoder = through_routers(Chain::Three, &[0.9, 1.2, 0.3], 300);
+        assert_eq!(decoder.estimate(MS).level as usize, Chain::Three.level_of(LoadFactor::new(1.2)));
+    }
+
+    #[test]
+    fn unknown_flows_are_marked_conservatively() {
+        // A router that lost the flow's flag (here: a fresh router for each
+        // LSP) compares digit by digit, which can only overestimate.
+        let chain = Chain::Two;
+        let mut pkt = PacketMarks {
+            ecn: Ecn::Ect1,
+            tag: SchemeTag::new(2),
+            hash: 1, // position 1: an LSP
+            flow: 7,
+        };
+        // Upstream said 1001 (LSP 01); this router is at 0111 (LSP 11).
+        MpcpMarker::new(chain, FlowTableConfig::default()).mark(MS, &link(0.79), &mut pkt);
+        assert_eq!(pkt.ecn, Ecn::Ce, "LSP raised to the maximum digit");
+    }
+
+    #[test]
+    fn decoder_resets_lower_digits_when_the_msp_changes() {
+        let mut d = MpcpDecoder::new(Chain::Two);
+        let tag = SchemeTag::new(2);
+        assert_eq!(d.estimate(MS).level, 0, "initial LOW_LOAD 0101");
+        // MSP 10 then LSP 01: 1001 = level 3.
+        d.on_packet(MS, Ecn::Ect0, tag, 0);
+        assert_eq!(d.estimate(MS).level, 5, "LSP unknown: top of the zone, 1011");
+        d.on_packet(MS, Ecn::Ect1, tag, 1);
+        assert_eq!(d.estimate(MS).level, 3);
+        // The same MSP again keeps the LSP.
+        d.on_packet(MS, Ecn::Ect0, tag, 2);
+        assert_eq!(d.estimate(MS).level, 3);
+        // A new MSP (11) resets the LSP to 11: 1111, acted on at once.
+        assert!(d.on_packet(MS, Ecn::Ce, tag, 4));
+        assert_eq!(d.estimate(MS).level, 8);
+    }
+
+    #[test]
+    fn stale_digits_count_as_top() {
+        let mut d = MpcpDecoder::new(Chain::Two);
+        let tag = SchemeTag::new(2);
+        d.on_packet(MS, Ecn::Ect1, tag, 0); // MSP 01
+        d.on_packet(MS, Ecn::Ect1, tag, 1); // LSP 01
+        assert_eq!(d.estimate(MS).level, 0);
+        // Only LSPs for a long time: the MSP goes stale and counts as 11.
+        for _ in 0..STALE_PACKETS * 2 {
+            d.on_packet(MS, Ecn::Ect1, tag, 1);
+        }
+        assert_eq!(d.estimate(MS).level, 6);
+        // A packet without ECT tells nothing.
+        assert!(!d.on_packet(MS, Ecn::NotEct, tag, 0));
+    }
+
+    #[test]
+    fn missing_msp_is_low_until_proven_missing() {
+        let mut d = MpcpDecoder::new(Chain::Two);
+        d.on_packet(MS, Ecn::Ce, SchemeTag::new(2), 1); // an LSP (11) first
+        assert_eq!(d.estimate(MS).level, 2, "0111: low zone, LSP known");
+        d.on_packet(MS, Ecn::Ect1, SchemeTag::new(2), 1);
+        assert_eq!(d.estimate(MS).level, 0, "0101");
+    }
+}
