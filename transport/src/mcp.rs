@@ -35,9 +35,9 @@ pub fn utilization(stats: &IntervalStats, capacity: f64) -> LoadFactor {
 }
 
 /// U < 48 % is code `00`, scaling mode (MCP paper §IV-B, §IV-E, Fig. 2).
-pub const MODERATE_BOUND: f64 = 0.48;
+pub const SCALING_BOUND: f64 = 0.48;
 /// U < 88 % is code `01`, enhancing mode (MCP paper §IV-E, Fig. 2).
-pub const HIGH_BOUND: f64 = 0.88;
+pub const ENHANCING_BOUND: f64 = 0.88;
 /// U ≥ 98 % is code `11`, overloaded mode (MCP paper §IV-C, Fig. 2).
 pub const OVERLOAD_BOUND: f64 = 0.98;
 /// Code `11` has no upper bound (MCP paper Fig. 2: [0.98; ∞)); feedback
@@ -88,8 +88,8 @@ impl McpCode {
     /// The code of a measured utilization.
     pub fn of(utilization: LoadFactor) -> McpCode {
         match utilization.get() {
-            u if u < MODERATE_BOUND => McpCode::Light,
-            u if u < HIGH_BOUND => McpCode::Moderate,
+            u if u < SCALING_BOUND => McpCode::Light,
+            u if u < ENHANCING_BOUND => McpCode::Moderate,
             u if u < OVERLOAD_BOUND => McpCode::High,
             _ => McpCode::Overload,
         }
@@ -129,8 +129,8 @@ impl McpCode {
     /// the representative [`OVERLOAD_REPRESENTATIVE`].
     pub fn encoded_load(self) -> f64 {
         match self {
-            McpCode::Light => MODERATE_BOUND,
-            McpCode::Moderate => HIGH_BOUND,
+            McpCode::Light => SCALING_BOUND,
+            McpCode::Moderate => ENHANCING_BOUND,
             McpCode::High => OVERLOAD_BOUND,
             McpCode::Overload => OVERLOAD_REPRESENTATIVE,
         }
@@ -141,6 +141,12 @@ impl McpCode {
     pub fn admits_fairing(self) -> bool {
         matches!(self, McpCode::Moderate | McpCode::High)
     }
+}
+
+/// The two-bit code of a utilization as a codepoint: `00` [0, 0.48), `01`
+/// [0.48, 0.88), `10` [0.88, 0.98), `11` [0.98, ∞) (MCP paper §IV-E, Fig. 2).
+pub fn code_of(utilization: LoadFactor) -> Ecn {
+    McpCode::of(utilization).ecn()
 }
 
 /// MCP router marking for one link: raises codes and propagates fairing
@@ -552,6 +558,7 @@ mod tests {
         ];
         for (u, code) in cases {
             assert_eq!(McpCode::of(LoadFactor::new(u)), code, "U = {u}");
+            assert_eq!(code_of(LoadFactor::new(u)), code.ecn(), "U = {u}");
         }
         let bits: Vec<u8> = [
             McpCode::Light,
@@ -700,7 +707,7 @@ mod tests {
         assert_eq!(rx.estimate(t).load.get(), OVERLOAD_REPRESENTATIVE);
         assert!(rx.on_packet(t, Ecn::Ect1, fairing, 0));
         assert_eq!(rx.estimate(t), feedback(McpCode::Moderate, true));
-        assert_eq!(rx.estimate(t).load.get(), HIGH_BOUND);
+        assert_eq!(rx.estimate(t).load.get(), ENHANCING_BOUND);
         // The latest packet decides, down as well as up.
         assert!(rx.on_packet(t, Ecn::Ect1, plain, 0));
         assert!(!rx.estimate(t).fairing);
