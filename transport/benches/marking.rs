@@ -29,7 +29,11 @@ fn per_packet(c: &mut Criterion) {
         // 1000 flows, packets 1 µs apart (≈ 100 Mbit/s at 1200 bytes).
         let packets: Vec<PacketMarks> = (0..BATCH)
             .map(|i| PacketMarks {
-                ecn: if wire == WireScheme::Bmcc { Ecn::Ect0 } else { Ecn::Ect1 },
+                ecn: if wire == WireScheme::Bmcc {
+                    Ecn::Ect0
+                } else {
+                    Ecn::Ect1
+                },
                 tag: SchemeTag::new(wire.id()),
                 hash: fmix32(i),
                 flow: u64::from(fmix32(i % 1000)),

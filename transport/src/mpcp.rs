@@ -458,7 +458,9 @@ mod tests {
 
     /// Digits of a level as ECN codepoints, most significant first.
     fn code(chain: Chain, level: usize) -> Vec<u8> {
-        (0..chain.digits()).map(|p| chain.digit(level, p) + 1).collect()
+        (0..chain.digits())
+            .map(|p| chain.digit(level, p) + 1)
+            .collect()
     }
 
     #[test]
@@ -497,7 +499,14 @@ mod tests {
         for (level, beta) in [(6u16, 0.875), (7, 0.6), (8, 0.43)] {
             let mut law = MpcpLaw::new(Chain::Two, LawConfig::with_mss(1000));
             let rtt = RttSample::uniform(MS * 100);
-            law.on_feedback(MS, Feedback { level, ..Feedback::default() }, &rtt);
+            law.on_feedback(
+                MS,
+                Feedback {
+                    level,
+                    ..Feedback::default()
+                },
+                &rtt,
+            );
             assert_eq!(law.window(), (10_000.0 * beta) as u64, "level {level}");
             assert_eq!(law.mode(), Mode::Hold);
         }
@@ -508,7 +517,14 @@ mod tests {
         let rtt = RttSample::uniform(MS * 200); // T = t_p: no scaling
         for (level, factor) in [(0u16, 2.0), (1, 1.375), (2, 1.0625)] {
             let mut law = MpcpLaw::new(Chain::Two, LawConfig::with_mss(1000));
-            law.on_feedback(MS, Feedback { level, ..Feedback::default() }, &rtt);
+            law.on_feedback(
+                MS,
+                Feedback {
+                    level,
+                    ..Feedback::default()
+                },
+                &rtt,
+            );
             law.on_ack(MS, 10_000, &rtt);
             // ξ(upper) = 0.25(1 − u)/u: 1.0, 0.375, 0.0625.
             assert_eq!(law.window(), (10_000.0 * factor) as u64, "level {level}");
@@ -516,7 +532,14 @@ mod tests {
         }
         // Top of the high zone (upper 100 %): plain AI, one packet per RTT.
         let mut law = MpcpLaw::new(Chain::Two, LawConfig::with_mss(1000));
-        law.on_feedback(MS, Feedback { level: 5, ..Feedback::default() }, &rtt);
+        law.on_feedback(
+            MS,
+            Feedback {
+                level: 5,
+                ..Feedback::default()
+            },
+            &rtt,
+        );
         law.on_ack(MS, 10_000, &rtt);
         assert_eq!(law.window(), 11_000);
         assert_eq!(law.mode(), Mode::AdditiveIncrease);
@@ -543,8 +566,10 @@ mod tests {
 
     /// Sends `packets` of one flow through routers at loads `rhos` into a decoder.
     fn through_routers(chain: Chain, rhos: &[f64], packets: u32) -> MpcpDecoder {
-        let mut routers: Vec<MpcpMarker> =
-            rhos.iter().map(|_| MpcpMarker::new(chain, FlowTableConfig::default())).collect();
+        let mut routers: Vec<MpcpMarker> = rhos
+            .iter()
+            .map(|_| MpcpMarker::new(chain, FlowTableConfig::default()))
+            .collect();
         let mut decoder = MpcpDecoder::new(chain);
         for i in 0..packets {
             let mut pkt = PacketMarks {
@@ -580,7 +605,10 @@ mod tests {
     #[test]
     fn three_routers_in_series() {
         let decoder = through_routers(Chain::Three, &[0.9, 1.2, 0.3], 300);
-        assert_eq!(decoder.estimate(MS).level as usize, Chain::Three.level_of(LoadFactor::new(1.2)));
+        assert_eq!(
+            decoder.estimate(MS).level as usize,
+            Chain::Three.level_of(LoadFactor::new(1.2))
+        );
     }
 
     #[test]
@@ -606,7 +634,11 @@ mod tests {
         assert_eq!(d.estimate(MS).level, 0, "initial LOW_LOAD 0101");
         // MSP 10 then LSP 01: 1001 = level 3.
         d.on_packet(MS, Ecn::Ect0, tag, 0);
-        assert_eq!(d.estimate(MS).level, 5, "LSP unknown: top of the zone, 1011");
+        assert_eq!(
+            d.estimate(MS).level,
+            5,
+            "LSP unknown: top of the zone, 1011"
+        );
         d.on_packet(MS, Ecn::Ect1, tag, 1);
         assert_eq!(d.estimate(MS).level, 3);
         // The same MSP again keeps the LSP.

@@ -182,11 +182,14 @@ impl LawConfig {
     }
 
     /// `window` clamped into `[min_window, max_window]`, NaN to the minimum.
+    /// A configuration whose minimum exceeds its maximum yields the minimum,
+    /// never a panic.
     pub fn clamp(&self, window: f64) -> f64 {
+        let (min, max) = (self.min_window as f64, self.max_window as f64);
         if window.is_nan() {
-            return self.min_window as f64;
+            return min;
         }
-        window.clamp(self.min_window as f64, self.max_window as f64)
+        window.min(max).max(min)
     }
 }
 

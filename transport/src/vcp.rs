@@ -491,7 +491,10 @@ mod tests {
             let mut d = VcpDecoder::default();
             d.on_packet(MS, p.ecn, p.tag, p.hash);
             let worst = rhos.iter().cloned().fold(0.0, f64::max);
-            assert_eq!(d.estimate(MS).level, VcpLevel::of(LoadFactor::new(worst)) as u16);
+            assert_eq!(
+                d.estimate(MS).level,
+                VcpLevel::of(LoadFactor::new(worst)) as u16
+            );
         }
     }
 
