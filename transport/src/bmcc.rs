@@ -36,10 +36,12 @@ impl LoadParams {
 
 use std::time::Duration;
 
+use crate::classic::LOSS_REDUCTION;
 use crate::ecn::{Ecn, SchemeTag};
 use crate::scheme::WireScheme;
 use crate::signal::{
-    Congestion, Decoder, Feedback, Law, LawConfig, LinkState, Marker, Mode, PacketMarks, RttSample,
+    Congestion, Decoder, Feedback, Law, LawConfig, LinkState, LossEpoch, Marker, Mode, PacketMarks,
+    RttSample,
 };
 use crate::vcp::MI_SCALE_CAP;
 
@@ -158,7 +160,7 @@ pub struct BmccLaw {
     /// New flows stay in MI until the estimate first reaches 1.
     starting: bool,
     last_decrease: Option<Duration>,
-    recovery_start: Option<Duration>,
+    loss: LossEpoch,
     mode: Mode,
 }
 
@@ -171,7 +173,7 @@ impl BmccLaw {
             estimate: ETA0,
             starting: true,
             last_decrease: None,
-            recovery_start: None,
+            loss: LossEpoch::default(),
             mode: Mode::MultiplicativeIncrease,
         }
     }
@@ -234,13 +236,11 @@ impl Law for BmccLaw {
         _kind: Congestion,
         _rtt: &RttSample,
     ) {
-        if self.recovery_start.is_some_and(|start| sent <= start) {
-            return;
+        if self.loss.begins(now, sent) {
+            self.starting = false;
+            self.cwnd = self.config.clamp(self.cwnd * LOSS_REDUCTION);
+            self.mode = Mode::Recovery;
         }
-        self.recovery_start = Some(now);
-        self.starting = false;
-        self.cwnd = self.config.clamp(self.cwnd * 0.5);
-        self.mode = Mode::Recovery;
     }
 
     fn window(&self) -> u64 {

@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use crate::ecn::{Ecn, SchemeTag};
 use crate::signal::{
-    Congestion, Feedback, Law, LawConfig, LinkState, Marker, Mode, PacketMarks, RttSample,
+    Congestion, Feedback, Law, LawConfig, LinkState, LossEpoch, Marker, Mode, PacketMarks,
+    RttSample,
 };
 
 /// NewReno's loss reduction factor (RFC 9002 §7.3.2: kLossReductionFactor = 0.5).
@@ -40,7 +41,7 @@ pub struct ClassicLaw {
     config: LawConfig,
     cwnd: f64,
     ssthresh: f64,
-    recovery_start: Option<Duration>,
+    loss: LossEpoch,
     mode: Mode,
 }
 
@@ -50,7 +51,7 @@ impl ClassicLaw {
         ClassicLaw {
             cwnd: config.clamp(config.initial_window as f64),
             ssthresh: f64::INFINITY,
-            recovery_start: None,
+            loss: LossEpoch::default(),
             mode: Mode::SlowStart,
             config,
         }
@@ -59,7 +60,7 @@ impl ClassicLaw {
 
 impl Law for ClassicLaw {
     fn on_ack(&mut self, now: Duration, acked_bytes: u64, _rtt: &RttSample) {
-        if self.recovery_start.is_some_and(|start| now <= start) {
+        if self.loss.started_at(now) {
             return;
         }
         let acked = acked_bytes as f64;
@@ -82,13 +83,11 @@ impl Law for ClassicLaw {
         _kind: Congestion,
         _rtt: &RttSample,
     ) {
-        if self.recovery_start.is_some_and(|start| sent <= start) {
-            return;
+        if self.loss.begins(now, sent) {
+            self.cwnd = self.config.clamp(self.cwnd * LOSS_REDUCTION);
+            self.ssthresh = self.cwnd;
+            self.mode = Mode::Recovery;
         }
-        self.recovery_start = Some(now);
-        self.cwnd = self.config.clamp(self.cwnd * LOSS_REDUCTION);
-        self.ssthresh = self.cwnd;
-        self.mode = Mode::Recovery;
     }
 
     fn window(&self) -> u64 {

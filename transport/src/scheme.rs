@@ -43,7 +43,7 @@ impl Scheme {
         Scheme::Classic,
     ];
 
-    /// The schemes that need router feedback.
+    /// The schemes that need router feedback: all but classic.
     pub const ROUTER_ASSISTED: [Scheme; 6] = [
         Scheme::Vcp,
         Scheme::Evcp,

@@ -199,6 +199,29 @@ impl Default for LawConfig {
     }
 }
 
+/// Reno's rule for loss and unexplained CE (RFC 6582; RFC 9002 §7.3.2): one
+/// reaction per round trip. A signal for a packet sent before the last
+/// reaction belongs to the congestion event already answered.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LossEpoch(Option<Duration>);
+
+impl LossEpoch {
+    /// Whether a signal for a packet sent at `sent` starts a new congestion
+    /// event; if it does, the event starts at `now`.
+    pub fn begins(&mut self, now: Duration, sent: Duration) -> bool {
+        if self.0.is_some_and(|start| sent <= start) {
+            return false;
+        }
+        self.0 = Some(now);
+        true
+    }
+
+    /// Whether `now` is still the instant of the last reaction.
+    pub fn started_at(&self, now: Duration) -> bool {
+        self.0.is_some_and(|start| now <= start)
+    }
+}
+
 /// The sender half of a scheme: a window (or rate) state machine.
 pub trait Law: Send + fmt::Debug {
     /// `acked_bytes` were newly acknowledged.

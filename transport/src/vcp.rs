@@ -13,13 +13,15 @@
 
 use std::time::Duration;
 
+use crate::classic::LOSS_REDUCTION;
 use crate::ecn::{Ecn, SchemeTag};
 use crate::evcp::ConvergenceController;
 use crate::load::LoadFactor;
 use crate::meter::IntervalStats;
 use crate::scheme::WireScheme;
 use crate::signal::{
-    Congestion, Decoder, Feedback, LawConfig, LinkState, Marker, Mode, PacketMarks, RttSample,
+    Congestion, Decoder, Feedback, LawConfig, LinkState, LossEpoch, Marker, Mode, PacketMarks,
+    RttSample,
 };
 
 /// Low-load / high-load boundary: ρ < 80 % is low load (EVCP paper §"Overview
@@ -210,8 +212,7 @@ pub struct VcpLaw {
     hold_until: Duration,
     /// Additive increase only before this time (one RTT after the hold).
     ai_only_until: Duration,
-    /// Reno reaction to loss: packets sent before this belong to the last event.
-    recovery_start: Option<Duration>,
+    loss: LossEpoch,
     mode: Mode,
     convergence: Option<ConvergenceController>,
 }
@@ -225,7 +226,7 @@ impl VcpLaw {
             level: VcpLevel::Low,
             hold_until: Duration::ZERO,
             ai_only_until: Duration::ZERO,
-            recovery_start: None,
+            loss: LossEpoch::default(),
             mode: Mode::MultiplicativeIncrease,
             convergence: None,
         }
@@ -361,12 +362,10 @@ impl crate::signal::Law for VcpLaw {
         _kind: Congestion,
         _rtt: &RttSample,
     ) {
-        if self.recovery_start.is_some_and(|start| sent <= start) {
-            return;
+        if self.loss.begins(now, sent) {
+            self.set_window(self.cwnd * LOSS_REDUCTION);
+            self.mode = Mode::Recovery;
         }
-        self.recovery_start = Some(now);
-        self.set_window(self.cwnd * 0.5);
-        self.mode = Mode::Recovery;
     }
 
     fn window(&self) -> u64 {
