@@ -2,12 +2,12 @@
 //!
 //! The ecnq router shim (DESIGN.md §4): an emulated bottleneck link that owns
 //! its queue, measures its load factor with the core's
-//! [`ecnq::LoadFactorMeter`] and re-marks ECN with the core's markers.
+//! [`ecnq::LoadFactorMeter`] and re-marks ECN with the core's markers, both
+//! through [`ecnq::router::RouterLink`], one per link direction.
 //!
 //! * [`wire`]: zero-copy IPv4 / IPv6 / UDP views and the TOS rewrite.
 //! * [`classify`]: raw packet → [`ecnq::PacketMarks`] and back.
 //! * [`spec`]: link specs in tc/netem words.
-//! * [`router`]: metering and marking of one output link.
 //! * [`link`]: the sans-IO link model (queue, rate, delay, loss, ...).
 //! * [`stats`]: per-link snapshots as JSON lines.
 //! * [`relay`]: the UDP relay data path.
@@ -18,7 +18,6 @@
 pub mod classify;
 pub mod link;
 pub mod relay;
-pub mod router;
 pub mod spec;
 pub mod stats;
 pub mod tos_socket;

@@ -13,9 +13,9 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::time::Duration;
 
-use ecnq::PacketMarks;
+use ecnq::router::{RouterConfig, RouterLink};
+use ecnq::{Ecn, PacketMarks, SchemeTag};
 
-use crate::router::{RouterConfig, RouterLink};
 use crate::spec::{Limit, LinkSpec};
 
 /// What a link carries.
@@ -56,6 +56,8 @@ pub struct LinkCounters {
     pub duplicates: u64,
     /// Packets that skipped the delay (reordered).
     pub reordered: u64,
+    /// Packets metered but not marked (fragments, non-UDP, malformed).
+    pub unmarked: u64,
 }
 
 impl LinkCounters {
@@ -126,12 +128,30 @@ impl<P> Ord for InFlight<P> {
 /// Capacity the meter assumes on an unlimited link: 10 Gbit/s.
 pub const UNLIMITED_CAPACITY_BPS: u64 = 10_000_000_000;
 
+/// Bytes per packet when a buffer limit in packets is turned into bytes
+/// (for the classic marking threshold): a full-size Ethernet frame's payload.
+pub const MTU: u64 = 1500;
+
 /// The router configuration that matches a spec: capacity = the link rate
-/// (or [`UNLIMITED_CAPACITY_BPS`]), the papers' defaults otherwise.
+/// (or [`UNLIMITED_CAPACITY_BPS`]), buffer = the limit, the core's defaults
+/// otherwise.
 pub fn router_config(spec: &LinkSpec) -> RouterConfig {
     let bps = spec.rate.unwrap_or(UNLIMITED_CAPACITY_BPS);
-    RouterConfig::new(bps as f64 / 8.0)
+    let buffer = match spec.limit {
+        Limit::Bytes(n) => n,
+        Limit::Packets(n) => n.saturating_mul(MTU),
+    };
+    RouterConfig::new(bps as f64 / 8.0, buffer)
 }
+
+/// What the meter is told about a packet that cannot be marked: Not-ECT,
+/// which no marker rewrites (the core has no meter-only arrival).
+const UNMARKABLE: PacketMarks = PacketMarks {
+    ecn: Ecn::NotEct,
+    tag: SchemeTag::UNTAGGED,
+    hash: 0,
+    flow: 0,
+};
 
 /// One direction of an emulated link.
 #[derive(Debug)]
@@ -191,10 +211,13 @@ impl<P: LinkPacket> Link<P> {
         self.counters.arrival_bytes += u64::from(len);
         match packet.marks() {
             Some(mut marks) => {
-                self.router.on_arrival(now, len, Some(&mut marks));
+                self.router.on_arrival(now, len, &mut marks);
                 packet.set_marks(&marks);
             }
-            None => self.router.on_arrival(now, len, None),
+            None => {
+                self.counters.unmarked += 1;
+                self.router.on_arrival(now, len, &mut UNMARKABLE.clone());
+            }
         }
         let cause = if self.rng.chance(self.spec.loss) {
             Some(DropCause::Loss)
@@ -338,7 +361,7 @@ impl<P: LinkPacket> Link<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ecnq::{Ecn, SchemeTag};
+    use ecnq::WireScheme;
 
     /// A test packet: a size, an id, and VCP-tagged marks.
     #[derive(Clone, Debug, PartialEq)]
@@ -546,6 +569,6 @@ mod tests {
             early.clone().all(|p| p.marks.ecn == Ecn::Ect1),
             "no load measured yet"
         );
-        assert!(l.router().counters().marked_to(Ecn::Ce) > 100);
+        assert!(l.router().counters().get(WireScheme::Vcp, Ecn::Ce) > 100);
     }
 }

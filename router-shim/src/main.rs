@@ -8,10 +8,10 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::{Arg, ArgAction, ArgMatches, Command};
+use ecnq::router::{MarkingMode, RouterConfig};
 
 use ecnq_shim::link::router_config;
 use ecnq_shim::relay::{Direction, Relay, RelayConfig, RelayReport};
-use ecnq_shim::router::{MarkingMode, RouterConfig};
 use ecnq_shim::spec::{parse_rate, parse_size, parse_time, LinkSpec};
 use ecnq_shim::stats::StatsSink;
 
@@ -70,7 +70,7 @@ fn link_args() -> Vec<Arg> {
         Arg::new("classic-threshold")
             .long("classic-threshold")
             .value_name("SIZE")
-            .help("Queue (b, kb, mb) at which untagged ECT packets get CE [default: 5 ms at the link rate]"),
+            .help("Queue (b, kb, mb) at which untagged ECT packets get CE [default: half the buffer limit, packets counted as 1500 bytes]"),
         Arg::new("seed")
             .long("seed")
             .value_name("N")
@@ -193,7 +193,6 @@ fn directions(m: &ArgMatches) -> Result<(Direction, Direction), String> {
     let up = spec("link-up")?.unwrap_or(both);
     let down = spec("link-down")?.unwrap_or(both);
     let mode = parsed::<MarkingMode>(m, "scheme")?.unwrap_or(MarkingMode::Auto);
-    mode.check_supported()?;
     let tp = with(m, "tp", parse_time)?;
     let queue_sample = with(m, "queue-sample", parse_time)?;
     let capacity = with(m, "capacity", parse_rate)?;
@@ -204,7 +203,10 @@ fn directions(m: &ArgMatches) -> Result<(Direction, Direction), String> {
     }
     let router = |spec: &LinkSpec| -> RouterConfig {
         let mut cfg = match capacity {
-            Some(bps) => RouterConfig::new(bps as f64 / 8.0),
+            Some(bps) => RouterConfig {
+                meter: ecnq::MeterConfig::new(bps as f64 / 8.0),
+                ..router_config(spec)
+            },
             None => router_config(spec),
         };
         cfg.mode = mode;

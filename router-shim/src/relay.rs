@@ -23,6 +23,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use ecnq::router::RouterConfig;
 use ecnq::PacketMarks;
 use tokio::io::Interest;
 use tokio::net::UdpSocket;
@@ -30,7 +31,6 @@ use tokio::task::JoinHandle;
 
 use crate::classify::{marks_of, remarked_tos};
 use crate::link::{Link, LinkPacket};
-use crate::router::RouterConfig;
 use crate::spec::LinkSpec;
 use crate::stats::{LinkSnapshot, StatsSink};
 use crate::tos_socket::{
@@ -415,7 +415,7 @@ fn run_link(
             }
         }
         if let Some(sink) = stats.as_ref().filter(|_| now >= next_stats) {
-            link.router_mut().take_completed(now);
+            link.router_mut().advance(now);
             let _ =
                 sink.write_line(&LinkSnapshot::of(name, now, &link, send_errors).to_json(false));
             while next_stats <= now {
@@ -447,7 +447,7 @@ fn run_link(
         }
     }
     let now = epoch.elapsed().max(last_now);
-    link.router_mut().take_completed(now);
+    link.router_mut().advance(now);
     let snapshot = LinkSnapshot::of(name, now, &link, send_errors);
     if let Some(sink) = &stats {
         let _ = sink.write_line(&snapshot.to_json(true));

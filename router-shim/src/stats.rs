@@ -6,10 +6,10 @@ use std::io::{self, Write};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use ecnq::{IntervalStats, LinkLoad};
+use ecnq::router::{wire_name, MarkCounters};
+use ecnq::{IntervalStats, LinkLoad, WireScheme};
 
 use crate::link::{Link, LinkCounters, LinkPacket};
-use crate::router::{wire_name, MarkCounters, WIRE_SCHEMES};
 
 /// Everything worth reporting about one link at one instant.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -20,7 +20,7 @@ pub struct LinkSnapshot {
     pub time: Duration,
     /// Link counters.
     pub counters: LinkCounters,
-    /// Marks by scheme and codepoint.
+    /// Packets by the scheme that marked them and the codepoint they left with.
     pub marks: MarkCounters,
     /// Queue in bytes and packets.
     pub queue_bytes: u64,
@@ -63,24 +63,28 @@ impl LinkSnapshot {
     pub fn to_json(&self, final_: bool) -> String {
         let c = &self.counters;
         let mut s = format!(
-            "{{\"t\":{:.6},\"dir\":\"{}\",\"final\":{},\"arrivals\":{},\"arrival_bytes\":{},\
-             \"departures\":{},\"departure_bytes\":{},\"drops_overflow\":{},\"drops_loss\":{},\
-             \"duplicates\":{},\"reordered\":{},\"send_errors\":{},\"queue_bytes\":{},\"queue_packets\":{}",
+            "{{\"t\":{:.6},\"dir\":\"{}\",\"final\":{final_}",
             self.time.as_secs_f64(),
-            self.direction,
-            final_,
-            c.arrivals,
-            c.arrival_bytes,
-            c.departures,
-            c.departure_bytes,
-            c.drops_overflow,
-            c.drops_loss,
-            c.duplicates,
-            c.reordered,
-            self.send_errors,
-            self.queue_bytes,
-            self.queue_packets,
+            self.direction
         );
+        let fields = [
+            ("arrivals", c.arrivals),
+            ("arrival_bytes", c.arrival_bytes),
+            ("departures", c.departures),
+            ("departure_bytes", c.departure_bytes),
+            ("drops_overflow", c.drops_overflow),
+            ("drops_loss", c.drops_loss),
+            ("duplicates", c.duplicates),
+            ("reordered", c.reordered),
+            ("unmarked", c.unmarked),
+            ("send_errors", self.send_errors),
+            ("rewritten", self.marks.rewritten),
+            ("queue_bytes", self.queue_bytes),
+            ("queue_packets", self.queue_packets as u64),
+        ];
+        for (name, value) in fields {
+            let _ = write!(s, ",\"{name}\":{value}");
+        }
         if let Some(iv) = &self.interval {
             let _ = write!(
                 s,
@@ -94,29 +98,16 @@ impl LinkSnapshot {
         }
         let _ = write!(
             s,
-            ",\"load_vcp\":{:.6},\"load_bmcc\":{:.6},\"load_mcp\":{:.6},\"seen\":{{",
+            ",\"load_vcp\":{:.6},\"load_bmcc\":{:.6},\"load_mcp\":{:.6},\"marks\":{{",
             self.load.vcp.get(),
             self.load.bmcc.get(),
             self.load.mcp.get()
         );
-        for (i, scheme) in WIRE_SCHEMES.iter().enumerate() {
-            let sep = if i == 0 { "" } else { "," };
-            let _ = write!(s, "{sep}\"{}\":{}", wire_name(*scheme), self.marks.seen[i]);
-        }
-        // Rewrites by scheme, as [to 00, to 01, to 10, to 11].
-        s.push_str("},\"marks\":{");
-        for (i, scheme) in WIRE_SCHEMES.iter().enumerate() {
-            let sep = if i == 0 { "" } else { "," };
-            let m = self.marks.marked[i];
-            let _ = write!(
-                s,
-                "{sep}\"{}\":[{},{},{},{}]",
-                wire_name(*scheme),
-                m[0],
-                m[1],
-                m[2],
-                m[3]
-            );
+        // Packets by marking scheme, as [left with 00, 01, 10, 11].
+        for (id, m) in self.marks.by_scheme.iter().enumerate() {
+            let sep = if id == 0 { "" } else { "," };
+            let name = wire_name(WireScheme::from_id(id as u8));
+            let _ = write!(s, "{sep}\"{name}\":[{},{},{},{}]", m[0], m[1], m[2], m[3]);
         }
         s.push_str("}}");
         s
@@ -175,7 +166,7 @@ mod tests {
             capacity: 1e6,
             send_errors: 0,
         };
-        snap.marks.marked[1][3] = 7;
+        snap.marks.by_scheme[1][3] = 7;
         let line = snap.to_json(true);
         for want in [
             "\"t\":1.500000",
@@ -185,7 +176,7 @@ mod tests {
             "\"drops_overflow\":2",
             "\"queue_bytes\":3000",
             "\"vcp\":[0,0,0,7]",
-            "\"classic\":0",
+            "\"classic\":[0,0,0,0]",
         ] {
             assert!(line.contains(want), "{line} lacks {want}");
         }
