@@ -9,6 +9,7 @@
 //! * [`classify`]: raw packet → [`ecnq::PacketMarks`] and back.
 //! * [`spec`]: link specs in tc/netem words.
 //! * [`link`]: the sans-IO link model (queue, rate, delay, loss, ...).
+//! * [`pump`]: the thread that drives a link in real time.
 //! * [`stats`]: per-link snapshots as JSON lines.
 //! * [`relay`]: the UDP relay data path.
 //! * [`tos_socket`]: UDP send/receive with the TOS byte (relay mode).
@@ -17,6 +18,7 @@
 
 pub mod classify;
 pub mod link;
+pub mod pump;
 pub mod relay;
 pub mod spec;
 pub mod stats;

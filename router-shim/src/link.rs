@@ -16,14 +16,16 @@ use std::time::Duration;
 use ecnq::router::{RouterConfig, RouterLink};
 use ecnq::{Ecn, PacketMarks, SchemeTag};
 
+use crate::classify::{PassCounters, PassReason};
+
 use crate::spec::{Limit, LinkSpec};
 
 /// What a link carries.
 pub trait LinkPacket: Clone {
     /// Size on the wire in bytes (IP header included): what is metered and queued.
     fn wire_len(&self) -> u32;
-    /// The marks a marker may rewrite; `None` for packets passed untouched.
-    fn marks(&self) -> Option<PacketMarks>;
+    /// The marks a marker may rewrite, or why the packet passes untouched.
+    fn marks(&self) -> Result<PacketMarks, PassReason>;
     /// Stores rewritten marks.
     fn set_marks(&mut self, marks: &PacketMarks);
 }
@@ -56,8 +58,8 @@ pub struct LinkCounters {
     pub duplicates: u64,
     /// Packets that skipped the delay (reordered).
     pub reordered: u64,
-    /// Packets metered but not marked (fragments, non-UDP, malformed).
-    pub unmarked: u64,
+    /// Packets metered and queued but never marked, by reason.
+    pub passed: PassCounters,
 }
 
 impl LinkCounters {
@@ -210,12 +212,12 @@ impl<P: LinkPacket> Link<P> {
         self.counters.arrivals += 1;
         self.counters.arrival_bytes += u64::from(len);
         match packet.marks() {
-            Some(mut marks) => {
+            Ok(mut marks) => {
                 self.router.on_arrival(now, len, &mut marks);
                 packet.set_marks(&marks);
             }
-            None => {
-                self.counters.unmarked += 1;
+            Err(reason) => {
+                self.counters.passed.count(reason);
                 self.router.on_arrival(now, len, &mut UNMARKABLE.clone());
             }
         }
@@ -375,8 +377,8 @@ mod tests {
         fn wire_len(&self) -> u32 {
             self.len
         }
-        fn marks(&self) -> Option<PacketMarks> {
-            Some(self.marks)
+        fn marks(&self) -> Result<PacketMarks, PassReason> {
+            Ok(self.marks)
         }
         fn set_marks(&mut self, marks: &PacketMarks) {
             self.marks = *marks;

@@ -7,20 +7,16 @@
 //! shared by all sessions (one bottleneck per direction). The TOS byte is
 //! read on every receive and the marked one written on every send.
 //!
-//! Sockets are read by tokio tasks. Each link runs on its own thread, which
-//! sleeps on its packet channel with a timeout until the link's next
-//! departure: a futex wait wakes within tens of microseconds, where tokio's
-//! timer rounds to whole milliseconds. Departure times come from the link
-//! model, so wake-up lateness never accumulates into rate error.
+//! Sockets are read by tokio tasks; each link runs on its own thread
+//! ([`crate::pump`]), which sends what the link releases.
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError, SyncSender};
+use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
-use std::thread;
 use std::time::{Duration, Instant};
 
 use ecnq::router::RouterConfig;
@@ -29,8 +25,9 @@ use tokio::io::Interest;
 use tokio::net::UdpSocket;
 use tokio::task::JoinHandle;
 
-use crate::classify::{marks_of, remarked_tos};
+use crate::classify::{marks_of, remarked_tos, PassReason};
 use crate::link::{Link, LinkPacket};
+use crate::pump::{Egress, LinkMsg, LinkThread, StatsOutput};
 use crate::spec::LinkSpec;
 use crate::stats::{LinkSnapshot, StatsSink};
 use crate::tos_socket::{
@@ -39,9 +36,6 @@ use crate::tos_socket::{
 
 /// Largest datagram relayed.
 const MAX_DATAGRAM: usize = 65_535;
-/// Packets waiting between a socket reader and a link thread; a full channel
-/// blocks the reader, leaving the backlog in the kernel socket buffer.
-const CHANNEL_DEPTH: usize = 8192;
 /// Socket buffers requested (the kernel may cap them).
 const SOCKET_BUFFER: i32 = 4 << 20;
 /// How often idle sessions are swept.
@@ -86,7 +80,6 @@ struct Datagram {
     marks: PacketMarks,
     /// Payload + UDP + IP header: what a router would queue.
     wire_len: u32,
-    arrived: Duration,
     out: Arc<UdpSocket>,
     to: Option<SocketAddr>,
     ipv6: bool,
@@ -96,17 +89,12 @@ impl LinkPacket for Datagram {
     fn wire_len(&self) -> u32 {
         self.wire_len
     }
-    fn marks(&self) -> Option<PacketMarks> {
-        Some(self.marks)
+    fn marks(&self) -> Result<PacketMarks, PassReason> {
+        Ok(self.marks)
     }
     fn set_marks(&mut self, marks: &PacketMarks) {
         self.marks = *marks;
     }
-}
-
-enum LinkMsg {
-    Packet(Datagram),
-    Stop,
 }
 
 /// Final figures of a relay run.
@@ -155,15 +143,27 @@ impl Relay {
             listener,
             stats,
         } = self;
-        let (up_tx, up) = spawn_link("up", &config.up, config.seed, epoch, &config, stats.clone())?;
-        let (down_tx, down) = spawn_link(
-            "down",
-            &config.down,
-            config.seed.wrapping_add(1),
+        let stats = stats.map(|sink| StatsOutput {
+            sink,
+            interval: config.stats_interval,
+        });
+        let link = |d: &Direction, seed| Link::new(d.spec, d.router.clone(), seed, epoch.elapsed());
+        let up = LinkThread::spawn(
+            "up",
+            link(&config.up, config.seed),
+            DatagramEgress,
             epoch,
-            &config,
+            stats.clone(),
+        )?;
+        let down_seed = config.seed.wrapping_add(1);
+        let down = LinkThread::spawn(
+            "down",
+            link(&config.down, down_seed),
+            DatagramEgress,
+            epoch,
             stats,
         )?;
+        let (up_tx, down_tx) = (up.sender(), down.sender());
         let mut sessions = Sessions {
             table: HashMap::new(),
             opened: 0,
@@ -176,25 +176,17 @@ impl Relay {
         for (_, session) in sessions.table.drain() {
             session.reader.abort();
         }
-        // A full channel must not hold the stop message back: send it from a blocking thread.
-        let stop =
-            |tx: SyncSender<LinkMsg>| tokio::task::spawn_blocking(move || tx.send(LinkMsg::Stop));
-        let (a, b) = (stop(up_tx), stop(down_tx));
-        let _ = (a.await, b.await);
-        let join = |h: thread::JoinHandle<LinkSnapshot>| {
-            h.join()
-                .map_err(|_| io::Error::other("a link thread panicked"))
-        };
-        let report =
-            tokio::task::spawn_blocking(move || -> io::Result<(LinkSnapshot, LinkSnapshot)> {
-                Ok((join(up)?, join(down)?))
-            })
-            .await
-            .map_err(io::Error::other)??;
+        drop((up_tx, down_tx));
+        // Stopping blocks until the link thread takes the message.
+        let (up, down) = tokio::task::spawn_blocking(move || -> io::Result<_> {
+            Ok((up.stop()?, down.stop()?))
+        })
+        .await
+        .map_err(io::Error::other)??;
         outcome?;
         Ok(RelayReport {
-            up: report.0,
-            down: report.1,
+            up,
+            down,
             sessions: sessions.opened,
             refused: sessions.refused,
         })
@@ -233,8 +225,8 @@ async fn serve(
     config: &RelayConfig,
     listener: &Arc<UdpSocket>,
     epoch: Instant,
-    up_tx: &SyncSender<LinkMsg>,
-    down_tx: &SyncSender<LinkMsg>,
+    up_tx: &SyncSender<LinkMsg<Datagram>>,
+    down_tx: &SyncSender<LinkMsg<Datagram>>,
     sessions: &mut Sessions,
 ) -> io::Result<()> {
     let mut buf = vec![0u8; MAX_DATAGRAM];
@@ -277,12 +269,11 @@ async fn serve(
             wire_len: wire_len(meta.len, meta.from),
             payload,
             tos: meta.tos,
-            arrived,
             out: session.upstream.clone(),
             to: None,
             ipv6: config.target.is_ipv6(),
         };
-        if up_tx.send(LinkMsg::Packet(datagram)).is_err() {
+        if up_tx.send(LinkMsg::Packet(arrived, datagram)).is_err() {
             return Err(io::Error::other("the up link stopped"));
         }
     }
@@ -294,7 +285,7 @@ fn open_session(
     listener: &Arc<UdpSocket>,
     client: SocketAddr,
     epoch: Instant,
-    down_tx: &SyncSender<LinkMsg>,
+    down_tx: &SyncSender<LinkMsg<Datagram>>,
 ) -> io::Result<Session> {
     let any: SocketAddr = if config.target.is_ipv6() {
         (Ipv6Addr::UNSPECIFIED, 0).into()
@@ -330,7 +321,7 @@ async fn read_replies(
     client: SocketAddr,
     epoch: Instant,
     last_active: Arc<AtomicU64>,
-    down_tx: SyncSender<LinkMsg>,
+    down_tx: SyncSender<LinkMsg<Datagram>>,
 ) {
     let mut buf = vec![0u8; MAX_DATAGRAM];
     let ipv6 = client.is_ipv6();
@@ -352,12 +343,11 @@ async fn read_replies(
             wire_len: wire_len(meta.len, meta.from),
             payload,
             tos: meta.tos,
-            arrived,
             out: listener.clone(),
             to: Some(client),
             ipv6,
         };
-        if down_tx.send(LinkMsg::Packet(datagram)).is_err() {
+        if down_tx.send(LinkMsg::Packet(arrived, datagram)).is_err() {
             return;
         }
     }
@@ -369,103 +359,16 @@ fn wire_len(payload_len: usize, from: SocketAddr) -> u32 {
     (payload_len + 8 + ip) as u32
 }
 
-type LinkThread = (SyncSender<LinkMsg>, thread::JoinHandle<LinkSnapshot>);
+/// Sends released datagrams with their (re-marked) TOS byte.
+struct DatagramEgress;
 
-fn spawn_link(
-    name: &'static str,
-    direction: &Direction,
-    seed: u64,
-    epoch: Instant,
-    config: &RelayConfig,
-    stats: Option<Arc<StatsSink>>,
-) -> io::Result<LinkThread> {
-    let (tx, rx) = mpsc::sync_channel(CHANNEL_DEPTH);
-    let link = Link::new(
-        direction.spec,
-        direction.router.clone(),
-        seed,
-        epoch.elapsed(),
-    );
-    let interval = config.stats_interval;
-    let handle = thread::Builder::new()
-        .name(format!("link-{name}"))
-        .spawn(move || run_link(name, link, rx, epoch, stats, interval))?;
-    Ok((tx, handle))
-}
-
-/// A link thread: enqueue what arrives, send what the link releases, write
-/// stats; returns the final snapshot.
-fn run_link(
-    name: &'static str,
-    mut link: Link<Datagram>,
-    rx: mpsc::Receiver<LinkMsg>,
-    epoch: Instant,
-    stats: Option<Arc<StatsSink>>,
-    stats_interval: Duration,
-) -> LinkSnapshot {
-    let mut send_errors = 0u64;
-    let mut last_now = Duration::ZERO;
-    let mut next_stats = epoch.elapsed() + stats_interval;
-    loop {
-        let now = epoch.elapsed().max(last_now);
-        last_now = now;
-        while let Some(d) = link.dequeue(now) {
-            if !send(&d) {
-                send_errors += 1;
-            }
-        }
-        if let Some(sink) = stats.as_ref().filter(|_| now >= next_stats) {
-            link.router_mut().advance(now);
-            let _ =
-                sink.write_line(&LinkSnapshot::of(name, now, &link, send_errors).to_json(false));
-            while next_stats <= now {
-                next_stats += stats_interval;
-            }
-        }
-        let mut deadline = link.next_wakeup().unwrap_or(now + Duration::from_secs(1));
-        if stats.is_some() {
-            deadline = deadline.min(next_stats);
-        }
-        let timeout = deadline.saturating_sub(epoch.elapsed());
-        match rx.recv_timeout(timeout) {
-            Ok(LinkMsg::Packet(d)) => {
-                enqueue(&mut link, d, &mut last_now);
-                // Take the whole backlog before sleeping again.
-                let mut stopped = false;
-                while let Ok(msg) = rx.try_recv() {
-                    match msg {
-                        LinkMsg::Packet(d) => enqueue(&mut link, d, &mut last_now),
-                        LinkMsg::Stop => stopped = true,
-                    }
-                }
-                if stopped {
-                    break;
-                }
-            }
-            Ok(LinkMsg::Stop) | Err(RecvTimeoutError::Disconnected) => break,
-            Err(RecvTimeoutError::Timeout) => {}
-        }
+impl Egress<Datagram> for DatagramEgress {
+    fn send_batch(&mut self, batch: &mut Vec<Datagram>) -> u64 {
+        batch.iter().filter(|d| !send(d)).count() as u64
     }
-    let now = epoch.elapsed().max(last_now);
-    link.router_mut().advance(now);
-    let snapshot = LinkSnapshot::of(name, now, &link, send_errors);
-    if let Some(sink) = &stats {
-        let _ = sink.write_line(&snapshot.to_json(true));
-    }
-    snapshot
 }
 
-/// Offers a datagram at its arrival time as stamped by the reader, kept
-/// monotonic for the meter.
-fn enqueue(link: &mut Link<Datagram>, d: Datagram, last_now: &mut Duration) {
-    let now = d.arrived.max(*last_now);
-    *last_now = now;
-    // A drop is counted by the link.
-    let _ = link.enqueue(now, d);
-}
-
-/// Sends a released datagram with its (re-marked) TOS byte; one retry after
-/// waiting for buffer space.
+/// One `sendmsg`; one retry after waiting for buffer space.
 fn send(d: &Datagram) -> bool {
     let tos = remarked_tos(d.tos, &d.marks);
     for attempt in 0..2 {
