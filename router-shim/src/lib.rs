@@ -13,6 +13,8 @@
 //! * [`stats`]: per-link snapshots as JSON lines.
 //! * [`relay`]: the UDP relay data path.
 //! * [`tos_socket`]: UDP send/receive with the TOS byte (relay mode).
+//! * [`tun`]: the TUN data path (`ecnq-shim tun`).
+//! * [`testbed`]: network-namespace topologies with a shim per router.
 
 #![warn(missing_docs)]
 
@@ -22,5 +24,7 @@ pub mod pump;
 pub mod relay;
 pub mod spec;
 pub mod stats;
+pub mod testbed;
 pub mod tos_socket;
+pub mod tun;
 pub mod wire;
