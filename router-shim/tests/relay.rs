@@ -13,7 +13,10 @@ use ecnq_shim::link::router_config;
 use ecnq_shim::relay::{Direction, Relay, RelayConfig, RelayReport};
 use ecnq_shim::spec::LinkSpec;
 use ecnq_shim::stats::StatsSink;
-use ecnq_shim::tos_socket::{enable_recv_tos, recv_with_tos, send_with_tos, set_buffers};
+use ecnq_shim::tos_socket::{enable_recv_tos, set_buffers};
+
+mod common;
+use common::{receive_all, send};
 
 /// A relay running on its own runtime thread.
 struct RunningRelay {
@@ -77,39 +80,6 @@ fn tos_socket() -> UdpSocket {
     enable_recv_tos(&s, false).unwrap();
     set_buffers(&s, 8 << 20);
     s
-}
-
-#[derive(Clone, Debug)]
-struct Received {
-    at: Instant,
-    len: usize,
-    tos: u8,
-    from: SocketAddr,
-    payload: Vec<u8>,
-}
-
-/// Receives until `idle` passes with nothing (or `max` datagrams).
-fn receive_all(socket: &UdpSocket, idle: Duration, max: usize) -> Vec<Received> {
-    socket.set_nonblocking(false).unwrap();
-    socket.set_read_timeout(Some(idle)).unwrap();
-    let mut out = Vec::new();
-    let mut buf = vec![0u8; 65_536];
-    let mut peek = [0u8; 1];
-    while out.len() < max && socket.peek_from(&mut peek).is_ok() {
-        let meta = recv_with_tos(socket, &mut buf).unwrap();
-        out.push(Received {
-            at: Instant::now(),
-            len: meta.len,
-            tos: meta.tos,
-            from: meta.from,
-            payload: buf[..meta.len].to_vec(),
-        });
-    }
-    out
-}
-
-fn send(socket: &UdpSocket, to: SocketAddr, payload: &[u8], tos: u8) {
-    send_with_tos(socket, payload, Some(to), tos, false).unwrap();
 }
 
 #[test]
