@@ -10,6 +10,7 @@
 //! * [`spec`]: link specs in tc/netem words.
 //! * [`link`]: the sans-IO link model (queue, rate, delay, loss, ...).
 //! * [`pump`]: the thread that drives a link in real time.
+//! * [`observe`]: Prometheus metrics and pcap capture.
 //! * [`stats`]: per-link snapshots as JSON lines.
 //! * [`relay`]: the UDP relay data path.
 //! * [`tos_socket`]: UDP send/receive with the TOS byte (relay mode).
@@ -20,6 +21,7 @@
 
 pub mod classify;
 pub mod link;
+pub mod observe;
 pub mod pump;
 pub mod relay;
 pub mod spec;

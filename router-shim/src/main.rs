@@ -3,6 +3,7 @@
 use std::fs::File;
 use std::io::{self, BufWriter};
 use std::net::SocketAddr;
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -11,7 +12,8 @@ use clap::{Arg, ArgAction, ArgMatches, Command};
 use ecnq::router::{MarkingMode, RouterConfig};
 
 use ecnq_shim::link::router_config;
-use ecnq_shim::pump::StatsOutput;
+use ecnq_shim::observe::{PcapWriter, SnapshotBoard};
+use ecnq_shim::pump::Observers;
 use ecnq_shim::relay::{Direction, Relay, RelayConfig, RelayReport};
 use ecnq_shim::spec::{parse_rate, parse_size, parse_time, LinkSpec};
 use ecnq_shim::stats::{LinkSnapshot, StatsSink};
@@ -86,7 +88,15 @@ fn link_args() -> Vec<Arg> {
             .long("stats-interval")
             .value_name("TIME")
             .default_value("100ms")
-            .help("How often --stats gets a line per link"),
+            .help("How often --stats gets a line per link (and --metrics is refreshed)"),
+        Arg::new("metrics")
+            .long("metrics")
+            .value_name("ADDR")
+            .help("Serve per-link counters in Prometheus text format on ADDR, e.g. 127.0.0.1:9464"),
+        Arg::new("pcap")
+            .long("pcap")
+            .value_name("FILE")
+            .help("Write what leaves the shim to FILE (pcap, raw IP; relay packets get synthesized IP/UDP headers)"),
     ]
 }
 
@@ -332,17 +342,40 @@ fn directions(m: &ArgMatches) -> Result<(Direction, Direction), String> {
     ))
 }
 
-fn stats_sink(m: &ArgMatches) -> Result<Option<Arc<StatsSink>>, String> {
-    let Some(path) = text(m, "stats") else {
-        return Ok(None);
+/// JSON lines, metrics endpoint and pcap file from the options.
+fn observers(m: &ArgMatches) -> Result<Observers, String> {
+    let interval = stats_interval(m)?;
+    let stats = match text(m, "stats") {
+        None => None,
+        Some("-") => Some(Arc::new(StatsSink::new(Box::new(io::stdout())))),
+        Some(path) => {
+            let file = File::create(path).map_err(|e| format!("--stats {path}: {e}"))?;
+            Some(Arc::new(StatsSink::new(Box::new(BufWriter::new(file)))))
+        }
     };
-    let out: Box<dyn io::Write + Send> = if path == "-" {
-        Box::new(io::stdout())
-    } else {
-        let file = File::create(path).map_err(|e| format!("--stats {path}: {e}"))?;
-        Box::new(BufWriter::new(file))
+    let board = match parsed::<SocketAddr>(m, "metrics")? {
+        None => None,
+        Some(addr) => {
+            let board = Arc::new(SnapshotBoard::default());
+            let local = board
+                .serve(addr)
+                .map_err(|e| format!("--metrics {addr}: {e}"))?;
+            eprintln!("ecnq-shim: metrics on http://{local}/metrics");
+            Some(board)
+        }
     };
-    Ok(Some(Arc::new(StatsSink::new(out))))
+    let pcap = match text(m, "pcap") {
+        None => None,
+        Some(path) => Some(Arc::new(
+            PcapWriter::create(Path::new(path)).map_err(|e| format!("--pcap {path}: {e}"))?,
+        )),
+    };
+    Ok(Observers {
+        stats,
+        board,
+        pcap,
+        interval,
+    })
 }
 
 fn seed(m: &ArgMatches) -> Result<u64, String> {
@@ -378,10 +411,9 @@ fn tun(m: &ArgMatches) -> Result<(), String> {
         down,
         seed: seed(m)?,
     };
-    let interval = stats_interval(m)?;
-    let stats = stats_sink(m)?.map(|sink| StatsOutput { sink, interval });
+    let observers = observers(m)?;
     let runtime = signal_runtime()?;
-    let shim = TunShim::start(&config, stats).map_err(|e| e.to_string())?;
+    let shim = TunShim::start(&config, observers).map_err(|e| e.to_string())?;
     eprintln!(
         "ecnq-shim tun: {} -> link up -> {}, {} -> link down -> {}; scheme {}; offload {}",
         config.up_device,
@@ -449,7 +481,6 @@ fn relay(m: &ArgMatches) -> Result<(), String> {
     let listen = parsed::<SocketAddr>(m, "listen")?.ok_or("--listen is required")?;
     let target = parsed::<SocketAddr>(m, "to")?.ok_or("--to is required")?;
     let (up, down) = directions(m)?;
-    let stats_interval = stats_interval(m)?;
     let max_sessions = parsed::<usize>(m, "max-sessions")?.unwrap_or(4096);
     if max_sessions == 0 {
         return Err("--max-sessions must be at least 1".to_owned());
@@ -462,12 +493,11 @@ fn relay(m: &ArgMatches) -> Result<(), String> {
         seed: seed(m)?,
         session_idle: with(m, "session-idle", parse_time)?.unwrap_or(Duration::from_secs(60)),
         max_sessions,
-        stats_interval,
     };
-    let stats = stats_sink(m)?;
+    let observers = observers(m)?;
     let runtime = signal_runtime()?;
     let report: RelayReport = runtime.block_on(async {
-        let relay = Relay::bind(config.clone(), stats)
+        let relay = Relay::bind(config.clone(), observers)
             .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
         let local = relay.local_addr().map_err(|e| e.to_string())?;
         eprintln!(

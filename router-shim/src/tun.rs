@@ -26,7 +26,7 @@ use tun_rs::{DeviceBuilder, GROTable, SyncDevice, IDEAL_BATCH_SIZE, VIRTIO_NET_H
 
 use crate::classify::{classify, rewrite, Classified, PassReason, Verdict};
 use crate::link::{Link, LinkPacket};
-use crate::pump::{Egress, LinkMsg, LinkThread, StatsOutput};
+use crate::pump::{Egress, LinkMsg, LinkThread, Observers};
 use crate::relay::Direction;
 use crate::stats::LinkSnapshot;
 
@@ -126,6 +126,12 @@ impl Egress<TunPacket> for TunEgress {
         }
         failed
     }
+
+    fn ip_image(&self, packet: &TunPacket, out: &mut Vec<u8>) -> bool {
+        out.clear();
+        out.extend_from_slice(packet.packet());
+        true
+    }
 }
 
 /// Opens a TUN device as the shim uses it.
@@ -163,7 +169,7 @@ pub struct TunShim {
 
 impl TunShim {
     /// Creates the devices and starts forwarding.
-    pub fn start(config: &TunConfig, stats: Option<StatsOutput>) -> io::Result<TunShim> {
+    pub fn start(config: &TunConfig, observers: Observers) -> io::Result<TunShim> {
         let up_dev = Arc::new(open_device(&config.up_device, config)?);
         let down_dev = Arc::new(open_device(&config.down_device, config)?);
         let udp_gso = up_dev.udp_gso() && down_dev.udp_gso();
@@ -179,14 +185,14 @@ impl TunShim {
             link(&config.up, config.seed),
             egress(&down_dev),
             epoch,
-            stats.clone(),
+            observers.clone(),
         )?;
         let down = LinkThread::spawn(
             "down",
             link(&config.down, config.seed.wrapping_add(1)),
             egress(&up_dev),
             epoch,
-            stats,
+            observers,
         )?;
         let stop = Arc::new(AtomicBool::new(false));
         let reader = |device: Arc<SyncDevice>, tx, name: &str| {
