@@ -474,6 +474,37 @@ pub fn existing(testbed: &str) -> Result<Vec<String>, String> {
         .collect())
 }
 
+/// A UDP socket bound to `addr` inside namespace `ns` (the socket stays in
+/// that namespace whichever thread uses it).
+pub fn udp_socket_in(ns: &str, addr: std::net::SocketAddr) -> std::io::Result<std::net::UdpSocket> {
+    let path = format!("/run/netns/{ns}");
+    // setns changes the calling thread only: do it on a throwaway one.
+    thread::spawn(move || {
+        let ns = fs::File::open(&path)?;
+        // SAFETY: a valid namespace descriptor; affects this thread only.
+        if unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&ns), libc::CLONE_NEWNET) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        std::net::UdpSocket::bind(addr)
+    })
+    .join()
+    .map_err(|_| std::io::Error::other("setns thread panicked"))?
+}
+
+/// Removes a router's policy rules so its kernel forwards directly, without
+/// the shim (for comparisons); the shim keeps running, idle.
+pub fn bypass_shims(topology: &Topology) -> Result<(), String> {
+    for router in &topology.routers {
+        let ns = topology.ns(router);
+        for (side, table) in [(Side::Left, TABLE_UP), (Side::Right, TABLE_DOWN)] {
+            for iface in topology.router_ifaces(router, side) {
+                ip_in(&ns, &["rule", "del", "iif", &iface, "lookup", table])?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Processes running in a namespace.
 fn pids_in(ns: &str) -> Vec<i32> {
     run("ip", &["netns", "pids", ns])

@@ -3,9 +3,7 @@
 //! router and arrive re-marked as the scheme says. Every test removes its
 //! namespaces, also when it fails.
 
-use std::fs::File;
 use std::net::{SocketAddr, UdpSocket};
-use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -47,25 +45,13 @@ impl Testbed {
 
     /// A UDP socket bound in a host's namespace.
     fn socket(&self, host: &str, port: u16) -> UdpSocket {
-        let path = format!("/run/netns/{}", namespace(&self.name, host));
         let addr: SocketAddr = format!("{}:{port}", self.topology.host_addr(host).unwrap())
             .parse()
             .unwrap();
-        // setns applies to the calling thread only: do it on a throwaway one.
-        thread::spawn(move || {
-            let ns = File::open(&path).unwrap();
-            // SAFETY: a valid namespace descriptor; affects this thread only.
-            assert_eq!(
-                unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) },
-                0
-            );
-            let s = UdpSocket::bind(addr).unwrap();
-            enable_recv_tos(&s, false).unwrap();
-            set_buffers(&s, 8 << 20);
-            s
-        })
-        .join()
-        .unwrap()
+        let s = testbed::udp_socket_in(&namespace(&self.name, host), addr).unwrap();
+        enable_recv_tos(&s, false).unwrap();
+        set_buffers(&s, 8 << 20);
+        s
     }
 }
 
