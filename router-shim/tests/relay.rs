@@ -15,7 +15,7 @@ use ecnq_shim::pump::Observers;
 use ecnq_shim::relay::{Direction, Relay, RelayConfig, RelayReport};
 use ecnq_shim::spec::LinkSpec;
 use ecnq_shim::stats::StatsSink;
-use ecnq_shim::tos_socket::{enable_recv_tos, set_buffers};
+use ecnq_shim::tos_socket::{enable_recv_tos, send_with_tos, set_buffers};
 
 mod common;
 use common::{receive_all, send};
@@ -39,7 +39,15 @@ impl RunningRelay {
         router.mode = mode;
         let direction = Direction { spec, router };
         let config = RelayConfig {
-            listen: "127.0.0.1:0".parse().unwrap(),
+            // Same family as the target.
+            listen: SocketAddr::new(
+                if target.is_ipv6() {
+                    std::net::Ipv6Addr::LOCALHOST.into()
+                } else {
+                    std::net::Ipv4Addr::LOCALHOST.into()
+                },
+                0,
+            ),
             target,
             up: direction.clone(),
             down: direction,
@@ -342,4 +350,34 @@ fn stats_lines_pcap_and_final_counters() {
         server.local_addr().unwrap().port()
     );
     assert_eq!(&first[28..], &[7; 100]);
+}
+
+#[test]
+fn relay_over_ipv6_keeps_the_traffic_class() {
+    let Ok(server) = UdpSocket::bind("[::1]:0") else {
+        eprintln!("skipped: no IPv6 loopback");
+        return;
+    };
+    enable_recv_tos(&server, true).unwrap();
+    let relay = RunningRelay::start(
+        server.local_addr().unwrap(),
+        "delay 1ms",
+        MarkingMode::Forced(WireScheme::Classic),
+        Observers::default(),
+    );
+    let client = UdpSocket::bind("[::1]:0").unwrap();
+    enable_recv_tos(&client, true).unwrap();
+    let tc = SchemeTag::new(4).tos(Ecn::Ect0);
+    for i in 0..5u8 {
+        send_with_tos(&client, &[i; 40], Some(relay.addr), tc, true).unwrap();
+    }
+    let got = receive_all(&server, Duration::from_millis(500), 5);
+    assert_eq!(got.len(), 5);
+    assert!(got.iter().all(|r| r.tos == tc && r.len == 40));
+    send_with_tos(&server, b"back", Some(got[0].from), tc, true).unwrap();
+    let back = receive_all(&client, Duration::from_millis(500), 1);
+    assert_eq!((back.len(), back[0].tos), (1, tc));
+    let report = relay.stop();
+    // 40 bytes + UDP + IPv6 header.
+    assert_eq!(report.up.counters.arrival_bytes, 5 * (40 + 8 + 40));
 }
