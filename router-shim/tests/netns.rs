@@ -15,15 +15,30 @@ use ecnq_shim::tos_socket::{enable_recv_tos, set_buffers};
 mod common;
 use common::{receive_all, send};
 
-/// Whether this machine can run the namespace tests.
+/// Whether this machine can run the namespace tests: root, iproute2, a TUN
+/// device node, and the right to create network namespaces (containers may
+/// lack it).
 fn can_run() -> bool {
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
-    let ip = Path::new("/usr/sbin/ip").exists() || Path::new("/sbin/ip").exists();
-    if !(root && ip) {
-        eprintln!("skipped: needs root and iproute2");
+    // Tests run in parallel: one probe name each.
+    static PROBES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = PROBES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let probe = format!("ecnq-probe-{}-{n}", std::process::id());
+    let ip = |args: &[&str]| {
+        std::process::Command::new("ip")
+            .args(args)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    let ok = root && Path::new("/dev/net/tun").exists() && ip(&["netns", "add", &probe]);
+    if ok {
+        ip(&["netns", "delete", &probe]);
+    } else {
+        eprintln!("skipped: needs root, /dev/net/tun, iproute2 and network namespaces");
     }
-    root && ip
+    ok
 }
 
 /// A testbed that is torn down when dropped (even on a failed assertion).
