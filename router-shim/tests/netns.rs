@@ -183,3 +183,79 @@ fn parking_lot_long_flow_and_cleanup_after_a_crash() {
     assert_eq!(removed.len(), 2 + 6, "{removed:?}");
     assert!(testbed::existing(&bed.name).unwrap().is_empty());
 }
+
+/// Saturates the testbed's bottleneck with 1200-byte payloads at 120 % of
+/// `rate` for one second; returns the rate the receiver sees (IP bytes).
+fn tun_rate(bed: &Testbed, rate: f64) -> f64 {
+    let sender = bed.socket("s1", 4100);
+    let receiver = bed.socket("r1", 5100);
+    let to = receiver.local_addr().unwrap();
+    let wire = 1200.0 + 28.0;
+    let per_ms = (rate * 1.2 / 8.0 / wire / 1000.0).ceil() as u64;
+    let rx = thread::spawn(move || receive_all(&receiver, Duration::from_millis(1000), usize::MAX));
+    let payload = [0u8; 1200];
+    let start = Instant::now();
+    let mut batch = 0u64;
+    while start.elapsed() < Duration::from_secs(1) {
+        for _ in 0..per_ms {
+            send(&sender, to, &payload, 0x02);
+        }
+        batch += 1;
+        thread::sleep(
+            (start + Duration::from_millis(batch)).saturating_duration_since(Instant::now()),
+        );
+    }
+    let got = rx.join().unwrap();
+    let span = got.last().unwrap().at - got.first().unwrap().at;
+    (got.len() - 1) as f64 * wire * 8.0 / span.as_secs_f64()
+}
+
+#[test]
+fn tun_link_rate_and_delay_are_accurate() {
+    if !can_run() {
+        return;
+    }
+    for (spec, rate) in [
+        ("rate 10mbit limit 20000", 10e6),
+        ("rate 100mbit limit 20000", 100e6),
+    ] {
+        let bed = Testbed::up("nsr", Shape::Dumbbell(1), &["--link", spec]);
+        let measured = tun_rate(&bed, rate);
+        eprintln!("tun {spec}: measured {:.4} Mbit/s", measured / 1e6);
+        assert!(
+            (measured / rate - 1.0).abs() < 0.02,
+            "{spec}: {measured:.0} bit/s"
+        );
+    }
+
+    let bed = Testbed::up("nsd", Shape::Dumbbell(1), &["--link", "delay 20ms"]);
+    let sender = bed.socket("s1", 4200);
+    let receiver = bed.socket("r1", 5200);
+    let to = receiver.local_addr().unwrap();
+    let epoch = Instant::now();
+    let rx = thread::spawn(move || receive_all(&receiver, Duration::from_millis(500), 200));
+    for _ in 0..200 {
+        let nanos = epoch.elapsed().as_nanos() as u64;
+        send(&sender, to, &nanos.to_be_bytes(), 0);
+        thread::sleep(Duration::from_millis(2));
+    }
+    let got = rx.join().unwrap();
+    assert_eq!(got.len(), 200);
+    let mut delays: Vec<f64> = got
+        .iter()
+        .map(|r| {
+            let sent = u64::from_be_bytes(r.payload[..8].try_into().unwrap());
+            (r.at - epoch).as_secs_f64() * 1e3 - sent as f64 / 1e6
+        })
+        .collect();
+    delays.sort_by(f64::total_cmp);
+    let median = delays[delays.len() / 2];
+    eprintln!(
+        "tun delay 20ms: min {:.3} ms, median {median:.3} ms",
+        delays[0]
+    );
+    assert!(
+        delays[0] >= 20.0 && median - 20.0 < 1.0,
+        "median {median:.3} ms"
+    );
+}
