@@ -547,7 +547,7 @@ pub fn down(testbed: &str) -> Result<Vec<String>, String> {
 pub fn status(testbed: &str) -> Result<String, String> {
     let namespaces = existing(testbed)?;
     if namespaces.is_empty() {
-        return Ok(format!("testbed {testbed}: not up"));
+        return Ok(format!("testbed {testbed}: not up\n"));
     }
     let mut s = format!("testbed {testbed}: {} namespaces\n", namespaces.len());
     for ns in &namespaces {
