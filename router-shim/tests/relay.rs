@@ -381,3 +381,22 @@ fn relay_over_ipv6_keeps_the_traffic_class() {
     // 40 bytes + UDP + IPv6 header.
     assert_eq!(report.up.counters.arrival_bytes, 5 * (40 + 8 + 40));
 }
+
+#[test]
+fn session_table_is_bounded() {
+    let server = tos_socket();
+    // The test relay allows 16 sessions.
+    let relay = RunningRelay::start(
+        server.local_addr().unwrap(),
+        "",
+        MarkingMode::Auto,
+        Observers::default(),
+    );
+    let clients: Vec<UdpSocket> = (0..20).map(|_| tos_socket()).collect();
+    for c in &clients {
+        send(c, relay.addr, b"x", 0);
+    }
+    let got = receive_all(&server, Duration::from_millis(500), 20);
+    let report = relay.stop();
+    assert_eq!((got.len(), report.sessions, report.refused), (16, 16, 4));
+}
