@@ -234,6 +234,20 @@ impl TunShim {
     }
 }
 
+/// Nice value of the forwarding threads: a router's departures should not
+/// wait behind batch work on a busy host.
+const FORWARDING_NICE: i32 = -10;
+
+/// Best effort (needs CAP_SYS_NICE, which TUN mode has as root): raises this
+/// thread's scheduling priority to [`FORWARDING_NICE`].
+fn raise_priority() {
+    // SAFETY: gettid has no preconditions; setpriority on our own thread id.
+    unsafe {
+        let tid = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, FORWARDING_NICE);
+    }
+}
+
 /// Waits until `device` is readable or `timeout` passes (nanosecond
 /// resolution, unlike poll's milliseconds); returns whether it is readable.
 fn wait_readable(device: &SyncDevice, timeout: Duration) -> bool {
@@ -260,6 +274,7 @@ fn forward(
     mtu: usize,
     stop: &AtomicBool,
 ) -> LinkSnapshot {
+    raise_priority();
     let mut original = vec![0u8; VIRTIO_NET_HDR_LEN + 65_535];
     // Segments of a GSO packet are at most MTU-sized; plain reads fit too.
     let mut bufs = vec![vec![0u8; HEADROOM + mtu.max(1280)]; IDEAL_BATCH_SIZE];
