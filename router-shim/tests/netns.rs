@@ -79,6 +79,18 @@ impl Testbed {
     }
 }
 
+impl Testbed {
+    /// An IPv6 UDP socket bound in a host's namespace.
+    fn socket6(&self, host: &str, port: u16) -> UdpSocket {
+        let addr: SocketAddr = format!("[{}]:{port}", self.topology.host_addr6(host).unwrap())
+            .parse()
+            .unwrap();
+        let s = testbed::udp_socket_in(&namespace(&self.name, host), addr).unwrap();
+        enable_recv_tos(&s, true).unwrap();
+        s
+    }
+}
+
 impl Drop for Testbed {
     fn drop(&mut self) {
         if let Err(e) = testbed::down(&self.name) {
@@ -340,4 +352,29 @@ fn gso_super_packets_are_split_and_marked_per_datagram() {
     // The shim saw (at least) the 40 datagrams, each metered and marked on
     // its own: 40 VCP packets left with ECT(1).
     assert!(up.contains("\"vcp\":[0,40,0,0]"), "{up}");
+}
+
+#[test]
+fn ipv6_traffic_class_is_re_marked() {
+    let _serial = serial();
+    if !can_run() {
+        return;
+    }
+    // Classic marking with a zero threshold: every ECT packet leaves with CE.
+    let bed = Testbed::up(
+        "ns6",
+        Shape::Dumbbell(1),
+        &["--scheme", "classic", "--classic-threshold", "0"],
+    );
+    let sender = bed.socket6("s1", 4400);
+    let receiver = bed.socket6("r1", 5400);
+    let vcp = SchemeTag::new(1);
+    let to = receiver.local_addr().unwrap();
+    for tc in [vcp.tos(Ecn::Ect1), vcp.tos(Ecn::NotEct)] {
+        ecnq_shim::tos_socket::send_with_tos(&sender, &[tc; 20], Some(to), tc, true).unwrap();
+    }
+    let got = receive_all(&receiver, Duration::from_millis(1000), 2);
+    assert_eq!(got.len(), 2);
+    assert_eq!(got[0].tos, vcp.tos(Ecn::Ce), "ECT re-marked, tag kept");
+    assert_eq!(got[1].tos, vcp.tos(Ecn::NotEct), "Not-ECT untouched");
 }
