@@ -28,6 +28,9 @@ pub mod scheme;
 pub mod signal;
 pub mod vcp;
 
+#[cfg(feature = "quic")]
+pub mod quic;
+
 pub mod bmcc;
 pub mod mcp;
 
