@@ -356,15 +356,15 @@ pub(crate) fn law_window(law: &dyn Law, rtt: &RttSample) -> u64 {
     }
 }
 
-/// Emits tracing events for a law's mode change and multiplicative decrease.
+/// Emits tracing events for a law's mode change and counts decreases.
 pub(crate) fn note_law_change(law: &dyn Law, before: (Mode, u64), md: &mut u64, cause: &str) {
     let (mode, window) = (law.mode(), law.window());
     if mode != before.0 {
         tracing::debug!(from = %before.0, to = %mode, window, cause, "law mode change");
-        if matches!(mode, Mode::Hold | Mode::Overloaded | Mode::Recovery) {
-            *md += 1;
-            tracing::info!(mode = %mode, from_window = before.1, window, cause, "multiplicative decrease");
-        }
+    }
+    if window < before.1 {
+        *md += 1;
+        tracing::info!(mode = %mode, from_window = before.1, window, cause, "multiplicative decrease");
     }
 }
 

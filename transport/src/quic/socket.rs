@@ -43,6 +43,7 @@ struct Counters {
     truncated_control: AtomicU64,
     send_errors: AtomicU64,
     missing_tos: AtomicU64,
+    gro_receives: AtomicU64,
 }
 
 /// A snapshot of an [`EcnSocket`]'s counters.
@@ -54,6 +55,8 @@ pub struct SocketStats {
     pub missing_tos: u64,
     /// `sendmsg` failures other than "would block" (the packets are lost).
     pub send_errors: u64,
+    /// Receives that carried several GRO-merged datagrams.
+    pub gro_receives: u64,
 }
 
 /// The ecnq UDP socket. Build it with [`EcnSocket::bind`], hand it to
@@ -109,6 +112,7 @@ impl EcnSocket {
             truncated_control: c.truncated_control.load(Ordering::Relaxed),
             missing_tos: c.missing_tos.load(Ordering::Relaxed),
             send_errors: c.send_errors.load(Ordering::Relaxed),
+            gro_receives: c.gro_receives.load(Ordering::Relaxed),
         }
     }
 
@@ -255,6 +259,9 @@ impl EcnSocket {
             }
             let control = parse_control(hdr);
             let stride = control.gro_segment.unwrap_or(len).max(1);
+            if stride < len {
+                self.counters.gro_receives.fetch_add(1, Ordering::Relaxed);
+            }
             let ecn = match control.tos {
                 Some(tos) => {
                     let peer = self.peer_for(addr);
