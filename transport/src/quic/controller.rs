@@ -10,7 +10,7 @@ use quinn_proto::congestion::{Controller, ControllerFactory, ControllerMetrics};
 use quinn_proto::RttEstimator;
 
 use super::peer::Sending;
-use super::peer::{note_law_change, Active, Peer, PeerMode};
+use super::peer::{law_level, note_law_change, Active, Peer, PeerMode};
 use crate::ecn::SchemeTag;
 use crate::scheme::Scheme;
 use crate::signal::{Congestion, LawConfig, RttSample};
@@ -103,7 +103,7 @@ impl Controller for EcnqController {
         self.follow_mode(tx);
         match &mut tx.active {
             Active::Law(law) if !app_limited => {
-                let before = (law.mode(), law.window());
+                let before = law_level(law.as_ref());
                 law.on_ack(since, bytes, &tx.rtt);
                 note_law_change(law.as_ref(), before, &mut tx.md_events, "ack");
             }
@@ -144,7 +144,7 @@ impl Controller for EcnqController {
             Active::Law(_) if ce && self.peer.mode() == PeerMode::Ecnq => {}
             Active::Law(law) => {
                 let kind = if ce { Congestion::Ce } else { Congestion::Loss };
-                let before = (law.mode(), law.window());
+                let before = law_level(law.as_ref());
                 let (now, sent) = (self.peer.since_epoch(now), self.peer.since_epoch(sent));
                 law.on_congestion(now, sent, kind, &tx.rtt);
                 note_law_change(law.as_ref(), before, &mut tx.md_events, "congestion");

@@ -318,7 +318,7 @@ impl Peer {
         };
         tx.last_report = now;
         if let Active::Law(law) = &mut tx.active {
-            let before = (law.mode(), law.window());
+            let before = law_level(law.as_ref());
             law.on_feedback(now, repr.feedback, &tx.rtt);
             note_law_change(law.as_ref(), before, &mut tx.md_events, "feedback");
         }
@@ -367,15 +367,21 @@ fn law_window(law: &dyn Law, rtt: &RttSample, config: &LawConfig) -> u64 {
     }
 }
 
+/// What a law's decreases are measured on: its rate for rate laws (their
+/// window follows the RTT), else its window.
+pub(crate) fn law_level(law: &dyn Law) -> (Mode, f64) {
+    (law.mode(), law.pacing_rate().unwrap_or(law.window() as f64))
+}
+
 /// Emits tracing events for a law's mode change and counts decreases.
-pub(crate) fn note_law_change(law: &dyn Law, before: (Mode, u64), md: &mut u64, cause: &str) {
-    let (mode, window) = (law.mode(), law.window());
+pub(crate) fn note_law_change(law: &dyn Law, before: (Mode, f64), md: &mut u64, cause: &str) {
+    let (mode, size) = law_level(law);
     if mode != before.0 {
-        tracing::debug!(from = %before.0, to = %mode, window, cause, "law mode change");
+        tracing::debug!(from = %before.0, to = %mode, window = law.window(), cause, "law mode change");
     }
-    if window < before.1 {
+    if size < before.1 {
         *md += 1;
-        tracing::info!(mode = %mode, from_window = before.1, window, cause, "multiplicative decrease");
+        tracing::info!(mode = %mode, from = before.1, to = size, cause, "multiplicative decrease");
     }
 }
 
