@@ -382,3 +382,59 @@ async fn sender_falls_back_when_reports_stop() {
     // The server, which saw the tag in the handshake, still runs VCP.
     assert_eq!(s.congestion_stats().mode, PeerMode::Ecnq);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn first_packet_tos_read_back_on_ipv6_ipv4_and_dual_stack() {
+    let cert = ecnq::quic::SelfSigned::new(&["localhost"]).unwrap();
+    for (client_bind, listener_bind) in [
+        ("[::]:0", "[::1]:0"),
+        ("[::1]:0", "[::1]:0"),
+        ("0.0.0.0:0", "127.0.0.1:0"),
+        ("[::]:0", "127.0.0.1:0"),
+    ] {
+        let listener = common::tos_reading_socket(listener_bind);
+        let target = listener.local_addr().unwrap();
+        let client = ecnq::quic::Endpoint::client(
+            client_bind.parse().unwrap(),
+            cert.roots(),
+            common::options(VCP),
+        )
+        .unwrap();
+        // The handshake never completes; only the Initial matters.
+        let connecting = tokio::spawn(async move {
+            let _ = client.connect(target, "localhost").await;
+        });
+        let (len, tos) = tokio::task::spawn_blocking(move || common::recv_tos(&listener))
+            .await
+            .unwrap();
+        assert!(
+            len >= 1200,
+            "{client_bind} → {listener_bind}: Initial of {len} bytes"
+        );
+        assert_eq!(tos, vcp_tos(Ecn::Ect0), "{client_bind} → {listener_bind}");
+        connecting.abort();
+    }
+}
+
+#[cfg(feature = "qlog")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn qlog_files_are_written_when_asked() {
+    let dir = std::env::temp_dir().join(format!("ecnq-qlog-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cert = ecnq::quic::SelfSigned::new(&["localhost"]).unwrap();
+    let options = common::options(VCP).qlog_dir(&dir);
+    let server =
+        ecnq::quic::Endpoint::server("[::1]:0".parse().unwrap(), cert.identity(), options.clone())
+            .unwrap();
+    let client =
+        ecnq::quic::Endpoint::client("[::]:0".parse().unwrap(), cert.roots(), options).unwrap();
+    let (c, s) = connect(&client, &server, server.local_addr().unwrap()).await;
+    transfer(&c, &s, MB, 11).await;
+    c.close(0u32.into(), b"");
+    client.wait_idle().await;
+    drop((c, s, client, server));
+    let files: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
+    assert_eq!(files.len(), 2, "one qlog per connection end");
+    assert!(files.iter().all(|f| f.metadata().unwrap().len() > 0));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
