@@ -381,6 +381,12 @@ async fn sender_falls_back_when_reports_stop() {
     );
     // The server, which saw the tag in the handshake, still runs VCP.
     assert_eq!(s.congestion_stats().mode, PeerMode::Ecnq);
+    // Back to quinn's own codepoint, untagged: quinn's ECN validation kept
+    // passing while the client sent VCP's ECT(1) (the server's socket told
+    // its quinn ECT(0)), or quinn would now send Not-ECT.
+    let sent = relay.tos(Dir::ToServer);
+    assert!(sent.contains(&vcp_tos(Ecn::Ect1)));
+    assert_eq!(sent.last(), Some(&SchemeTag::UNTAGGED.tos(Ecn::Ect0)));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
