@@ -444,3 +444,14 @@ async fn qlog_files_are_written_when_asked() {
     assert!(files.iter().all(|f| f.metadata().unwrap().len() > 0));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_connection_per_remote_address() {
+    let (client, server) = endpoints(VCP, VCP, "[::1]:0");
+    let addr = server.local_addr().unwrap();
+    let (_c, _s) = connect(&client, &server, addr).await;
+    match client.connect(addr, "localhost").await {
+        Err(ecnq::quic::Error::Busy(busy)) => assert_eq!(busy, addr),
+        other => panic!("expected Busy, got {other:?}"),
+    }
+}

@@ -427,6 +427,28 @@ impl FeedbackSender {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn parsing_arbitrary_bytes_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..80)) {
+            let mut filter = ReportFilter::new(WireScheme::Vcp);
+            let _ = Repr::parse(&Packet::new_unchecked(&bytes[..]));
+            let _ = filter.accept(&bytes);
+        }
+
+        #[test]
+        fn parsed_reports_re_emit_identically(mut bytes in proptest::collection::vec(any::<u8>(), LEN..=LEN)) {
+            bytes[..4].copy_from_slice(&MAGIC);
+            bytes[4] = VERSION;
+            if let Ok(repr) = Repr::parse(&Packet::new_unchecked(&bytes[..])) {
+                let again = Repr::parse(&Packet::new_unchecked(&repr.to_bytes()[..])).unwrap();
+                prop_assert_eq!(again.counts, repr.counts);
+                prop_assert_eq!(again.sequence, repr.sequence);
+                prop_assert_eq!(again.feedback.level, repr.feedback.level);
+            }
+        }
+    }
 
     fn sample(sequence: u32) -> Repr {
         Repr {
