@@ -3,7 +3,8 @@
 //! controller, no remarking router in between. Prints each median and its
 //! ratio to the baseline (goal: ecnq ≥ 0.95 × vanilla).
 //!
-//! `cargo bench -p ecnq --bench quic_throughput [-- MBYTES ROUNDS]`
+//! `cargo bench -p ecnq --bench quic_throughput [-- MBYTES ROUNDS [CC,CC,…]]`
+//! (the optional list limits the ecnq runs to those controllers).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,8 +29,26 @@ fn main() {
     let cert = SelfSigned::new(&["localhost"]).expect("certificate");
     let data = Arc::new(vec![0x5a_u8; mbytes << 20]);
 
+    let only: Option<Vec<CongestionControl>> = std::env::args()
+        .skip(1)
+        .find(|a| a.chars().any(|c| c.is_ascii_alphabetic()) && !a.starts_with('-'))
+        .map(|list| {
+            list.split(',')
+                .map(|name| name.parse::<CongestionControl>())
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .transpose()
+        .unwrap_or_else(|e| {
+            eprintln!("error: {e}");
+            std::process::exit(2)
+        });
     let mut configs: Vec<Option<CongestionControl>> = vec![None];
-    configs.extend(CongestionControl::all().into_iter().map(Some));
+    configs.extend(
+        CongestionControl::all()
+            .into_iter()
+            .filter(|cc| only.as_ref().is_none_or(|only| only.contains(cc)))
+            .map(Some),
+    );
     let mut samples = vec![Vec::new(); configs.len()];
     // Rounds interleave the configurations so that drift in machine load
     // hits all of them alike.
@@ -44,15 +63,32 @@ fn main() {
             samples.push(data.len() as f64 * 8.0 / elapsed.as_secs_f64() / 1e6);
         }
     }
+    // Each run's ratio to the baseline run of the same round: less exposed
+    // to load that changes between rounds than a ratio of medians.
+    let paired: Vec<f64> = samples
+        .iter()
+        .map(|s| {
+            median(
+                &mut s
+                    .iter()
+                    .zip(&samples[0])
+                    .map(|(x, base)| x / base)
+                    .collect::<Vec<_>>(),
+            )
+        })
+        .collect();
     let medians: Vec<f64> = samples.iter_mut().map(|s| median(s)).collect();
     println!("bulk transfer on loopback, {mbytes} MiB per run, median of {rounds} runs");
-    println!("{:<28} {:>12} {:>8}", "stack", "Mbit/s", "ratio");
-    for (config, m) in configs.iter().zip(&medians) {
+    println!(
+        "{:<28} {:>12} {:>8} {:>14}",
+        "stack", "Mbit/s", "ratio", "paired ratio"
+    );
+    for ((config, m), p) in configs.iter().zip(&medians).zip(&paired) {
         let name = match config {
             None => "vanilla quinn (cubic)".to_owned(),
             Some(cc) => format!("ecnq socket + {cc}"),
         };
-        println!("{name:<28} {m:>12.0} {:>8.3}", m / medians[0]);
+        println!("{name:<28} {m:>12.0} {:>8.3} {p:>14.3}", m / medians[0]);
     }
 }
 

@@ -132,7 +132,7 @@ impl Peer {
                 },
             ),
             quinn => (
-                Active::Quinn(quinn_controller(quinn, config.initial_window, mss)),
+                Active::Quinn(quinn_controller(quinn, mss)),
                 PeerMode::Unassisted,
             ),
         };
@@ -385,28 +385,16 @@ pub(crate) fn note_law_change(law: &dyn Law, before: (Mode, f64), md: &mut u64, 
     }
 }
 
-/// One of quinn's controllers (NewReno for anything but Cubic and BBR),
-/// with ecnq's initial window.
-fn quinn_controller(cc: CongestionControl, initial_window: u64, mss: u64) -> Box<dyn Controller> {
+/// One of quinn's controllers (NewReno for anything but Cubic and BBR), with
+/// quinn's default configuration, as a vanilla quinn connection runs it.
+fn quinn_controller(cc: CongestionControl, mss: u64) -> Box<dyn Controller> {
     use quinn_proto::congestion::{BbrConfig, ControllerFactory, CubicConfig};
     let now = Instant::now();
     let mtu = u16::try_from(mss).unwrap_or(u16::MAX);
     match cc {
-        CongestionControl::Cubic => {
-            let mut config = CubicConfig::default();
-            config.initial_window(initial_window);
-            Arc::new(config).build(now, mtu)
-        }
-        CongestionControl::Bbr => {
-            let mut config = BbrConfig::default();
-            config.initial_window(initial_window);
-            Arc::new(config).build(now, mtu)
-        }
-        _ => {
-            let mut config = NewRenoConfig::default();
-            config.initial_window(initial_window);
-            Arc::new(config).build(now, mtu)
-        }
+        CongestionControl::Cubic => Arc::new(CubicConfig::default()).build(now, mtu),
+        CongestionControl::Bbr => Arc::new(BbrConfig::default()).build(now, mtu),
+        _ => Arc::new(NewRenoConfig::default()).build(now, mtu),
     }
 }
 
