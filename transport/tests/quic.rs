@@ -455,3 +455,21 @@ async fn one_connection_per_remote_address() {
         other => panic!("expected Busy, got {other:?}"),
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_direction_runs_its_own_scheme() {
+    let bmcc = CongestionControl::Ecnq(Scheme::Bmcc);
+    let (client, server) = endpoints(VCP, bmcc, "[::1]:0");
+    let (c, s) = connect(&client, &server, server.local_addr().unwrap()).await;
+    tokio::join!(transfer(&c, &s, 2 * MB, 12), transfer(&s, &c, 2 * MB, 13));
+    let (cs, ss) = (c.congestion_stats(), s.congestion_stats());
+    assert_eq!((cs.mode, ss.mode), (PeerMode::Ecnq, PeerMode::Ecnq));
+    assert!(cs.reports_received > 0 && ss.reports_received > 0);
+    assert_eq!(cs.reports_rejected + ss.reports_rejected, 0);
+    // Each receiver decoded the other's scheme: VCP's ECT(1), BMCC's ECT(0).
+    assert!(ss.ecn_received[Ecn::Ect1.bits() as usize] > 1000, "{ss:?}");
+    assert!(cs.ecn_received[Ecn::Ect0.bits() as usize] > 1000, "{cs:?}");
+    assert_eq!(ss.local_estimate.map(|f| f.level), Some(0), "VCP low load");
+    // BMCC's level is the estimate in units of 1/10 000: no VCP decoder here.
+    assert!(cs.local_estimate.is_some_and(|f| f.level > 2), "{cs:?}");
+}
