@@ -369,9 +369,14 @@ async fn sender_falls_back_when_reports_stop() {
         _ => tos,
     });
     let (c, s) = connect(&client, &server, relay.addr).await;
-    transfer(&c, &s, MB, 9).await;
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    transfer(&c, &s, MB, 10).await;
+    // Keep data flowing past the report timeout (250 ms at least).
+    let started = tokio::time::Instant::now();
+    let mut seed = 9;
+    while c.congestion_stats().mode == PeerMode::Ecnq && started.elapsed() < Duration::from_secs(5)
+    {
+        transfer(&c, &s, MB, seed).await;
+        seed += 1;
+    }
     let stats = c.congestion_stats();
     assert_eq!(stats.mode, PeerMode::ClassicReportsStopped, "{stats:?}");
     // Reports flowed before the bleaching, then the law was replaced.
@@ -472,4 +477,24 @@ async fn each_direction_runs_its_own_scheme() {
     assert_eq!(ss.local_estimate.map(|f| f.level), Some(0), "VCP low load");
     // BMCC's level is the estimate in units of 1/10 000: no VCP decoder here.
     assert!(cs.local_estimate.is_some_and(|f| f.level > 2), "{cs:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn feedback_mode_survives_an_idle_pause() {
+    let (client, server) = endpoints(VCP, VCP, "[::1]:0");
+    let (c, s) = connect(&client, &server, server.local_addr().unwrap()).await;
+    transfer(&c, &s, MB, 14).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let reports = |x: &ecnq::quic::Connection| x.congestion_stats().reports_sent;
+    let before = reports(&c) + reports(&s);
+    // Longer than the report timeout: no data, so no reports are due, and
+    // none are sent (reports answering reports would never stop).
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(
+        reports(&c) + reports(&s) - before <= 2,
+        "reports while idle"
+    );
+    transfer(&c, &s, MB, 15).await;
+    let stats = c.congestion_stats();
+    assert_eq!(stats.mode, PeerMode::Ecnq, "{stats:?}");
 }

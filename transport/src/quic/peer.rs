@@ -86,8 +86,13 @@ pub(crate) struct Sending {
     pub config: LawConfig,
     pub rtt: RttSample,
     pub filter: Option<ReportFilter>,
-    /// When the last report was accepted (or the connection began).
-    pub last_report: Duration,
+    /// When the last report was accepted, or acks resumed after a pause
+    /// (reports are due only while data flows).
+    pub reports_due_from: Duration,
+    /// When the last ack arrived.
+    pub last_ack: Duration,
+    /// The data-sent progress counter and when it last moved.
+    pub data_sent: (u64, Duration),
     pub md_events: u64,
 }
 
@@ -113,6 +118,7 @@ pub(crate) struct Peer {
     pub notify: Notify,
     wake_on_packet: AtomicBool,
     attached: AtomicBool,
+    data_sent: AtomicU64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -151,7 +157,9 @@ impl Peer {
                 config,
                 rtt: RttSample::uniform(Duration::from_millis(333)),
                 filter: cc.router_assisted().map(|s| ReportFilter::new(s.wire())),
-                last_report: Duration::ZERO,
+                reports_due_from: Duration::ZERO,
+                last_ack: Duration::ZERO,
+                data_sent: (0, Duration::ZERO),
                 md_events: 0,
             }),
             receiving: Mutex::new(Receiving {
@@ -164,6 +172,7 @@ impl Peer {
             notify: Notify::new(),
             wake_on_packet: AtomicBool::new(false),
             attached: AtomicBool::new(false),
+            data_sent: AtomicU64::new(0),
         }
     }
 
@@ -277,19 +286,37 @@ impl Peer {
     }
 
     /// Asks the report policy; with [`Next::Send`], also builds the report.
-    pub fn poll_report(&self, at: Instant, srtt: Duration) -> (Next, Option<Vec<u8>>) {
-        self.wake_on_packet.store(true, Ordering::Release);
+    /// `progress` counts the stream frames and application datagrams
+    /// received so far.
+    pub fn poll_report(
+        &self,
+        at: Instant,
+        srtt: Duration,
+        progress: u64,
+    ) -> (Next, Option<Vec<u8>>) {
         let now = self.since_epoch(at);
         let mut rx = lock(&self.receiving);
-        let Some((wire, decoder)) = rx.decoder.as_ref() else {
-            return (Next::Idle, None);
+        let next = match rx.decoder.as_ref() {
+            Some((wire, decoder)) => {
+                let feedback = decoder.estimate(now);
+                (
+                    rx.sender.poll(now, feedback, srtt, progress),
+                    *wire,
+                    feedback,
+                )
+            }
+            None => (Next::Idle, WireScheme::Classic, Feedback::default()),
         };
-        let (wire, feedback) = (*wire, decoder.estimate(now));
-        let next = rx.sender.poll(now, feedback, srtt);
+        let (next, wire, feedback) = next;
+        if next == Next::Idle {
+            // Set under the lock that on_receive counts packets under: a
+            // packet counted after this poll will wake the reporter.
+            self.wake_on_packet.store(true, Ordering::Release);
+        }
         if next != Next::Send {
             return (next, None);
         }
-        let sequence = rx.sender.on_sent(now, feedback);
+        let sequence = rx.sender.on_sent(now, feedback, progress);
         rx.reports_sent += 1;
         let repr = Repr {
             scheme: wire,
@@ -316,7 +343,7 @@ impl Peer {
                 return;
             }
         };
-        tx.last_report = now;
+        tx.reports_due_from = now;
         if let Active::Law(law) = &mut tx.active {
             let before = law_level(law.as_ref());
             law.on_feedback(now, repr.feedback, &tx.rtt);
@@ -325,10 +352,28 @@ impl Peer {
         self.publish(tx);
     }
 
-    /// Called on acks: falls back to classic when reports stopped.
-    pub fn check_report_timeout(&self, tx: &Sending, now: Duration) {
+    /// What this end has sent besides ACKs and reports so far (stream frames
+    /// and application datagrams); the reporter task keeps it current.
+    pub fn note_data_sent(&self, progress: u64) {
+        self.data_sent.store(progress, Ordering::Relaxed);
+    }
+
+    /// Called on acks: falls back to classic when reports stopped while
+    /// data flowed. While this end sends no data (perhaps only its own
+    /// reports), or after a pause, the peer has nothing it must report, so
+    /// the timeout restarts.
+    pub fn check_report_timeout(&self, tx: &mut Sending, now: Duration) {
         let timeout = (tx.rtt.smoothed * REPORT_TIMEOUT_RTTS).max(REPORT_TIMEOUT_MIN);
-        if now.saturating_sub(tx.last_report) > timeout {
+        let data_sent = self.data_sent.load(Ordering::Relaxed);
+        if data_sent != tx.data_sent.0 {
+            tx.data_sent = (data_sent, now);
+        }
+        if now.saturating_sub(tx.data_sent.1) > timeout || now.saturating_sub(tx.last_ack) > timeout
+        {
+            tx.reports_due_from = tx.reports_due_from.max(now);
+        }
+        tx.last_ack = now;
+        if now.saturating_sub(tx.reports_due_from) > timeout {
             let _ = self.transition(PeerMode::Ecnq, PeerMode::ClassicReportsStopped)
                 || self.transition(PeerMode::Probing, PeerMode::ClassicReportsStopped);
         }
