@@ -343,7 +343,7 @@ impl ReportFilter {
 pub struct SendPolicy {
     /// At most one report per max(srtt / 4, `min_gap`).
     pub min_gap: Duration,
-    /// While packets arrive, a report at least every max(srtt, `period`).
+    /// While data arrives, a report at least every max(srtt, `period`).
     pub period: Duration,
 }
 
