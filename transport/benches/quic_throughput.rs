@@ -42,13 +42,20 @@ fn main() {
             eprintln!("error: {e}");
             std::process::exit(2)
         });
-    let mut configs: Vec<Option<CongestionControl>> = vec![None];
+    let selected: Vec<CongestionControl> = CongestionControl::all()
+        .into_iter()
+        .filter(|cc| only.as_ref().is_none_or(|only| only.contains(cc)))
+        .collect();
+    // The baseline first, then vanilla quinn with the other quinn
+    // controllers selected, then ecnq.
+    let mut configs = vec![Stack::Vanilla(CongestionControl::Cubic)];
     configs.extend(
-        CongestionControl::all()
-            .into_iter()
-            .filter(|cc| only.as_ref().is_none_or(|only| only.contains(cc)))
-            .map(Some),
+        selected
+            .iter()
+            .filter(|cc| matches!(cc, CongestionControl::NewReno | CongestionControl::Bbr))
+            .map(|cc| Stack::Vanilla(*cc)),
     );
+    configs.extend(selected.iter().map(|cc| Stack::Ecnq(*cc)));
     let mut samples = vec![Vec::new(); configs.len()];
     // Rounds interleave the configurations so that drift in machine load
     // hits all of them alike.
@@ -56,8 +63,8 @@ fn main() {
         for (config, samples) in configs.iter().zip(&mut samples) {
             let elapsed = runtime.block_on(async {
                 match config {
-                    None => vanilla(&cert, &data).await,
-                    Some(cc) => ecnq(&cert, *cc, &data).await,
+                    Stack::Vanilla(cc) => vanilla(&cert, *cc, &data).await,
+                    Stack::Ecnq(cc) => ecnq(&cert, *cc, &data).await,
                 }
             });
             samples.push(data.len() as f64 * 8.0 / elapsed.as_secs_f64() / 1e6);
@@ -85,11 +92,20 @@ fn main() {
     );
     for ((config, m), p) in configs.iter().zip(&medians).zip(&paired) {
         let name = match config {
-            None => "vanilla quinn (cubic)".to_owned(),
-            Some(cc) => format!("ecnq socket + {cc}"),
+            Stack::Vanilla(cc) => format!("vanilla quinn ({cc})"),
+            Stack::Ecnq(cc) => format!("ecnq socket + {cc}"),
         };
         println!("{name:<28} {m:>12.0} {:>8.3} {p:>14.3}", m / medians[0]);
     }
+}
+
+/// What one run measures.
+#[derive(Clone, Copy)]
+enum Stack {
+    /// quinn's own socket and one of its controllers.
+    Vanilla(CongestionControl),
+    /// An ecnq endpoint.
+    Ecnq(CongestionControl),
 }
 
 fn median(samples: &mut [f64]) -> f64 {
@@ -147,11 +163,26 @@ async fn timed(send: quinn::SendStream, recv: quinn::AcceptBi<'_>, data: &[u8]) 
     started.elapsed()
 }
 
-async fn vanilla(cert: &SelfSigned, data: &[u8]) -> Duration {
+async fn vanilla(cert: &SelfSigned, cc: CongestionControl, data: &[u8]) -> Duration {
     let server = quinn::Endpoint::server(tls_server(cert), "[::1]:0".parse().unwrap())
         .expect("server endpoint");
     let mut client = quinn::Endpoint::client("[::]:0".parse().unwrap()).expect("client endpoint");
-    client.set_default_client_config(tls_client(cert));
+    let mut transport = quinn::TransportConfig::default();
+    match cc {
+        CongestionControl::NewReno => {
+            transport.congestion_controller_factory(Arc::new(
+                quinn::congestion::NewRenoConfig::default(),
+            ));
+        }
+        CongestionControl::Bbr => {
+            transport
+                .congestion_controller_factory(Arc::new(quinn::congestion::BbrConfig::default()));
+        }
+        _ => {} // quinn's default: Cubic
+    }
+    let mut config = tls_client(cert);
+    config.transport_config(Arc::new(transport));
+    client.set_default_client_config(config);
     let addr = server.local_addr().unwrap();
     let (c, s) = tokio::join!(
         async { client.connect(addr, "localhost").unwrap().await.unwrap() },
