@@ -498,3 +498,49 @@ async fn feedback_mode_survives_an_idle_pause() {
     let stats = c.congestion_stats();
     assert_eq!(stats.mode, PeerMode::Ecnq, "{stats:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_server_decodes_each_client_by_its_own_tag() {
+    let dpcp = CongestionControl::Ecnq(Scheme::Dpcp);
+    let mcp = CongestionControl::Ecnq(Scheme::Mcp);
+    let cert = ecnq::quic::SelfSigned::new(&["localhost"]).unwrap();
+    let server = ecnq::quic::Endpoint::server(
+        "[::1]:0".parse().unwrap(),
+        cert.identity(),
+        common::options(VCP),
+    )
+    .unwrap();
+    let client = |cc| {
+        ecnq::quic::Endpoint::client("[::]:0".parse().unwrap(), cert.roots(), common::options(cc))
+            .unwrap()
+    };
+    let (client_a, client_b) = (client(dpcp), client(mcp));
+    let addr = server.local_addr().unwrap();
+    let (a, sa) = connect(&client_a, &server, addr).await;
+    let (b, sb) = connect(&client_b, &server, addr).await;
+    tokio::join!(transfer(&a, &sa, 2 * MB, 16), transfer(&b, &sb, 2 * MB, 17));
+    // Both clients got reports for their own scheme from the same server socket.
+    for (client, server_side, base) in [(&a, &sa, Ecn::Ect1), (&b, &sb, Ecn::NotEct)] {
+        let stats = client.congestion_stats();
+        assert_eq!(stats.mode, PeerMode::Ecnq, "{stats:?}");
+        assert!(
+            stats.reports_received > 0 && stats.reports_rejected == 0,
+            "{stats:?}"
+        );
+        let seen = server_side.congestion_stats().ecn_received;
+        assert!(seen[base.bits() as usize] > 1000, "{seen:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servers_are_verified_against_the_client_roots() {
+    let (client, _) = endpoints(VCP, VCP, "[::1]:0");
+    let (_, other_server) = endpoints(VCP, VCP, "[::1]:0");
+    let addr = other_server.local_addr().unwrap();
+    let (result, _) = tokio::join!(client.connect(addr, "localhost"), async {
+        let incoming = other_server.accept().await;
+        drop(incoming)
+    });
+    let error = result.unwrap_err().to_string();
+    assert!(error.contains("invalid peer certificate"), "{error}");
+}
