@@ -2,7 +2,6 @@
 //! checks, and a remarking UDP relay that reads every packet's TOS byte from
 //! the wire with a plain socket.
 
-#![allow(dead_code)] // each test binary uses its own subset
 
 use std::io;
 use std::mem;
