@@ -12,9 +12,10 @@ use clap::{Arg, ArgAction, ArgMatches, Command};
 use ecnq::router::{MarkingMode, RouterConfig};
 
 use ecnq_shim::link::router_config;
+use ecnq_shim::link::Direction;
 use ecnq_shim::observe::{PcapWriter, SnapshotBoard};
 use ecnq_shim::pump::Observers;
-use ecnq_shim::relay::{Direction, Relay, RelayConfig, RelayReport};
+use ecnq_shim::relay::{Relay, RelayConfig, RelayReport};
 use ecnq_shim::spec::{parse_rate, parse_size, parse_time, LinkSpec};
 use ecnq_shim::stats::{LinkSnapshot, StatsSink};
 use ecnq_shim::testbed::{self, name_of, Shape, Topology};

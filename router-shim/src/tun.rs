@@ -28,9 +28,8 @@ use ecnq::PacketMarks;
 use tun_rs::{DeviceBuilder, GROTable, SyncDevice, IDEAL_BATCH_SIZE, VIRTIO_NET_HDR_LEN};
 
 use crate::classify::{classify, rewrite, Classified, PassReason, Verdict};
-use crate::link::{Link, LinkPacket};
+use crate::link::{Direction, Link, LinkPacket};
 use crate::pump::{Driver, Egress, Observers};
-use crate::relay::Direction;
 use crate::stats::LinkSnapshot;
 
 /// Room in front of each packet for the virtio-net header a write may need.
