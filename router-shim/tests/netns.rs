@@ -13,7 +13,7 @@ use ecnq_shim::testbed::{self, namespace, Shape, Topology};
 use ecnq_shim::tos_socket::{enable_recv_tos, set_buffers};
 
 mod common;
-use common::{receive_all, send};
+use common::{receive_all, send, steady_rate};
 
 /// Whether this machine can run the namespace tests: root, iproute2, a TUN
 /// device node, and the right to create network namespaces (containers may
@@ -233,8 +233,7 @@ fn tun_rate(bed: &Testbed, rate: f64) -> f64 {
         );
     }
     let got = rx.join().unwrap();
-    let span = got.last().unwrap().at - got.first().unwrap().at;
-    (got.len() - 1) as f64 * wire * 8.0 / span.as_secs_f64()
+    steady_rate(&got, wire)
 }
 
 #[test]

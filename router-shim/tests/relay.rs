@@ -19,7 +19,7 @@ use ecnq_shim::stats::StatsSink;
 use ecnq_shim::tos_socket::{enable_recv_tos, send_with_tos, set_buffers};
 
 mod common;
-use common::{receive_all, send};
+use common::{receive_all, send, steady_rate};
 
 /// A relay running on its own runtime thread.
 struct RunningRelay {
@@ -247,8 +247,7 @@ fn measured_rate(spec: &str, rate: f64, duration: Duration) -> f64 {
         "the buffer must hold the excess"
     );
     assert!(got.iter().all(|r| r.len == 1200));
-    let span = got.last().unwrap().at - got.first().unwrap().at;
-    (got.len() - 1) as f64 * wire * 8.0 / span.as_secs_f64()
+    steady_rate(&got, wire)
 }
 
 #[test]
