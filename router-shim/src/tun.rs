@@ -247,9 +247,18 @@ fn raise_priority() {
     }
 }
 
+/// What a wait on a device found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Readiness {
+    Readable,
+    TimedOut,
+    /// The device reports an error or hang-up: it is gone.
+    Gone,
+}
+
 /// Waits until `device` is readable or `timeout` passes (nanosecond
-/// resolution, unlike poll's milliseconds); returns whether it is readable.
-fn wait_readable(device: &SyncDevice, timeout: Duration) -> bool {
+/// resolution, unlike poll's milliseconds).
+fn wait_readable(device: &SyncDevice, timeout: Duration) -> Readiness {
     let mut pfd = libc::pollfd {
         fd: device.as_raw_fd(),
         events: libc::POLLIN,
@@ -260,7 +269,14 @@ fn wait_readable(device: &SyncDevice, timeout: Duration) -> bool {
         tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
     };
     // SAFETY: one valid pollfd and timespec for the duration of the call.
-    unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) > 0 }
+    let ready = unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
+    if ready <= 0 {
+        Readiness::TimedOut // or EINTR: the caller simply loops
+    } else if pfd.revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
+        Readiness::Gone
+    } else {
+        Readiness::Readable
+    }
 }
 
 /// One direction: read every packet waiting on `input` (up to a batch),
@@ -280,8 +296,10 @@ fn forward(
     let mut sizes = vec![0usize; IDEAL_BATCH_SIZE];
     while !stop.load(Ordering::Relaxed) {
         driver.release();
-        if !wait_readable(input, driver.timeout().min(STOP_CHECK)) {
-            continue;
+        match wait_readable(input, driver.timeout().min(STOP_CHECK)) {
+            Readiness::Readable => {}
+            Readiness::TimedOut => continue,
+            Readiness::Gone => return driver.finish(),
         }
         let at = driver.now();
         for _ in 0..IDEAL_BATCH_SIZE {
