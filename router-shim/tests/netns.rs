@@ -377,3 +377,33 @@ fn ipv6_traffic_class_is_re_marked() {
     assert_eq!(got[0].tos, vcp.tos(Ecn::Ce), "ECT re-marked, tag kept");
     assert_eq!(got[1].tos, vcp.tos(Ecn::NotEct), "Not-ECT untouched");
 }
+
+#[test]
+fn plain_tun_without_offload_forwards_and_marks() {
+    let _serial = serial();
+    if !can_run() {
+        return;
+    }
+    let bed = Testbed::up(
+        "nsn",
+        Shape::Dumbbell(1),
+        &[
+            "--no-offload",
+            "--scheme",
+            "classic",
+            "--classic-threshold",
+            "0",
+        ],
+    );
+    let sender = bed.socket("s1", 4500);
+    let receiver = bed.socket("r1", 5500);
+    let to = receiver.local_addr().unwrap();
+    for i in 0..10u8 {
+        send(&sender, to, &[i; 300], SchemeTag::UNTAGGED.tos(Ecn::Ect0));
+    }
+    let got = receive_all(&receiver, Duration::from_millis(1000), 10);
+    assert_eq!(got.len(), 10);
+    assert!(got
+        .iter()
+        .all(|r| r.tos == SchemeTag::UNTAGGED.tos(Ecn::Ce) && r.len == 300));
+}
