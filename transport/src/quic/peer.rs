@@ -426,11 +426,13 @@ fn quinn_view(ecn: Ecn, tag: SchemeTag) -> Ecn {
     }
 }
 
-/// The window to give quinn: rate laws set window = R · srtt / 1.25, since
-/// quinn paces at 1.25 · window / srtt (DESIGN.md §3).
+/// The window quinn gets. For a rate law it is rate × srtt: the window also
+/// caps the bytes in flight, so throughput is at most window / RTT, and
+/// quinn's pacer (1.25 × window / srtt) then only smooths bursts. DESIGN.md's
+/// rate × srtt / 1.25 would cap a rate law at 80 % of its own rate.
 fn law_window(law: &dyn Law, rtt: &RttSample, config: &LawConfig) -> u64 {
     match law.pacing_rate() {
-        Some(rate) => config.clamp(rate * rtt.smoothed.as_secs_f64() / 1.25) as u64,
+        Some(rate) => config.clamp(rate * rtt.smoothed.as_secs_f64()) as u64,
         None => law.window(),
     }
 }
@@ -518,3 +520,27 @@ impl PeerTable {
 
 /// quinn's initial MTU (1200 bytes, RFC 9000 §14) is the laws' packet unit.
 pub(crate) const MSS: u64 = 1200;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mcp::McpLaw;
+
+    #[test]
+    fn a_rate_law_gets_a_window_of_one_rate_times_rtt() {
+        let config = LawConfig::with_mss(1200);
+        let law = McpLaw::new(config);
+        let rate = law.pacing_rate().expect("MCP is rate-based");
+        let rtt = RttSample::uniform(Duration::from_millis(100));
+        let window = law_window(
+            &law,
+            &rtt,
+            &LawConfig {
+                min_window: 1,
+                ..config
+            },
+        );
+        // Throughput is at most window / RTT: the window must carry a whole RTT of the rate.
+        assert_eq!(window, (rate * 0.1) as u64);
+    }
+}
