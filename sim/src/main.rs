@@ -1,0 +1,210 @@
+//! `ecnq-sim`: run the papers' experiments with ecnq's production protocol
+//! code under virtual time.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::{Parser, Subcommand};
+use ecnq_sim::engine::Sim;
+use ecnq_sim::protocol::Protocol;
+use ecnq_sim::runner::{self, Row};
+use ecnq_sim::scenario::{Overrides, Scenario};
+use ecnq_sim::units::Time;
+
+/// Packet-level simulator for router-assisted multi-bit ECN congestion
+/// control. Routers run ecnq's load-factor meter and markers, receivers its
+/// decoders, senders its laws (or NewReno / Cubic models), in virtual time:
+/// deterministic for a given seed, and much faster than real time.
+#[derive(Parser)]
+#[command(name = "ecnq-sim", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(clap::Args, Clone)]
+struct RunArgs {
+    /// Scenario name (see `list`) or path to a TOML file.
+    scenario: String,
+    /// Run every flow that does not fix its own scheme with this one:
+    /// vcp, evcp, dpcp, tpcp, bmcc, mcp, classic, reno, reno-ecn, cubic, cubic-ecn.
+    #[arg(long)]
+    scheme: Option<Protocol>,
+    /// RNG seed (start jitter, packet hashes, random loss, Pareto flows).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Simulated duration, e.g. `30s` (default: the scenario's).
+    #[arg(long)]
+    duration: Option<Time>,
+    /// Change a scenario field before running, e.g. `--set links.0.rate=10Mbit`
+    /// or `--set flows.0.count=4` (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+}
+
+impl RunArgs {
+    fn load(&self) -> Result<(Scenario, Overrides), String> {
+        let path = runner::resolve(&self.scenario)?;
+        let scenario = Scenario::load(&path, &self.set)?;
+        let overrides = Overrides {
+            scheme: self.scheme,
+            seed: self.seed,
+            duration: self.duration.map(|d| d.0),
+            set: self.set.clone(),
+        };
+        Ok((scenario, overrides))
+    }
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// List the scenarios in sim/scenarios (or $ECNQ_SIM_SCENARIOS).
+    List,
+    /// Run one scenario; print a one-screen summary and, with --out, write
+    /// flows.csv, links.csv, summary.json and SVG plots.
+    Run {
+        #[command(flatten)]
+        args: RunArgs,
+        /// Directory for CSV time series, summary.json and plots.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Run a scenario with every scheme and baseline (in parallel) and print one table.
+    Compare {
+        #[command(flatten)]
+        args: RunArgs,
+    },
+    /// Run a parameter sweep in parallel on all cores: the cartesian product
+    /// of every --vary list (and of --schemes), one table row per run.
+    Sweep {
+        #[command(flatten)]
+        args: RunArgs,
+        /// A field and its values, e.g. `--vary links.0.rate=2Mbit,4Mbit,10Mbit` (repeatable).
+        #[arg(long, value_name = "KEY=V1,V2,..")]
+        vary: Vec<String>,
+        /// Comma-separated schemes to sweep over (default: the scenario's or --scheme).
+        #[arg(long, value_delimiter = ',')]
+        schemes: Vec<Protocol>,
+    },
+    /// Measure engine speed: simulated packet events per wall-clock second.
+    Bench {
+        /// Simulated seconds of the benchmark scenario (1 Gbit/s, 50 ms, 2 VCP flows).
+        #[arg(long, default_value = "20s")]
+        duration: Time,
+    },
+}
+
+fn main() -> ExitCode {
+    match real_main(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ecnq-sim: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn real_main(cli: Cli) -> Result<(), String> {
+    match cli.command {
+        Command::List => {
+            for (name, s) in runner::list()? {
+                println!("{name:<28} {:<6} {}", s.file.scheme.name(), s.file.title);
+            }
+            Ok(())
+        }
+        Command::Run { args, out } => {
+            let (scenario, o) = args.load()?;
+            let run = runner::run(&scenario, &o)?;
+            print!("{}", runner::one_screen(&scenario, &run));
+            if let Some(dir) = out {
+                runner::write_outputs(&run, &dir)?;
+                println!("wrote {}/{{flows.csv,links.csv,summary.json,*.svg}}", dir.display());
+            }
+            Ok(())
+        }
+        Command::Compare { args } => {
+            let (scenario, o) = args.load()?;
+            println!("{} — {}", scenario.name, scenario.file.title);
+            if !scenario.file.expect.is_empty() {
+                println!("paper reports: {}", scenario.file.expect);
+            }
+            print!("{}", runner::table(&["scheme"], &runner::compare(&scenario, &o)));
+            Ok(())
+        }
+        Command::Sweep { args, vary, schemes } => sweep(&args, &vary, &schemes),
+        Command::Bench { duration } => bench(duration.0),
+    }
+}
+
+fn sweep(args: &RunArgs, vary: &[String], schemes: &[Protocol]) -> Result<(), String> {
+    use rayon::prelude::*;
+    let (base, o) = args.load()?;
+    let mut axes: Vec<(String, Vec<String>)> = Vec::new();
+    for v in vary {
+        let (key, values) = v
+            .split_once('=')
+            .ok_or_else(|| format!("--vary `{v}`: expected KEY=V1,V2,.."))?;
+        axes.push((key.trim().to_owned(), values.split(',').map(|s| s.trim().to_owned()).collect()));
+    }
+    let schemes: Vec<Protocol> = if schemes.is_empty() { vec![base.scheme(&o)] } else { schemes.to_vec() };
+    let mut points: Vec<Vec<String>> = vec![Vec::new()];
+    for (_, values) in &axes {
+        points = points
+            .into_iter()
+            .flat_map(|p| values.iter().map(move |v| [p.clone(), vec![v.clone()]].concat()))
+            .collect();
+    }
+    let path = runner::resolve(&args.scenario)?;
+    let jobs: Vec<(Protocol, Vec<String>)> =
+        schemes.iter().flat_map(|&s| points.iter().map(move |p| (s, p.clone()))).collect();
+    let rows: Vec<Row> = jobs
+        .par_iter()
+        .map(|(scheme, values)| {
+            let mut set = args.set.clone();
+            set.extend(axes.iter().zip(values).map(|((k, _), v)| format!("{k}={v}")));
+            let result = Scenario::load(&path, &set).and_then(|s| {
+                let o = Overrides { scheme: Some(*scheme), set, ..o.clone() };
+                runner::run(&s, &o).map(|r| r.summary)
+            });
+            Row { label: [vec![scheme.name().to_owned()], values.clone()].concat(), result }
+        })
+        .collect();
+    let heads: Vec<&str> = std::iter::once("scheme").chain(axes.iter().map(|(k, _)| k.as_str())).collect();
+    print!("{}", runner::table(&heads, &rows));
+    Ok(())
+}
+
+fn bench(duration: u64) -> Result<(), String> {
+    let text = format!(
+        r#"
+title = "bench: 1 Gbit/s dumbbell, 50 ms, two VCP flows"
+scheme = "vcp"
+duration = "{}ns"
+mss = "1500B"
+bdp_rtt = "100ms"
+[[links]]
+name = "L"
+rate = "1Gbit"
+delay = "50ms"
+buffer = "1bdp"
+[[flows]]
+count = 2
+start_step = "5s"
+"#,
+        duration
+    );
+    let scenario = Scenario::parse("bench", "bench", &text, &[])?;
+    let config = scenario.build(&Overrides::default())?;
+    let mut sim = Sim::new(config)?;
+    let started = Instant::now();
+    sim.run();
+    let wall = started.elapsed().as_secs_f64();
+    let events = sim.counters.events;
+    let packets = sim.counters.injected;
+    println!("simulated {:.1} s of a 1 Gbit/s dumbbell in {wall:.2} s wall", duration as f64 / 1e9);
+    println!("events:  {events} ({:.2} M events/s)", events as f64 / wall / 1e6);
+    println!("packets: {packets} ({:.2} M packets/s)", packets as f64 / wall / 1e6);
+    println!("speed:   {:.1}× real time", duration as f64 / 1e9 / wall);
+    Ok(())
+}
