@@ -19,22 +19,27 @@
 
 #![warn(missing_docs)]
 
+pub mod bmcc;
+pub mod classic;
 pub mod ecn;
 pub mod evcp;
+pub mod flow_table;
 pub mod hash;
 pub mod load;
+pub mod mcp;
 pub mod meter;
+pub mod mpcp;
+pub mod router;
 pub mod scheme;
 pub mod signal;
 pub mod vcp;
 
-pub mod bmcc;
-pub mod mcp;
-
 pub use ecn::{Ecn, SchemeTag};
+pub use flow_table::FlowTableConfig;
 pub use hash::packet_hash;
 pub use load::LoadFactor;
 pub use meter::{IntervalStats, LinkLoad, LoadFactorMeter, MeterConfig};
+pub use router::{MarkCounters, MarkingMode, RouterConfig, RouterLink};
 pub use scheme::{Scheme, UnknownScheme, WireScheme};
 pub use signal::{
     Congestion, Decoder, Feedback, Law, LawConfig, LinkState, Marker, Mode, PacketMarks, RttSample,

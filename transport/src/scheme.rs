@@ -4,6 +4,14 @@
 use std::fmt;
 use std::str::FromStr;
 
+use crate::bmcc::{BmccDecoder, BmccLaw};
+use crate::classic::ClassicLaw;
+use crate::evcp::EvcpLaw;
+use crate::mcp::{McpDecoder, McpLaw};
+use crate::mpcp::{Chain, MpcpDecoder, MpcpLaw};
+use crate::signal::{Decoder, Law, LawConfig};
+use crate::vcp::{VcpDecoder, VcpLaw};
+
 /// A congestion-control scheme a sender can run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Scheme {
@@ -35,7 +43,7 @@ impl Scheme {
         Scheme::Classic,
     ];
 
-    /// The schemes that need router feedback.
+    /// The schemes that need router feedback: all but classic.
     pub const ROUTER_ASSISTED: [Scheme; 6] = [
         Scheme::Vcp,
         Scheme::Evcp,
@@ -68,6 +76,21 @@ impl Scheme {
             Scheme::Bmcc => WireScheme::Bmcc,
             Scheme::Mcp => WireScheme::Mcp,
             Scheme::Classic => WireScheme::Classic,
+        }
+    }
+}
+
+impl Scheme {
+    /// A new sender law of this scheme.
+    pub fn law(self, config: LawConfig) -> Box<dyn Law> {
+        match self {
+            Scheme::Vcp => Box::new(VcpLaw::new(config)),
+            Scheme::Evcp => Box::new(EvcpLaw::new(config)),
+            Scheme::Dpcp => Box::new(MpcpLaw::new(Chain::Two, config)),
+            Scheme::Tpcp => Box::new(MpcpLaw::new(Chain::Three, config)),
+            Scheme::Bmcc => Box::new(BmccLaw::new(config)),
+            Scheme::Mcp => Box::new(McpLaw::new(config)),
+            Scheme::Classic => Box::new(ClassicLaw::new(config)),
         }
     }
 }
@@ -140,6 +163,19 @@ impl WireScheme {
     /// The DSCP wire id.
     pub const fn id(self) -> u8 {
         self as u8
+    }
+
+    /// A new receiver decoder for packets of this scheme; classic traffic
+    /// carries no scheme feedback, so it has none.
+    pub fn decoder(self) -> Option<Box<dyn Decoder>> {
+        match self {
+            WireScheme::Classic => None,
+            WireScheme::Vcp => Some(Box::new(VcpDecoder::default())),
+            WireScheme::Dpcp => Some(Box::new(MpcpDecoder::new(Chain::Two))),
+            WireScheme::Tpcp => Some(Box::new(MpcpDecoder::new(Chain::Three))),
+            WireScheme::Bmcc => Some(Box::new(BmccDecoder::default())),
+            WireScheme::Mcp => Some(Box::new(McpDecoder::default())),
+        }
     }
 }
 

@@ -182,17 +182,43 @@ impl LawConfig {
     }
 
     /// `window` clamped into `[min_window, max_window]`, NaN to the minimum.
+    /// A configuration whose minimum exceeds its maximum yields the minimum,
+    /// never a panic.
     pub fn clamp(&self, window: f64) -> f64 {
+        let (min, max) = (self.min_window as f64, self.max_window as f64);
         if window.is_nan() {
-            return self.min_window as f64;
+            return min;
         }
-        window.clamp(self.min_window as f64, self.max_window as f64)
+        window.min(max).max(min)
     }
 }
 
 impl Default for LawConfig {
     fn default() -> LawConfig {
         LawConfig::with_mss(1200)
+    }
+}
+
+/// Reno's rule for loss and unexplained CE (RFC 6582; RFC 9002 §7.3.2): one
+/// reaction per round trip. A signal for a packet sent before the last
+/// reaction belongs to the congestion event already answered.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LossEpoch(Option<Duration>);
+
+impl LossEpoch {
+    /// Whether a signal for a packet sent at `sent` starts a new congestion
+    /// event; if it does, the event starts at `now`.
+    pub fn begins(&mut self, now: Duration, sent: Duration) -> bool {
+        if self.0.is_some_and(|start| sent <= start) {
+            return false;
+        }
+        self.0 = Some(now);
+        true
+    }
+
+    /// Whether `now` is still the instant of the last reaction.
+    pub fn started_at(&self, now: Duration) -> bool {
+        self.0.is_some_and(|start| now <= start)
     }
 }
 

@@ -13,13 +13,15 @@
 
 use std::time::Duration;
 
+use crate::classic::LOSS_REDUCTION;
 use crate::ecn::{Ecn, SchemeTag};
 use crate::evcp::ConvergenceController;
 use crate::load::LoadFactor;
 use crate::meter::IntervalStats;
 use crate::scheme::WireScheme;
 use crate::signal::{
-    Congestion, Decoder, Feedback, LawConfig, LinkState, Marker, Mode, PacketMarks, RttSample,
+    Congestion, Decoder, Feedback, LawConfig, LinkState, LossEpoch, Marker, Mode, PacketMarks,
+    RttSample,
 };
 
 /// Low-load / high-load boundary: ρ < 80 % is low load (EVCP paper §"Overview
@@ -210,8 +212,7 @@ pub struct VcpLaw {
     hold_until: Duration,
     /// Additive increase only before this time (one RTT after the hold).
     ai_only_until: Duration,
-    /// Reno reaction to loss: packets sent before this belong to the last event.
-    recovery_start: Option<Duration>,
+    loss: LossEpoch,
     mode: Mode,
     convergence: Option<ConvergenceController>,
 }
@@ -225,7 +226,7 @@ impl VcpLaw {
             level: VcpLevel::Low,
             hold_until: Duration::ZERO,
             ai_only_until: Duration::ZERO,
-            recovery_start: None,
+            loss: LossEpoch::default(),
             mode: Mode::MultiplicativeIncrease,
             convergence: None,
         }
@@ -261,11 +262,17 @@ impl VcpLaw {
         self.cwnd = self.config.clamp(cwnd);
     }
 
-    fn multiplicative_decrease(&mut self, now: Duration, rtt: &RttSample) {
+    /// MD by `beta` (EVCP's controller may choose another factor) unless the
+    /// window is still held from the previous MD; then hold for one t_p and
+    /// allow only AI for the following RTT.
+    pub fn decrease_if_due(&mut self, now: Duration, rtt: &RttSample, beta: f64) {
+        if now < self.hold_until {
+            return;
+        }
         let packets = self.cwnd / self.config.mss as f64;
         let beta = match self.convergence.as_mut() {
             Some(c) => c.on_decrease(packets),
-            None => BETA,
+            None => beta,
         };
         self.set_window(self.cwnd * beta);
         self.hold_until = now + self.config.interval;
@@ -273,38 +280,78 @@ impl VcpLaw {
         self.mode = Mode::Hold;
     }
 
+    /// One ack's worth of MIAIMD: `step` says what the current level asks for.
+    /// MI becomes AI (α = 1) during the RTT after a hold and while EVCP's
+    /// controller forbids MI.
+    pub fn apply(&mut self, now: Duration, acked_bytes: u64, rtt: &RttSample, step: Step) {
+        if now < self.hold_until {
+            self.mode = Mode::Hold;
+            return;
+        }
+        let (xi, alpha) = match step {
+            Step::Decrease { beta } => return self.decrease_if_due(now, rtt, beta),
+            Step::Increase { xi, alpha } if xi > 0.0 && !self.mi_allowed(now) => {
+                (0.0, alpha.max(ALPHA))
+            }
+            Step::Increase { xi, alpha } => (xi, alpha),
+        };
+        let acked = acked_bytes as f64;
+        let xi_s = Self::scaled_xi(xi, rtt.smoothed, self.config.interval);
+        let alpha_s = Self::scaled_alpha(alpha, rtt.smoothed, self.config.interval);
+        let mss = self.config.mss as f64;
+        self.set_window(self.cwnd + xi_s * acked + alpha_s * mss * acked / self.cwnd);
+        self.mode = if xi > 0.0 {
+            Mode::MultiplicativeIncrease
+        } else {
+            Mode::AdditiveIncrease
+        };
+    }
+
     fn mi_allowed(&self, now: Duration) -> bool {
         now >= self.ai_only_until && !self.convergence.as_ref().is_some_and(|c| c.mi_blocked())
     }
 }
 
+/// What the current load level asks of the window.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Step {
+    /// Per RTT: window × (1 + ξ) + α packets (each scaled by RTT / t_p).
+    Increase {
+        /// MI step ξ.
+        xi: f64,
+        /// AI step α, in packets.
+        alpha: f64,
+    },
+    /// Window × β, once, then hold.
+    Decrease {
+        /// MD factor β.
+        beta: f64,
+    },
+}
+
+impl VcpLevel {
+    /// VCP's step for this level: MI(ξ = 0.0625), AI(α = 1), MD(β = 0.875).
+    pub fn step(self) -> Step {
+        match self {
+            VcpLevel::Low => Step::Increase { xi: XI, alpha: 0.0 },
+            VcpLevel::High => Step::Increase {
+                xi: 0.0,
+                alpha: ALPHA,
+            },
+            VcpLevel::Overload => Step::Decrease { beta: BETA },
+        }
+    }
+}
+
 impl crate::signal::Law for VcpLaw {
     fn on_ack(&mut self, now: Duration, acked_bytes: u64, rtt: &RttSample) {
-        if now < self.hold_until {
-            self.mode = Mode::Hold;
-            return;
-        }
-        let acked = acked_bytes as f64;
-        match self.level {
-            VcpLevel::Overload => self.multiplicative_decrease(now, rtt),
-            VcpLevel::Low if self.mi_allowed(now) => {
-                let xi_s = Self::scaled_xi(XI, rtt.smoothed, self.config.interval);
-                self.set_window(self.cwnd + xi_s * acked);
-                self.mode = Mode::MultiplicativeIncrease;
-            }
-            VcpLevel::Low | VcpLevel::High => {
-                let alpha_s = Self::scaled_alpha(ALPHA, rtt.smoothed, self.config.interval);
-                let mss = self.config.mss as f64;
-                self.set_window(self.cwnd + alpha_s * mss * acked / self.cwnd);
-                self.mode = Mode::AdditiveIncrease;
-            }
-        }
+        self.apply(now, acked_bytes, rtt, self.level.step());
     }
 
     fn on_feedback(&mut self, now: Duration, feedback: Feedback, rtt: &RttSample) {
         self.level = VcpLevel::from_feedback(feedback.level);
-        if self.level == VcpLevel::Overload && now >= self.hold_until {
-            self.multiplicative_decrease(now, rtt);
+        if self.level == VcpLevel::Overload {
+            self.decrease_if_due(now, rtt, BETA);
         }
     }
 
@@ -315,12 +362,10 @@ impl crate::signal::Law for VcpLaw {
         _kind: Congestion,
         _rtt: &RttSample,
     ) {
-        if self.recovery_start.is_some_and(|start| sent <= start) {
-            return;
+        if self.loss.begins(now, sent) {
+            self.set_window(self.cwnd * LOSS_REDUCTION);
+            self.mode = Mode::Recovery;
         }
-        self.recovery_start = Some(now);
-        self.set_window(self.cwnd * 0.5);
-        self.mode = Mode::Recovery;
     }
 
     fn window(&self) -> u64 {
@@ -333,5 +378,168 @@ impl crate::signal::Law for VcpLaw {
 
     fn tag(&self) -> SchemeTag {
         SchemeTag::new(WireScheme::Vcp.id())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::meter::LinkLoad;
+    use crate::signal::Law;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    fn link(rho: f64) -> LinkState {
+        LinkState {
+            load: LinkLoad {
+                vcp: LoadFactor::new(rho),
+                ..LinkLoad::default()
+            },
+            queue_bytes: 0,
+        }
+    }
+
+    fn fb(level: VcpLevel) -> Feedback {
+        Feedback {
+            level: level as u16,
+            ..Feedback::default()
+        }
+    }
+
+    #[test]
+    fn thresholds_and_codes() {
+        assert_eq!(VcpLevel::of(LoadFactor::new(0.7999)), VcpLevel::Low);
+        assert_eq!(VcpLevel::of(LoadFactor::new(0.8)), VcpLevel::High);
+        assert_eq!(VcpLevel::of(LoadFactor::new(0.9999)), VcpLevel::High);
+        assert_eq!(VcpLevel::of(LoadFactor::new(1.0)), VcpLevel::Overload);
+        assert_eq!(VcpLevel::Low.ecn(), Ecn::Ect1);
+        assert_eq!(VcpLevel::High.ecn(), Ecn::Ect0);
+        assert_eq!(VcpLevel::Overload.ecn(), Ecn::Ce);
+        assert_eq!(VcpLevel::from_ecn(Ecn::NotEct), None);
+    }
+
+    #[test]
+    fn xi_is_0_0625_at_80_percent() {
+        // EVCP paper eq. 3: ξ(0.8) = 0.25 · 0.2 / 0.8.
+        assert!((xi(LOW_LOAD_BOUND) - XI).abs() < 1e-15);
+        assert_eq!(XI, 0.0625);
+        assert_eq!(xi(1.0), 0.0);
+        assert_eq!(xi(0.0), 0.0);
+    }
+
+    #[test]
+    fn rtt_scaling() {
+        let tp = MS * 200;
+        // T = t_p: no scaling.
+        assert!((VcpLaw::scaled_xi(XI, tp, tp) - XI).abs() < 1e-12);
+        assert!((VcpLaw::scaled_alpha(1.0, tp, tp) - 1.0).abs() < 1e-12);
+        // T = t_p/2: ξ_s = 1.0625^0.5 − 1, α_s = 0.25.
+        assert!((VcpLaw::scaled_xi(XI, MS * 100, tp) - (1.0625f64.sqrt() - 1.0)).abs() < 1e-12);
+        assert!((VcpLaw::scaled_alpha(1.0, MS * 100, tp) - 0.25).abs() < 1e-12);
+        // T/t_p is capped at 2.5 for MI, not for AI.
+        let capped = 1.0625f64.powf(2.5) - 1.0;
+        assert!((VcpLaw::scaled_xi(XI, MS * 2000, tp) - capped).abs() < 1e-12);
+        assert!((VcpLaw::scaled_alpha(1.0, MS * 2000, tp) - 100.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn gamma_follows_capacity() {
+        let at = |mbit: f64| gamma_for_capacity(mbit * 1e6 / 8.0);
+        assert!((at(1.0) - 0.94).abs() < 1e-9);
+        assert!((at(10.0) - 0.96).abs() < 1e-9);
+        assert!((at(100.0) - 0.975).abs() < 1e-9);
+        assert!((at(1000.0) - 0.985).abs() < 1e-9);
+        assert_eq!(at(0.1), 0.94);
+        assert_eq!(at(10_000.0), 0.985);
+        assert!(at(30.0) > 0.96 && at(30.0) < 0.975);
+    }
+
+    #[test]
+    fn marker_only_raises() {
+        let mut m = VcpMarker;
+        let mut p = PacketMarks {
+            ecn: Ecn::Ect1,
+            tag: SchemeTag::new(1),
+            hash: 0,
+            flow: 0,
+        };
+        m.mark(MS, &link(0.9), &mut p);
+        assert_eq!(p.ecn, Ecn::Ect0);
+        m.mark(MS, &link(0.1), &mut p);
+        assert_eq!(p.ecn, Ecn::Ect0, "never lowered");
+        m.mark(MS, &link(1.3), &mut p);
+        assert_eq!(p.ecn, Ecn::Ce);
+        p.ecn = Ecn::NotEct;
+        m.mark(MS, &link(1.3), &mut p);
+        assert_eq!(p.ecn, Ecn::NotEct);
+    }
+
+    #[test]
+    fn receiver_learns_the_most_congested_router() {
+        for rhos in [[0.5, 0.9, 0.2], [1.2, 0.1, 0.85], [0.3, 0.4, 0.79]] {
+            let mut routers = [VcpMarker; 3];
+            let mut p = PacketMarks {
+                ecn: Ecn::Ect1,
+                tag: SchemeTag::new(1),
+                hash: 0,
+                flow: 0,
+            };
+            for (r, rho) in routers.iter_mut().zip(rhos) {
+                r.mark(MS, &link(rho), &mut p);
+            }
+            let mut d = VcpDecoder::default();
+            d.on_packet(MS, p.ecn, p.tag, p.hash);
+            let worst = rhos.iter().cloned().fold(0.0, f64::max);
+            assert_eq!(
+                d.estimate(MS).level,
+                VcpLevel::of(LoadFactor::new(worst)) as u16
+            );
+        }
+    }
+
+    #[test]
+    fn mi_ai_md_hold_then_ai_only() {
+        let tp = MS * 200;
+        let rtt = RttSample::uniform(tp);
+        let mut law = VcpLaw::new(LawConfig::with_mss(1000));
+        // New flows start in MI: a window's worth of acks grows it by ξ.
+        law.on_ack(MS, 10_000, &rtt);
+        assert_eq!(law.window(), 10_625);
+        assert_eq!(law.mode(), Mode::MultiplicativeIncrease);
+        // High load: one packet per window.
+        law.on_feedback(MS, fb(VcpLevel::High), &rtt);
+        law.on_ack(MS, 10_625, &rtt);
+        assert_eq!(law.window(), 11_625);
+        // Overload: × 0.875 at once, then frozen for t_p.
+        law.on_feedback(MS * 10, fb(VcpLevel::Overload), &rtt);
+        assert_eq!(law.window(), (11_625.0 * 0.875) as u64);
+        let held = law.window();
+        law.on_feedback(MS * 100, fb(VcpLevel::Overload), &rtt);
+        law.on_feedback(MS * 100, fb(VcpLevel::Low), &rtt);
+        law.on_ack(MS * 100, 50_000, &rtt);
+        assert_eq!(law.window(), held, "frozen for one t_p");
+        assert_eq!(law.mode(), Mode::Hold);
+        // After the hold, one RTT of AI only even in low load.
+        law.on_ack(MS * 300, held, &rtt);
+        assert_eq!(law.mode(), Mode::AdditiveIncrease);
+        assert!((law.window() as i64 - (held + 1000) as i64).abs() <= 1);
+        // Then MI again.
+        law.on_ack(MS * 411, 1000, &rtt);
+        assert_eq!(law.mode(), Mode::MultiplicativeIncrease);
+    }
+
+    #[test]
+    fn loss_halves_once_per_round() {
+        let rtt = RttSample::uniform(MS * 50);
+        let mut law = VcpLaw::new(LawConfig::with_mss(1000));
+        law.on_congestion(MS * 10, MS * 5, Congestion::Loss, &rtt);
+        assert_eq!(law.window(), 5_000);
+        law.on_congestion(MS * 11, MS * 6, Congestion::Loss, &rtt);
+        assert_eq!(law.window(), 5_000);
+        law.on_congestion(MS * 80, MS * 20, Congestion::Loss, &rtt);
+        assert_eq!(law.window(), 2_500);
+        // Never below the minimum window.
+        law.on_congestion(MS * 200, MS * 150, Congestion::Loss, &rtt);
+        assert_eq!(law.window(), 2_000);
     }
 }

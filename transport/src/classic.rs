@@ -1,0 +1,161 @@
+//! Classic ECN: what paths and peers without ecnq feedback get.
+//!
+//! * Router ([`ClassicMarker`]): untagged ECT traffic (kernel TCP, vanilla
+//!   QUIC) is CE-marked instead of waiting to be dropped once the queue is at
+//!   or over a marking threshold (RFC 3168 §5, with a step threshold as in
+//!   DCTCP); Not-ECT traffic is only queued (DESIGN.md §2 "DSCP scheme tag").
+//! * Sender ([`ClassicLaw`]): NewReno (RFC 9002 §7 / RFC 6582) with CE and loss
+//!   both as congestion, at most one reduction per round trip.
+
+use std::time::Duration;
+
+use crate::ecn::{Ecn, SchemeTag};
+use crate::signal::{
+    Congestion, Feedback, Law, LawConfig, LinkState, LossEpoch, Marker, Mode, PacketMarks,
+    RttSample,
+};
+
+/// NewReno's loss reduction factor (RFC 9002 §7.3.2: kLossReductionFactor = 0.5).
+pub const LOSS_REDUCTION: f64 = 0.5;
+
+/// CE instead of drop for ECT packets once the queue reaches a threshold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClassicMarker {
+    /// Queue length in bytes at which ECT packets are marked CE.
+    pub threshold: u64,
+}
+
+impl Marker for ClassicMarker {
+    #[inline]
+    fn mark(&mut self, _now: Duration, link: &LinkState, pkt: &mut PacketMarks) {
+        if pkt.ecn.is_ect() && link.queue_bytes >= self.threshold {
+            pkt.ecn = Ecn::Ce;
+        }
+    }
+}
+
+/// NewReno: slow start, congestion avoidance, halving once per round trip on
+/// loss or CE. Scheme feedback is ignored.
+#[derive(Clone, Debug)]
+pub struct ClassicLaw {
+    config: LawConfig,
+    cwnd: f64,
+    ssthresh: f64,
+    loss: LossEpoch,
+    mode: Mode,
+}
+
+impl ClassicLaw {
+    /// A NewReno sender.
+    pub fn new(config: LawConfig) -> ClassicLaw {
+        ClassicLaw {
+            cwnd: config.clamp(config.initial_window as f64),
+            ssthresh: f64::INFINITY,
+            loss: LossEpoch::default(),
+            mode: Mode::SlowStart,
+            config,
+        }
+    }
+}
+
+impl Law for ClassicLaw {
+    fn on_ack(&mut self, now: Duration, acked_bytes: u64, _rtt: &RttSample) {
+        if self.loss.started_at(now) {
+            return;
+        }
+        let acked = acked_bytes as f64;
+        let grown = if self.cwnd < self.ssthresh {
+            self.mode = Mode::SlowStart;
+            self.cwnd + acked
+        } else {
+            self.mode = Mode::CongestionAvoidance;
+            self.cwnd + self.config.mss as f64 * acked / self.cwnd
+        };
+        self.cwnd = self.config.clamp(grown);
+    }
+
+    fn on_feedback(&mut self, _now: Duration, _feedback: Feedback, _rtt: &RttSample) {}
+
+    fn on_congestion(
+        &mut self,
+        now: Duration,
+        sent: Duration,
+        _kind: Congestion,
+        _rtt: &RttSample,
+    ) {
+        if self.loss.begins(now, sent) {
+            self.cwnd = self.config.clamp(self.cwnd * LOSS_REDUCTION);
+            self.ssthresh = self.cwnd;
+            self.mode = Mode::Recovery;
+        }
+    }
+
+    fn window(&self) -> u64 {
+        self.cwnd as u64
+    }
+
+    fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    fn tag(&self) -> SchemeTag {
+        SchemeTag::UNTAGGED
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::meter::LinkLoad;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn marks_ect_only_over_threshold() {
+        let mut m = ClassicMarker { threshold: 10_000 };
+        let mut pkt = PacketMarks {
+            ecn: Ecn::Ect0,
+            tag: SchemeTag::UNTAGGED,
+            hash: 0,
+            flow: 0,
+        };
+        let below = LinkState {
+            load: LinkLoad::default(),
+            queue_bytes: 9_999,
+        };
+        let over = LinkState {
+            queue_bytes: 10_000,
+            ..below
+        };
+        m.mark(MS, &below, &mut pkt);
+        assert_eq!(pkt.ecn, Ecn::Ect0);
+        m.mark(MS, &over, &mut pkt);
+        assert_eq!(pkt.ecn, Ecn::Ce);
+        pkt.ecn = Ecn::NotEct;
+        m.mark(MS, &over, &mut pkt);
+        assert_eq!(pkt.ecn, Ecn::NotEct, "Not-ECT is never marked");
+    }
+
+    #[test]
+    fn newreno_slow_start_then_halving_once_per_round() {
+        let cfg = LawConfig::with_mss(1000);
+        let rtt = RttSample::uniform(MS * 50);
+        let mut law = ClassicLaw::new(cfg);
+        assert_eq!(law.window(), 10_000);
+        law.on_ack(MS, 10_000, &rtt);
+        assert_eq!(law.window(), 20_000);
+        assert_eq!(law.mode(), Mode::SlowStart);
+        law.on_congestion(MS * 2, MS, Congestion::Ce, &rtt);
+        assert_eq!(law.window(), 10_000);
+        // A second loss from the same flight changes nothing.
+        law.on_congestion(MS * 3, MS, Congestion::Loss, &rtt);
+        assert_eq!(law.window(), 10_000);
+        // Congestion avoidance: one MSS per window acked.
+        law.on_ack(MS * 60, 10_000, &rtt);
+        assert_eq!(law.window(), 11_000);
+        assert_eq!(law.mode(), Mode::CongestionAvoidance);
+        // A loss of a packet sent after the reduction reduces again.
+        law.on_congestion(MS * 70, MS * 65, Congestion::Loss, &rtt);
+        assert_eq!(law.window(), 5_500);
+    }
+}
