@@ -21,9 +21,9 @@ use std::time::Duration;
 use ecnq::signal::{Congestion, Decoder, Feedback, Law, LawConfig, PacketMarks, RttSample};
 use ecnq::{Ecn, SchemeTag};
 
-use crate::protocol::{Protocol, Unavailable};
+use crate::protocol::Protocol;
 use crate::rng::Rng;
-use crate::router::{MarkCounters, RouterPort};
+use ecnq::router::{MarkCounters, RouterConfig, RouterLink};
 
 /// Virtual time in nanoseconds.
 pub type Nanos = u64;
@@ -221,7 +221,7 @@ pub struct Link {
     /// The configuration.
     pub spec: LinkSpec,
     ns_per_byte: Option<f64>,
-    port: Option<RouterPort>,
+    port: Option<RouterLink>,
     queue: VecDeque<Packet>,
     queue_bytes: u64,
     in_service: Option<Packet>,
@@ -235,9 +235,11 @@ pub struct Link {
 impl Link {
     fn new(spec: LinkSpec) -> Link {
         let ns_per_byte = spec.rate.map(|bps| 8e9 / bps);
-        let port = spec
-            .rate
-            .map(|bps| RouterPort::new(bps / 8.0, spec.ecn_threshold, Duration::ZERO));
+        let port = spec.rate.map(|bps| {
+            let mut config = RouterConfig::new(bps / 8.0, 0);
+            config.classic_threshold = spec.ecn_threshold.max(1);
+            RouterLink::new(config, Duration::ZERO)
+        });
         Link {
             spec,
             ns_per_byte,
@@ -269,7 +271,7 @@ impl Link {
 
     /// The router's mark counters (None for pure delays).
     pub fn mark_counters(&self) -> Option<&MarkCounters> {
-        self.port.as_ref().map(RouterPort::counters)
+        self.port.as_ref().map(RouterLink::counters)
     }
 
     fn account_queue(&mut self, now: Nanos) {
@@ -389,21 +391,19 @@ pub struct Flow {
 }
 
 impl Flow {
-    fn new(spec: FlowSpec) -> Result<Flow, Unavailable> {
+    fn new(spec: FlowSpec) -> Flow {
         let mut config = LawConfig::with_mss(u64::from(spec.mss));
         if let Some(cap) = spec.max_window {
             config.max_window = cap.max(config.min_window);
             config.initial_window = config.initial_window.min(config.max_window);
         }
-        let law = spec.protocol.law(config)?;
-        let decoder = spec.protocol.decoder()?;
-        Ok(Flow {
+        Flow {
+            law: spec.protocol.law(config),
+            decoder: spec.protocol.decoder(),
             data_ecn: spec.protocol.data_ecn(),
             router_assisted: spec.protocol.router_assisted(),
             new_bytes_left: spec.size.unwrap_or(u64::MAX),
             spec,
-            law,
-            decoder,
             state: FlowState::Pending,
             next_pn: 0,
             base_pn: 0,
@@ -423,7 +423,7 @@ impl Flow {
             received_at_measure: 0,
             packets_sent: 0,
             packets_lost: 0,
-        })
+        }
     }
 
     /// The congestion window in bytes.
@@ -546,8 +546,8 @@ pub struct Sim {
 }
 
 impl Sim {
-    /// Builds a simulation; fails if a flow runs a protocol the core lacks or
-    /// names a link that does not exist.
+    /// Builds a simulation; fails if a flow's path is empty or names a link
+    /// that does not exist.
     pub fn new(config: SimConfig) -> Result<Sim, String> {
         let nlinks = config.links.len();
         let check_path = |f: &FlowSpec| -> Result<(), String> {
@@ -562,12 +562,10 @@ impl Sim {
         let mut flows = Vec::with_capacity(config.flows.len());
         for spec in config.flows {
             check_path(&spec)?;
-            flows.push(Flow::new(spec).map_err(|e| e.to_string())?);
+            flows.push(Flow::new(spec));
         }
         for p in &config.pareto {
             check_path(&p.flow)?;
-            p.flow.protocol.law(LawConfig::default()).map_err(|e| e.to_string())?;
-            p.flow.protocol.decoder().map_err(|e| e.to_string())?;
         }
         let mut sim = Sim {
             now: 0,
@@ -713,7 +711,7 @@ impl Sim {
         };
         let t = dur(now);
         if let Some(port) = link.port.as_mut() {
-            port.on_arrival(t, pkt.len, link.queue_bytes, &mut pkt.marks);
+            port.on_arrival(t, pkt.len, &mut pkt.marks);
         }
         let stats = &mut link.stats;
         stats.arrived_packets += 1;
@@ -1055,12 +1053,9 @@ impl Sim {
         spec.start = now;
         let gap = (self.rng.exponential(1.0 / rate) * 1e9) as Nanos;
         self.schedule_at(now + gap.max(1), Event::Arrival(s as u32));
-        // Checked in `Sim::new`: the protocol is available.
-        if let Ok(flow) = Flow::new(spec) {
-            let f = self.flows.len();
-            self.flows.push(flow);
-            self.dispatch(Event::Start(f as u32));
-        }
+        let f = self.flows.len();
+        self.flows.push(Flow::new(spec));
+        self.dispatch(Event::Start(f as u32));
     }
 
     // ---- measurement ----
@@ -1088,7 +1083,8 @@ impl Sim {
                 else {
                     continue;
                 };
-                let load = port.load(dur(now));
+                port.advance(dur(now));
+                let load = *port.meter().load();
                 self.link_series.push(LinkSample {
                     time: now,
                     link: i as u32,

@@ -8,7 +8,6 @@ pub mod plot;
 pub mod protocol;
 pub mod rng;
 pub mod scenario;
-pub mod router;
 pub mod runner;
 pub mod topology;
 pub mod units;

@@ -6,7 +6,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use ecnq::signal::{Decoder, Law, LawConfig};
-use ecnq::{evcp, vcp, Ecn, Scheme, WireScheme};
+use ecnq::{Ecn, Scheme, WireScheme};
 
 use crate::baseline::{Cubic, NewReno};
 
@@ -65,42 +65,37 @@ impl Protocol {
         matches!(self, Protocol::Ecnq(s) if s != Scheme::Classic)
     }
 
-    /// The codepoint a sender puts on fresh data packets.
+    /// The codepoint a sender puts on fresh data packets: each scheme's base
+    /// codepoint, which routers only raise (DESIGN.md §2).
     pub fn data_ecn(self) -> Ecn {
         match self {
-            // VCP senders send low load and routers only raise it (DESIGN.md §2).
-            Protocol::Ecnq(Scheme::Vcp | Scheme::Evcp) => Ecn::Ect1,
-            Protocol::Ecnq(_) | Protocol::Baseline { ecn: true, .. } => Ecn::Ect0,
+            Protocol::Ecnq(s) => match s.wire() {
+                WireScheme::Vcp | WireScheme::Dpcp | WireScheme::Tpcp => Ecn::Ect1,
+                WireScheme::Bmcc | WireScheme::Classic => Ecn::Ect0,
+                // MCP's lowest utilization code is `00` (MCP paper §IV-A.3).
+                WireScheme::Mcp => Ecn::NotEct,
+            },
+            Protocol::Baseline { ecn: true, .. } => Ecn::Ect0,
             Protocol::Baseline { ecn: false, .. } => Ecn::NotEct,
         }
     }
 
-    /// The sender's law, or why this build cannot run the protocol yet.
-    pub fn law(self, config: LawConfig) -> Result<Box<dyn Law>, Unavailable> {
+    /// The sender's law: the core's for ecnq schemes, the simulator's models
+    /// for the baselines.
+    pub fn law(self, config: LawConfig) -> Box<dyn Law> {
         match self {
-            Protocol::Ecnq(Scheme::Vcp) => Ok(Box::new(vcp::VcpLaw::new(config))),
-            Protocol::Ecnq(Scheme::Evcp) => Ok(Box::new(evcp::EvcpLaw::new(config))),
-            Protocol::Ecnq(_) => Err(Unavailable(self)),
-            Protocol::Baseline { model: Baseline::Reno, .. } => Ok(Box::new(NewReno::new(config))),
-            Protocol::Baseline { model: Baseline::Cubic, .. } => Ok(Box::new(Cubic::new(config))),
+            Protocol::Ecnq(s) => s.law(config),
+            Protocol::Baseline { model: Baseline::Reno, .. } => Box::new(NewReno::new(config)),
+            Protocol::Baseline { model: Baseline::Cubic, .. } => Box::new(Cubic::new(config)),
         }
     }
 
-    /// The receiver's decoder for router-assisted protocols.
-    pub fn decoder(self) -> Result<Option<Box<dyn Decoder>>, Unavailable> {
+    /// The receiver's decoder (none for classic traffic: CE is echoed instead).
+    pub fn decoder(self) -> Option<Box<dyn Decoder>> {
         match self {
-            Protocol::Ecnq(s) => match s.wire() {
-                WireScheme::Vcp => Ok(Some(Box::new(vcp::VcpDecoder::default()))),
-                WireScheme::Classic => Ok(None),
-                _ => Err(Unavailable(self)),
-            },
-            Protocol::Baseline { .. } => Ok(None),
+            Protocol::Ecnq(s) => s.wire().decoder(),
+            Protocol::Baseline { .. } => None,
         }
-    }
-
-    /// Whether this build can run the protocol (its law, decoder and marker exist).
-    pub fn available(self) -> bool {
-        self.law(LawConfig::default()).is_ok() && self.decoder().is_ok()
     }
 }
 
@@ -132,22 +127,6 @@ impl<'de> serde::Deserialize<'de> for Protocol {
     }
 }
 
-/// A protocol whose law, decoder or marker is not in the ecnq core yet.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Unavailable(pub Protocol);
-
-impl fmt::Display for Unavailable {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "scheme `{}` is not in this build's ecnq core yet (its marker, decoder or law is missing)",
-            self.0
-        )
-    }
-}
-
-impl std::error::Error for Unavailable {}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -162,10 +141,10 @@ mod tests {
     }
 
     #[test]
-    fn vcp_family_and_baselines_run() {
-        for name in ["vcp", "evcp", "reno", "reno-ecn", "cubic", "cubic-ecn"] {
-            let p: Protocol = name.parse().unwrap();
-            assert!(p.available(), "{name}");
+    fn router_assisted_protocols_have_decoders() {
+        for p in Protocol::ALL {
+            assert_eq!(p.decoder().is_some(), p.router_assisted(), "{p}");
+            assert!(p.law(LawConfig::default()).window() > 0, "{p}");
         }
     }
 }

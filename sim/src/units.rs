@@ -19,7 +19,7 @@ fn split_number(s: &str) -> Option<(f64, &str)> {
 }
 
 macro_rules! quantity {
-    ($(#[$doc:meta])* $name:ident($inner:ty), $what:literal, $parse:expr) => {
+    ($(#[$doc:meta])* $name:ident($inner:ty), $noun:literal, $hint:literal, $parse:expr) => {
         $(#[$doc])*
         #[derive(Clone, Copy, Debug, PartialEq, PartialOrd)]
         pub struct $name(pub $inner);
@@ -31,7 +31,7 @@ macro_rules! quantity {
                 split_number(s)
                     .and_then(|(v, unit)| parse(v, unit))
                     .map($name)
-                    .ok_or_else(|| format!(concat!("invalid ", $what, " `{}`"), s))
+                    .ok_or_else(|| format!(concat!("invalid ", $noun, " `{}` (expected e.g. ", $hint, ")"), s))
             }
         }
 
@@ -47,7 +47,8 @@ macro_rules! quantity {
 quantity!(
     /// A time span in nanoseconds: `ns`, `us`, `ms`, `s`.
     Time(u64),
-    "duration (expected e.g. `250ms`, `1.5s`, `100us`)",
+    "duration",
+    "`250ms`, `1.5s`, `100us`",
     |v, unit| {
         let scale = match unit {
             "ns" => 1.0,
@@ -63,7 +64,8 @@ quantity!(
 quantity!(
     /// A link rate in bits per second: `bit`, `kbit`, `Mbit`, `Gbit` (or `bps`, `kbps`, `Mbps`, `Gbps`).
     Rate(f64),
-    "rate (expected e.g. `20Mbit`, `1Gbit`, `500kbps`)",
+    "rate",
+    "`20Mbit`, `1Gbit`, `500kbps`",
     |v, unit| {
         let scale = match unit.to_ascii_lowercase().as_str() {
             "bit" | "bps" => 1.0,
@@ -79,7 +81,8 @@ quantity!(
 quantity!(
     /// A size in bytes: `B`, `KB`, `MB`, `GB` (powers of 1000) or `KiB`, `MiB`, `GiB`.
     Bytes(u64),
-    "size (expected e.g. `1500B`, `30KB`, `3MB`)",
+    "size",
+    "`1500B`, `30KB`, `3MB`",
     |v, unit| {
         let scale = match unit {
             "B" | "" => 1.0,
