@@ -33,6 +33,20 @@ pub struct LinkSummary {
     pub drops: u64,
     /// Packets lost on the wire.
     pub random_losses: u64,
+    /// The first sample at which utilization reached 90 %, s (the MPCP
+    /// paper's "transition time" from an idle link).
+    pub time_to_90pct_s: Option<f64>,
+}
+
+/// A flow group's aggregate.
+#[derive(Clone, Debug, Serialize)]
+pub struct GroupSummary {
+    /// Group name.
+    pub name: String,
+    /// Flows in the group.
+    pub flows: usize,
+    /// Sum of the flows' throughputs over the measured period, bits per second.
+    pub throughput_bps: f64,
 }
 
 /// One flow's figures.
@@ -103,6 +117,8 @@ pub struct Summary {
     pub links: Vec<LinkSummary>,
     /// Flows that per-flow series record (Pareto flows are summarized in `completion`).
     pub flows: Vec<FlowSummary>,
+    /// Per-group totals.
+    pub groups: Vec<GroupSummary>,
     /// Fairness.
     pub jain: JainSummary,
     /// Finite flows, if any.
@@ -136,8 +152,9 @@ impl Summary {
         let links = sim
             .links
             .iter()
-            .filter(|l| l.spec.report)
-            .filter_map(|l| {
+            .enumerate()
+            .filter(|(_, l)| l.spec.report)
+            .filter_map(|(index, l)| {
                 let rate = l.spec.rate?;
                 let s = &l.stats;
                 let ms_per_byte = 8.0 / rate * 1e3;
@@ -160,6 +177,11 @@ impl Summary {
                     loss: (s.dropped_packets + s.lost_packets) as f64 / (s.arrived_packets.max(1)) as f64,
                     drops: s.dropped_packets,
                     random_losses: s.lost_packets,
+                    time_to_90pct_s: sim
+                        .link_series
+                        .iter()
+                        .find(|x| x.link as usize == index && x.utilization >= 0.9)
+                        .map(|x| secs(x.time)),
                 })
             })
             .collect();
@@ -189,7 +211,21 @@ impl Summary {
                     convergence_s: convergence.get(i).copied().flatten(),
                 }
             })
-            .collect();
+            .collect::<Vec<FlowSummary>>();
+        let mut groups: Vec<GroupSummary> = Vec::new();
+        for f in &flows {
+            match groups.iter_mut().find(|g| g.name == f.group) {
+                Some(g) => {
+                    g.flows += 1;
+                    g.throughput_bps += f.throughput_bps;
+                }
+                None => groups.push(GroupSummary {
+                    name: f.group.clone(),
+                    flows: 1,
+                    throughput_bps: f.throughput_bps,
+                }),
+            }
+        }
 
         let mut series = Vec::new();
         for group in by_time(&sim.flow_series) {
@@ -237,6 +273,7 @@ impl Summary {
             events: sim.counters.events,
             links,
             flows,
+            groups,
             jain,
             completion,
         }

@@ -178,6 +178,14 @@ pub fn one_screen(scenario: &Scenario, run: &Run) -> String {
     if s.flows.len() > shown {
         let _ = writeln!(out, "… {} more flows (see summary.json)", s.flows.len() - shown);
     }
+    if s.groups.len() > 1 {
+        let groups: Vec<String> = s
+            .groups
+            .iter()
+            .map(|g| format!("{} ×{} {}", g.name, g.flows, crate::units::ShowRate(g.throughput_bps)))
+            .collect();
+        let _ = writeln!(out, "groups: {}", groups.join(", "));
+    }
     let _ = writeln!(out, "Jain's index: mean {:.3}, min {:.3}, last {:.3}", s.jain.mean, s.jain.min, s.jain.last);
     if let Some(c) = &s.completion {
         let _ = writeln!(

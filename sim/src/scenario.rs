@@ -46,13 +46,16 @@ pub struct LinkEntry {
     pub rate: Rate,
     /// One-way propagation delay, e.g. `"10ms"`.
     pub delay: Time,
-    /// Drop-tail buffer: `"50pkt"`, `"64KB"` or `"1bdp"` (needs `bdp_rtt`).
+    /// Drop-tail buffer: `"50pkt"`, `"64KB"` or `"1bdp"` (rate × `bdp_rtt`).
     pub buffer: Buffer,
     /// Random loss probability on the forward direction, 0..1.
     #[serde(default)]
     pub loss: f64,
     /// Classic ECN marking threshold (default: half the buffer).
     pub ecn_threshold: Option<Buffer>,
+    /// A floor under `buffer` (the BMCC paper: the larger of one BDP and two
+    /// packets per flow).
+    pub min_buffer: Option<Buffer>,
 }
 
 /// A group of identical long-lived or fixed-size flows.
@@ -88,6 +91,8 @@ pub struct FlowGroup {
     pub size: Option<Bytes>,
     /// Window cap in packets (the papers' background TCP flows use 20).
     pub max_window: Option<u32>,
+    /// Packet size for this group (one value or one per flow; default: the scenario's `mss`).
+    pub mss: Option<OneOrMany<Bytes>>,
 }
 
 /// Finite flows arriving as a Poisson process with Pareto sizes.
@@ -144,7 +149,7 @@ pub struct ScenarioFile {
     pub sample: Option<Time>,
     /// Summary statistics start here (default 0).
     pub measure_from: Option<Time>,
-    /// The RTT that `bdp` buffers refer to.
+    /// The RTT that `bdp` buffers refer to (default: the link's own round trip).
     pub bdp_rtt: Option<Time>,
     /// Links.
     pub links: Vec<Spanned<LinkEntry>>,
@@ -263,15 +268,20 @@ impl Scenario {
                     Buffer::Packets(n) => BufferLimit::Packets(n),
                     Buffer::Bytes(n) => BufferLimit::Bytes(n),
                     Buffer::Bdp(x) => {
-                        let rtt = f.bdp_rtt.ok_or_else(|| {
-                            self.error_at(span.clone(), &what, "a `bdp` buffer needs a top-level `bdp_rtt`")
-                        })?;
-                        let bytes = x * l.rate.0 / 8.0 * rtt.0 as f64 / 1e9;
+                        let rtt = f.bdp_rtt.map_or(2 * l.delay.0, |t| t.0);
+                        let bytes = x * l.rate.0 / 8.0 * rtt as f64 / 1e9;
                         BufferLimit::Packets((bytes / f64::from(mss)).round().max(1.0) as u64)
                     }
                 })
             };
-            let buffer = to_limit(l.buffer)?;
+            let buffer = match (to_limit(l.buffer)?, l.min_buffer.map(to_limit).transpose()?) {
+                (BufferLimit::Packets(a), Some(BufferLimit::Packets(b))) => BufferLimit::Packets(a.max(b)),
+                (BufferLimit::Bytes(a), Some(BufferLimit::Bytes(b))) => BufferLimit::Bytes(a.max(b)),
+                (_, Some(_)) => {
+                    return Err(self.error_at(span, &what, "buffer and min_buffer must both be in packets (or bdp) or both in bytes"))
+                }
+                (b, None) => b,
+            };
             let ecn_threshold = match l.ecn_threshold.map(to_limit).transpose()?.unwrap_or(buffer) {
                 BufferLimit::Packets(n) if l.ecn_threshold.is_some() => n * u64::from(mss),
                 BufferLimit::Bytes(b) if l.ecn_threshold.is_some() => b,
@@ -328,6 +338,14 @@ impl Scenario {
                     .route(&hops, g.reverse, rtt)
                     .map_err(|e| self.error_at(span.clone(), &format!("{what}.rtt"), e))?;
                 let jitter = (rng.uniform() * jitter as f64) as Nanos;
+                let mss = match &g.mss {
+                    None => mss,
+                    Some(m) => m
+                        .get(i)
+                        .and_then(|b| u32::try_from(b.0).ok())
+                        .filter(|&m| m >= 64)
+                        .ok_or_else(|| self.error_at(span.clone(), &format!("{what}.mss"), "must be at least 64 B"))?,
+                };
                 net.flows.push(FlowSpec {
                     protocol,
                     path: route.path,
