@@ -87,7 +87,13 @@ impl Law for NewReno {
 
     fn on_feedback(&mut self, _now: Duration, _feedback: Feedback, _rtt: &RttSample) {}
 
-    fn on_congestion(&mut self, now: Duration, sent: Duration, _kind: Congestion, _rtt: &RttSample) {
+    fn on_congestion(
+        &mut self,
+        now: Duration,
+        sent: Duration,
+        _kind: Congestion,
+        _rtt: &RttSample,
+    ) {
         if self.w.new_event(now, sent) {
             self.w.ssthresh = self.w.config.clamp(self.w.cwnd * 0.5);
             self.w.set(self.w.ssthresh);
@@ -188,7 +194,13 @@ impl Law for Cubic {
 
     fn on_feedback(&mut self, _now: Duration, _feedback: Feedback, _rtt: &RttSample) {}
 
-    fn on_congestion(&mut self, now: Duration, sent: Duration, _kind: Congestion, _rtt: &RttSample) {
+    fn on_congestion(
+        &mut self,
+        now: Duration,
+        sent: Duration,
+        _kind: Congestion,
+        _rtt: &RttSample,
+    ) {
         if !self.w.new_event(now, sent) {
             return;
         }

@@ -453,7 +453,11 @@ impl Flow {
     }
 
     fn pop_settled(&mut self) {
-        while self.sent.front().is_some_and(|e| e.state != SentState::InFlight) {
+        while self
+            .sent
+            .front()
+            .is_some_and(|e| e.state != SentState::InFlight)
+        {
             self.sent.pop_front();
             self.base_pn += 1;
         }
@@ -584,7 +588,11 @@ impl Sim {
             counters: Counters::default(),
             trace: config.trace.then(Vec::new),
         };
-        let times: Vec<_> = sim.flows.iter().map(|f| (f.spec.start, f.spec.stop)).collect();
+        let times: Vec<_> = sim
+            .flows
+            .iter()
+            .map(|f| (f.spec.start, f.spec.stop))
+            .collect();
         for (i, (start, stop)) in times.into_iter().enumerate() {
             sim.schedule_at(start, Event::Start(i as u32));
             if let Some(stop) = stop {
@@ -739,7 +747,8 @@ impl Sim {
             link.account_queue(now);
             link.queue_bytes += u64::from(pkt.len);
             link.queue.push_back(pkt);
-            link.stats.peak_queue_packets = link.stats.peak_queue_packets.max(link.queue.len() as u64);
+            link.stats.peak_queue_packets =
+                link.stats.peak_queue_packets.max(link.queue.len() as u64);
             link.stats.peak_queue_bytes = link.stats.peak_queue_bytes.max(link.queue_bytes);
             if let Some(port) = link.port.as_mut() {
                 port.on_queue(t, link.queue_bytes);
@@ -798,7 +807,11 @@ impl Sim {
         }
         pkt.hop += 1;
         let flow = &self.flows[pkt.flow as usize];
-        let path = if pkt.is_ack { &flow.spec.ack_path } else { &flow.spec.path };
+        let path = if pkt.is_ack {
+            &flow.spec.ack_path
+        } else {
+            &flow.spec.path
+        };
         match path.get(usize::from(pkt.hop)) {
             Some(&next) => self.link_arrive(next, pkt),
             None => {
@@ -816,7 +829,11 @@ impl Sim {
         pkt.id = self.counters.injected;
         self.counters.injected += 1;
         let flow = &self.flows[pkt.flow as usize];
-        let first = if pkt.is_ack { flow.spec.ack_path[0] } else { flow.spec.path[0] };
+        let first = if pkt.is_ack {
+            flow.spec.ack_path[0]
+        } else {
+            flow.spec.path[0]
+        };
         self.link_arrive(first, pkt);
     }
 
@@ -933,7 +950,8 @@ impl Sim {
         flow.rto_at = Nanos::MAX;
         if let Some(sent) = last_sent {
             let rtt = flow.rtt.sample();
-            flow.law.on_congestion(dur(now), dur(sent), Congestion::Loss, &rtt);
+            flow.law
+                .on_congestion(dur(now), dur(sent), Congestion::Loss, &rtt);
         }
         self.try_send(f);
     }
@@ -997,7 +1015,8 @@ impl Sim {
             }
             if pn + PACKET_THRESHOLD <= largest || e.sent + window <= now {
                 flow.declare_lost(i);
-                flow.law.on_congestion(dur(now), dur(e.sent), Congestion::Loss, &rtt);
+                flow.law
+                    .on_congestion(dur(now), dur(e.sent), Congestion::Loss, &rtt);
             } else {
                 break;
             }
@@ -1079,7 +1098,8 @@ impl Sim {
             }
             for (i, link) in self.links.iter_mut().enumerate() {
                 let departed = std::mem::take(&mut link.sample_departed);
-                let (Some(bps), Some(port), true) = (link.spec.rate, link.port.as_mut(), link.spec.report)
+                let (Some(bps), Some(port), true) =
+                    (link.spec.rate, link.port.as_mut(), link.spec.report)
                 else {
                     continue;
                 };

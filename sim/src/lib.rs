@@ -7,7 +7,7 @@ pub mod metrics;
 pub mod plot;
 pub mod protocol;
 pub mod rng;
-pub mod scenario;
 pub mod runner;
+pub mod scenario;
 pub mod topology;
 pub mod units;

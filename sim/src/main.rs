@@ -119,7 +119,10 @@ fn real_main(cli: Cli) -> Result<(), String> {
             print!("{}", runner::one_screen(&scenario, &run));
             if let Some(dir) = out {
                 runner::write_outputs(&run, &dir)?;
-                println!("wrote {}/{{flows.csv,links.csv,summary.json,*.svg}}", dir.display());
+                println!(
+                    "wrote {}/{{flows.csv,links.csv,summary.json,*.svg}}",
+                    dir.display()
+                );
             }
             Ok(())
         }
@@ -129,10 +132,17 @@ fn real_main(cli: Cli) -> Result<(), String> {
             if !scenario.file.expect.is_empty() {
                 println!("paper reports: {}", scenario.file.expect);
             }
-            print!("{}", runner::table(&["scheme"], &runner::compare(&scenario, &o)));
+            print!(
+                "{}",
+                runner::table(&["scheme"], &runner::compare(&scenario, &o))
+            );
             Ok(())
         }
-        Command::Sweep { args, vary, schemes } => sweep(&args, &vary, &schemes),
+        Command::Sweep {
+            args,
+            vary,
+            schemes,
+        } => sweep(&args, &vary, &schemes),
         Command::Bench { duration } => bench(duration.0),
     }
 }
@@ -145,32 +155,58 @@ fn sweep(args: &RunArgs, vary: &[String], schemes: &[Protocol]) -> Result<(), St
         let (key, values) = v
             .split_once('=')
             .ok_or_else(|| format!("--vary `{v}`: expected KEY=V1,V2,.."))?;
-        axes.push((key.trim().to_owned(), values.split(',').map(|s| s.trim().to_owned()).collect()));
+        axes.push((
+            key.trim().to_owned(),
+            values.split(',').map(|s| s.trim().to_owned()).collect(),
+        ));
     }
-    let schemes: Vec<Protocol> = if schemes.is_empty() { vec![base.scheme(&o)] } else { schemes.to_vec() };
+    let schemes: Vec<Protocol> = if schemes.is_empty() {
+        vec![base.scheme(&o)]
+    } else {
+        schemes.to_vec()
+    };
     let mut points: Vec<Vec<String>> = vec![Vec::new()];
     for (_, values) in &axes {
         points = points
             .into_iter()
-            .flat_map(|p| values.iter().map(move |v| [p.clone(), vec![v.clone()]].concat()))
+            .flat_map(|p| {
+                values
+                    .iter()
+                    .map(move |v| [p.clone(), vec![v.clone()]].concat())
+            })
             .collect();
     }
     let path = runner::resolve(&args.scenario)?;
-    let jobs: Vec<(Protocol, Vec<String>)> =
-        schemes.iter().flat_map(|&s| points.iter().map(move |p| (s, p.clone()))).collect();
+    let jobs: Vec<(Protocol, Vec<String>)> = schemes
+        .iter()
+        .flat_map(|&s| points.iter().map(move |p| (s, p.clone())))
+        .collect();
     let rows: Vec<Row> = jobs
         .par_iter()
         .map(|(scheme, values)| {
             let mut set = args.set.clone();
-            set.extend(axes.iter().zip(values).map(|((k, _), v)| format!("{k}={v}")));
+            set.extend(
+                axes.iter()
+                    .zip(values)
+                    .map(|((k, _), v)| format!("{k}={v}")),
+            );
             let result = Scenario::load(&path, &set).and_then(|s| {
-                let o = Overrides { scheme: Some(*scheme), set, ..o.clone() };
+                let o = Overrides {
+                    scheme: Some(*scheme),
+                    set,
+                    ..o.clone()
+                };
                 runner::run(&s, &o).map(|r| r.summary)
             });
-            Row { label: [vec![scheme.name().to_owned()], values.clone()].concat(), result }
+            Row {
+                label: [vec![scheme.name().to_owned()], values.clone()].concat(),
+                result,
+            }
         })
         .collect();
-    let heads: Vec<&str> = std::iter::once("scheme").chain(axes.iter().map(|(k, _)| k.as_str())).collect();
+    let heads: Vec<&str> = std::iter::once("scheme")
+        .chain(axes.iter().map(|(k, _)| k.as_str()))
+        .collect();
     print!("{}", runner::table(&heads, &rows));
     Ok(())
 }
@@ -202,9 +238,18 @@ start_step = "5s"
     let wall = started.elapsed().as_secs_f64();
     let events = sim.counters.events;
     let packets = sim.counters.injected;
-    println!("simulated {:.1} s of a 1 Gbit/s dumbbell in {wall:.2} s wall", duration as f64 / 1e9);
-    println!("events:  {events} ({:.2} M events/s)", events as f64 / wall / 1e6);
-    println!("packets: {packets} ({:.2} M packets/s)", packets as f64 / wall / 1e6);
+    println!(
+        "simulated {:.1} s of a 1 Gbit/s dumbbell in {wall:.2} s wall",
+        duration as f64 / 1e9
+    );
+    println!(
+        "events:  {events} ({:.2} M events/s)",
+        events as f64 / wall / 1e6
+    );
+    println!(
+        "packets: {packets} ({:.2} M packets/s)",
+        packets as f64 / wall / 1e6
+    );
     println!("speed:   {:.1}× real time", duration as f64 / 1e9 / wall);
     Ok(())
 }

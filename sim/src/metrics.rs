@@ -174,7 +174,8 @@ impl Summary {
                     mean_queue_ms: s.queue_byte_ns / (measured * 1e9) * ms_per_byte,
                     p99_queue_ms: p99 as f64 * mean_pkt * ms_per_byte,
                     peak_queue_ms: s.peak_queue_bytes as f64 * ms_per_byte,
-                    loss: (s.dropped_packets + s.lost_packets) as f64 / (s.arrived_packets.max(1)) as f64,
+                    loss: (s.dropped_packets + s.lost_packets) as f64
+                        / (s.arrived_packets.max(1)) as f64,
                     drops: s.dropped_packets,
                     random_losses: s.lost_packets,
                     time_to_90pct_s: sim
@@ -205,7 +206,11 @@ impl Summary {
                     group: f.spec.group.clone(),
                     scheme: f.spec.protocol.name().to_owned(),
                     start_s: secs(f.spec.start),
-                    throughput_bps: if span > 0.0 { bytes as f64 * 8.0 / span } else { 0.0 },
+                    throughput_bps: if span > 0.0 {
+                        bytes as f64 * 8.0 / span
+                    } else {
+                        0.0
+                    },
                     packets_lost: f.packets_lost,
                     completion_s: f.completion().map(secs),
                     convergence_s: convergence.get(i).copied().flatten(),
@@ -237,7 +242,9 @@ impl Summary {
                 .iter()
                 .filter(|s| {
                     let f = &sim.flows[s.flow as usize];
-                    f.spec.size.is_none() && f.state == FlowState::Active && f.spec.start + sim.sample_period() <= t
+                    f.spec.size.is_none()
+                        && f.state == FlowState::Active
+                        && f.spec.start + sim.sample_period() <= t
                 })
                 .map(|s| s.rate)
                 .collect();
@@ -254,10 +261,17 @@ impl Summary {
 
         let finite: Vec<_> = sim.flows.iter().filter(|f| f.spec.size.is_some()).collect();
         let completion = (!finite.is_empty()).then(|| {
-            let mut done: Vec<f64> = finite.iter().filter_map(|f| f.completion()).map(secs).collect();
+            let mut done: Vec<f64> = finite
+                .iter()
+                .filter_map(|f| f.completion())
+                .map(secs)
+                .collect();
             done.sort_by(f64::total_cmp);
             CompletionSummary {
-                started: finite.iter().filter(|f| f.state != FlowState::Pending).count(),
+                started: finite
+                    .iter()
+                    .filter(|f| f.state != FlowState::Pending)
+                    .count(),
                 finished: done.len(),
                 mean_s: done.iter().sum::<f64>() / done.len().max(1) as f64,
                 median_s: done.get(done.len() / 2).copied().unwrap_or(0.0),
@@ -300,7 +314,11 @@ fn percentile(histogram: &[u64], q: f64) -> u64 {
 /// share at a sample is, over the rated links on its path, the smallest
 /// mean rate of the long-lived flows active through that link.
 fn convergence_times(sim: &Sim) -> Vec<Option<f64>> {
-    let long: Vec<bool> = sim.flows.iter().map(|f| f.spec.size.is_none() && f.spec.sampled).collect();
+    let long: Vec<bool> = sim
+        .flows
+        .iter()
+        .map(|f| f.spec.size.is_none() && f.spec.sampled)
+        .collect();
     let first_start = sim
         .flows
         .iter()

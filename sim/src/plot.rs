@@ -16,8 +16,19 @@ const MAX_LINES: usize = 12;
 
 fn chart(path: &Path, title: &str, y_label: &str, lines: &[Line]) -> Result<(), String> {
     let err = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
-    let x_max = lines.iter().flat_map(|l| &l.1).map(|p| p.0).fold(0.0, f64::max).max(1e-3);
-    let y_max = lines.iter().flat_map(|l| &l.1).map(|p| p.1).fold(0.0, f64::max).max(1e-9) * 1.05;
+    let x_max = lines
+        .iter()
+        .flat_map(|l| &l.1)
+        .map(|p| p.0)
+        .fold(0.0, f64::max)
+        .max(1e-3);
+    let y_max = lines
+        .iter()
+        .flat_map(|l| &l.1)
+        .map(|p| p.1)
+        .fold(0.0, f64::max)
+        .max(1e-9)
+        * 1.05;
     let root = SVGBackend::new(path, (900, 420)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
     let mut c = ChartBuilder::on(&root)
@@ -34,10 +45,13 @@ fn chart(path: &Path, title: &str, y_label: &str, lines: &[Line]) -> Result<(), 
         .map_err(|e| err(&e))?;
     for (i, (name, points)) in lines.iter().take(MAX_LINES).enumerate() {
         let color = Palette99::pick(i).to_rgba();
-        c.draw_series(LineSeries::new(points.iter().copied(), color.stroke_width(1)))
-            .map_err(|e| err(&e))?
-            .label(name.as_str())
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 15, y)], color));
+        c.draw_series(LineSeries::new(
+            points.iter().copied(),
+            color.stroke_width(1),
+        ))
+        .map_err(|e| err(&e))?
+        .label(name.as_str())
+        .legend(move |(x, y)| PathElement::new([(x, y), (x + 15, y)], color));
     }
     if lines.len() > 1 {
         c.configure_series_labels()
@@ -60,9 +74,17 @@ pub fn write_plots(run: &Run, dir: &Path) -> Result<(), String> {
             let f = &sim.flows[s.flow as usize].spec;
             (format!("flow {} ({})", s.flow, f.protocol), Vec::new())
         };
-        rates.entry(s.flow).or_insert_with(name).1.push((t, s.rate / 1e6));
+        rates
+            .entry(s.flow)
+            .or_insert_with(name)
+            .1
+            .push((t, s.rate / 1e6));
         let mss = f64::from(sim.flows[s.flow as usize].spec.mss);
-        windows.entry(s.flow).or_insert_with(name).1.push((t, s.window as f64 / mss));
+        windows
+            .entry(s.flow)
+            .or_insert_with(name)
+            .1
+            .push((t, s.window as f64 / mss));
     }
     let mut queue: BTreeMap<u32, Line> = BTreeMap::new();
     let mut util: BTreeMap<u32, Line> = BTreeMap::new();
@@ -70,22 +92,59 @@ pub fn write_plots(run: &Run, dir: &Path) -> Result<(), String> {
     for s in &sim.link_series {
         let t = s.time as f64 / 1e9;
         let name = || (sim.links[s.link as usize].spec.name.clone(), Vec::new());
-        queue.entry(s.link).or_insert_with(name).1.push((t, s.queue_packets as f64));
-        util.entry(s.link).or_insert_with(name).1.push((t, s.utilization));
-        load.entry(s.link).or_insert_with(name).1.push((t, s.load_vcp));
+        queue
+            .entry(s.link)
+            .or_insert_with(name)
+            .1
+            .push((t, s.queue_packets as f64));
+        util.entry(s.link)
+            .or_insert_with(name)
+            .1
+            .push((t, s.utilization));
+        load.entry(s.link)
+            .or_insert_with(name)
+            .1
+            .push((t, s.load_vcp));
     }
     // Links that carried nothing (idle reverse directions) only clutter the plots.
     let busy = |m: BTreeMap<u32, Line>| -> Vec<Line> {
         m.into_iter()
-            .filter(|(l, _)| sim.links[*l as usize].stats.departed_packets > 0 || sim.measure_from() > 0)
+            .filter(|(l, _)| {
+                sim.links[*l as usize].stats.departed_packets > 0 || sim.measure_from() > 0
+            })
             .map(|(_, line)| line)
             .collect()
     };
     let title = &run.summary.scenario;
     let scheme = &run.summary.scheme;
-    chart(&dir.join("rates.svg"), &format!("{title} ({scheme}): flow rates"), "Mbit/s", &rates.into_values().collect::<Vec<_>>())?;
-    chart(&dir.join("windows.svg"), &format!("{title} ({scheme}): congestion windows"), "packets", &windows.into_values().collect::<Vec<_>>())?;
-    chart(&dir.join("queue.svg"), &format!("{title} ({scheme}): queue"), "packets", &busy(queue))?;
-    chart(&dir.join("utilization.svg"), &format!("{title} ({scheme}): utilization"), "fraction of capacity", &busy(util))?;
-    chart(&dir.join("load.svg"), &format!("{title} ({scheme}): VCP load factor"), "load factor", &busy(load))
+    chart(
+        &dir.join("rates.svg"),
+        &format!("{title} ({scheme}): flow rates"),
+        "Mbit/s",
+        &rates.into_values().collect::<Vec<_>>(),
+    )?;
+    chart(
+        &dir.join("windows.svg"),
+        &format!("{title} ({scheme}): congestion windows"),
+        "packets",
+        &windows.into_values().collect::<Vec<_>>(),
+    )?;
+    chart(
+        &dir.join("queue.svg"),
+        &format!("{title} ({scheme}): queue"),
+        "packets",
+        &busy(queue),
+    )?;
+    chart(
+        &dir.join("utilization.svg"),
+        &format!("{title} ({scheme}): utilization"),
+        "fraction of capacity",
+        &busy(util),
+    )?;
+    chart(
+        &dir.join("load.svg"),
+        &format!("{title} ({scheme}): VCP load factor"),
+        "load factor",
+        &busy(load),
+    )
 }

@@ -43,20 +43,44 @@ impl Protocol {
         Protocol::Ecnq(Scheme::Bmcc),
         Protocol::Ecnq(Scheme::Mcp),
         Protocol::Ecnq(Scheme::Classic),
-        Protocol::Baseline { model: Baseline::Reno, ecn: false },
-        Protocol::Baseline { model: Baseline::Reno, ecn: true },
-        Protocol::Baseline { model: Baseline::Cubic, ecn: false },
-        Protocol::Baseline { model: Baseline::Cubic, ecn: true },
+        Protocol::Baseline {
+            model: Baseline::Reno,
+            ecn: false,
+        },
+        Protocol::Baseline {
+            model: Baseline::Reno,
+            ecn: true,
+        },
+        Protocol::Baseline {
+            model: Baseline::Cubic,
+            ecn: false,
+        },
+        Protocol::Baseline {
+            model: Baseline::Cubic,
+            ecn: true,
+        },
     ];
 
     /// The name used in scenario files and on the command line.
     pub fn name(self) -> &'static str {
         match self {
             Protocol::Ecnq(s) => s.name(),
-            Protocol::Baseline { model: Baseline::Reno, ecn: false } => "reno",
-            Protocol::Baseline { model: Baseline::Reno, ecn: true } => "reno-ecn",
-            Protocol::Baseline { model: Baseline::Cubic, ecn: false } => "cubic",
-            Protocol::Baseline { model: Baseline::Cubic, ecn: true } => "cubic-ecn",
+            Protocol::Baseline {
+                model: Baseline::Reno,
+                ecn: false,
+            } => "reno",
+            Protocol::Baseline {
+                model: Baseline::Reno,
+                ecn: true,
+            } => "reno-ecn",
+            Protocol::Baseline {
+                model: Baseline::Cubic,
+                ecn: false,
+            } => "cubic",
+            Protocol::Baseline {
+                model: Baseline::Cubic,
+                ecn: true,
+            } => "cubic-ecn",
         }
     }
 
@@ -85,8 +109,14 @@ impl Protocol {
     pub fn law(self, config: LawConfig) -> Box<dyn Law> {
         match self {
             Protocol::Ecnq(s) => s.law(config),
-            Protocol::Baseline { model: Baseline::Reno, .. } => Box::new(NewReno::new(config)),
-            Protocol::Baseline { model: Baseline::Cubic, .. } => Box::new(Cubic::new(config)),
+            Protocol::Baseline {
+                model: Baseline::Reno,
+                ..
+            } => Box::new(NewReno::new(config)),
+            Protocol::Baseline {
+                model: Baseline::Cubic,
+                ..
+            } => Box::new(Cubic::new(config)),
         }
     }
 
@@ -112,10 +142,16 @@ impl FromStr for Protocol {
         Protocol::ALL
             .into_iter()
             .find(|p| p.name().eq_ignore_ascii_case(s))
-            .or_else(|| s.eq_ignore_ascii_case("newreno").then_some(Protocol::ALL[7]))
+            .or_else(|| {
+                s.eq_ignore_ascii_case("newreno")
+                    .then_some(Protocol::ALL[7])
+            })
             .ok_or_else(|| {
                 let names: Vec<&str> = Protocol::ALL.iter().map(|p| p.name()).collect();
-                format!("unknown scheme `{s}` (expected one of: {})", names.join(", "))
+                format!(
+                    "unknown scheme `{s}` (expected one of: {})",
+                    names.join(", ")
+                )
             })
     }
 }
@@ -136,8 +172,14 @@ mod tests {
         for p in Protocol::ALL {
             assert_eq!(p.name().parse::<Protocol>(), Ok(p));
         }
-        assert_eq!("NewReno".parse::<Protocol>().map(Protocol::name), Ok("reno"));
-        assert!("tahoe".parse::<Protocol>().unwrap_err().contains("unknown scheme `tahoe`"));
+        assert_eq!(
+            "NewReno".parse::<Protocol>().map(Protocol::name),
+            Ok("reno")
+        );
+        assert!("tahoe"
+            .parse::<Protocol>()
+            .unwrap_err()
+            .contains("unknown scheme `tahoe`"));
     }
 
     #[test]

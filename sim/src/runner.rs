@@ -32,7 +32,11 @@ pub fn run(scenario: &Scenario, o: &Overrides) -> Result<Run, String> {
     sim.finish();
     let wall_s = started.elapsed().as_secs_f64();
     let summary = Summary::of(&sim, &scenario.name, scenario.scheme(o).name(), seed);
-    Ok(Run { sim, summary, wall_s })
+    Ok(Run {
+        sim,
+        summary,
+        wall_s,
+    })
 }
 
 /// Where scenario files live: `ECNQ_SIM_SCENARIOS`, else `sim/scenarios` of this source tree.
@@ -96,8 +100,12 @@ pub fn write_outputs(run: &Run, dir: &Path) -> Result<(), String> {
             s.window
         );
     }
-    create(dir, "flows.csv")?.write_all(out.as_bytes()).map_err(io)?;
-    let mut out = String::from("time_s,link,utilization,queue_packets,queue_bytes,load_vcp,load_bmcc,load_mcp\n");
+    create(dir, "flows.csv")?
+        .write_all(out.as_bytes())
+        .map_err(io)?;
+    let mut out = String::from(
+        "time_s,link,utilization,queue_packets,queue_bytes,load_vcp,load_bmcc,load_mcp\n",
+    );
     for s in &run.sim.link_series {
         let _ = writeln!(
             out,
@@ -112,9 +120,13 @@ pub fn write_outputs(run: &Run, dir: &Path) -> Result<(), String> {
             s.load_mcp
         );
     }
-    create(dir, "links.csv")?.write_all(out.as_bytes()).map_err(io)?;
+    create(dir, "links.csv")?
+        .write_all(out.as_bytes())
+        .map_err(io)?;
     let json = serde_json::to_string_pretty(&run.summary).map_err(|e| e.to_string())?;
-    create(dir, "summary.json")?.write_all(json.as_bytes()).map_err(io)?;
+    create(dir, "summary.json")?
+        .write_all(json.as_bytes())
+        .map_err(io)?;
     crate::plot::write_plots(run, dir)
 }
 
@@ -145,7 +157,11 @@ pub fn one_screen(scenario: &Scenario, run: &Run) -> String {
         "{:<10} {:>10} {:>6} {:>8} {:>8} {:>8} {:>9} {:>9} {:>8}",
         "link", "rate", "util", "q mean", "q p99", "q peak", "q p99 ms", "peak ms", "loss"
     );
-    for l in s.links.iter().filter(|l| l.utilization > 0.01 || l.drops > 0) {
+    for l in s
+        .links
+        .iter()
+        .filter(|l| l.utilization > 0.01 || l.drops > 0)
+    {
         let _ = writeln!(
             out,
             "{:<10} {:>10} {:>6.3} {:>8.1} {:>8} {:>8} {:>9.1} {:>9.1} {:>8.4}",
@@ -161,7 +177,11 @@ pub fn one_screen(scenario: &Scenario, run: &Run) -> String {
         );
     }
     let shown = s.flows.len().min(12);
-    let _ = writeln!(out, "{:<5} {:<10} {:<9} {:>8} {:>12} {:>6} {:>10}", "flow", "group", "scheme", "start s", "throughput", "lost", "converge s");
+    let _ = writeln!(
+        out,
+        "{:<5} {:<10} {:<9} {:>8} {:>12} {:>6} {:>10}",
+        "flow", "group", "scheme", "start s", "throughput", "lost", "converge s"
+    );
     for f in &s.flows[..shown] {
         let _ = writeln!(
             out,
@@ -176,17 +196,32 @@ pub fn one_screen(scenario: &Scenario, run: &Run) -> String {
         );
     }
     if s.flows.len() > shown {
-        let _ = writeln!(out, "… {} more flows (see summary.json)", s.flows.len() - shown);
+        let _ = writeln!(
+            out,
+            "… {} more flows (see summary.json)",
+            s.flows.len() - shown
+        );
     }
     if s.groups.len() > 1 {
         let groups: Vec<String> = s
             .groups
             .iter()
-            .map(|g| format!("{} ×{} {}", g.name, g.flows, crate::units::ShowRate(g.throughput_bps)))
+            .map(|g| {
+                format!(
+                    "{} ×{} {}",
+                    g.name,
+                    g.flows,
+                    crate::units::ShowRate(g.throughput_bps)
+                )
+            })
             .collect();
         let _ = writeln!(out, "groups: {}", groups.join(", "));
     }
-    let _ = writeln!(out, "Jain's index: mean {:.3}, min {:.3}, last {:.3}", s.jain.mean, s.jain.min, s.jain.last);
+    let _ = writeln!(
+        out,
+        "Jain's index: mean {:.3}, min {:.3}, last {:.3}",
+        s.jain.mean, s.jain.min, s.jain.last
+    );
     if let Some(c) = &s.completion {
         let _ = writeln!(
             out,
@@ -207,7 +242,9 @@ pub struct Row {
 
 /// The most utilized reported link (the bottleneck for tables).
 pub fn bottleneck(s: &Summary) -> Option<&crate::metrics::LinkSummary> {
-    s.links.iter().max_by(|a, b| a.utilization.total_cmp(&b.utilization))
+    s.links
+        .iter()
+        .max_by(|a, b| a.utilization.total_cmp(&b.utilization))
 }
 
 /// A table of headline figures; `heads` name the label columns.
@@ -230,16 +267,28 @@ pub fn table(heads: &[&str], rows: &[Row]) -> String {
                 let _ = writeln!(out, "skipped: {e}");
             }
             Ok(s) => {
-                let (name, util, qm, q99, qp, loss) = bottleneck(s).map_or(("-".into(), 0.0, 0.0, 0, 0, 0.0), |l| {
-                    (l.name.clone(), l.utilization, l.mean_queue_packets, l.p99_queue_packets, l.peak_queue_packets, l.loss)
-                });
+                let (name, util, qm, q99, qp, loss) =
+                    bottleneck(s).map_or(("-".into(), 0.0, 0.0, 0, 0, 0.0), |l| {
+                        (
+                            l.name.clone(),
+                            l.utilization,
+                            l.mean_queue_packets,
+                            l.p99_queue_packets,
+                            l.peak_queue_packets,
+                            l.loss,
+                        )
+                    });
                 let conv = s
                     .flows
                     .iter()
                     .filter(|f| f.start_s > 0.0 && f.completion_s.is_none())
                     .filter_map(|f| f.convergence_s)
                     .fold(None, |m: Option<f64>, c| Some(m.map_or(c, |m| m.max(c))));
-                let fct = s.completion.as_ref().filter(|c| c.finished > 0).map(|c| c.mean_s);
+                let fct = s
+                    .completion
+                    .as_ref()
+                    .filter(|c| c.finished > 0)
+                    .map(|c| c.mean_s);
                 let _ = writeln!(
                     out,
                     "{:<8} {:>6.3} {:>7.1} {:>6} {:>6} {:>8.4} {:>7.3} {:>9} {:>9}",

@@ -203,7 +203,8 @@ impl Scenario {
     /// Reads and parses a scenario file, applying `set` edits first.
     pub fn load(path: &Path, set: &[String]) -> Result<Scenario, String> {
         let origin = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{origin}: cannot read: {e}"))?;
+        let text =
+            std::fs::read_to_string(path).map_err(|e| format!("{origin}: cannot read: {e}"))?;
         let name = path
             .file_stem()
             .map_or_else(|| origin.clone(), |s| s.to_string_lossy().into_owned());
@@ -231,8 +232,17 @@ impl Scenario {
         })
     }
 
-    fn error_at(&self, span: std::ops::Range<usize>, what: &str, msg: impl std::fmt::Display) -> String {
-        format!("{}:{}: {what}: {msg}", self.origin, line_of(&self.source, span.start))
+    fn error_at(
+        &self,
+        span: std::ops::Range<usize>,
+        what: &str,
+        msg: impl std::fmt::Display,
+    ) -> String {
+        format!(
+            "{}:{}: {what}: {msg}",
+            self.origin,
+            line_of(&self.source, span.start)
+        )
     }
 
     /// The protocol the scenario's main flows run under these overrides.
@@ -258,7 +268,11 @@ impl Scenario {
             let l = entry.get_ref();
             let what = format!("links[{i}]");
             if duplexes.iter().any(|(n, _)| *n == l.name) {
-                return Err(self.error_at(span, &what, format!("duplicate link name `{}`", l.name)));
+                return Err(self.error_at(
+                    span,
+                    &what,
+                    format!("duplicate link name `{}`", l.name),
+                ));
             }
             if !(0.0..=1.0).contains(&l.loss) {
                 return Err(self.error_at(span, &what, "loss must be between 0 and 1"));
@@ -274,14 +288,21 @@ impl Scenario {
                     }
                 })
             };
-            let buffer = match (to_limit(l.buffer)?, l.min_buffer.map(to_limit).transpose()?) {
-                (BufferLimit::Packets(a), Some(BufferLimit::Packets(b))) => BufferLimit::Packets(a.max(b)),
-                (BufferLimit::Bytes(a), Some(BufferLimit::Bytes(b))) => BufferLimit::Bytes(a.max(b)),
-                (_, Some(_)) => {
-                    return Err(self.error_at(span, &what, "buffer and min_buffer must both be in packets (or bdp) or both in bytes"))
-                }
-                (b, None) => b,
-            };
+            let buffer =
+                match (to_limit(l.buffer)?, l.min_buffer.map(to_limit).transpose()?) {
+                    (BufferLimit::Packets(a), Some(BufferLimit::Packets(b))) => {
+                        BufferLimit::Packets(a.max(b))
+                    }
+                    (BufferLimit::Bytes(a), Some(BufferLimit::Bytes(b))) => {
+                        BufferLimit::Bytes(a.max(b))
+                    }
+                    (_, Some(_)) => return Err(self.error_at(
+                        span,
+                        &what,
+                        "buffer and min_buffer must both be in packets (or bdp) or both in bytes",
+                    )),
+                    (b, None) => b,
+                };
             let ecn_threshold = match l.ecn_threshold.map(to_limit).transpose()?.unwrap_or(buffer) {
                 BufferLimit::Packets(n) if l.ecn_threshold.is_some() => n * u64::from(mss),
                 BufferLimit::Bytes(b) if l.ecn_threshold.is_some() => b,
@@ -299,23 +320,34 @@ impl Scenario {
             duplexes.push((l.name.clone(), d));
         }
         if duplexes.is_empty() {
-            return Err(format!("{}: links: a scenario needs at least one link", self.origin));
+            return Err(format!(
+                "{}: links: a scenario needs at least one link",
+                self.origin
+            ));
         }
-        let hops = |path: &Option<Vec<String>>, span: std::ops::Range<usize>, what: &str| -> Result<Vec<Duplex>, String> {
+        let hops = |path: &Option<Vec<String>>,
+                    span: std::ops::Range<usize>,
+                    what: &str|
+         -> Result<Vec<Duplex>, String> {
             match path {
                 None => Ok(duplexes.iter().map(|(_, d)| *d).collect()),
                 Some(names) if names.is_empty() => Err(self.error_at(span, what, "path is empty")),
                 Some(names) => names
                     .iter()
                     .map(|n| {
-                        duplexes.iter().find(|(name, _)| name == n).map(|(_, d)| *d).ok_or_else(|| {
-                            let known: Vec<&str> = duplexes.iter().map(|(n, _)| n.as_str()).collect();
-                            self.error_at(
-                                span.clone(),
-                                &format!("{what}.path"),
-                                format!("unknown link `{n}` (links: {})", known.join(", ")),
-                            )
-                        })
+                        duplexes
+                            .iter()
+                            .find(|(name, _)| name == n)
+                            .map(|(_, d)| *d)
+                            .ok_or_else(|| {
+                                let known: Vec<&str> =
+                                    duplexes.iter().map(|(n, _)| n.as_str()).collect();
+                                self.error_at(
+                                    span.clone(),
+                                    &format!("{what}.path"),
+                                    format!("unknown link `{n}` (links: {})", known.join(", ")),
+                                )
+                            })
                     })
                     .collect(),
             }
@@ -331,7 +363,11 @@ impl Scenario {
             let jitter = g.start_jitter.map_or(0, |t| t.0);
             for i in 0..g.count as usize {
                 let rtt = match &g.rtt {
-                    Some(r) => Some(r.get(i).ok_or_else(|| self.error_at(span.clone(), &what, "rtt list is empty"))?.0),
+                    Some(r) => Some(
+                        r.get(i)
+                            .ok_or_else(|| self.error_at(span.clone(), &what, "rtt list is empty"))?
+                            .0,
+                    ),
                     None => None,
                 };
                 let route = net
@@ -344,7 +380,13 @@ impl Scenario {
                         .get(i)
                         .and_then(|b| u32::try_from(b.0).ok())
                         .filter(|&m| m >= 64)
-                        .ok_or_else(|| self.error_at(span.clone(), &format!("{what}.mss"), "must be at least 64 B"))?,
+                        .ok_or_else(|| {
+                            self.error_at(
+                                span.clone(),
+                                &format!("{what}.mss"),
+                                "must be at least 64 B",
+                            )
+                        })?,
                 };
                 net.flows.push(FlowSpec {
                     protocol,
@@ -365,7 +407,11 @@ impl Scenario {
             let p = source.get_ref();
             let what = format!("pareto[{pi}]");
             if p.shape <= 1.0 || !p.shape.is_finite() {
-                return Err(self.error_at(span, &what, "shape must be greater than 1 (the mean must exist)"));
+                return Err(self.error_at(
+                    span,
+                    &what,
+                    "shape must be greater than 1 (the mean must exist)",
+                ));
             }
             if !(p.load > 0.0 && p.load.is_finite()) || p.mean_size.0 == 0 {
                 return Err(self.error_at(span, &what, "load and mean_size must be positive"));
@@ -411,7 +457,9 @@ pub fn apply_edits(text: &str, set: &[String]) -> Result<String, String> {
     if set.is_empty() {
         return Ok(text.to_owned());
     }
-    let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| e.to_string())?;
+    let mut doc: toml_edit::DocumentMut = text
+        .parse()
+        .map_err(|e: toml_edit::TomlError| e.to_string())?;
     for edit in set {
         let (key, value) = edit
             .split_once('=')
@@ -427,7 +475,11 @@ pub fn apply_edits(text: &str, set: &[String]) -> Result<String, String> {
     Ok(doc.to_string())
 }
 
-fn set_in_table(table: &mut dyn toml_edit::TableLike, parts: &[&str], value: toml_edit::Value) -> Option<()> {
+fn set_in_table(
+    table: &mut dyn toml_edit::TableLike,
+    parts: &[&str],
+    value: toml_edit::Value,
+) -> Option<()> {
     let (head, rest) = parts.split_first()?;
     if rest.is_empty() {
         table.insert(head, toml_edit::Item::Value(value));

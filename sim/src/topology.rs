@@ -87,7 +87,12 @@ impl Network {
     /// the reverse links, for two-way traffic). With `rtt`, pure-delay access
     /// links on both ends make the round-trip propagation delay exactly `rtt`;
     /// it is an error if the hops alone are longer.
-    pub fn route(&mut self, hops: &[Duplex], reverse: bool, rtt: Option<Nanos>) -> Result<Route, String> {
+    pub fn route(
+        &mut self,
+        hops: &[Duplex],
+        reverse: bool,
+        rtt: Option<Nanos>,
+    ) -> Result<Route, String> {
         let pick = |d: &Duplex, data: bool| if data != reverse { d.fwd } else { d.rev };
         let mut path: Vec<usize> = hops.iter().map(|d| pick(d, true)).collect();
         let mut ack_path: Vec<usize> = hops.iter().rev().map(|d| pick(d, false)).collect();
@@ -114,7 +119,13 @@ impl Network {
     }
 
     /// The simulation configuration for this network.
-    pub fn into_config(self, duration: Nanos, seed: u64, sample: Nanos, measure_from: Nanos) -> SimConfig {
+    pub fn into_config(
+        self,
+        duration: Nanos,
+        seed: u64,
+        sample: Nanos,
+        measure_from: Nanos,
+    ) -> SimConfig {
         SimConfig {
             links: self.links,
             flows: self.flows,
@@ -149,7 +160,12 @@ mod tests {
         let a = net.duplex(&spec("A", 10));
         let b = net.duplex(&spec("B", 5));
         let r = net.route(&[a, b], false, Some(100_000_000)).unwrap();
-        let total: Nanos = r.path.iter().chain(&r.ack_path).map(|&l| net.links[l].delay).sum();
+        let total: Nanos = r
+            .path
+            .iter()
+            .chain(&r.ack_path)
+            .map(|&l| net.links[l].delay)
+            .sum();
         assert_eq!(total, 100_000_000);
         assert_eq!(&r.path[1..], &[a.fwd, b.fwd]);
         assert_eq!(&r.ack_path[..2], &[b.rev, a.rev]);

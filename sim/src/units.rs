@@ -117,7 +117,10 @@ impl FromStr for Buffer {
         match unit {
             "pkt" | "pkts" | "packets" => Ok(Buffer::Packets(v.round() as u64)),
             "bdp" | "BDP" => Ok(Buffer::Bdp(v)),
-            _ => s.parse::<Bytes>().map(|b| Buffer::Bytes(b.0)).map_err(|_| bad()),
+            _ => s
+                .parse::<Bytes>()
+                .map(|b| Buffer::Bytes(b.0))
+                .map_err(|_| bad()),
         }
     }
 }

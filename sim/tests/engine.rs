@@ -71,7 +71,11 @@ fn every_packet_is_delivered_dropped_or_in_flight() {
     let timeouts_or_losses: u64 = sim.flows.iter().map(|f| f.packets_lost).sum();
     assert!(timeouts_or_losses > 0);
     // The finite flows finished despite loss (retransmissions work).
-    let done = sim.flows.iter().filter(|f| f.completion().is_some()).count();
+    let done = sim
+        .flows
+        .iter()
+        .filter(|f| f.completion().is_some())
+        .count();
     assert_eq!(done, 4, "all four 200 KB flows complete");
 }
 
@@ -85,17 +89,27 @@ fn links_never_exceed_their_rate_and_serve_in_fifo_order() {
     for r in &trace {
         match r.kind {
             TraceKind::Enqueue => enqueued.entry(r.link).or_default().push(r.id),
-            TraceKind::Depart => departed.entry(r.link).or_default().push((r.time, r.id, r.len)),
+            TraceKind::Depart => departed
+                .entry(r.link)
+                .or_default()
+                .push((r.time, r.id, r.len)),
             TraceKind::Drop | TraceKind::Lost => {}
         }
     }
-    assert!(departed.len() >= 4, "both directions of both links carried traffic");
+    assert!(
+        departed.len() >= 4,
+        "both directions of both links carried traffic"
+    );
     for (link, deps) in &departed {
         let rate = sim.links[*link].spec.rate.unwrap();
         // Serialization: consecutive departures are at least one packet time apart.
         for w in deps.windows(2) {
             let min_gap = (f64::from(w[1].2) * 8e9 / rate).floor() as u64;
-            assert!(w[1].0 - w[0].0 >= min_gap, "link {link} too fast at {}", w[1].0);
+            assert!(
+                w[1].0 - w[0].0 >= min_gap,
+                "link {link} too fast at {}",
+                w[1].0
+            );
         }
         // Over the whole run, bytes sent ≤ rate × time (+ one packet).
         let bytes: u64 = deps.iter().map(|d| u64::from(d.2)).sum();
@@ -104,7 +118,11 @@ fn links_never_exceed_their_rate_and_serve_in_fifo_order() {
         // FIFO: packets leave in the order they were accepted.
         let order: Vec<u64> = deps.iter().map(|d| d.1).collect();
         let accepted = &enqueued[link];
-        assert_eq!(&accepted[..order.len()], &order[..], "link {link} reordered");
+        assert_eq!(
+            &accepted[..order.len()],
+            &order[..],
+            "link {link} reordered"
+        );
     }
 }
 
@@ -113,7 +131,11 @@ fn same_seed_same_result() {
     let run = |seed| {
         let mut sim = busy_sim(seed, false);
         sim.run();
-        (sim.counters, sim.flow_series.clone(), sim.link_series.clone())
+        (
+            sim.counters,
+            sim.flow_series.clone(),
+            sim.link_series.clone(),
+        )
     };
     let a = run(11);
     assert_eq!(a, run(11));

@@ -12,7 +12,9 @@ use ecnq_sim::scenario::{Overrides, Scenario};
 const SECOND: u64 = 1_000_000_000;
 
 fn scenario(name: &str, set: &[&str]) -> Scenario {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios").join(format!("{name}.toml"));
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scenarios")
+        .join(format!("{name}.toml"));
     let set: Vec<String> = set.iter().map(|s| s.to_string()).collect();
     Scenario::load(&path, &set).unwrap()
 }
@@ -40,7 +42,9 @@ fn every_scenario_file_builds_with_every_scheme() {
                 scheme: Some(p),
                 ..Overrides::default()
             };
-            let config = s.build(&o).unwrap_or_else(|e| panic!("{name} with {p}: {e}"));
+            let config = s
+                .build(&o)
+                .unwrap_or_else(|e| panic!("{name} with {p}: {e}"));
             assert!(!config.links.is_empty(), "{name}");
         }
     }
@@ -60,7 +64,10 @@ fn peak_queue_mcp_below_vcp_below_newreno() {
     let sc = scenario("mcp-fig8", &[]);
     let peak = |scheme| link(&run(&sc, scheme, 60), "L").peak_queue_packets;
     let (mcp, vcp, reno) = (peak("mcp"), peak("vcp"), peak("reno"));
-    assert!(mcp < vcp && vcp < reno, "peak queue mcp {mcp}, vcp {vcp}, reno {reno}");
+    assert!(
+        mcp < vcp && vcp < reno,
+        "peak queue mcp {mcp}, vcp {vcp}, reno {reno}"
+    );
     assert_eq!(reno, 50, "NewReno fills the 50-packet buffer");
 }
 
@@ -68,9 +75,16 @@ fn peak_queue_mcp_below_vcp_below_newreno() {
 #[test]
 fn dpcp_reaches_high_utilization_faster_than_vcp() {
     let sc = scenario("mpcp-fig3", &[]);
-    let ramp = |scheme| link(&run(&sc, scheme, 20), "L").time_to_90pct_s.unwrap_or(f64::INFINITY);
+    let ramp = |scheme| {
+        link(&run(&sc, scheme, 20), "L")
+            .time_to_90pct_s
+            .unwrap_or(f64::INFINITY)
+    };
     let (dpcp, vcp) = (ramp("dpcp"), ramp("vcp"));
-    assert!(dpcp < vcp, "time to 90 % utilization: dpcp {dpcp} s, vcp {vcp} s");
+    assert!(
+        dpcp < vcp,
+        "time to 90 % utilization: dpcp {dpcp} s, vcp {vcp} s"
+    );
 }
 
 /// EVCP paper Fig. 1 vs Fig. 5, scaled down to 10 Mbit/s so it runs in
@@ -95,10 +109,17 @@ rtt = "100ms"
 start = "20s"
 "#;
     let sc = Scenario::parse("evcp-small", "evcp-small", text, &[]).unwrap();
-    let converge = |scheme| run(&sc, scheme, 120).flows[1].convergence_s.unwrap_or(f64::INFINITY);
+    let converge = |scheme| {
+        run(&sc, scheme, 120).flows[1]
+            .convergence_s
+            .unwrap_or(f64::INFINITY)
+    };
     let (evcp, vcp) = (converge("evcp"), converge("vcp"));
     assert!(evcp < vcp, "convergence time: evcp {evcp} s, vcp {vcp} s");
-    assert!(evcp.is_finite(), "EVCP's second flow reaches its fair share within 100 s");
+    assert!(
+        evcp.is_finite(),
+        "EVCP's second flow reaches its fair share within 100 s"
+    );
 }
 
 /// BMCC paper Figs. 2-4: utilization ≥ 90 % from 0.1 to 1000 Mbit/s.
@@ -108,7 +129,10 @@ start = "20s"
 #[ignore = "known gap: BMCC reaches 0.84-0.88 at 10-100 Mbit/s, see REPRODUCTION.md"]
 fn bmcc_keeps_90_percent_utilization_across_capacities() {
     for rate in ["1Mbit", "10Mbit", "100Mbit"] {
-        let sc = scenario("bmcc-fig2-4", &[&format!("links.0.rate={rate}"), "flows.1.count=0"]);
+        let sc = scenario(
+            "bmcc-fig2-4",
+            &[&format!("links.0.rate={rate}"), "flows.1.count=0"],
+        );
         let util = link(&run(&sc, "bmcc", 110), "L").utilization;
         assert!(util >= 0.9, "BMCC utilization {util} at {rate}");
     }
@@ -124,8 +148,10 @@ fn bad_scenario_files_name_file_line_and_field() {
         Scenario::load(&path, &[]).and_then(|s| s.build(&Overrides::default()).map(|_| s))
     };
     let head = "title = \"t\"\nscheme = \"vcp\"\nduration = \"1s\"\n[[links]]\nname = \"L\"\n";
-    let err = write_and_load(&format!("{head}rate = \"20Mbitt\"\ndelay = \"1ms\"\nbuffer = \"5pkt\"\n"))
-        .unwrap_err();
+    let err = write_and_load(&format!(
+        "{head}rate = \"20Mbitt\"\ndelay = \"1ms\"\nbuffer = \"5pkt\"\n"
+    ))
+    .unwrap_err();
     assert!(err.contains("broken.toml:6:"), "{err}");
     assert!(err.contains("field `rate`"), "{err}");
     assert!(err.contains("invalid rate `20Mbitt`"), "{err}");
@@ -133,9 +159,14 @@ fn bad_scenario_files_name_file_line_and_field() {
         "{head}rate = \"2Mbit\"\ndelay = \"1ms\"\nbuffer = \"5pkt\"\n[[flows]]\npath = [\"X\"]\n"
     ))
     .unwrap_err();
-    assert!(err.contains("broken.toml:9: flows[0].path: unknown link `X`"), "{err}");
-    let err = write_and_load(&format!("{head}rate = \"2Mbit\"\ndelay = \"1ms\"\nbuffer = \"5pkt\"\nspeed = 3\n"))
-        .unwrap_err();
+    assert!(
+        err.contains("broken.toml:9: flows[0].path: unknown link `X`"),
+        "{err}"
+    );
+    let err = write_and_load(&format!(
+        "{head}rate = \"2Mbit\"\ndelay = \"1ms\"\nbuffer = \"5pkt\"\nspeed = 3\n"
+    ))
+    .unwrap_err();
     assert!(err.contains("unknown field `speed`"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
