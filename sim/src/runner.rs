@@ -217,11 +217,13 @@ pub fn one_screen(scenario: &Scenario, run: &Run) -> String {
             .collect();
         let _ = writeln!(out, "groups: {}", groups.join(", "));
     }
-    let _ = writeln!(
-        out,
-        "Jain's index: mean {:.3}, min {:.3}, last {:.3}",
-        s.jain.mean, s.jain.min, s.jain.last
-    );
+    if !s.jain.series.is_empty() {
+        let _ = writeln!(
+            out,
+            "Jain's index: mean {:.3}, min {:.3}, last {:.3}",
+            s.jain.mean, s.jain.min, s.jain.last
+        );
+    }
     if let Some(c) = &s.completion {
         let _ = writeln!(
             out,
@@ -284,6 +286,11 @@ pub fn table(heads: &[&str], rows: &[Row]) -> String {
                     .filter(|f| f.start_s > 0.0 && f.completion_s.is_none())
                     .filter_map(|f| f.convergence_s)
                     .fold(None, |m: Option<f64>, c| Some(m.map_or(c, |m| m.max(c))));
+                let jain = if s.jain.series.is_empty() {
+                    "-".to_owned()
+                } else {
+                    format!("{:.3}", s.jain.mean)
+                };
                 let fct = s
                     .completion
                     .as_ref()
@@ -291,14 +298,14 @@ pub fn table(heads: &[&str], rows: &[Row]) -> String {
                     .map(|c| c.mean_s);
                 let _ = writeln!(
                     out,
-                    "{:<8} {:>6.3} {:>7.1} {:>6} {:>6} {:>8.4} {:>7.3} {:>9} {:>9}",
+                    "{:<8} {:>6.3} {:>7.1} {:>6} {:>6} {:>8.4} {:>7} {:>9} {:>9}",
                     name,
                     util,
                     qm,
                     q99,
                     qp,
                     loss,
-                    s.jain.mean,
+                    jain,
                     conv.map_or("-".into(), |c| format!("{c:.1}")),
                     fct.map_or("-".into(), |c| format!("{c:.3}"))
                 );
