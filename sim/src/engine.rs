@@ -96,6 +96,8 @@ pub struct FlowSpec {
     pub group: String,
     /// Whether per-flow time series record this flow.
     pub sampled: bool,
+    /// Background traffic: left out of fairness and convergence figures.
+    pub background: bool,
 }
 
 /// Finite flows arriving as a Poisson process with Pareto sizes (the ADPM

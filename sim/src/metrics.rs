@@ -243,6 +243,7 @@ impl Summary {
                 .filter(|s| {
                     let f = &sim.flows[s.flow as usize];
                     f.spec.size.is_none()
+                        && !f.spec.background
                         && f.state == FlowState::Active
                         && f.spec.start + sim.sample_period() <= t
                 })
@@ -317,7 +318,7 @@ fn convergence_times(sim: &Sim) -> Vec<Option<f64>> {
     let long: Vec<bool> = sim
         .flows
         .iter()
-        .map(|f| f.spec.size.is_none() && f.spec.sampled)
+        .map(|f| f.spec.size.is_none() && f.spec.sampled && !f.spec.background)
         .collect();
     let first_start = sim
         .flows

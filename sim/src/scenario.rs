@@ -91,6 +91,10 @@ pub struct FlowGroup {
     pub size: Option<Bytes>,
     /// Window cap in packets (the papers' background TCP flows use 20).
     pub max_window: Option<u32>,
+    /// Background traffic: reported, but left out of Jain's index and of
+    /// the fair share that convergence time refers to.
+    #[serde(default)]
+    pub background: bool,
     /// Packet size for this group (one value or one per flow; default: the scenario's `mss`).
     pub mss: Option<OneOrMany<Bytes>>,
 }
@@ -399,6 +403,7 @@ impl Scenario {
                     max_window: g.max_window.map(|p| u64::from(p) * u64::from(mss)),
                     group: g.name.clone().unwrap_or_else(|| format!("flows{gi}")),
                     sampled: true,
+                    background: g.background,
                 });
             }
         }
@@ -442,6 +447,7 @@ impl Scenario {
                     max_window: None,
                     group: p.name.clone().unwrap_or_else(|| format!("pareto{pi}")),
                     sampled: false,
+                    background: true,
                 },
             });
         }
