@@ -86,6 +86,9 @@ enum Command {
         /// Comma-separated schemes to sweep over (default: the scenario's or --scheme).
         #[arg(long, value_delimiter = ',')]
         schemes: Vec<Protocol>,
+        /// Directory for one summary JSON per run (named by scheme and values).
+        #[arg(long)]
+        out: Option<PathBuf>,
     },
     /// Measure engine speed: simulated packet events per wall-clock second
     /// (default: the EVCP 1 Gbit/s two-flow scenario, first 100 s).
@@ -146,12 +149,18 @@ fn real_main(cli: Cli) -> Result<(), String> {
             args,
             vary,
             schemes,
-        } => sweep(&args, &vary, &schemes),
+            out,
+        } => sweep(&args, &vary, &schemes, out.as_deref()),
         Command::Bench { scenario, duration } => bench(&scenario, Some(duration.0)),
     }
 }
 
-fn sweep(args: &RunArgs, vary: &[String], schemes: &[Protocol]) -> Result<(), String> {
+fn sweep(
+    args: &RunArgs,
+    vary: &[String],
+    schemes: &[Protocol],
+    out: Option<&std::path::Path>,
+) -> Result<(), String> {
     use rayon::prelude::*;
     let (base, o) = args.load()?;
     let mut axes: Vec<(String, Vec<String>)> = Vec::new();
@@ -212,6 +221,29 @@ fn sweep(args: &RunArgs, vary: &[String], schemes: &[Protocol]) -> Result<(), St
         .chain(axes.iter().map(|(k, _)| k.as_str()))
         .collect();
     print!("{}", runner::table(&heads, &rows));
+    if let Some(dir) = out {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        for row in &rows {
+            if let Ok(summary) = &row.result {
+                let name: String = row
+                    .label
+                    .join("_")
+                    .chars()
+                    .map(|c| {
+                        if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                            c
+                        } else {
+                            '_'
+                        }
+                    })
+                    .collect();
+                let path = dir.join(format!("{name}.json"));
+                let json = serde_json::to_string_pretty(summary).map_err(|e| e.to_string())?;
+                std::fs::write(&path, json).map_err(|e| format!("{}: {e}", path.display()))?;
+            }
+        }
+        println!("wrote one summary JSON per run to {}", dir.display());
+    }
     Ok(())
 }
 

@@ -280,12 +280,20 @@ pub fn table(heads: &[&str], rows: &[Row]) -> String {
                             l.loss,
                         )
                     });
-                let conv = s
+                // Convergence: the slowest later flow, and how many later flows converged.
+                let later: Vec<Option<f64>> = s
                     .flows
                     .iter()
                     .filter(|f| f.start_s > 0.0 && f.completion_s.is_none())
-                    .filter_map(|f| f.convergence_s)
-                    .fold(None, |m: Option<f64>, c| Some(m.map_or(c, |m| m.max(c))));
+                    .map(|f| f.convergence_s)
+                    .collect();
+                let converged: Vec<f64> = later.iter().flatten().copied().collect();
+                let conv = match converged.iter().copied().reduce(f64::max) {
+                    _ if later.is_empty() => "-".to_owned(),
+                    None => format!("none/{}", later.len()),
+                    Some(max) if converged.len() == later.len() => format!("{max:.1}"),
+                    Some(max) => format!("{max:.0}({}/{})", converged.len(), later.len()),
+                };
                 let jain = if s.jain.series.is_empty() {
                     "-".to_owned()
                 } else {
@@ -306,7 +314,7 @@ pub fn table(heads: &[&str], rows: &[Row]) -> String {
                     qp,
                     loss,
                     jain,
-                    conv.map_or("-".into(), |c| format!("{c:.1}")),
+                    conv,
                     fct.map_or("-".into(), |c| format!("{c:.3}"))
                 );
             }
