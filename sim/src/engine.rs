@@ -40,6 +40,9 @@ const INITIAL_RTO: Nanos = 3 * SECOND;
 const MIN_RTO: Nanos = 200_000_000;
 /// Packet reordering threshold (RFC 9002 §6.1.1).
 const PACKET_THRESHOLD: u64 = 3;
+/// A delayed ACK waits at most this long for a second packet (Linux's 40 ms
+/// minimum; RFC 1122 §4.2.3.2 allows up to 500 ms).
+const DELAYED_ACK_TIMEOUT: Nanos = 40_000_000;
 
 fn dur(t: Nanos) -> Duration {
     Duration::from_nanos(t)
@@ -98,6 +101,8 @@ pub struct FlowSpec {
     pub sampled: bool,
     /// Background traffic: left out of fairness and convergence figures.
     pub background: bool,
+    /// The receiver acknowledges every second packet (or after 40 ms).
+    pub delayed_ack: bool,
 }
 
 /// Finite flows arriving as a Poisson process with Pareto sizes (the ADPM
@@ -160,6 +165,8 @@ pub struct Packet {
     pub feedback: Feedback,
     /// ACK: the acknowledged packet arrived with CE.
     pub ce: bool,
+    /// ACK: an earlier packet number this (delayed) ACK also acknowledges.
+    pub also: Option<u64>,
 }
 
 /// What the trace records (tests check engine invariants on it).
@@ -384,6 +391,10 @@ pub struct Flow {
     /// Data bytes the receiver got.
     pub received_bytes: u64,
     sample_received: u64,
+    /// Delayed ACKs: a received packet not yet acknowledged, and its timer.
+    held: Option<Packet>,
+    delack_at: Nanos,
+    delack_pending: bool,
     /// `received_bytes` when statistics started.
     pub received_at_measure: u64,
     /// Data packets sent (retransmissions included).
@@ -422,6 +433,9 @@ impl Flow {
             pace_pending: false,
             received_bytes: 0,
             sample_received: 0,
+            held: None,
+            delack_at: Nanos::MAX,
+            delack_pending: false,
             received_at_measure: 0,
             packets_sent: 0,
             packets_lost: 0,
@@ -521,6 +535,7 @@ enum Event {
     Stop(u32),
     Pace(u32),
     Rto(u32),
+    DelayedAck(u32),
     Arrival(u32),
     Sample,
     Measure,
@@ -687,6 +702,7 @@ impl Sim {
                 self.try_send(f as usize);
             }
             Event::Rto(f) => self.rto(f as usize),
+            Event::DelayedAck(f) => self.delayed_ack(f as usize),
             Event::Arrival(s) => self.pareto_arrival(s as usize),
             Event::Sample => self.take_sample(),
             Event::Measure => self.reset_stats(),
@@ -909,6 +925,7 @@ impl Sim {
             sent: now,
             feedback: Feedback::default(),
             ce: false,
+            also: None,
         });
     }
 
@@ -959,35 +976,13 @@ impl Sim {
     }
 
     fn on_ack(&mut self, ack: Packet) {
-        let now = self.now;
-        let t = dur(now);
         let f = ack.flow as usize;
-        let flow = &mut self.flows[f];
-        let Some(i) = ack.pn.checked_sub(flow.base_pn).map(|i| i as usize) else {
-            return;
-        };
-        let Some(entry) = flow.sent.get_mut(i) else {
-            return;
-        };
-        if entry.state != SentState::InFlight {
-            // Declared lost before this late ACK: its data is already queued again.
+        let earlier = ack.also.is_some_and(|pn| self.ack_packet(f, pn, &ack));
+        if !(self.ack_packet(f, ack.pn, &ack) || earlier) {
             return;
         }
-        entry.state = SentState::Acked;
-        let (len, sent) = (entry.len, entry.sent);
-        flow.bytes_in_flight -= u64::from(len);
-        flow.acked_bytes += u64::from(len);
-        flow.rto_backoff = 0;
-        flow.rtt.update(now - sent);
-        flow.largest_acked = Some(flow.largest_acked.map_or(ack.pn, |l| l.max(ack.pn)));
-        let rtt = flow.rtt.sample();
-        if flow.router_assisted {
-            flow.law.on_feedback(t, ack.feedback, &rtt);
-        } else if ack.ce {
-            flow.law.on_congestion(t, dur(sent), Congestion::Ce, &rtt);
-        }
-        flow.law.on_ack(t, u64::from(len), &rtt);
         self.detect_losses(f);
+        let now = self.now;
         let flow = &mut self.flows[f];
         if flow.spec.size.is_some_and(|size| flow.acked_bytes >= size) {
             flow.state = FlowState::Done(now);
@@ -996,6 +991,39 @@ impl Sim {
         }
         self.arm_rto(f);
         self.try_send(f);
+    }
+
+    /// Packet `pn` of flow `f` was acknowledged by `ack`; returns whether it
+    /// was still in flight (a late ACK for a packet declared lost is ignored:
+    /// its data is already queued again).
+    fn ack_packet(&mut self, f: usize, pn: u64, ack: &Packet) -> bool {
+        let now = self.now;
+        let t = dur(now);
+        let flow = &mut self.flows[f];
+        let Some(i) = pn.checked_sub(flow.base_pn).map(|i| i as usize) else {
+            return false;
+        };
+        let Some(entry) = flow.sent.get_mut(i) else {
+            return false;
+        };
+        if entry.state != SentState::InFlight {
+            return false;
+        }
+        entry.state = SentState::Acked;
+        let (len, sent) = (entry.len, entry.sent);
+        flow.bytes_in_flight -= u64::from(len);
+        flow.acked_bytes += u64::from(len);
+        flow.rto_backoff = 0;
+        flow.rtt.update(now - sent);
+        flow.largest_acked = Some(flow.largest_acked.map_or(pn, |l| l.max(pn)));
+        let rtt = flow.rtt.sample();
+        if flow.router_assisted {
+            flow.law.on_feedback(t, ack.feedback, &rtt);
+        } else if ack.ce {
+            flow.law.on_congestion(t, dur(sent), Congestion::Ce, &rtt);
+        }
+        flow.law.on_ack(t, u64::from(len), &rtt);
+        true
     }
 
     fn detect_losses(&mut self, f: usize) {
@@ -1029,20 +1057,61 @@ impl Sim {
     // ---- receivers ----
 
     fn on_data(&mut self, pkt: Packet) {
-        let t = dur(self.now);
-        let flow = &mut self.flows[pkt.flow as usize];
+        let now = self.now;
+        let f = pkt.flow as usize;
+        let flow = &mut self.flows[f];
         flow.received_bytes += u64::from(pkt.len);
         flow.sample_received += u64::from(pkt.len);
-        let feedback = match flow.decoder.as_mut() {
-            Some(d) => {
-                d.on_packet(t, pkt.marks.ecn, pkt.marks.tag, pkt.marks.hash);
-                d.estimate(t)
+        if let Some(d) = flow.decoder.as_mut() {
+            d.on_packet(dur(now), pkt.marks.ecn, pkt.marks.tag, pkt.marks.hash);
+        }
+        if !flow.spec.delayed_ack {
+            self.send_ack(&pkt, None);
+            return;
+        }
+        match flow.held.take() {
+            Some(earlier) => self.send_ack(&pkt, Some(&earlier)),
+            None => {
+                flow.held = Some(pkt);
+                flow.delack_at = now + DELAYED_ACK_TIMEOUT;
+                if !flow.delack_pending {
+                    flow.delack_pending = true;
+                    self.schedule_at(now + DELAYED_ACK_TIMEOUT, Event::DelayedAck(f as u32));
+                }
             }
-            None => Feedback::default(),
+        }
+    }
+
+    fn delayed_ack(&mut self, f: usize) {
+        let now = self.now;
+        let flow = &mut self.flows[f];
+        flow.delack_pending = false;
+        let Some(held) = flow.held else {
+            return;
         };
+        if now < flow.delack_at {
+            flow.delack_pending = true;
+            let at = flow.delack_at;
+            self.schedule_at(at, Event::DelayedAck(f as u32));
+            return;
+        }
+        flow.held = None;
+        self.send_ack(&held, None);
+    }
+
+    /// Acknowledges `data` (and `earlier`, for a delayed ACK) with the
+    /// receiver's current estimate.
+    fn send_ack(&mut self, data: &Packet, earlier: Option<&Packet>) {
+        let t = dur(self.now);
+        let flow = &self.flows[data.flow as usize];
+        let feedback = flow
+            .decoder
+            .as_ref()
+            .map_or(Feedback::default(), |d| d.estimate(t));
+        let ce = |p: &Packet| p.marks.ecn == Ecn::Ce;
         self.inject(Packet {
             id: 0,
-            flow: pkt.flow,
+            flow: data.flow,
             hop: 0,
             is_ack: true,
             len: ACK_LEN,
@@ -1050,12 +1119,13 @@ impl Sim {
                 ecn: Ecn::NotEct,
                 tag: SchemeTag::UNTAGGED,
                 hash: 0,
-                flow: u64::from(pkt.flow),
+                flow: u64::from(data.flow),
             },
-            pn: pkt.pn,
-            sent: pkt.sent,
+            pn: data.pn,
+            sent: data.sent,
             feedback,
-            ce: pkt.marks.ecn == Ecn::Ce,
+            ce: ce(data) || earlier.is_some_and(ce),
+            also: earlier.map(|p| p.pn),
         });
     }
 

@@ -95,6 +95,9 @@ pub struct FlowGroup {
     /// the fair share that convergence time refers to.
     #[serde(default)]
     pub background: bool,
+    /// The receiver acknowledges every second packet, or after 40 ms.
+    #[serde(default)]
+    pub delayed_ack: bool,
     /// Packet size for this group (one value or one per flow; default: the scenario's `mss`).
     pub mss: Option<OneOrMany<Bytes>>,
 }
@@ -404,6 +407,7 @@ impl Scenario {
                     group: g.name.clone().unwrap_or_else(|| format!("flows{gi}")),
                     sampled: true,
                     background: g.background,
+                    delayed_ack: g.delayed_ack,
                 });
             }
         }
@@ -448,6 +452,7 @@ impl Scenario {
                     group: p.name.clone().unwrap_or_else(|| format!("pareto{pi}")),
                     sampled: false,
                     background: true,
+                    delayed_ack: false,
                 },
             });
         }

@@ -32,6 +32,7 @@ scheme = "vcp"
 path = ["B"]
 reverse = true
 count = 2
+delayed_ack = true
 [[flows]]
 scheme = "cubic-ecn"
 path = ["A"]
@@ -140,4 +141,47 @@ fn same_seed_same_result() {
     let a = run(11);
     assert_eq!(a, run(11));
     assert_ne!(a.0, run(12).0, "another seed gives another run");
+}
+
+#[test]
+fn delayed_acks_halve_the_ack_stream() {
+    let text = |delayed: bool| {
+        format!(
+            r#"
+title = "delack"
+scheme = "vcp"
+duration = "10s"
+[[links]]
+name = "L"
+rate = "10Mbit"
+delay = "10ms"
+buffer = "50pkt"
+[[flows]]
+size = "2MB"
+delayed_ack = {delayed}
+"#
+        )
+    };
+    let run = |delayed| {
+        let s = Scenario::parse("delack", "delack", &text(delayed), &[]).unwrap();
+        let mut sim = Sim::new(s.build(&Overrides::default()).unwrap()).unwrap();
+        sim.run();
+        let flow = &sim.flows[0];
+        assert!(
+            flow.completion().is_some(),
+            "the transfer completes (delayed = {delayed})"
+        );
+        (
+            sim.links[0].stats.departed_packets,
+            sim.links[1].stats.departed_packets,
+        )
+    };
+    let (data, acks) = run(false);
+    let (data_d, acks_d) = run(true);
+    assert_eq!(acks, data, "one ACK per data packet");
+    assert_eq!(data_d, data);
+    assert!(
+        acks_d * 2 <= data_d + 2 && acks_d * 2 >= data_d,
+        "{acks_d} ACKs for {data_d} packets"
+    );
 }
