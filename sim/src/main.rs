@@ -51,7 +51,6 @@ impl RunArgs {
             scheme: self.scheme,
             seed: self.seed,
             duration: self.duration.map(|d| d.0),
-            set: self.set.clone(),
         };
         Ok((scenario, overrides))
     }
@@ -206,7 +205,6 @@ fn sweep(
             let result = Scenario::load(&path, &set).and_then(|s| {
                 let o = Overrides {
                     scheme: Some(*scheme),
-                    set,
                     ..o.clone()
                 };
                 runner::run(&s, &o).map(|r| r.summary)

@@ -198,8 +198,6 @@ pub struct Overrides {
     pub seed: Option<u64>,
     /// Replaces the duration.
     pub duration: Option<Nanos>,
-    /// `key=value` edits applied to the TOML before parsing.
-    pub set: Vec<String>,
 }
 
 fn line_of(source: &str, offset: usize) -> usize {
