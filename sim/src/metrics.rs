@@ -313,7 +313,10 @@ fn percentile(histogram: &[u64], q: f64) -> u64 {
 /// long-lived flow that starts after the earliest one, the time from its
 /// start until its measured throughput exceeds its fair share. The fair
 /// share at a sample is, over the rated links on its path, the smallest
-/// mean rate of the long-lived flows active through that link.
+/// mean rate of the long-lived flows active through that link. With
+/// staggered arrivals the paper's definition only makes sense up to the next
+/// arrival (a newcomer's near-zero rate drags the mean down), so a flow that
+/// has not converged when the next flow starts gets none.
 fn convergence_times(sim: &Sim) -> Vec<Option<f64>> {
     let long: Vec<bool> = sim
         .flows
@@ -331,6 +334,23 @@ fn convergence_times(sim: &Sim) -> Vec<Option<f64>> {
     let mut result: Vec<Option<f64>> = vec![None; sim.flows.len()];
     let mut pending: Vec<usize> = (0..sim.flows.len())
         .filter(|&i| long[i] && sim.flows[i].spec.start > first_start)
+        .collect();
+    // When the next long-lived flow after each flow arrives.
+    let mut starts: Vec<Nanos> = sim
+        .flows
+        .iter()
+        .zip(&long)
+        .filter(|(_, &l)| l)
+        .map(|(f, _)| f.spec.start)
+        .collect();
+    starts.sort_unstable();
+    let next_arrival: Vec<Nanos> = sim
+        .flows
+        .iter()
+        .map(|f| {
+            let after = starts.partition_point(|&s| s <= f.spec.start);
+            starts.get(after).copied().unwrap_or(Nanos::MAX)
+        })
         .collect();
     let mut sum = vec![0.0; sim.links.len()];
     let mut count = vec![0u32; sim.links.len()];
@@ -352,6 +372,11 @@ fn convergence_times(sim: &Sim) -> Vec<Option<f64>> {
         let t = group[0].time;
         pending.retain(|&f| {
             let flow = &sim.flows[f];
+            if t >= next_arrival[f] {
+                // A newer flow's arrival changes the fair share: a flow that
+                // had not converged by then did not converge in its own epoch.
+                return false;
+            }
             if rate[f].is_nan() {
                 return true;
             }
