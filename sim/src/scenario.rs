@@ -508,3 +508,65 @@ fn set_in_table(
         item => set_in_table(item.as_table_like_mut()?, rest, value),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TEXT: &str = r#"
+title = "t"
+scheme = "vcp"
+duration = "10s"
+[[links]]
+name = "L"
+rate = "10Mbit"
+delay = "5ms"
+buffer = "20pkt"
+[[flows]]
+count = 2
+rtt = ["20ms", "40ms"]
+"#;
+
+    #[test]
+    fn edits_change_fields_and_keep_lines() {
+        let set = [
+            "links.0.rate=4Mbit".to_owned(),
+            "flows.0.count=3".to_owned(),
+            "flows.0.rtt.1=60ms".to_owned(),
+            "seed=9".to_owned(),
+        ];
+        let s = Scenario::parse("t", "t", TEXT, &set).unwrap();
+        assert_eq!(s.file.links[0].get_ref().rate, Rate(4e6));
+        assert_eq!(s.file.flows[0].get_ref().count, 3);
+        assert_eq!(s.file.seed, 9);
+        let config = s.build(&Overrides::default()).unwrap();
+        assert_eq!(config.flows.len(), 3);
+        // Flow 1 got the edited 60 ms RTT: 10 ms on the link, 50 ms of access delay.
+        let rtt: Nanos = config.flows[1]
+            .path
+            .iter()
+            .chain(&config.flows[1].ack_path)
+            .map(|&l| config.links[l].delay)
+            .sum();
+        assert_eq!(rtt, 60_000_000);
+        // Editing an existing key keeps every line where it was.
+        let edited = apply_edits(TEXT, &set[..3]).unwrap();
+        assert_eq!(line_of(&edited, edited.find("rate").unwrap()), 7);
+        assert_eq!(edited.lines().count(), TEXT.lines().count());
+        let err = apply_edits(TEXT, &["links.3.rate=1Mbit".to_owned()]).unwrap_err();
+        assert!(err.contains("no field `links.3.rate`"), "{err}");
+    }
+
+    #[test]
+    fn overrides_replace_scheme_seed_and_duration() {
+        let s = Scenario::parse("t", "t", TEXT, &[]).unwrap();
+        let o = Overrides {
+            scheme: Some("cubic".parse().unwrap()),
+            seed: Some(4),
+            duration: Some(1_000_000_000),
+        };
+        let config = s.build(&o).unwrap();
+        assert_eq!((config.seed, config.duration), (4, 1_000_000_000));
+        assert!(config.flows.iter().all(|f| f.protocol.name() == "cubic"));
+    }
+}
