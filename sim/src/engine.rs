@@ -40,6 +40,9 @@ const INITIAL_RTO: Nanos = 3 * SECOND;
 const MIN_RTO: Nanos = 200_000_000;
 /// Packet reordering threshold (RFC 9002 §6.1.1).
 const PACKET_THRESHOLD: u64 = 3;
+/// Paced window senders send at this multiple of window / srtt, as quinn's
+/// pacer does (DESIGN.md §3).
+const PACING_GAIN: f64 = 1.25;
 /// A delayed ACK waits at most this long for a second packet (Linux's 40 ms
 /// minimum; RFC 1122 §4.2.3.2 allows up to 500 ms).
 const DELAYED_ACK_TIMEOUT: Nanos = 40_000_000;
@@ -103,6 +106,9 @@ pub struct FlowSpec {
     pub background: bool,
     /// The receiver acknowledges every second packet (or after 40 ms).
     pub delayed_ack: bool,
+    /// A window law's sender paces at 1.25 × window / srtt (as quinn) instead
+    /// of sending whole windows back to back on ACKs.
+    pub pace: bool,
 }
 
 /// Finite flows arriving as a Poisson process with Pareto sizes (the ADPM
@@ -869,7 +875,18 @@ impl Sim {
                 return;
             }
             let len = available.min(u64::from(flow.spec.mss));
-            if let Some(rate) = flow.law.pacing_rate() {
+            let rate = match flow.law.pacing_rate() {
+                Some(rate) => Some(rate),
+                None => {
+                    let window = flow.law.window();
+                    if flow.bytes_in_flight > 0 && flow.bytes_in_flight + len > window.max(len) {
+                        return;
+                    }
+                    (flow.spec.pace && flow.rtt.has_sample)
+                        .then(|| PACING_GAIN * window as f64 * 1e9 / flow.rtt.srtt.max(1) as f64)
+                }
+            };
+            if let Some(rate) = rate {
                 if now < flow.pace_next {
                     if !flow.pace_pending {
                         flow.pace_pending = true;
@@ -880,10 +897,6 @@ impl Sim {
                 }
                 let gap = (len as f64 * 1e9 / rate.max(1.0)).ceil() as Nanos;
                 flow.pace_next = now.max(flow.pace_next) + gap;
-            } else if flow.bytes_in_flight > 0
-                && flow.bytes_in_flight + len > flow.law.window().max(len)
-            {
-                return;
             }
             self.send_one(f, len as u32);
         }

@@ -98,6 +98,10 @@ pub struct FlowGroup {
     /// The receiver acknowledges every second packet, or after 40 ms.
     #[serde(default)]
     pub delayed_ack: bool,
+    /// Window senders pace at 1.25 × window / srtt, as ecnq's QUIC stack
+    /// (quinn) does; `false` sends on ACK clocking alone, like ns-2's TCP.
+    #[serde(default = "yes")]
+    pub pace: bool,
     /// Packet size for this group (one value or one per flow; default: the scenario's `mss`).
     pub mss: Option<OneOrMany<Bytes>>,
 }
@@ -128,6 +132,10 @@ pub struct ParetoEntry {
 
 fn one() -> u32 {
     1
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// A scenario file's contents.
@@ -406,6 +414,7 @@ impl Scenario {
                     sampled: true,
                     background: g.background,
                     delayed_ack: g.delayed_ack,
+                    pace: g.pace,
                 });
             }
         }
@@ -451,6 +460,7 @@ impl Scenario {
                     sampled: false,
                     background: true,
                     delayed_ack: false,
+                    pace: true,
                 },
             });
         }

@@ -27,6 +27,7 @@ buffer = "15KB"
 count = 3
 rtt = ["40ms", "80ms"]
 start_step = "300ms"
+pace = false
 [[flows]]
 scheme = "vcp"
 path = ["B"]
@@ -183,5 +184,47 @@ delayed_ack = {delayed}
     assert!(
         acks_d * 2 <= data_d + 2 && acks_d * 2 >= data_d,
         "{acks_d} ACKs for {data_d} packets"
+    );
+}
+
+/// Two-way traffic: ACKs queue behind data and come back in bursts (ACK
+/// compression). Window senders that send on ACKs alone then keep the queue
+/// long; pacing at 1.25 × window / srtt, as quinn does, keeps it short.
+#[test]
+fn pacing_tames_ack_compression_in_two_way_traffic() {
+    let text = |pace: bool| {
+        format!(
+            r#"
+title = "two-way"
+scheme = "vcp"
+duration = "40s"
+measure_from = "10s"
+[[links]]
+name = "L"
+rate = "10Mbit"
+delay = "40ms"
+buffer = "100pkt"
+[[flows]]
+count = 5
+pace = {pace}
+[[flows]]
+count = 5
+reverse = true
+pace = {pace}
+"#
+        )
+    };
+    let mean_queue = |pace| {
+        let s = Scenario::parse("two-way", "two-way", &text(pace), &[]).unwrap();
+        let mut sim = Sim::new(s.build(&Overrides::default()).unwrap()).unwrap();
+        sim.run();
+        sim.finish();
+        let l = &sim.links[0].stats;
+        l.queue_packet_ns / (30.0 * 1e9)
+    };
+    let (clocked, paced) = (mean_queue(false), mean_queue(true));
+    assert!(
+        paced * 3.0 < clocked,
+        "mean queue: paced {paced:.1}, ACK-clocked {clocked:.1} packets"
     );
 }
