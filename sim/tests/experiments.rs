@@ -123,10 +123,10 @@ start = "20s"
 }
 
 /// BMCC paper Figs. 2-4: utilization ≥ 90 % from 0.1 to 1000 Mbit/s.
-/// Known failure with the current core: 0.84 at 10 Mbit/s and 0.88 at
+/// Known failure with the current core: 0.85 at 10 Mbit/s and 0.88 at
 /// 100 Mbit/s (sim/REPRODUCTION.md). Run with `cargo test -p ecnq-sim --release -- --ignored`.
 #[test]
-#[ignore = "known gap: BMCC reaches 0.84-0.88 at 10-100 Mbit/s, see REPRODUCTION.md"]
+#[ignore = "known gap: BMCC reaches 0.85-0.88 at 10-100 Mbit/s, see REPRODUCTION.md"]
 fn bmcc_keeps_90_percent_utilization_across_capacities() {
     for rate in ["1Mbit", "10Mbit", "100Mbit"] {
         let sc = scenario(
