@@ -1,0 +1,345 @@
+//! `ecnq-shim`: the ecnq router shim command line.
+
+use std::fs::File;
+use std::io::{self, BufWriter};
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use clap::{Arg, ArgAction, ArgMatches, Command};
+use ecnq::router::{MarkingMode, RouterConfig};
+
+use ecnq_shim::link::router_config;
+use ecnq_shim::relay::{Direction, Relay, RelayConfig, RelayReport};
+use ecnq_shim::spec::{parse_rate, parse_size, parse_time, LinkSpec};
+use ecnq_shim::stats::StatsSink;
+
+const ABOUT: &str = "ecnq router shim: an emulated bottleneck link that measures its load \
+factor every t_p and re-marks ECN for router-assisted congestion control (VCP family).";
+
+const LINK_HELP: &str = "Link in tc/netem words, for both directions unless --link-up/--link-down \
+override it: rate RATE (bit, kbit, mbit, gbit; kbps = kbytes/s), delay TIME [JITTER] \
+(s, ms, us), loss P%, reorder P%, duplicate P%, limit N (packets) or limit SIZE (b, kb, mb: bytes). \
+Example: \"rate 20mbit delay 20ms 2ms loss 0.5% limit 100\". Empty: unlimited.";
+
+fn link_args() -> Vec<Arg> {
+    vec![
+        Arg::new("link").long("link").value_name("SPEC").default_value("").help(LINK_HELP),
+        Arg::new("link-up")
+            .long("link-up")
+            .value_name("SPEC")
+            .help("Link from clients to --to (overrides --link)"),
+        Arg::new("link-down")
+            .long("link-down")
+            .value_name("SPEC")
+            .help("Link from --to back to clients (overrides --link)"),
+        Arg::new("scheme")
+            .long("scheme")
+            .value_name("MODE")
+            .default_value("auto")
+            .help(
+                "Marking: auto (by the packet's DSCP scheme tag; untagged ECT gets classic CE \
+                 over --classic-threshold), vcp, evcp, dpcp, tpcp, bmcc, mcp, classic (forced, \
+                 whatever the tag), off (meter only)",
+            ),
+        Arg::new("tp")
+            .long("tp")
+            .value_name("TIME")
+            .help("Load-factor measurement interval t_p [default: 200ms, VCP/BMCC/MCP papers]"),
+        Arg::new("queue-sample")
+            .long("queue-sample")
+            .value_name("TIME")
+            .help("Persistent-queue sampling period [default: 10ms, VCP]"),
+        Arg::new("capacity")
+            .long("capacity")
+            .value_name("RATE")
+            .help("Capacity the load factor is measured against [default: the link rate; 10gbit if unlimited]"),
+        Arg::new("gamma")
+            .long("gamma")
+            .value_name("X")
+            .help("Target utilization γ of VCP's ρ and BMCC's f [default: by capacity, 0.94..0.985]"),
+        Arg::new("kappa-q")
+            .long("kappa-q")
+            .value_name("X")
+            .help("VCP persistent-queue weight κ_q [default: 0.5]"),
+        Arg::new("k1")
+            .long("k1")
+            .value_name("X")
+            .help("BMCC average-queue weight k_1 [default: 0.5]"),
+        Arg::new("classic-threshold")
+            .long("classic-threshold")
+            .value_name("SIZE")
+            .help("Queue (b, kb, mb) at which untagged ECT packets get CE [default: half the buffer limit, packets counted as 1500 bytes]"),
+        Arg::new("seed")
+            .long("seed")
+            .value_name("N")
+            .help("Seed for loss, jitter, reordering and duplication [default: from the clock]"),
+        Arg::new("stats")
+            .long("stats")
+            .value_name("FILE")
+            .help("Write per-link counters and load as JSON lines to FILE (- for stdout)"),
+        Arg::new("stats-interval")
+            .long("stats-interval")
+            .value_name("TIME")
+            .default_value("100ms")
+            .help("How often --stats gets a line per link"),
+    ]
+}
+
+fn command() -> Command {
+    Command::new("ecnq-shim")
+        .about(ABOUT)
+        .version(env!("CARGO_PKG_VERSION"))
+        .subcommand_required(true)
+        .arg_required_else_help(true)
+        .subcommand(
+            Command::new("relay")
+                .about(
+                    "Unprivileged UDP relay: clients send to --listen, datagrams go to --to and \
+                     replies come back, both ways through the emulated link with the TOS byte \
+                     read and re-marked. Final counters print as JSON lines on SIGINT/SIGTERM.",
+                )
+                .arg(
+                    Arg::new("listen")
+                        .long("listen")
+                        .value_name("ADDR")
+                        .required(true)
+                        .help("Address clients send to, e.g. 127.0.0.1:4433"),
+                )
+                .arg(
+                    Arg::new("to")
+                        .long("to")
+                        .value_name("ADDR")
+                        .required(true)
+                        .help("Address datagrams are forwarded to, e.g. 127.0.0.1:4434"),
+                )
+                .arg(
+                    Arg::new("session-idle")
+                        .long("session-idle")
+                        .value_name("TIME")
+                        .default_value("60s")
+                        .help("Close a client's session after this long without traffic"),
+                )
+                .arg(
+                    Arg::new("max-sessions")
+                        .long("max-sessions")
+                        .value_name("N")
+                        .default_value("4096")
+                        .help("Most clients served at once; datagrams from more are dropped"),
+                )
+                .arg(
+                    Arg::new("verbose")
+                        .long("verbose")
+                        .short('v')
+                        .action(ArgAction::SetTrue)
+                        .help("Print the configuration at start"),
+                )
+                .args(link_args()),
+        )
+}
+
+fn main() -> ExitCode {
+    let matches = command().get_matches();
+    let result = match matches.subcommand() {
+        Some(("relay", m)) => relay(m),
+        _ => Err("no such command (try --help)".to_owned()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("ecnq-shim: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn text<'a>(m: &'a ArgMatches, name: &str) -> Option<&'a str> {
+    m.get_one::<String>(name).map(String::as_str)
+}
+
+fn parsed<T: std::str::FromStr>(m: &ArgMatches, name: &str) -> Result<Option<T>, String>
+where
+    T::Err: std::fmt::Display,
+{
+    text(m, name)
+        .map(|v| v.parse::<T>().map_err(|e| format!("--{name} `{v}`: {e}")))
+        .transpose()
+}
+
+fn with<T>(
+    m: &ArgMatches,
+    name: &str,
+    parse: impl Fn(&str) -> Result<T, ecnq_shim::spec::SpecError>,
+) -> Result<Option<T>, String> {
+    text(m, name)
+        .map(|v| parse(v).map_err(|e| format!("--{name}: {e}")))
+        .transpose()
+}
+
+fn factor(m: &ArgMatches, name: &str) -> Result<Option<f64>, String> {
+    match parsed::<f64>(m, name)? {
+        Some(x) if !(x.is_finite() && x > 0.0) => {
+            Err(format!("--{name} must be a positive number, got {x}"))
+        }
+        other => Ok(other),
+    }
+}
+
+/// The two directions' links and routers from the shared options.
+fn directions(m: &ArgMatches) -> Result<(Direction, Direction), String> {
+    let spec = |name: &str| -> Result<Option<LinkSpec>, String> { parsed::<LinkSpec>(m, name) };
+    let both = spec("link")?.unwrap_or_default();
+    let up = spec("link-up")?.unwrap_or(both);
+    let down = spec("link-down")?.unwrap_or(both);
+    let mode = parsed::<MarkingMode>(m, "scheme")?.unwrap_or(MarkingMode::Auto);
+    let tp = with(m, "tp", parse_time)?;
+    let queue_sample = with(m, "queue-sample", parse_time)?;
+    let capacity = with(m, "capacity", parse_rate)?;
+    let threshold = with(m, "classic-threshold", parse_size)?;
+    let (gamma, kappa_q, k1) = (factor(m, "gamma")?, factor(m, "kappa-q")?, factor(m, "k1")?);
+    if tp.is_some_and(|t| t.is_zero()) {
+        return Err("--tp must be longer than zero".to_owned());
+    }
+    let router = |spec: &LinkSpec| -> RouterConfig {
+        let mut cfg = match capacity {
+            Some(bps) => RouterConfig {
+                meter: ecnq::MeterConfig::new(bps as f64 / 8.0),
+                ..router_config(spec)
+            },
+            None => router_config(spec),
+        };
+        cfg.mode = mode;
+        if let Some(t) = tp {
+            cfg.meter.interval = t;
+        }
+        if let Some(t) = queue_sample {
+            cfg.meter.queue_sample = t;
+        }
+        if let Some(g) = gamma {
+            cfg.meter.vcp.gamma = g;
+            cfg.meter.bmcc.gamma = g;
+        }
+        if let Some(k) = kappa_q {
+            cfg.meter.vcp.k_q = k;
+        }
+        if let Some(k) = k1 {
+            cfg.meter.bmcc.k1 = k;
+        }
+        if let Some(bytes) = threshold {
+            cfg.classic_threshold = bytes;
+        }
+        cfg
+    };
+    Ok((
+        Direction {
+            router: router(&up),
+            spec: up,
+        },
+        Direction {
+            router: router(&down),
+            spec: down,
+        },
+    ))
+}
+
+fn stats_sink(m: &ArgMatches) -> Result<Option<Arc<StatsSink>>, String> {
+    let Some(path) = text(m, "stats") else {
+        return Ok(None);
+    };
+    let out: Box<dyn io::Write + Send> = if path == "-" {
+        Box::new(io::stdout())
+    } else {
+        let file = File::create(path).map_err(|e| format!("--stats {path}: {e}"))?;
+        Box::new(BufWriter::new(file))
+    };
+    Ok(Some(Arc::new(StatsSink::new(out))))
+}
+
+fn seed(m: &ArgMatches) -> Result<u64, String> {
+    Ok(parsed::<u64>(m, "seed")?.unwrap_or_else(|| {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
+    }))
+}
+
+fn relay(m: &ArgMatches) -> Result<(), String> {
+    let listen = parsed::<SocketAddr>(m, "listen")?.ok_or("--listen is required")?;
+    let target = parsed::<SocketAddr>(m, "to")?.ok_or("--to is required")?;
+    let (up, down) = directions(m)?;
+    let stats_interval =
+        with(m, "stats-interval", parse_time)?.unwrap_or(Duration::from_millis(100));
+    if stats_interval.is_zero() {
+        return Err("--stats-interval must be longer than zero".to_owned());
+    }
+    let max_sessions = parsed::<usize>(m, "max-sessions")?.unwrap_or(4096);
+    if max_sessions == 0 {
+        return Err("--max-sessions must be at least 1".to_owned());
+    }
+    let config = RelayConfig {
+        listen,
+        target,
+        up,
+        down,
+        seed: seed(m)?,
+        session_idle: with(m, "session-idle", parse_time)?.unwrap_or(Duration::from_secs(60)),
+        max_sessions,
+        stats_interval,
+    };
+    let stats = stats_sink(m)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    let report: RelayReport = runtime.block_on(async {
+        let relay = Relay::bind(config.clone(), stats)
+            .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
+        let local = relay.local_addr().map_err(|e| e.to_string())?;
+        eprintln!(
+            "ecnq-shim relay: listening on {local}, forwarding to {target}; scheme {}",
+            config.up.router.mode
+        );
+        if m.get_flag("verbose") {
+            eprintln!(
+                "  up:   {} (capacity {} bit/s)",
+                config.up.spec,
+                config.up.router.meter.capacity * 8.0
+            );
+            eprintln!(
+                "  down: {} (capacity {} bit/s)",
+                config.down.spec,
+                config.down.router.meter.capacity * 8.0
+            );
+        }
+        relay
+            .run(shutdown_signal())
+            .await
+            .map_err(|e| format!("relay failed: {e}"))
+    })?;
+    println!("{}", report.up.to_json(true));
+    println!("{}", report.down.to_json(true));
+    println!(
+        "{{\"sessions\":{},\"sessions_refused\":{}}}",
+        report.sessions, report.refused
+    );
+    Ok(())
+}
+
+/// Completes on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) {
+        (Ok(mut int), Ok(mut term)) => {
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            }
+        }
+        // No signal handling: run until killed.
+        _ => std::future::pending().await,
+    }
+}
