@@ -8,28 +8,16 @@
 //! comparison table and SVG plots come from the shim's link statistics and
 //! the flows' own interval samples.
 
-use std::io::Write;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use clap::Args;
-use ecnq::quic::{CongestionControl, Endpoint, Options};
-use ecnq::Scheme;
-use ecnq_shim::link::router_config;
-use ecnq_shim::relay::{Direction, Relay, RelayConfig};
+use ecnq::quic::CongestionControl;
 use ecnq_shim::spec::{parse_rate, parse_size, parse_time, LinkSpec};
-use ecnq_shim::stats::StatsSink;
-use rustls::RootCertStore;
-use serde::Serialize;
-use tokio::time::Instant;
 
-use super::client::{self, ClientConfig};
+use super::loopback::{Flow, LinkSeries, LoopbackBed, RunSummary};
 use super::plot::{line_chart, Series};
-use super::proto::{self, TestRequest};
-use super::report::StreamInterval;
-use super::stats::{convergence_time, jain_index, percentile, FlowSeries};
+use super::stats::FlowSeries;
 
 /// Options of `ecnq-perf demo`.
 #[derive(Args, Debug, Clone)]
@@ -72,36 +60,6 @@ fn cc_arg(s: &str) -> Result<CongestionControl, String> {
     s.parse::<CongestionControl>().map_err(|e| e.to_string())
 }
 
-/// One row of the comparison.
-#[derive(Clone, Debug, Serialize)]
-pub struct RunSummary {
-    /// Run name.
-    pub name: String,
-    /// Flows' goodput summed, Mbit/s (bytes the server received over the run).
-    pub goodput_mbit: f64,
-    /// Bottleneck departures over capacity during the run.
-    pub utilization: f64,
-    /// Queueing delay percentiles at the bottleneck, ms.
-    pub queue_p50_ms: f64,
-    /// 99th percentile.
-    pub queue_p99_ms: f64,
-    /// Packets dropped at the bottleneck (overflow) over packets offered.
-    pub loss: f64,
-    /// Jain's index over the flows' throughput in the last third of the run.
-    pub jain: f64,
-    /// Seconds from the last flow's arrival until it reached 80 % of its
-    /// fair share (EVCP paper's definition, 20 % tolerance); None if never.
-    pub converge_s: Option<f64>,
-    /// Per flow: controller and goodput in Mbit/s.
-    pub flows: Vec<(String, f64)>,
-}
-
-struct Flow {
-    cc: CongestionControl,
-    offset: f64,
-    seconds: f64,
-}
-
 /// Runs the demo.
 pub async fn run(args: DemoArgs) -> Result<(), String> {
     if !(args.duration.is_finite() && args.duration >= 2.0) {
@@ -129,16 +87,7 @@ pub async fn run(args: DemoArgs) -> Result<(), String> {
     std::fs::create_dir_all(&args.out)
         .map_err(|e| format!("cannot create {}: {e}", args.out.display()))?;
 
-    let (identity, _) = proto::self_signed(&["localhost".to_owned()])?;
-    let roots = roots_of(&identity);
-    // The server is an ecnq endpoint whatever the flows run, so it decodes
-    // and reports; its own controller only paces its acks and results.
-    let options = Options::new(CongestionControl::Ecnq(Scheme::Vcp)).alpn(&[proto::ALPN]);
-    let server = Endpoint::server("127.0.0.1:0".parse().expect("literal"), identity, options)
-        .map_err(|e| format!("cannot start the server: {e}"))?;
-    let server_addr = server.local_addr().map_err(|e| e.to_string())?;
-    let serving = tokio::spawn(super::server::serve(server, false, |_| {}));
-
+    let bed = LoopbackBed::ecnq().await?;
     println!(
         "ecnq-perf demo: bottleneck {} Mbit/s, RTT {} ms, buffer {} KB, {} s per controller; plots in {}",
         args.rate as f64 / 1e6,
@@ -162,7 +111,7 @@ pub async fn run(args: DemoArgs) -> Result<(), String> {
             },
         ];
         eprint!("  running {cc:<8} …");
-        let summary = run_one(cc.name(), &flows, &spec, server_addr, &roots, &args).await?;
+        let summary = run_plotted(&bed, cc.name(), &flows, &spec, &args.out).await?;
         eprintln!(" {:.1} Mbit/s", summary.goodput_mbit);
         summaries.push(summary);
     }
@@ -180,11 +129,10 @@ pub async fn run(args: DemoArgs) -> Result<(), String> {
             })
             .collect();
         eprint!("  running mixed …");
-        let summary = run_one("mixed", &flows, &spec, server_addr, &roots, &args).await?;
+        let summary = run_plotted(&bed, "mixed", &flows, &spec, &args.out).await?;
         eprintln!(" {:.1} Mbit/s", summary.goodput_mbit);
         summaries.push(summary);
     }
-    serving.abort();
     print_table(&summaries);
     let json = serde_json::to_string_pretty(&summaries).map_err(|e| e.to_string())?;
     let path = args.out.join("summary.json");
@@ -193,209 +141,17 @@ pub async fn run(args: DemoArgs) -> Result<(), String> {
     Ok(())
 }
 
-fn roots_of(identity: &ecnq::quic::Identity) -> RootCertStore {
-    let mut roots = RootCertStore::empty();
-    roots.add_parsable_certificates(identity.chain.iter().cloned());
-    roots
-}
-
-/// Stats lines of the relay, collected in memory.
-#[derive(Clone, Default)]
-struct Lines(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Lines {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-async fn run_one(
+/// One run through the bottleneck, plotted.
+async fn run_plotted(
+    bed: &LoopbackBed,
     name: &str,
     flows: &[Flow],
     spec: &LinkSpec,
-    server: SocketAddr,
-    roots: &RootCertStore,
-    args: &DemoArgs,
+    out: &Path,
 ) -> Result<RunSummary, String> {
-    let direction = Direction {
-        spec: *spec,
-        router: router_config(spec),
-    };
-    let config = RelayConfig {
-        listen: "127.0.0.1:0".parse().expect("literal"),
-        target: server,
-        up: direction.clone(),
-        down: direction,
-        seed: 1,
-        session_idle: Duration::from_secs(30),
-        max_sessions: 64,
-        stats_interval: Duration::from_millis(50),
-    };
-    let lines = Lines::default();
-    let sink = Arc::new(StatsSink::new(Box::new(lines.clone())));
-    let relay =
-        Relay::bind(config, Some(sink)).map_err(|e| format!("cannot start the relay: {e}"))?;
-    let relay_addr = relay.local_addr().map_err(|e| e.to_string())?;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let relaying = tokio::spawn(relay.run(async {
-        let _ = stopped.await;
-    }));
-
-    let start = Instant::now();
-    let mut tasks = Vec::new();
-    for (i, flow) in flows.iter().enumerate() {
-        let config = ClientConfig {
-            server: relay_addr,
-            server_name: "localhost".into(),
-            roots: roots.clone(),
-            cc: flow.cc,
-            request: TestRequest {
-                version: 1,
-                reverse: false,
-                seconds: flow.seconds,
-                bytes: 0,
-            },
-            interval: Duration::from_millis(250),
-            qlog: None,
-        };
-        let offset = flow.offset;
-        tasks.push(tokio::spawn(async move {
-            tokio::time::sleep_until(start + Duration::from_secs_f64(offset)).await;
-            let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
-            client::run_stream(&config, i as u32 + 1, Instant::now(), tx).await
-        }));
-    }
-    let mut runs = Vec::new();
-    for task in tasks {
-        runs.push(task.await.map_err(|e| format!("a flow failed: {e}"))??);
-    }
-    let _ = stop.send(());
-    let _ = relaying.await;
-    let end = start.elapsed().as_secs_f64();
-
-    let text =
-        String::from_utf8_lossy(&lines.0.lock().unwrap_or_else(|e| e.into_inner())).into_owned();
-    let link = LinkSeries::parse(&text, spec.rate.unwrap_or(1) as f64);
-    let series: Vec<FlowSeries> = flows
-        .iter()
-        .zip(&runs)
-        .map(|(flow, run)| FlowSeries {
-            start: flow.offset,
-            samples: shifted(&run.intervals, flow.offset),
-        })
-        .collect();
-    plot_run(name, flows, &series, &link, &args.out)?;
-
-    let goodputs: Vec<f64> = flows
-        .iter()
-        .zip(&runs)
-        .map(|(f, r)| r.peer_result.bytes as f64 * 8.0 / f.seconds / 1e6)
-        .collect();
-    let tail_from = end * 2.0 / 3.0;
-    let tail: Vec<f64> = series
-        .iter()
-        .map(|s| {
-            s.samples
-                .iter()
-                .filter(|(t, _)| *t > tail_from)
-                .map(|(_, r)| r)
-                .sum::<f64>()
-        })
-        .collect();
-    Ok(RunSummary {
-        name: name.to_owned(),
-        goodput_mbit: runs
-            .iter()
-            .map(|r| r.peer_result.bytes as f64 * 8.0)
-            .sum::<f64>()
-            / end
-            / 1e6,
-        utilization: link.utilization(),
-        queue_p50_ms: percentile(&link.queue_ms, 50.0).unwrap_or(0.0),
-        queue_p99_ms: percentile(&link.queue_ms, 99.0).unwrap_or(0.0),
-        loss: link.loss(),
-        jain: jain_index(&tail),
-        converge_s: convergence_time(&series, series.len() - 1, 0.2),
-        flows: flows
-            .iter()
-            .map(|f| f.cc.to_string())
-            .zip(goodputs)
-            .collect(),
-    })
-}
-
-/// A flow's sending rate on the wire, on the run's clock.
-fn shifted(intervals: &[StreamInterval], offset: f64) -> Vec<(f64, f64)> {
-    intervals
-        .iter()
-        .map(|i| (offset + i.end, super::report::rate(i.wire_bytes, i.seconds)))
-        .collect()
-}
-
-/// The bottleneck (client → server direction) as the relay reported it.
-#[derive(Default)]
-struct LinkSeries {
-    time: Vec<f64>,
-    queue_ms: Vec<f64>,
-    load: Vec<(f64, f64, f64, f64)>,
-    last: Option<serde_json::Value>,
-    capacity_bps: f64,
-}
-
-impl LinkSeries {
-    fn parse(text: &str, capacity_bps: f64) -> LinkSeries {
-        let mut s = LinkSeries {
-            capacity_bps,
-            ..LinkSeries::default()
-        };
-        for v in text
-            .lines()
-            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        {
-            if v["dir"] != "up" {
-                continue;
-            }
-            let t = v["t"].as_f64().unwrap_or(0.0);
-            let queue = v["queue_bytes"].as_f64().unwrap_or(0.0);
-            s.time.push(t);
-            s.queue_ms.push(queue * 8.0 / capacity_bps * 1e3);
-            let f = |k: &str| v[k].as_f64().unwrap_or(0.0);
-            s.load
-                .push((t, f("load_vcp"), f("load_bmcc"), f("load_mcp")));
-            s.last = Some(v);
-        }
-        s
-    }
-
-    fn counter(&self, name: &str) -> f64 {
-        let get = |v: &Option<serde_json::Value>| {
-            v.as_ref().and_then(|v| v[name].as_f64()).unwrap_or(0.0)
-        };
-        get(&self.last)
-    }
-
-    fn utilization(&self) -> f64 {
-        let span = self.time.last().copied().unwrap_or(0.0);
-        if span <= 0.0 {
-            return 0.0;
-        }
-        self.counter("departure_bytes") * 8.0 / (self.capacity_bps * span)
-    }
-
-    fn loss(&self) -> f64 {
-        let arrivals = self.counter("arrivals");
-        if arrivals <= 0.0 {
-            return 0.0;
-        }
-        (self.counter("drops_overflow") + self.counter("drops_loss")) / arrivals
-    }
+    let result = bed.run(flows, std::slice::from_ref(spec)).await?;
+    plot_run(name, flows, &result.series, &result.links[0], out)?;
+    Ok(result.summary(name, 0))
 }
 
 fn plot_run(
@@ -423,44 +179,16 @@ fn plot_run(
     )?;
     let queue = [Series {
         name: "queueing delay".into(),
-        points: link
-            .time
-            .iter()
-            .copied()
-            .zip(link.queue_ms.iter().copied())
-            .collect(),
+        points: link.samples.iter().map(|s| (s.t, s.queue_bytes * 8.0 / link.capacity_bps * 1e3)).collect(),
     }];
-    line_chart(
-        &out.join(format!("{name}-queue.svg")),
-        &format!("{name}: bottleneck queue"),
-        "seconds",
-        "ms",
-        &queue,
-    )?;
-    let pick = |sel: fn(&(f64, f64, f64, f64)) -> f64| {
-        link.load.iter().map(|l| (l.0, sel(l) * 100.0)).collect()
-    };
+    line_chart(&out.join(format!("{name}-queue.svg")), &format!("{name}: bottleneck queue"), "seconds", "ms", &queue)?;
+    let pick = |i: usize| link.samples.iter().map(|s| (s.t, s.load[i] * 100.0)).collect();
     let load = [
-        Series {
-            name: "VCP ρ".into(),
-            points: pick(|l| l.1),
-        },
-        Series {
-            name: "BMCC f".into(),
-            points: pick(|l| l.2),
-        },
-        Series {
-            name: "MCP U".into(),
-            points: pick(|l| l.3),
-        },
+        Series { name: "VCP ρ".into(), points: pick(0) },
+        Series { name: "BMCC f".into(), points: pick(1) },
+        Series { name: "MCP U".into(), points: pick(2) },
     ];
-    line_chart(
-        &out.join(format!("{name}-load.svg")),
-        &format!("{name}: bottleneck load factor"),
-        "seconds",
-        "%",
-        &load,
-    )
+    line_chart(&out.join(format!("{name}-load.svg")), &format!("{name}: bottleneck load factor"), "seconds", "%", &load)
 }
 
 fn print_table(rows: &[RunSummary]) {

@@ -2,6 +2,7 @@
 
 pub mod client;
 pub mod demo;
+pub mod loopback;
 pub mod output;
 pub mod plot;
 pub mod proto;

@@ -1,0 +1,172 @@
+//! End to end: ecnq QUIC flows through relay shims on loopback — the real
+//! transport, socket layer, feedback channel and router code together.
+//!
+//! Short versions run in CI (`cargo test`). Longer and heavier ones are
+//! `#[ignore]`d: `cargo test -p ecnq-e2e --release -- --ignored`.
+
+use std::time::Duration;
+
+use ecnq::quic::{CongestionControl, PeerMode};
+use ecnq::Scheme;
+use ecnq_examples::perf::client;
+use ecnq_examples::perf::loopback::{bind_relay, Flow, LoopbackBed, RunResult};
+use ecnq_examples::perf::stats::percentile;
+use ecnq_shim::spec::LinkSpec;
+use tokio::time::Instant;
+
+fn link(spec: &str) -> LinkSpec {
+    spec.parse().unwrap_or_else(|e| panic!("bad test link `{spec}`: {e}"))
+}
+
+/// Two chained shims: a 20 Mbit/s access link, then a 12 Mbit/s bottleneck
+/// with one bandwidth-delay product of buffer (12 Mbit/s × 40 ms = 60 kB).
+fn parking_lot() -> [LinkSpec; 2] {
+    [link("rate 20mbit delay 10ms limit 100kb"), link("rate 12mbit delay 10ms limit 60kb")]
+}
+
+/// Two flows of `scheme`, the second arriving at a quarter of the run.
+fn two_flows(scheme: Scheme, seconds: f64) -> [Flow; 2] {
+    let cc = CongestionControl::Ecnq(scheme);
+    [
+        Flow { cc, offset: 0.0, seconds },
+        Flow { cc, offset: seconds / 4.0, seconds: seconds * 3.0 / 4.0 },
+    ]
+}
+
+/// The bottleneck's utilization and p99 queue (bytes) over the last 40 % of
+/// the run, and its buffer.
+fn judge(result: &RunResult) -> (f64, f64, f64) {
+    let bottleneck = &result.links[1];
+    let from = result.elapsed * 0.6;
+    let utilization = bottleneck.utilization(from, result.elapsed);
+    let p99 = percentile(&bottleneck.queue_bytes(from, result.elapsed), 99.0).unwrap_or(f64::INFINITY);
+    (utilization, p99, bottleneck.buffer_bytes)
+}
+
+async fn parking_lot_run(scheme: Scheme, seconds: f64) {
+    let bed = LoopbackBed::ecnq().await.expect("bed");
+    let result = bed.run(&two_flows(scheme, seconds), &parking_lot()).await.expect("run");
+    let (utilization, p99, buffer) = judge(&result);
+    println!("{scheme}: utilization {:.1} %, p99 queue {p99:.0} B of {buffer:.0} B", utilization * 100.0);
+    for run in &result.runs {
+        assert_eq!(run.stats.mode, PeerMode::Ecnq, "{scheme}: feedback must be in use");
+        assert!(run.stats.reports_received > 0, "{scheme}: no feedback arrived");
+    }
+    assert!(utilization >= 0.9, "{scheme}: bottleneck utilization {:.1} % < 90 %", utilization * 100.0);
+    assert!(p99 < buffer / 3.0, "{scheme}: p99 queue {p99:.0} B ≥ a third of the {buffer:.0} B buffer");
+}
+
+macro_rules! parking_lot_tests {
+    ($($name:ident: $scheme:expr,)*) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $name() {
+            parking_lot_run($scheme, 16.0).await;
+        }
+    )*};
+}
+
+parking_lot_tests! {
+    parking_lot_vcp: Scheme::Vcp,
+    parking_lot_evcp: Scheme::Evcp,
+    parking_lot_dpcp: Scheme::Dpcp,
+    parking_lot_tpcp: Scheme::Tpcp,
+    parking_lot_bmcc: Scheme::Bmcc,
+    parking_lot_mcp: Scheme::Mcp,
+}
+
+/// A flow arriving late gets within 20 % of its fair share in bounded time.
+async fn late_flow_converges(scheme: Scheme, bound: f64) {
+    let bed = LoopbackBed::ecnq().await.expect("bed");
+    let seconds = 20.0;
+    let cc = CongestionControl::Ecnq(scheme);
+    let flows = [Flow { cc, offset: 0.0, seconds }, Flow { cc, offset: 6.0, seconds: seconds - 6.0 }];
+    let result = bed.run(&flows, &[link("rate 12mbit delay 20ms limit 60kb")]).await.expect("run");
+    let converge = ecnq_examples::perf::stats::convergence_time(&result.series, 1, 0.2);
+    println!("{scheme}: late flow converged after {converge:?} s");
+    assert!(converge.is_some_and(|t| t <= bound), "{scheme}: late flow took {converge:?} s (bound {bound} s)");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn late_flow_converges_dpcp() {
+    late_flow_converges(Scheme::Dpcp, 8.0).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "long: run with --ignored"]
+async fn late_flow_converges_every_scheme() {
+    for scheme in Scheme::ROUTER_ASSISTED {
+        late_flow_converges(scheme, 10.0).await;
+    }
+}
+
+/// A transfer of a fixed size through a link that loses 10 % of packets completes, byte for byte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transfer_survives_ten_percent_loss() {
+    let bed = LoopbackBed::ecnq().await.expect("bed");
+    let chain = ecnq_examples::perf::loopback::RelayChain::start(&[link("rate 20mbit delay 5ms loss 10% limit 100")], bed.server())
+        .expect("relay");
+    let mut config = bed.client_config(chain.entry, CongestionControl::Ecnq(Scheme::Vcp), 0.0);
+    config.request.bytes = 1 << 20;
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let run = tokio::time::timeout(Duration::from_secs(60), client::run_stream(&config, 1, Instant::now(), tx))
+        .await
+        .expect("finishes within 60 s")
+        .expect("transfer");
+    let links = chain.stop().await;
+    assert_eq!(run.local_total.bytes, 1 << 20);
+    assert_eq!(run.peer_result.bytes, 1 << 20, "the server received every byte");
+    let loss = links[0].loss();
+    assert!((0.05..0.15).contains(&loss), "the link really lost about 10 % ({:.1} %)", loss * 100.0);
+}
+
+/// The shim restarts in the middle of a transfer; QUIC rides it out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shim_restart_mid_transfer() {
+    let bed = LoopbackBed::ecnq().await.expect("bed");
+    let spec = link("rate 20mbit delay 5ms limit 100");
+    let (relay, _) = bind_relay(&spec, bed.server(), None).expect("relay");
+    let addr = relay.local_addr().expect("addr");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let first = tokio::spawn(relay.run(async {
+        let _ = stopped.await;
+    }));
+    let mut config = bed.client_config(addr, CongestionControl::Ecnq(Scheme::Dpcp), 0.0);
+    config.request.bytes = 4 << 20;
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let transfer = tokio::spawn(async move { client::run_stream(&config, 1, Instant::now(), tx).await });
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(!transfer.is_finished(), "the transfer should still be running when the shim stops");
+    let _ = stop.send(());
+    let _ = first.await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (relay, _) = bind_relay(&spec, bed.server(), Some(addr)).expect("rebind on the same port");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let second = tokio::spawn(relay.run(async {
+        let _ = stopped.await;
+    }));
+    let run = tokio::time::timeout(Duration::from_secs(60), transfer)
+        .await
+        .expect("finishes within 60 s")
+        .expect("task")
+        .expect("transfer survives the restart");
+    let _ = stop.send(());
+    let _ = second.await;
+    assert_eq!(run.peer_result.bytes, 4 << 20);
+}
+
+/// Against a server that does not run ecnq (quinn's Cubic, untagged), an
+/// ecnq sender falls back to classic congestion control and completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn non_ecnq_peer_falls_back_and_completes() {
+    let bed = LoopbackBed::start(CongestionControl::Cubic).await.expect("bed");
+    let chain = ecnq_examples::perf::loopback::RelayChain::start(&[link("rate 20mbit delay 5ms limit 100")], bed.server())
+        .expect("relay");
+    let mut config = bed.client_config(chain.entry, CongestionControl::Ecnq(Scheme::Bmcc), 0.0);
+    config.request.bytes = 2 << 20;
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let run = client::run_stream(&config, 1, Instant::now(), tx).await.expect("transfer");
+    chain.stop().await;
+    assert_eq!(run.peer_result.bytes, 2 << 20);
+    assert_eq!(run.stats.mode, PeerMode::ClassicPeerNotEcnq);
+    assert_eq!(run.stats.reports_received, 0);
+}
