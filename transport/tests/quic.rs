@@ -11,10 +11,17 @@ use bytes::Bytes;
 use common::{connect, endpoints, transfer, Dir, Relay};
 use ecnq::quic::report::{self, Repr};
 use ecnq::quic::{CongestionControl, DatagramError, PeerMode};
-use ecnq::{Ecn, Feedback, LoadFactor, Scheme, SchemeTag, WireScheme};
+use ecnq::{Ecn, Feedback, LoadFactor, Mode, Scheme, SchemeTag, WireScheme};
 
 const MB: usize = 1 << 20;
 const VCP: CongestionControl = CongestionControl::Ecnq(Scheme::Vcp);
+
+fn is_classic(mode: Option<Mode>) -> bool {
+    matches!(
+        mode,
+        Some(Mode::SlowStart | Mode::CongestionAvoidance | Mode::Recovery)
+    )
+}
 
 fn vcp_tos(ecn: Ecn) -> u8 {
     SchemeTag::new(WireScheme::Vcp.id()).tos(ecn)
@@ -22,28 +29,32 @@ fn vcp_tos(ecn: Ecn) -> u8 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_controller_moves_10_mb_intact() {
-    for cc in CongestionControl::available() {
+    for cc in CongestionControl::all() {
         let (client, server) = endpoints(cc, cc, "[::1]:0");
         let (c, s) = connect(&client, &server, server.local_addr().unwrap()).await;
         transfer(&c, &s, 10 * MB, 1).await;
         let sender = c.congestion_stats();
         let receiver = s.congestion_stats();
         assert_eq!(sender.controller, cc);
-        if cc.scheme().is_some() {
+        if let Some(scheme) = cc.router_assisted() {
             assert_eq!(sender.mode, PeerMode::Ecnq, "{cc}: {sender:?}");
             assert!(sender.reports_received > 0, "{cc}: {sender:?}");
             assert_eq!(sender.reports_rejected, 0, "{cc}");
+            assert!(sender.path_load.is_some(), "{cc}");
             assert!(receiver.reports_sent >= sender.reports_received, "{cc}");
-            // Low load on loopback: the receiver saw the VCP low-load code ECT(1)
-            // and reports level 0.
-            assert!(
-                receiver.ecn_received[Ecn::Ect1.bits() as usize] > 1000,
-                "{cc}: {receiver:?}"
-            );
-            assert_eq!(receiver.local_estimate.map(|f| f.level), Some(0), "{cc}");
-            assert_eq!(sender.path_load.map(|f| f.level), Some(0), "{cc}");
+            // No router on loopback: the data packets arrive with the
+            // scheme's base codepoint, never CE.
+            let base = match scheme.wire() {
+                WireScheme::Bmcc => Ecn::Ect0,
+                WireScheme::Mcp => Ecn::NotEct,
+                _ => Ecn::Ect1,
+            };
+            let counts = receiver.ecn_received;
+            assert!(counts[base.bits() as usize] > 5000, "{cc}: {receiver:?}");
+            assert_eq!(counts[Ecn::Ce.bits() as usize], 0, "{cc}");
         } else {
-            assert_eq!(sender.mode, PeerMode::Quinn, "{cc}");
+            assert_eq!(sender.mode, PeerMode::Unassisted, "{cc}");
+            assert_eq!(sender.reports_received, 0, "{cc}");
             assert_eq!(receiver.ecn_received[Ecn::Ect1.bits() as usize], 0, "{cc}");
         }
         let socket = server.socket().stats();
@@ -208,7 +219,10 @@ async fn ecnq_client_falls_back_against_vanilla_server() {
     assert!(received == data, "payload corrupted");
     let stats = c.congestion_stats();
     assert_eq!(stats.mode, PeerMode::ClassicPeerNotEcnq, "{stats:?}");
-    assert_eq!(stats.law_mode, None, "the law must have been replaced");
+    assert!(
+        is_classic(stats.law_mode),
+        "the law must have been replaced: {stats:?}"
+    );
     assert_eq!(stats.reports_received, 0);
     // After the fallback the client sends untagged ECT(0): quinn's ECN
     // validation kept passing against the vanilla peer.
@@ -362,7 +376,7 @@ async fn sender_falls_back_when_reports_stop() {
     assert_eq!(stats.mode, PeerMode::ClassicReportsStopped, "{stats:?}");
     // Reports flowed before the bleaching, then the law was replaced.
     assert!(
-        stats.reports_received > 0 && stats.law_mode.is_none(),
+        stats.reports_received > 0 && is_classic(stats.law_mode),
         "{stats:?}"
     );
     // The server, which saw the tag in the handshake, still runs VCP.

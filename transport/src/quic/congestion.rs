@@ -5,17 +5,15 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::ecn::Ecn;
-use crate::evcp::EvcpLaw;
 use crate::scheme::{Scheme, WireScheme};
-use crate::signal::{Decoder, Law, LawConfig};
-use crate::vcp::{VcpDecoder, VcpLaw};
 
 /// The congestion controller of a connection's sending direction: an ecnq
 /// scheme fed by router feedback, or one of quinn's own controllers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CongestionControl {
     /// An ecnq scheme. Its packets carry the scheme's DSCP tag; with a peer
-    /// that does not run ecnq it falls back to classic NewReno.
+    /// that does not run ecnq it falls back to the core's classic NewReno
+    /// law. `Ecnq(Scheme::Classic)` is that law from the start, untagged.
     Ecnq(Scheme),
     /// quinn's NewReno, packets untagged.
     NewReno,
@@ -26,11 +24,10 @@ pub enum CongestionControl {
 }
 
 impl CongestionControl {
-    /// Every choice the library can build in this version, ecnq schemes first.
-    pub fn available() -> Vec<CongestionControl> {
-        Scheme::ROUTER_ASSISTED
+    /// Every choice, ecnq schemes first.
+    pub fn all() -> Vec<CongestionControl> {
+        Scheme::ALL
             .into_iter()
-            .filter(|s| law(*s, LawConfig::default()).is_some())
             .map(CongestionControl::Ecnq)
             .chain([
                 CongestionControl::NewReno,
@@ -41,7 +38,7 @@ impl CongestionControl {
     }
 
     /// The ecnq scheme, if this is one that uses router feedback.
-    pub fn scheme(self) -> Option<Scheme> {
+    pub fn router_assisted(self) -> Option<Scheme> {
         match self {
             CongestionControl::Ecnq(Scheme::Classic) => None,
             CongestionControl::Ecnq(s) => Some(s),
@@ -56,14 +53,6 @@ impl CongestionControl {
             CongestionControl::NewReno => "newreno",
             CongestionControl::Cubic => "cubic",
             CongestionControl::Bbr => "bbr",
-        }
-    }
-
-    /// Fails with a one-line message if this build has no sender law for the scheme.
-    pub fn check(self) -> Result<(), UnsupportedScheme> {
-        match self.scheme() {
-            Some(s) if law(s, LawConfig::default()).is_none() => Err(UnsupportedScheme(s)),
-            _ => Ok(()),
         }
     }
 }
@@ -106,35 +95,6 @@ impl FromStr for CongestionControl {
     }
 }
 
-/// The error for an ecnq scheme whose sender law the core does not have yet.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct UnsupportedScheme(pub Scheme);
-
-impl fmt::Display for UnsupportedScheme {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "scheme `{}` has no sender law in this build", self.0)
-    }
-}
-
-impl std::error::Error for UnsupportedScheme {}
-
-/// The sender law of a router-assisted scheme, if the core has one.
-pub(crate) fn law(scheme: Scheme, config: LawConfig) -> Option<Box<dyn Law>> {
-    match scheme {
-        Scheme::Vcp => Some(Box::new(VcpLaw::new(config))),
-        Scheme::Evcp => Some(Box::new(EvcpLaw::new(config))),
-        _ => None,
-    }
-}
-
-/// The receiver decoder for packets tagged with `wire`, if the core has one.
-pub(crate) fn decoder(wire: WireScheme) -> Option<Box<dyn Decoder>> {
-    match wire {
-        WireScheme::Vcp => Some(Box::<VcpDecoder>::default()),
-        _ => None,
-    }
-}
-
 /// The codepoint a sender of `wire` puts on its packets for routers to
 /// raise (DESIGN.md §2): `01` for the VCP family and MPCP, `10` for BMCC
 /// (ADPM's unmarked base), `00` for MCP (its lowest utilization code).
@@ -152,7 +112,7 @@ mod tests {
 
     #[test]
     fn names_parse() {
-        for cc in CongestionControl::available() {
+        for cc in CongestionControl::all() {
             assert_eq!(cc.name().parse::<CongestionControl>(), Ok(cc));
         }
         assert_eq!("Cubic".parse(), Ok(CongestionControl::Cubic));
@@ -163,11 +123,10 @@ mod tests {
     }
 
     #[test]
-    fn every_available_scheme_has_law_and_decoder() {
-        for cc in CongestionControl::available() {
-            assert!(cc.check().is_ok());
-            if let Some(s) = cc.scheme() {
-                assert!(decoder(s.wire()).is_some(), "{s}");
+    fn every_router_assisted_scheme_has_a_decoder_for_its_tag() {
+        for cc in CongestionControl::all() {
+            if let Some(s) = cc.router_assisted() {
+                assert!(s.wire().decoder().is_some(), "{s}");
             }
         }
     }

@@ -73,7 +73,6 @@ impl EcnSocket {
         remote: SocketAddr,
         cc: CongestionControl,
     ) -> Result<Prepared, Error> {
-        cc.check().map_err(Error::Unsupported)?;
         let peer = match self.peers.get(remote) {
             Some(peer) if peer.is_attached() => return Err(Error::Busy(remote)),
             Some(peer) if peer.cc == cc => peer,

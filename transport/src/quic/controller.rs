@@ -9,8 +9,11 @@ use std::time::Instant;
 use quinn_proto::congestion::{Controller, ControllerFactory, ControllerMetrics};
 use quinn_proto::RttEstimator;
 
-use super::peer::{law_window, note_law_change, quinn_controller, Active, Peer, PeerMode};
-use crate::signal::{Congestion, RttSample};
+use super::peer::Sending;
+use super::peer::{law_level, note_law_change, Active, Peer, PeerMode};
+use crate::ecn::SchemeTag;
+use crate::scheme::Scheme;
+use crate::signal::{Congestion, LawConfig, RttSample};
 
 /// Builds the controller of one connection. quinn calls it once per path;
 /// every controller it builds shares that connection's feedback state.
@@ -55,31 +58,25 @@ fn rtt_sample(rtt: &RttEstimator) -> RttSample {
 }
 
 impl EcnqController {
-    /// Replaces the law by classic NewReno, at the law's window, once the
-    /// peer turned out not to run ecnq or its reports stopped.
-    fn follow_mode(&self, active: &mut Active) {
-        if let Active::Law(law) = active {
-            if self.peer.mode().is_fallback() {
+    /// Replaces the scheme's law by the classic law, at the law's window,
+    /// once the peer turned out not to run ecnq or its reports stopped.
+    fn follow_mode(&self, tx: &mut Sending) {
+        let mode = self.peer.mode();
+        if let Active::Law(law) = &tx.active {
+            if mode.is_fallback() && law.tag() != SchemeTag::UNTAGGED {
                 let window = law.window();
                 tracing::info!(
                     window,
-                    mode = self.peer.mode().name(),
-                    "law replaced by NewReno"
+                    mode = mode.name(),
+                    "law replaced by the classic law"
                 );
-                *active = Active::Quinn(quinn_controller(
-                    super::CongestionControl::NewReno,
-                    window,
-                    super::peer::MSS,
-                ));
+                let config = LawConfig {
+                    initial_window: window,
+                    ..tx.config
+                };
+                tx.active = Active::Law(Scheme::Classic.law(config));
             }
         }
-    }
-
-    fn publish(&self, active: &Active, rtt: &RttSample) {
-        self.peer.set_window(match active {
-            Active::Law(law) => law_window(law.as_ref(), rtt),
-            Active::Quinn(c) => c.window(),
-        });
     }
 }
 
@@ -102,20 +99,18 @@ impl Controller for EcnqController {
         let tx = &mut *tx;
         tx.rtt = rtt_sample(rtt);
         let since = self.peer.since_epoch(now);
-        if self.peer.mode() != PeerMode::Quinn {
-            self.peer.check_report_timeout(tx, since);
-        }
-        self.follow_mode(&mut tx.active);
+        self.peer.check_report_timeout(tx, since);
+        self.follow_mode(tx);
         match &mut tx.active {
             Active::Law(law) if !app_limited => {
-                let before = (law.mode(), law.window());
+                let before = law_level(law.as_ref());
                 law.on_ack(since, bytes, &tx.rtt);
                 note_law_change(law.as_ref(), before, &mut tx.md_events, "ack");
             }
             Active::Law(_) => {}
             Active::Quinn(c) => c.on_ack(now, sent, bytes, app_limited, rtt),
         }
-        self.publish(&tx.active, &tx.rtt);
+        self.peer.publish(tx);
     }
 
     fn on_end_acks(
@@ -128,8 +123,8 @@ impl Controller for EcnqController {
         let mut tx = self.peer.sending();
         if let Active::Quinn(c) = &mut tx.active {
             c.on_end_acks(now, in_flight, app_limited, largest_packet_num_acked);
-            self.peer.set_window(c.window());
         }
+        self.peer.publish(&tx);
     }
 
     fn on_congestion_event(
@@ -141,7 +136,7 @@ impl Controller for EcnqController {
     ) {
         let mut tx = self.peer.sending();
         let tx = &mut *tx;
-        self.follow_mode(&mut tx.active);
+        self.follow_mode(tx);
         let ce = lost_bytes == 0;
         match &mut tx.active {
             // CE on an ecnq path is the scheme's own overload code; the
@@ -149,7 +144,7 @@ impl Controller for EcnqController {
             Active::Law(_) if ce && self.peer.mode() == PeerMode::Ecnq => {}
             Active::Law(law) => {
                 let kind = if ce { Congestion::Ce } else { Congestion::Loss };
-                let before = (law.mode(), law.window());
+                let before = law_level(law.as_ref());
                 let (now, sent) = (self.peer.since_epoch(now), self.peer.since_epoch(sent));
                 law.on_congestion(now, sent, kind, &tx.rtt);
                 note_law_change(law.as_ref(), before, &mut tx.md_events, "congestion");
@@ -158,7 +153,7 @@ impl Controller for EcnqController {
                 c.on_congestion_event(now, sent, is_persistent_congestion, lost_bytes)
             }
         }
-        self.publish(&tx.active, &tx.rtt);
+        self.peer.publish(tx);
     }
 
     fn on_mtu_update(&mut self, new_mtu: u16) {

@@ -173,7 +173,6 @@ impl Endpoint {
         server: Option<Arc<QuicServerConfig>>,
         options: Options,
     ) -> Result<Endpoint, Error> {
-        options.cc.check().map_err(Error::Unsupported)?;
         let socket = EcnSocket::bind(bind, options.cc).map_err(Error::Io)?;
         let default_server = server.clone().map(|crypto| {
             let mut config = quinn::ServerConfig::with_crypto(crypto);

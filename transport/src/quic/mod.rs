@@ -11,7 +11,7 @@
 //! * The receiver sends its decoder's estimate back in QUIC DATAGRAM frames
 //!   ([`report`]); application datagrams keep working.
 //! * With a peer that does not run ecnq (its packets carry no DSCP tag), or
-//!   when its reports stop, the sender falls back to classic NewReno and says
+//!   when its reports stop, the sender falls back to the core's classic NewReno law and says
 //!   so in [`CongestionStats::mode`].
 //!
 //! ```no_run
@@ -46,7 +46,7 @@ pub mod report;
 mod socket;
 mod tls;
 
-pub use congestion::{CongestionControl, UnknownController, UnsupportedScheme};
+pub use congestion::{CongestionControl, UnknownController};
 pub use connection::{CongestionStats, Connection, DatagramError, Prepared};
 pub use controller::EcnqControllerFactory;
 pub use endpoint::{Endpoint, Options, TransportHook};
@@ -63,8 +63,6 @@ pub enum Error {
     Tls(rustls::Error),
     /// A certificate could not be made or used.
     Certificate(String),
-    /// The scheme has no sender law in this build.
-    Unsupported(UnsupportedScheme),
     /// A connection with this address already exists on this endpoint.
     Busy(SocketAddr),
     /// This endpoint has no client configuration.
@@ -83,7 +81,6 @@ impl fmt::Display for Error {
             Error::Io(e) => write!(f, "I/O error: {e}"),
             Error::Tls(e) => write!(f, "TLS configuration error: {e}"),
             Error::Certificate(e) => write!(f, "certificate error: {e}"),
-            Error::Unsupported(e) => write!(f, "{e}"),
             Error::Busy(addr) => write!(
                 f,
                 "a connection with {addr} already exists on this endpoint"

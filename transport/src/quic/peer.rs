@@ -31,8 +31,9 @@ pub enum PeerMode {
     ClassicPeerNotEcnq,
     /// Classic congestion control: the peer's reports stopped.
     ClassicReportsStopped,
-    /// This connection runs one of quinn's controllers.
-    Quinn,
+    /// This connection's controller uses no router feedback (the classic
+    /// law, or one of quinn's controllers).
+    Unassisted,
 }
 
 impl PeerMode {
@@ -41,7 +42,7 @@ impl PeerMode {
         PeerMode::Ecnq,
         PeerMode::ClassicPeerNotEcnq,
         PeerMode::ClassicReportsStopped,
-        PeerMode::Quinn,
+        PeerMode::Unassisted,
     ];
 
     /// A short name for logs and stats.
@@ -51,11 +52,11 @@ impl PeerMode {
             PeerMode::Ecnq => "ecnq",
             PeerMode::ClassicPeerNotEcnq => "classic (peer not ecnq)",
             PeerMode::ClassicReportsStopped => "classic (reports stopped)",
-            PeerMode::Quinn => "quinn controller",
+            PeerMode::Unassisted => "no router feedback",
         }
     }
 
-    /// Whether the scheme's law has been replaced by classic NewReno.
+    /// Whether the scheme's law has been replaced by the classic law.
     pub const fn is_fallback(self) -> bool {
         matches!(
             self,
@@ -72,8 +73,8 @@ const REPORT_TIMEOUT_RTTS: u32 = 4;
 /// ([`SendPolicy::default`]), so this leaves room for scheduling delays.
 const REPORT_TIMEOUT_MIN: Duration = Duration::from_millis(250);
 
-/// The controller quinn drives: an ecnq law, or a quinn controller (the user's
-/// choice, or NewReno after a fallback).
+/// The controller quinn drives: a core law (the scheme's, or the classic law
+/// after a fallback), or one of quinn's controllers.
 pub(crate) enum Active {
     Law(Box<dyn Law>),
     Quinn(Box<dyn Controller>),
@@ -103,7 +104,8 @@ pub(crate) struct Peer {
     epoch: Instant,
     pub cc: CongestionControl,
     mode: AtomicU8,
-    tag: SchemeTag,
+    /// The DSCP of the law's current tag (MCP changes its fairing bits).
+    dscp: AtomicU8,
     send_ecn: Ecn,
     sending: Mutex<Sending>,
     receiving: Mutex<Receiving>,
@@ -121,33 +123,34 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Peer {
     pub fn new(cc: CongestionControl, mss: u64) -> Peer {
         let config = LawConfig::with_mss(mss);
-        let law = cc.scheme().and_then(|s| congestion::law(s, config));
-        let (active, mode, tag) = match law {
-            Some(law) => {
-                let tag = law.tag();
-                (Active::Law(law), PeerMode::Probing, tag)
-            }
-            None => (
-                Active::Quinn(quinn_controller(cc, config.initial_window, mss)),
-                PeerMode::Quinn,
-                SchemeTag::UNTAGGED,
+        let (active, mode) = match cc {
+            CongestionControl::Ecnq(scheme) => (
+                Active::Law(scheme.law(config)),
+                match cc.router_assisted() {
+                    Some(_) => PeerMode::Probing,
+                    None => PeerMode::Unassisted,
+                },
+            ),
+            quinn => (
+                Active::Quinn(quinn_controller(quinn, config.initial_window, mss)),
+                PeerMode::Unassisted,
             ),
         };
-        let window = match &active {
-            Active::Law(law) => law.window(),
-            Active::Quinn(c) => c.window(),
+        let (window, tag) = match &active {
+            Active::Law(law) => (law.window(), law.tag()),
+            Active::Quinn(c) => (c.window(), SchemeTag::UNTAGGED),
         };
         Peer {
             epoch: Instant::now(),
             cc,
             mode: AtomicU8::new(mode as u8),
-            tag,
+            dscp: AtomicU8::new(tag.dscp()),
             send_ecn: congestion::base_ecn(WireScheme::from_id(tag.wire_id)),
             sending: Mutex::new(Sending {
                 active,
                 config,
                 rtt: RttSample::uniform(Duration::from_millis(333)),
-                filter: cc.scheme().map(|s| ReportFilter::new(s.wire())),
+                filter: cc.router_assisted().map(|s| ReportFilter::new(s.wire())),
                 last_report: Duration::ZERO,
                 md_events: 0,
             }),
@@ -210,21 +213,29 @@ impl Peer {
         self.window.load(Ordering::Relaxed)
     }
 
-    pub fn set_window(&self, window: u64) {
+    /// Publishes what the socket and quinn read without locking: the window
+    /// quinn may use and the tag the next packets carry.
+    pub fn publish(&self, tx: &Sending) {
+        let (window, tag) = match &tx.active {
+            Active::Law(law) => (law_window(law.as_ref(), &tx.rtt, &tx.config), law.tag()),
+            Active::Quinn(c) => (c.window(), SchemeTag::UNTAGGED),
+        };
         self.window.store(window, Ordering::Relaxed);
+        self.dscp.store(tag.dscp(), Ordering::Relaxed);
     }
 
     /// The whole TOS byte for a packet quinn wants sent with `quinn_ecn`.
     pub fn send_tos(&self, quinn_ecn: Option<quinn::udp::EcnCodepoint>) -> u8 {
         let quinn_ecn = Ecn::from_bits(quinn_ecn.map_or(0, |e| e as u8));
+        let tag = SchemeTag::from_dscp(self.dscp.load(Ordering::Relaxed));
         match self.mode() {
             // Until the peer is known to run ecnq, use quinn's codepoint so that a
             // vanilla peer's ECN counts pass quinn's validation (ECT(1) would fail it).
-            PeerMode::Probing => self.tag.tos(quinn_ecn),
-            PeerMode::Ecnq => self.tag.tos(self.send_ecn),
-            PeerMode::ClassicPeerNotEcnq | PeerMode::ClassicReportsStopped | PeerMode::Quinn => {
-                SchemeTag::UNTAGGED.tos(quinn_ecn)
-            }
+            PeerMode::Probing => tag.tos(quinn_ecn),
+            PeerMode::Ecnq => tag.tos(self.send_ecn),
+            PeerMode::ClassicPeerNotEcnq
+            | PeerMode::ClassicReportsStopped
+            | PeerMode::Unassisted => SchemeTag::UNTAGGED.tos(quinn_ecn),
         }
     }
 
@@ -248,7 +259,7 @@ impl Peer {
             if !tag.is_untagged() {
                 let wire = WireScheme::from_id(tag.wire_id);
                 if rx.decoder.as_ref().map(|(w, _)| *w) != Some(wire) {
-                    rx.decoder = congestion::decoder(wire).map(|d| (wire, d));
+                    rx.decoder = wire.decoder().map(|d| (wire, d));
                     changed = rx.decoder.is_some();
                 }
                 if let Some((_, decoder)) = rx.decoder.as_mut() {
@@ -307,11 +318,11 @@ impl Peer {
         };
         tx.last_report = now;
         if let Active::Law(law) = &mut tx.active {
-            let before = (law.mode(), law.window());
+            let before = law_level(law.as_ref());
             law.on_feedback(now, repr.feedback, &tx.rtt);
             note_law_change(law.as_ref(), before, &mut tx.md_events, "feedback");
-            self.set_window(law_window(law.as_ref(), &tx.rtt));
         }
+        self.publish(tx);
     }
 
     /// Called on acks: falls back to classic when reports stopped.
@@ -349,31 +360,34 @@ fn quinn_view(ecn: Ecn, tag: SchemeTag) -> Ecn {
 
 /// The window to give quinn: rate laws set window = R · srtt / 1.25, since
 /// quinn paces at 1.25 · window / srtt (DESIGN.md §3).
-pub(crate) fn law_window(law: &dyn Law, rtt: &RttSample) -> u64 {
+fn law_window(law: &dyn Law, rtt: &RttSample, config: &LawConfig) -> u64 {
     match law.pacing_rate() {
-        Some(rate) => (rate * rtt.smoothed.as_secs_f64() / 1.25) as u64,
+        Some(rate) => config.clamp(rate * rtt.smoothed.as_secs_f64() / 1.25) as u64,
         None => law.window(),
     }
 }
 
+/// What a law's decreases are measured on: its rate for rate laws (their
+/// window follows the RTT), else its window.
+pub(crate) fn law_level(law: &dyn Law) -> (Mode, f64) {
+    (law.mode(), law.pacing_rate().unwrap_or(law.window() as f64))
+}
+
 /// Emits tracing events for a law's mode change and counts decreases.
-pub(crate) fn note_law_change(law: &dyn Law, before: (Mode, u64), md: &mut u64, cause: &str) {
-    let (mode, window) = (law.mode(), law.window());
+pub(crate) fn note_law_change(law: &dyn Law, before: (Mode, f64), md: &mut u64, cause: &str) {
+    let (mode, size) = law_level(law);
     if mode != before.0 {
-        tracing::debug!(from = %before.0, to = %mode, window, cause, "law mode change");
+        tracing::debug!(from = %before.0, to = %mode, window = law.window(), cause, "law mode change");
     }
-    if window < before.1 {
+    if size < before.1 {
         *md += 1;
-        tracing::info!(mode = %mode, from_window = before.1, window, cause, "multiplicative decrease");
+        tracing::info!(mode = %mode, from = before.1, to = size, cause, "multiplicative decrease");
     }
 }
 
-/// One of quinn's controllers, with ecnq's initial window.
-pub(crate) fn quinn_controller(
-    cc: CongestionControl,
-    initial_window: u64,
-    mss: u64,
-) -> Box<dyn Controller> {
+/// One of quinn's controllers (NewReno for anything but Cubic and BBR),
+/// with ecnq's initial window.
+fn quinn_controller(cc: CongestionControl, initial_window: u64, mss: u64) -> Box<dyn Controller> {
     use quinn_proto::congestion::{BbrConfig, ControllerFactory, CubicConfig};
     let now = Instant::now();
     let mtu = u16::try_from(mss).unwrap_or(u16::MAX);
@@ -388,7 +402,7 @@ pub(crate) fn quinn_controller(
             config.initial_window(initial_window);
             Arc::new(config).build(now, mtu)
         }
-        CongestionControl::NewReno | CongestionControl::Ecnq(_) => {
+        _ => {
             let mut config = NewRenoConfig::default();
             config.initial_window(initial_window);
             Arc::new(config).build(now, mtu)

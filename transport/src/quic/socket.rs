@@ -141,7 +141,7 @@ impl EcnSocket {
         hdr.msg_iovlen = 1;
         hdr.msg_control = control.0.as_mut_ptr().cast();
         hdr.msg_controllen = CONTROL_LEN as _;
-        let mut cmsgs = CmsgWriter::new(&mut hdr);
+        let mut cmsgs = CmsgWriter::new(&mut hdr, CONTROL_LEN);
         let to_ipv4 = match destination.ip() {
             IpAddr::V4(_) => true,
             IpAddr::V6(ip) => ip.to_ipv4_mapped().is_some(),
@@ -340,13 +340,20 @@ struct CmsgWriter<'a> {
     hdr: &'a mut libc::msghdr,
     cmsg: *mut libc::cmsghdr,
     used: usize,
+    capacity: usize,
 }
 
 impl<'a> CmsgWriter<'a> {
-    fn new(hdr: &'a mut libc::msghdr) -> CmsgWriter<'a> {
+    /// `hdr`'s control buffer must be `capacity` bytes, as msg_controllen says.
+    fn new(hdr: &'a mut libc::msghdr, capacity: usize) -> CmsgWriter<'a> {
         // SAFETY: msg_control / msg_controllen describe a live, aligned buffer.
         let cmsg = unsafe { libc::CMSG_FIRSTHDR(hdr) };
-        CmsgWriter { hdr, cmsg, used: 0 }
+        CmsgWriter {
+            hdr,
+            cmsg,
+            used: 0,
+            capacity,
+        }
     }
 
     fn push<T: Copy>(&mut self, level: libc::c_int, kind: libc::c_int, value: T) {
@@ -356,7 +363,7 @@ impl<'a> CmsgWriter<'a> {
         // CONTROL_LEN, far above the three small messages written).
         unsafe {
             let space = libc::CMSG_SPACE(mem::size_of::<T>() as _) as usize;
-            assert!(self.used + space <= self.hdr.msg_controllen as usize);
+            assert!(self.used + space <= self.capacity);
             (*self.cmsg).cmsg_level = level;
             (*self.cmsg).cmsg_type = kind;
             (*self.cmsg).cmsg_len = libc::CMSG_LEN(mem::size_of::<T>() as _) as _;
