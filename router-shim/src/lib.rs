@@ -10,17 +10,23 @@
 //! * [`spec`]: link specs in tc/netem words.
 //! * [`link`]: the sans-IO link model (queue, rate, delay, loss, ...).
 //! * [`pump`]: the thread that drives a link in real time.
+//! * [`observe`]: Prometheus metrics and pcap capture.
 //! * [`stats`]: per-link snapshots as JSON lines.
 //! * [`relay`]: the UDP relay data path.
 //! * [`tos_socket`]: UDP send/receive with the TOS byte (relay mode).
+//! * [`tun`]: the TUN data path (`ecnq-shim tun`).
+//! * [`testbed`]: network-namespace topologies with a shim per router.
 
 #![warn(missing_docs)]
 
 pub mod classify;
 pub mod link;
+pub mod observe;
 pub mod pump;
 pub mod relay;
 pub mod spec;
 pub mod stats;
+pub mod testbed;
 pub mod tos_socket;
+pub mod tun;
 pub mod wire;

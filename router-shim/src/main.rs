@@ -3,6 +3,7 @@
 use std::fs::File;
 use std::io::{self, BufWriter};
 use std::net::SocketAddr;
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -11,9 +12,13 @@ use clap::{Arg, ArgAction, ArgMatches, Command};
 use ecnq::router::{MarkingMode, RouterConfig};
 
 use ecnq_shim::link::router_config;
+use ecnq_shim::observe::{PcapWriter, SnapshotBoard};
+use ecnq_shim::pump::Observers;
 use ecnq_shim::relay::{Direction, Relay, RelayConfig, RelayReport};
 use ecnq_shim::spec::{parse_rate, parse_size, parse_time, LinkSpec};
-use ecnq_shim::stats::StatsSink;
+use ecnq_shim::stats::{LinkSnapshot, StatsSink};
+use ecnq_shim::testbed::{self, name_of, Shape, Topology};
+use ecnq_shim::tun::{TunConfig, TunShim};
 
 const ABOUT: &str = "ecnq router shim: an emulated bottleneck link that measures its load \
 factor every t_p and re-marks ECN for router-assisted congestion control (VCP family).";
@@ -83,7 +88,15 @@ fn link_args() -> Vec<Arg> {
             .long("stats-interval")
             .value_name("TIME")
             .default_value("100ms")
-            .help("How often --stats gets a line per link"),
+            .help("How often --stats gets a line per link (and --metrics is refreshed)"),
+        Arg::new("metrics")
+            .long("metrics")
+            .value_name("ADDR")
+            .help("Serve per-link counters in Prometheus text format on ADDR, e.g. 127.0.0.1:9464"),
+        Arg::new("pcap")
+            .long("pcap")
+            .value_name("FILE")
+            .help("Write what leaves the shim to FILE (pcap, raw IP; relay packets get synthesized IP/UDP headers)"),
     ]
 }
 
@@ -137,12 +150,98 @@ fn command() -> Command {
                 )
                 .args(link_args()),
         )
+        .subcommand(
+            Command::new("testbed")
+                .about(
+                    "Network-namespace topologies with a shim per router (root). `up` prints the \
+                     hosts' addresses and the `ip netns exec` commands to use; `down` removes \
+                     every namespace and process of the testbed, also after a crash.",
+                )
+                .subcommand_required(true)
+                .subcommand(
+                    Command::new("up")
+                        .about("Build a topology and start its shims")
+                        .arg(
+                            Arg::new("topology")
+                                .required(true)
+                                .value_name("TOPOLOGY")
+                                .help(
+                                    "dumbbell[:N] (N sender/receiver pairs, one bottleneck; N=2) \
+                                     or parking-lot[:K] (K bottlenecks in a chain, one long flow \
+                                     s0→r0 and local flows sj→rj; K=2)",
+                                ),
+                        )
+                        .arg(
+                            Arg::new("name")
+                                .long("name")
+                                .value_name("NAME")
+                                .help("Testbed name [default: the topology's, e.g. dumbbell]"),
+                        )
+                        .arg(
+                            Arg::new("shim-args")
+                                .num_args(0..)
+                                .last(true)
+                                .value_name("SHIM ARGS")
+                                .help("Passed to every `ecnq-shim tun`, e.g. -- --link \"rate 20mbit delay 10ms\" --scheme auto"),
+                        ),
+                )
+                .subcommand(
+                    Command::new("down")
+                        .about("Remove a testbed")
+                        .arg(Arg::new("testbed").required(true).value_name("NAME|TOPOLOGY")),
+                )
+                .subcommand(
+                    Command::new("status")
+                        .about("Show a testbed's namespaces, addresses and processes")
+                        .arg(Arg::new("testbed").required(true).value_name("NAME|TOPOLOGY")),
+                ),
+        )
+        .subcommand(
+            Command::new("tun")
+                .about(
+                    "Router hop through two TUN devices (root): packets the kernel routes into the \
+                     up device cross the up link and are written into the down device, and the \
+                     reverse. Set policy routes yourself or use `testbed`; rp_filter must be 0. \
+                     Final counters print as JSON lines on SIGINT/SIGTERM.",
+                )
+                .arg(
+                    Arg::new("up-dev")
+                        .long("up-dev")
+                        .value_name("NAME")
+                        .default_value("ecnq-up")
+                        .help("TUN device for left → right traffic"),
+                )
+                .arg(
+                    Arg::new("down-dev")
+                        .long("down-dev")
+                        .value_name("NAME")
+                        .default_value("ecnq-down")
+                        .help("TUN device for right → left traffic"),
+                )
+                .arg(Arg::new("mtu").long("mtu").value_name("BYTES").default_value("1500").help("MTU of both devices"))
+                .arg(
+                    Arg::new("no-offload")
+                        .long("no-offload")
+                        .action(ArgAction::SetTrue)
+                        .help("Plain packets: no virtio-net headers, GSO or GRO"),
+                )
+                .arg(
+                    Arg::new("tx-queue-len")
+                        .long("tx-queue-len")
+                        .value_name("N")
+                        .default_value("10000")
+                        .help("Device transmit queue (the kernel default of 500 drops bursts)"),
+                )
+                .args(link_args()),
+        )
 }
 
 fn main() -> ExitCode {
     let matches = command().get_matches();
     let result = match matches.subcommand() {
         Some(("relay", m)) => relay(m),
+        Some(("tun", m)) => tun(m),
+        Some(("testbed", m)) => testbed(m),
         _ => Err("no such command (try --help)".to_owned()),
     };
     match result {
@@ -243,17 +342,40 @@ fn directions(m: &ArgMatches) -> Result<(Direction, Direction), String> {
     ))
 }
 
-fn stats_sink(m: &ArgMatches) -> Result<Option<Arc<StatsSink>>, String> {
-    let Some(path) = text(m, "stats") else {
-        return Ok(None);
+/// JSON lines, metrics endpoint and pcap file from the options.
+fn observers(m: &ArgMatches) -> Result<Observers, String> {
+    let interval = stats_interval(m)?;
+    let stats = match text(m, "stats") {
+        None => None,
+        Some("-") => Some(Arc::new(StatsSink::new(Box::new(io::stdout())))),
+        Some(path) => {
+            let file = File::create(path).map_err(|e| format!("--stats {path}: {e}"))?;
+            Some(Arc::new(StatsSink::new(Box::new(BufWriter::new(file)))))
+        }
     };
-    let out: Box<dyn io::Write + Send> = if path == "-" {
-        Box::new(io::stdout())
-    } else {
-        let file = File::create(path).map_err(|e| format!("--stats {path}: {e}"))?;
-        Box::new(BufWriter::new(file))
+    let board = match parsed::<SocketAddr>(m, "metrics")? {
+        None => None,
+        Some(addr) => {
+            let board = Arc::new(SnapshotBoard::default());
+            let local = board
+                .serve(addr)
+                .map_err(|e| format!("--metrics {addr}: {e}"))?;
+            eprintln!("ecnq-shim: metrics on http://{local}/metrics");
+            Some(board)
+        }
     };
-    Ok(Some(Arc::new(StatsSink::new(out))))
+    let pcap = match text(m, "pcap") {
+        None => None,
+        Some(path) => Some(Arc::new(
+            PcapWriter::create(Path::new(path)).map_err(|e| format!("--pcap {path}: {e}"))?,
+        )),
+    };
+    Ok(Observers {
+        stats,
+        board,
+        pcap,
+        interval,
+    })
 }
 
 fn seed(m: &ArgMatches) -> Result<u64, String> {
@@ -264,15 +386,101 @@ fn seed(m: &ArgMatches) -> Result<u64, String> {
     }))
 }
 
+fn stats_interval(m: &ArgMatches) -> Result<Duration, String> {
+    let interval = with(m, "stats-interval", parse_time)?.unwrap_or(Duration::from_millis(100));
+    if interval.is_zero() {
+        return Err("--stats-interval must be longer than zero".to_owned());
+    }
+    Ok(interval)
+}
+
+fn print_final(up: &LinkSnapshot, down: &LinkSnapshot) {
+    println!("{}", up.to_json(true));
+    println!("{}", down.to_json(true));
+}
+
+fn tun(m: &ArgMatches) -> Result<(), String> {
+    let (up, down) = directions(m)?;
+    let config = TunConfig {
+        up_device: text(m, "up-dev").unwrap_or("ecnq-up").to_owned(),
+        down_device: text(m, "down-dev").unwrap_or("ecnq-down").to_owned(),
+        mtu: parsed::<u16>(m, "mtu")?.unwrap_or(1500).max(576),
+        offload: !m.get_flag("no-offload"),
+        tx_queue_len: parsed::<u32>(m, "tx-queue-len")?.unwrap_or(10_000),
+        up,
+        down,
+        seed: seed(m)?,
+    };
+    let observers = observers(m)?;
+    let runtime = signal_runtime()?;
+    let shim = TunShim::start(&config, observers).map_err(|e| e.to_string())?;
+    eprintln!(
+        "ecnq-shim tun: {} -> link up -> {}, {} -> link down -> {}; scheme {}; offload {}",
+        config.up_device,
+        config.down_device,
+        config.down_device,
+        config.up_device,
+        config.up.router.mode,
+        if shim.udp_gso() {
+            "on (UDP GSO)"
+        } else if config.offload {
+            "on (no UDP GSO)"
+        } else {
+            "off"
+        },
+    );
+    runtime.block_on(shutdown_signal());
+    let report = shim.stop().map_err(|e| e.to_string())?;
+    print_final(&report.up, &report.down);
+    Ok(())
+}
+
+fn testbed(m: &ArgMatches) -> Result<(), String> {
+    match m.subcommand() {
+        Some(("up", m)) => {
+            let topology = text(m, "topology").unwrap_or_default();
+            let shape = topology.parse::<Shape>()?;
+            let name = match text(m, "name") {
+                Some(name) => name,
+                None => name_of(topology)?,
+            };
+            let layout = Topology::new(name, shape)?;
+            let shim =
+                std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
+            let args: Vec<String> = m
+                .get_many::<String>("shim-args")
+                .map(|v| v.cloned().collect())
+                .unwrap_or_default();
+            let info = testbed::up(&layout, &shim, &args)?;
+            print!("{}", info.summary);
+            Ok(())
+        }
+        Some(("down", m)) => {
+            let name = name_of(text(m, "testbed").unwrap_or_default())?;
+            let removed = testbed::down(name)?;
+            println!("testbed {name}: removed {} namespaces", removed.len());
+            Ok(())
+        }
+        Some(("status", m)) => {
+            let name = name_of(text(m, "testbed").unwrap_or_default())?;
+            print!("{}", testbed::status(name)?);
+            Ok(())
+        }
+        _ => Err("testbed: expected up, down or status".to_owned()),
+    }
+}
+
+fn signal_runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))
+}
+
 fn relay(m: &ArgMatches) -> Result<(), String> {
     let listen = parsed::<SocketAddr>(m, "listen")?.ok_or("--listen is required")?;
     let target = parsed::<SocketAddr>(m, "to")?.ok_or("--to is required")?;
     let (up, down) = directions(m)?;
-    let stats_interval =
-        with(m, "stats-interval", parse_time)?.unwrap_or(Duration::from_millis(100));
-    if stats_interval.is_zero() {
-        return Err("--stats-interval must be longer than zero".to_owned());
-    }
     let max_sessions = parsed::<usize>(m, "max-sessions")?.unwrap_or(4096);
     if max_sessions == 0 {
         return Err("--max-sessions must be at least 1".to_owned());
@@ -285,15 +493,11 @@ fn relay(m: &ArgMatches) -> Result<(), String> {
         seed: seed(m)?,
         session_idle: with(m, "session-idle", parse_time)?.unwrap_or(Duration::from_secs(60)),
         max_sessions,
-        stats_interval,
     };
-    let stats = stats_sink(m)?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    let observers = observers(m)?;
+    let runtime = signal_runtime()?;
     let report: RelayReport = runtime.block_on(async {
-        let relay = Relay::bind(config.clone(), stats)
+        let relay = Relay::bind(config.clone(), observers)
             .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
         let local = relay.local_addr().map_err(|e| e.to_string())?;
         eprintln!(
@@ -317,8 +521,7 @@ fn relay(m: &ArgMatches) -> Result<(), String> {
             .await
             .map_err(|e| format!("relay failed: {e}"))
     })?;
-    println!("{}", report.up.to_json(true));
-    println!("{}", report.down.to_json(true));
+    print_final(&report.up, &report.down);
     println!(
         "{{\"sessions\":{},\"sessions_refused\":{}}}",
         report.sessions, report.refused

@@ -14,6 +14,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::link::{Link, LinkPacket};
+use crate::observe::{PcapWriter, SnapshotBoard};
 use crate::stats::{LinkSnapshot, StatsSink};
 
 /// Packets waiting between the readers and a link thread.
@@ -23,6 +24,10 @@ const CHANNEL_DEPTH: usize = 8192;
 pub trait Egress<P>: Send + 'static {
     /// Sends a batch of released packets (in order); returns how many failed.
     fn send_batch(&mut self, batch: &mut Vec<P>) -> u64;
+
+    /// The packet as an IP packet on the wire, for `--pcap` (into `out`,
+    /// cleared first); false if it cannot be shown.
+    fn ip_image(&self, packet: &P, out: &mut Vec<u8>) -> bool;
 }
 
 /// A message to a link thread.
@@ -33,13 +38,32 @@ pub enum LinkMsg<P> {
     Stop,
 }
 
-/// Where and how often a link writes stats lines.
-#[derive(Clone, Debug)]
-pub struct StatsOutput {
-    /// The sink shared by the shim's links.
-    pub sink: Arc<StatsSink>,
-    /// Period of the lines.
+/// Where a link reports: JSON lines, the metrics board, a pcap file.
+#[derive(Clone, Debug, Default)]
+pub struct Observers {
+    /// JSON lines, shared by the shim's links.
+    pub stats: Option<Arc<StatsSink>>,
+    /// The latest snapshots, for `--metrics`.
+    pub board: Option<Arc<SnapshotBoard>>,
+    /// What leaves the shim.
+    pub pcap: Option<Arc<PcapWriter>>,
+    /// Period of stats lines and board updates.
     pub interval: Duration,
+}
+
+impl Observers {
+    fn periodic(&self) -> bool {
+        (self.stats.is_some() || self.board.is_some()) && !self.interval.is_zero()
+    }
+
+    fn report(&self, snapshot: &LinkSnapshot, final_: bool) {
+        if let Some(sink) = &self.stats {
+            let _ = sink.write_line(&snapshot.to_json(final_));
+        }
+        if let Some(board) = &self.board {
+            board.publish(*snapshot);
+        }
+    }
 }
 
 /// A running link thread.
@@ -57,12 +81,12 @@ impl<P: LinkPacket + Send + 'static> LinkThread<P> {
         link: Link<P>,
         egress: impl Egress<P>,
         epoch: Instant,
-        stats: Option<StatsOutput>,
+        observers: Observers,
     ) -> io::Result<LinkThread<P>> {
         let (tx, rx) = mpsc::sync_channel(CHANNEL_DEPTH);
         let handle = thread::Builder::new()
             .name(format!("link-{name}"))
-            .spawn(move || run(name, link, rx, egress, epoch, stats))?;
+            .spawn(move || run(name, link, rx, egress, epoch, observers))?;
         Ok(LinkThread { tx, handle })
     }
 
@@ -90,12 +114,15 @@ fn run<P: LinkPacket>(
     rx: Receiver<LinkMsg<P>>,
     mut egress: impl Egress<P>,
     epoch: Instant,
-    stats: Option<StatsOutput>,
+    observers: Observers,
 ) -> LinkSnapshot {
     let mut send_errors = 0u64;
     let mut last_now = Duration::ZERO;
     let mut batch = Vec::new();
-    let mut next_stats = stats.as_ref().map(|s| epoch.elapsed() + s.interval);
+    let mut image = Vec::new();
+    let mut next_stats = observers
+        .periodic()
+        .then(|| epoch.elapsed() + observers.interval);
     loop {
         let now = epoch.elapsed().max(last_now);
         last_now = now;
@@ -103,17 +130,21 @@ fn run<P: LinkPacket>(
             batch.push(p);
         }
         if !batch.is_empty() {
+            if let Some(pcap) = &observers.pcap {
+                for p in &batch {
+                    if egress.ip_image(p, &mut image) {
+                        let _ = pcap.write_all([&image[..]]);
+                    }
+                }
+            }
             send_errors += egress.send_batch(&mut batch);
             batch.clear();
         }
-        if let (Some(out), Some(due)) = (&stats, next_stats.as_mut()) {
-            if now >= *due {
-                link.router_mut().advance(now);
-                let line = LinkSnapshot::of(name, now, &link, send_errors).to_json(false);
-                let _ = out.sink.write_line(&line);
-                while *due <= now {
-                    *due += out.interval;
-                }
+        if let Some(due) = next_stats.as_mut().filter(|due| now >= **due) {
+            link.router_mut().advance(now);
+            observers.report(&LinkSnapshot::of(name, now, &link, send_errors), false);
+            while *due <= now {
+                *due += observers.interval;
             }
         }
         let mut deadline = link.next_wakeup().unwrap_or(now + Duration::from_secs(1));
@@ -143,9 +174,7 @@ fn run<P: LinkPacket>(
     let now = epoch.elapsed().max(last_now);
     link.router_mut().advance(now);
     let snapshot = LinkSnapshot::of(name, now, &link, send_errors);
-    if let Some(out) = &stats {
-        let _ = out.sink.write_line(&snapshot.to_json(true));
-    }
+    observers.report(&snapshot, true);
     snapshot
 }
 

@@ -27,12 +27,13 @@ use tokio::task::JoinHandle;
 
 use crate::classify::{marks_of, remarked_tos, PassReason};
 use crate::link::{Link, LinkPacket};
-use crate::pump::{Egress, LinkMsg, LinkThread, StatsOutput};
+use crate::pump::{Egress, LinkMsg, LinkThread, Observers};
 use crate::spec::LinkSpec;
-use crate::stats::{LinkSnapshot, StatsSink};
+use crate::stats::LinkSnapshot;
 use crate::tos_socket::{
     enable_recv_tos, recv_with_tos, send_with_tos, set_buffers, wait_writable,
 };
+use crate::wire::{Ipv4Repr, Ipv6Repr, UdpRepr, PROTO_UDP};
 
 /// Largest datagram relayed.
 const MAX_DATAGRAM: usize = 65_535;
@@ -67,8 +68,6 @@ pub struct RelayConfig {
     pub session_idle: Duration,
     /// At most this many sessions at once; datagrams from further clients are dropped.
     pub max_sessions: usize,
-    /// How often each link writes a stats line (with a sink).
-    pub stats_interval: Duration,
 }
 
 /// A datagram crossing the relay.
@@ -115,17 +114,17 @@ pub struct RelayReport {
 pub struct Relay {
     config: RelayConfig,
     listener: Arc<UdpSocket>,
-    stats: Option<Arc<StatsSink>>,
+    observers: Observers,
 }
 
 impl Relay {
     /// Binds the listening socket (call inside a tokio runtime).
-    pub fn bind(config: RelayConfig, stats: Option<Arc<StatsSink>>) -> io::Result<Relay> {
+    pub fn bind(config: RelayConfig, observers: Observers) -> io::Result<Relay> {
         let listener = bind_tos_socket(config.listen)?;
         Ok(Relay {
             config,
             listener: Arc::new(listener),
-            stats,
+            observers,
         })
     }
 
@@ -141,19 +140,15 @@ impl Relay {
         let Relay {
             config,
             listener,
-            stats,
+            observers,
         } = self;
-        let stats = stats.map(|sink| StatsOutput {
-            sink,
-            interval: config.stats_interval,
-        });
         let link = |d: &Direction, seed| Link::new(d.spec, d.router.clone(), seed, epoch.elapsed());
         let up = LinkThread::spawn(
             "up",
             link(&config.up, config.seed),
             DatagramEgress,
             epoch,
-            stats.clone(),
+            observers.clone(),
         )?;
         let down_seed = config.seed.wrapping_add(1);
         let down = LinkThread::spawn(
@@ -161,7 +156,7 @@ impl Relay {
             link(&config.down, down_seed),
             DatagramEgress,
             epoch,
-            stats,
+            observers,
         )?;
         let (up_tx, down_tx) = (up.sender(), down.sender());
         let mut sessions = Sessions {
@@ -366,6 +361,56 @@ impl Egress<Datagram> for DatagramEgress {
     fn send_batch(&mut self, batch: &mut Vec<Datagram>) -> u64 {
         batch.iter().filter(|d| !send(d)).count() as u64
     }
+
+    fn ip_image(&self, d: &Datagram, out: &mut Vec<u8>) -> bool {
+        let (Ok(src), Some(dst)) = (d.out.local_addr(), d.to.or_else(|| d.out.peer_addr().ok()))
+        else {
+            return false;
+        };
+        ip_image(src, dst, remarked_tos(d.tos, &d.marks), &d.payload, out)
+    }
+}
+
+/// A UDP datagram as the IP packet it would be on the wire (for pcap).
+fn ip_image(src: SocketAddr, dst: SocketAddr, tos: u8, payload: &[u8], out: &mut Vec<u8>) -> bool {
+    let udp_len = UdpRepr::HEADER_LEN + payload.len();
+    let header = match (src, dst) {
+        (SocketAddr::V4(s), SocketAddr::V4(d)) if udp_len + 20 <= 65_535 => {
+            out.resize(20, 0);
+            let repr = Ipv4Repr {
+                src: *s.ip(),
+                dst: *d.ip(),
+                protocol: PROTO_UDP,
+                tos,
+                ttl: 64,
+                payload_len: udp_len,
+            };
+            repr.emit(out);
+            20
+        }
+        (SocketAddr::V6(s), SocketAddr::V6(d)) if udp_len <= 65_535 => {
+            out.resize(40, 0);
+            let repr = Ipv6Repr {
+                src: *s.ip(),
+                dst: *d.ip(),
+                next_header: PROTO_UDP,
+                traffic_class: tos,
+                hop_limit: 64,
+                payload_len: udp_len,
+            };
+            repr.emit(out);
+            40
+        }
+        _ => return false,
+    };
+    out.resize(header + udp_len, 0);
+    UdpRepr {
+        src_port: src.port(),
+        dst_port: dst.port(),
+    }
+    .emit(&mut out[header..], payload.len());
+    out[header + UdpRepr::HEADER_LEN..].copy_from_slice(payload);
+    true
 }
 
 /// One `sendmsg`; one retry after waiting for buffer space.

@@ -566,7 +566,7 @@ impl UdpRepr {
     pub const HEADER_LEN: usize = udp_field::HEADER;
 
     /// Writes the header for `payload_len` bytes of payload, checksum 0
-    /// ("none", allowed for IPv4; tests only).
+    /// ("none": allowed for IPv4; used for hand-built and captured packets).
     ///
     /// # Panics
     /// If `buf` is shorter than 8 bytes or the length exceeds 65 535.

@@ -10,10 +10,15 @@ use std::time::{Duration, Instant};
 use ecnq::router::MarkingMode;
 use ecnq::{Ecn, SchemeTag, WireScheme};
 use ecnq_shim::link::router_config;
+use ecnq_shim::observe::PcapWriter;
+use ecnq_shim::pump::Observers;
 use ecnq_shim::relay::{Direction, Relay, RelayConfig, RelayReport};
 use ecnq_shim::spec::LinkSpec;
 use ecnq_shim::stats::StatsSink;
-use ecnq_shim::tos_socket::{enable_recv_tos, recv_with_tos, send_with_tos, set_buffers};
+use ecnq_shim::tos_socket::{enable_recv_tos, set_buffers};
+
+mod common;
+use common::{receive_all, send};
 
 /// A relay running on its own runtime thread.
 struct RunningRelay {
@@ -27,7 +32,7 @@ impl RunningRelay {
         target: SocketAddr,
         spec: &str,
         mode: MarkingMode,
-        stats: Option<Arc<StatsSink>>,
+        observers: Observers,
     ) -> RunningRelay {
         let spec: LinkSpec = spec.parse().expect("valid spec");
         let mut router = router_config(&spec);
@@ -41,7 +46,6 @@ impl RunningRelay {
             seed: 7,
             session_idle: Duration::from_secs(60),
             max_sessions: 16,
-            stats_interval: Duration::from_millis(100),
         };
         let (addr_tx, addr_rx) = std::sync::mpsc::channel();
         let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -51,7 +55,7 @@ impl RunningRelay {
                 .build()
                 .unwrap();
             rt.block_on(async move {
-                let relay = Relay::bind(config, stats).unwrap();
+                let relay = Relay::bind(config, observers).unwrap();
                 addr_tx.send(relay.local_addr().unwrap()).unwrap();
                 relay
                     .run(async {
@@ -79,39 +83,6 @@ fn tos_socket() -> UdpSocket {
     s
 }
 
-#[derive(Clone, Debug)]
-struct Received {
-    at: Instant,
-    len: usize,
-    tos: u8,
-    from: SocketAddr,
-    payload: Vec<u8>,
-}
-
-/// Receives until `idle` passes with nothing (or `max` datagrams).
-fn receive_all(socket: &UdpSocket, idle: Duration, max: usize) -> Vec<Received> {
-    socket.set_nonblocking(false).unwrap();
-    socket.set_read_timeout(Some(idle)).unwrap();
-    let mut out = Vec::new();
-    let mut buf = vec![0u8; 65_536];
-    let mut peek = [0u8; 1];
-    while out.len() < max && socket.peek_from(&mut peek).is_ok() {
-        let meta = recv_with_tos(socket, &mut buf).unwrap();
-        out.push(Received {
-            at: Instant::now(),
-            len: meta.len,
-            tos: meta.tos,
-            from: meta.from,
-            payload: buf[..meta.len].to_vec(),
-        });
-    }
-    out
-}
-
-fn send(socket: &UdpSocket, to: SocketAddr, payload: &[u8], tos: u8) {
-    send_with_tos(socket, payload, Some(to), tos, false).unwrap();
-}
-
 #[test]
 fn relay_marks_as_the_scheme_says_both_ways() {
     let server = tos_socket();
@@ -119,7 +90,7 @@ fn relay_marks_as_the_scheme_says_both_ways() {
         server.local_addr().unwrap(),
         "rate 2mbit limit 100kb",
         MarkingMode::Auto,
-        None,
+        Observers::default(),
     );
     let client = tos_socket();
     let vcp = SchemeTag::new(1);
@@ -188,7 +159,7 @@ fn relay_serves_many_clients() {
         server.local_addr().unwrap(),
         "delay 1ms",
         MarkingMode::Off,
-        None,
+        Observers::default(),
     );
     let clients: Vec<UdpSocket> = (0..5).map(|_| tos_socket()).collect();
     for (i, c) in clients.iter().enumerate() {
@@ -221,7 +192,12 @@ fn relay_serves_many_clients() {
 /// and measures the rate the receiver sees, in bit/s on the wire.
 fn measured_rate(spec: &str, rate: f64, duration: Duration) -> f64 {
     let server = tos_socket();
-    let relay = RunningRelay::start(server.local_addr().unwrap(), spec, MarkingMode::Auto, None);
+    let relay = RunningRelay::start(
+        server.local_addr().unwrap(),
+        spec,
+        MarkingMode::Auto,
+        Observers::default(),
+    );
     let client = tos_socket();
     let wire = 1200.0 + 28.0;
     // Offer 120 % of the rate, in 1 ms batches.
@@ -279,7 +255,7 @@ fn relay_adds_the_configured_delay() {
         server.local_addr().unwrap(),
         "delay 20ms",
         MarkingMode::Auto,
-        None,
+        Observers::default(),
     );
     let client = tos_socket();
     let epoch = Instant::now();
@@ -311,42 +287,59 @@ fn relay_adds_the_configured_delay() {
 }
 
 #[test]
-fn stats_lines_and_final_counters() {
+fn stats_lines_pcap_and_final_counters() {
     let server = tos_socket();
-    let sink_path =
-        std::env::temp_dir().join(format!("ecnq-shim-stats-{}.jsonl", std::process::id()));
-    let file = std::fs::File::create(&sink_path).unwrap();
-    let stats = Arc::new(StatsSink::new(Box::new(file)));
+    let tmp = |ext: &str| {
+        std::env::temp_dir().join(format!("ecnq-shim-relay-{}.{ext}", std::process::id()))
+    };
+    let (stats_path, pcap_path) = (tmp("jsonl"), tmp("pcap"));
+    let observers = Observers {
+        stats: Some(Arc::new(StatsSink::new(Box::new(
+            std::fs::File::create(&stats_path).unwrap(),
+        )))),
+        pcap: Some(Arc::new(PcapWriter::create(&pcap_path).unwrap())),
+        interval: Duration::from_millis(100),
+        ..Observers::default()
+    };
     let relay = RunningRelay::start(
         server.local_addr().unwrap(),
         "rate 10mbit",
         MarkingMode::Auto,
-        Some(stats),
+        observers,
     );
     let client = tos_socket();
     for _ in 0..30 {
-        send(&client, relay.addr, &[0; 100], 0x05);
+        send(&client, relay.addr, &[7; 100], 0x05);
         thread::sleep(Duration::from_millis(10));
     }
     let report = relay.stop();
-    let text = std::fs::read_to_string(&sink_path).unwrap();
-    let _ = std::fs::remove_file(&sink_path);
-    let lines: Vec<&str> = text.lines().collect();
-    assert!(
-        lines
-            .iter()
-            .filter(|l| l.contains("\"dir\":\"up\""))
-            .count()
-            >= 2,
-        "{text}"
+    let text = std::fs::read_to_string(&stats_path).unwrap();
+    let pcap = std::fs::read(&pcap_path).unwrap();
+    let _ = (
+        std::fs::remove_file(&stats_path),
+        std::fs::remove_file(&pcap_path),
     );
-    let last_up = lines
-        .iter()
-        .rev()
-        .find(|l| l.contains("\"dir\":\"up\""))
-        .unwrap();
+
+    let up: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("\"dir\":\"up\""))
+        .collect();
+    assert!(up.len() >= 2, "{text}");
+    let last_up = up.last().unwrap();
     assert!(last_up.contains("\"final\":true"));
     assert!(last_up.contains("\"arrivals\":30"), "{last_up}");
     assert!(last_up.contains("\"utilization\":"), "{last_up}");
     assert_eq!(report.up.counters.departures, 30);
+
+    // pcap: 24-byte header, then 30 records of 16 + 20 (IPv4) + 8 (UDP) + 100
+    // bytes, each an IPv4 packet to the server with the TOS byte sent.
+    assert_eq!(pcap.len(), 24 + 30 * (16 + 128));
+    let first = &pcap[24 + 16..24 + 16 + 128];
+    assert_eq!((first[0], first[1]), (0x45, 0x05));
+    assert_eq!(&first[16..20], &[127, 0, 0, 1]);
+    assert_eq!(
+        u16::from_be_bytes([first[22], first[23]]),
+        server.local_addr().unwrap().port()
+    );
+    assert_eq!(&first[28..], &[7; 100]);
 }
