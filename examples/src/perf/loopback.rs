@@ -11,6 +11,7 @@ use std::time::Duration;
 use ecnq::quic::{CongestionControl, Endpoint, Options};
 use ecnq::Scheme;
 use ecnq_shim::link::router_config;
+use ecnq_shim::pump::Observers;
 use ecnq_shim::relay::{Direction, Relay, RelayConfig};
 use ecnq_shim::spec::LinkSpec;
 use ecnq_shim::stats::StatsSink;
@@ -176,11 +177,14 @@ pub fn bind_relay(spec: &LinkSpec, target: SocketAddr, listen: Option<SocketAddr
         seed: 1,
         session_idle: Duration::from_secs(30),
         max_sessions: 256,
-        stats_interval: Duration::from_millis(50),
     };
     let lines = Lines::default();
-    let sink = Arc::new(StatsSink::new(Box::new(lines.clone())));
-    let relay = Relay::bind(config, Some(sink)).map_err(|e| format!("cannot start a relay: {e}"))?;
+    let observers = Observers {
+        stats: Some(Arc::new(StatsSink::new(Box::new(lines.clone())))),
+        interval: Duration::from_millis(50),
+        ..Observers::default()
+    };
+    let relay = Relay::bind(config, observers).map_err(|e| format!("cannot start a relay: {e}"))?;
     Ok((relay, lines))
 }
 
