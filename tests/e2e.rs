@@ -154,19 +154,72 @@ async fn shim_restart_mid_transfer() {
     assert_eq!(run.peer_result.bytes, 4 << 20);
 }
 
-/// Against a server that does not run ecnq (quinn's Cubic, untagged), an
-/// ecnq sender falls back to classic congestion control and completes.
+/// A perf server on plain quinn (its own socket, Cubic, no DSCP tag, no
+/// reports): what an ecnq client meets on a peer that does not run ecnq.
+async fn vanilla_server() -> (quinn::Endpoint, rustls::RootCertStore) {
+    use std::sync::Arc;
+    let (identity, _) = ecnq_examples::perf::proto::self_signed(&["localhost".to_owned()]).expect("cert");
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add_parsable_certificates(identity.chain.iter().cloned());
+    let mut crypto = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .expect("TLS 1.3")
+        .with_no_client_auth()
+        .with_single_cert(identity.chain, identity.key)
+        .expect("server cert");
+    crypto.alpn_protocols = vec![ecnq_examples::perf::proto::ALPN.to_vec()];
+    let quic = quinn::crypto::rustls::QuicServerConfig::try_from(crypto).expect("quic crypto");
+    let endpoint = quinn::Endpoint::server(quinn::ServerConfig::with_crypto(Arc::new(quic)), "127.0.0.1:0".parse().unwrap())
+        .expect("vanilla server");
+    let server = endpoint.clone();
+    tokio::spawn(async move {
+        while let Some(incoming) = server.accept().await {
+            tokio::spawn(async move {
+                let connection = incoming.await?;
+                let (mut control_send, mut control_recv) = connection.accept_bi().await?;
+                control_recv.read_to_end(4096).await?;
+                let mut data = connection.accept_uni().await?;
+                let start = std::time::Instant::now();
+                let mut bytes = 0u64;
+                let mut buf = vec![0u8; 16384];
+                while let Some(n) = data.read(&mut buf).await? {
+                    bytes += n as u64;
+                }
+                let result = ecnq_examples::perf::proto::TestResult { bytes, seconds: start.elapsed().as_secs_f64() };
+                control_send.write_all(&ecnq_examples::perf::proto::encode(&result)).await?;
+                control_send.finish()?;
+                connection.closed().await;
+                Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
+            });
+        }
+    });
+    (endpoint, roots)
+}
+
+/// Against a server that does not run ecnq (vanilla quinn: untagged, no
+/// reports), an ecnq sender falls back to classic congestion control and
+/// completes the transfer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn non_ecnq_peer_falls_back_and_completes() {
-    let bed = LoopbackBed::start(CongestionControl::Cubic).await.expect("bed");
-    let chain = ecnq_examples::perf::loopback::RelayChain::start(&[link("rate 20mbit delay 5ms limit 100")], bed.server())
-        .expect("relay");
-    let mut config = bed.client_config(chain.entry, CongestionControl::Ecnq(Scheme::Bmcc), 0.0);
-    config.request.bytes = 2 << 20;
+    let (server, roots) = vanilla_server().await;
+    let chain = ecnq_examples::perf::loopback::RelayChain::start(
+        &[link("rate 20mbit delay 5ms limit 100")],
+        server.local_addr().expect("addr"),
+    )
+    .expect("relay");
+    let config = client::ClientConfig {
+        server: chain.entry,
+        server_name: "localhost".into(),
+        roots,
+        cc: CongestionControl::Ecnq(Scheme::Bmcc),
+        request: ecnq_examples::perf::proto::TestRequest { version: 1, reverse: false, seconds: 0.0, bytes: 2 << 20 },
+        interval: Duration::from_millis(250),
+        qlog: None,
+    };
     let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
     let run = client::run_stream(&config, 1, Instant::now(), tx).await.expect("transfer");
     chain.stop().await;
-    assert_eq!(run.peer_result.bytes, 2 << 20);
+    assert_eq!(run.peer_result.bytes, 2 << 20, "the vanilla server received every byte");
     assert_eq!(run.stats.mode, PeerMode::ClassicPeerNotEcnq);
     assert_eq!(run.stats.reports_received, 0);
 }
