@@ -357,21 +357,33 @@ async fn bad_reports_are_counted_and_ignored() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sender_falls_back_when_reports_stop() {
+async fn sender_falls_back_when_reports_stop_and_resumes_when_they_return() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
     let (client, server) = endpoints(VCP, VCP, "127.0.0.1:0");
     // After the handshake the path starts bleaching DSCP towards the server:
     // the server can no longer tell the client's scheme, so its reports stop.
-    let forwarded = std::sync::atomic::AtomicUsize::new(0);
+    // Later the path heals.
+    let forwarded = AtomicUsize::new(0);
+    let healed = Arc::new(AtomicBool::new(false));
+    let heal = healed.clone();
     let relay = Relay::start(server.local_addr().unwrap(), move |dir, tos| match dir {
-        Dir::ToServer if forwarded.fetch_add(1, std::sync::atomic::Ordering::Relaxed) > 20 => {
+        Dir::ToServer
+            if forwarded.fetch_add(1, Ordering::Relaxed) > 20 && !heal.load(Ordering::Relaxed) =>
+        {
             tos & 0b11
         }
         _ => tos,
     });
     let (c, s) = connect(&client, &server, relay.addr).await;
-    transfer(&c, &s, MB, 9).await;
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    transfer(&c, &s, MB, 10).await;
+    // Keep data flowing past the report timeout (500 ms at least).
+    let started = tokio::time::Instant::now();
+    let mut seed = 9;
+    while c.congestion_stats().mode == PeerMode::Ecnq && started.elapsed() < Duration::from_secs(5)
+    {
+        transfer(&c, &s, MB, seed).await;
+        seed += 1;
+    }
     let stats = c.congestion_stats();
     assert_eq!(stats.mode, PeerMode::ClassicReportsStopped, "{stats:?}");
     // Reports flowed before the bleaching, then the law was replaced.
@@ -381,4 +393,175 @@ async fn sender_falls_back_when_reports_stop() {
     );
     // The server, which saw the tag in the handshake, still runs VCP.
     assert_eq!(s.congestion_stats().mode, PeerMode::Ecnq);
+    // Still tagged, but with quinn's own codepoint: quinn's ECN validation
+    // kept passing while the client sent VCP's ECT(1) (the server's socket
+    // told its quinn ECT(0)), or quinn would now send Not-ECT.
+    let sent = relay.tos(Dir::ToServer);
+    assert!(sent.contains(&vcp_tos(Ecn::Ect1)));
+    assert_eq!(sent.last(), Some(&vcp_tos(Ecn::Ect0)));
+    // The path heals: reports come back and so does the scheme.
+    healed.store(true, Ordering::Relaxed);
+    let healing = tokio::time::Instant::now();
+    while c.congestion_stats().mode != PeerMode::Ecnq && healing.elapsed() < Duration::from_secs(5)
+    {
+        transfer(&c, &s, MB, seed).await;
+        seed += 1;
+    }
+    let stats = c.congestion_stats();
+    assert_eq!(stats.mode, PeerMode::Ecnq, "{stats:?}");
+    assert!(
+        !is_classic(stats.law_mode),
+        "the VCP law is back: {stats:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn first_packet_tos_read_back_on_ipv6_ipv4_and_dual_stack() {
+    let cert = ecnq::quic::SelfSigned::new(&["localhost"]).unwrap();
+    for (client_bind, listener_bind) in [
+        ("[::]:0", "[::1]:0"),
+        ("[::1]:0", "[::1]:0"),
+        ("0.0.0.0:0", "127.0.0.1:0"),
+        ("[::]:0", "127.0.0.1:0"),
+    ] {
+        let listener = common::tos_reading_socket(listener_bind);
+        let target = listener.local_addr().unwrap();
+        let client = ecnq::quic::Endpoint::client(
+            client_bind.parse().unwrap(),
+            cert.roots(),
+            common::options(VCP),
+        )
+        .unwrap();
+        // The handshake never completes; only the Initial matters.
+        let connecting = tokio::spawn(async move {
+            let _ = client.connect(target, "localhost").await;
+        });
+        let (len, tos) = tokio::task::spawn_blocking(move || common::recv_tos(&listener))
+            .await
+            .unwrap();
+        assert!(
+            len >= 1200,
+            "{client_bind} → {listener_bind}: Initial of {len} bytes"
+        );
+        assert_eq!(tos, vcp_tos(Ecn::Ect0), "{client_bind} → {listener_bind}");
+        connecting.abort();
+    }
+}
+
+#[cfg(feature = "qlog")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn qlog_files_are_written_when_asked() {
+    let dir = std::env::temp_dir().join(format!("ecnq-qlog-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cert = ecnq::quic::SelfSigned::new(&["localhost"]).unwrap();
+    let options = common::options(VCP).qlog_dir(&dir);
+    let server =
+        ecnq::quic::Endpoint::server("[::1]:0".parse().unwrap(), cert.identity(), options.clone())
+            .unwrap();
+    let client =
+        ecnq::quic::Endpoint::client("[::]:0".parse().unwrap(), cert.roots(), options).unwrap();
+    let (c, s) = connect(&client, &server, server.local_addr().unwrap()).await;
+    transfer(&c, &s, MB, 11).await;
+    c.close(0u32.into(), b"");
+    client.wait_idle().await;
+    drop((c, s, client, server));
+    let files: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
+    assert_eq!(files.len(), 2, "one qlog per connection end");
+    assert!(files.iter().all(|f| f.metadata().unwrap().len() > 0));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_connection_per_remote_address() {
+    let (client, server) = endpoints(VCP, VCP, "[::1]:0");
+    let addr = server.local_addr().unwrap();
+    let (_c, _s) = connect(&client, &server, addr).await;
+    match client.connect(addr, "localhost").await {
+        Err(ecnq::quic::Error::Busy(busy)) => assert_eq!(busy, addr),
+        other => panic!("expected Busy, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_direction_runs_its_own_scheme() {
+    let bmcc = CongestionControl::Ecnq(Scheme::Bmcc);
+    let (client, server) = endpoints(VCP, bmcc, "[::1]:0");
+    let (c, s) = connect(&client, &server, server.local_addr().unwrap()).await;
+    tokio::join!(transfer(&c, &s, 2 * MB, 12), transfer(&s, &c, 2 * MB, 13));
+    let (cs, ss) = (c.congestion_stats(), s.congestion_stats());
+    assert_eq!((cs.mode, ss.mode), (PeerMode::Ecnq, PeerMode::Ecnq));
+    assert!(cs.reports_received > 0 && ss.reports_received > 0);
+    assert_eq!(cs.reports_rejected + ss.reports_rejected, 0);
+    // Each receiver decoded the other's scheme: VCP's ECT(1), BMCC's ECT(0).
+    assert!(ss.ecn_received[Ecn::Ect1.bits() as usize] > 1000, "{ss:?}");
+    assert!(cs.ecn_received[Ecn::Ect0.bits() as usize] > 1000, "{cs:?}");
+    assert_eq!(ss.local_estimate.map(|f| f.level), Some(0), "VCP low load");
+    // BMCC's level is the estimate in units of 1/10 000: no VCP decoder here.
+    assert!(cs.local_estimate.is_some_and(|f| f.level > 2), "{cs:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn feedback_mode_survives_an_idle_pause() {
+    let (client, server) = endpoints(VCP, VCP, "[::1]:0");
+    let (c, s) = connect(&client, &server, server.local_addr().unwrap()).await;
+    transfer(&c, &s, MB, 14).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let reports = |x: &ecnq::quic::Connection| x.congestion_stats().reports_sent;
+    let before = reports(&c) + reports(&s);
+    // Longer than the report timeout: no data, so no reports are due, and
+    // none are sent (reports answering reports would never stop).
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(
+        reports(&c) + reports(&s) - before <= 2,
+        "reports while idle"
+    );
+    transfer(&c, &s, MB, 15).await;
+    let stats = c.congestion_stats();
+    assert_eq!(stats.mode, PeerMode::Ecnq, "{stats:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_server_decodes_each_client_by_its_own_tag() {
+    let dpcp = CongestionControl::Ecnq(Scheme::Dpcp);
+    let mcp = CongestionControl::Ecnq(Scheme::Mcp);
+    let cert = ecnq::quic::SelfSigned::new(&["localhost"]).unwrap();
+    let server = ecnq::quic::Endpoint::server(
+        "[::1]:0".parse().unwrap(),
+        cert.identity(),
+        common::options(VCP),
+    )
+    .unwrap();
+    let client = |cc| {
+        ecnq::quic::Endpoint::client("[::]:0".parse().unwrap(), cert.roots(), common::options(cc))
+            .unwrap()
+    };
+    let (client_a, client_b) = (client(dpcp), client(mcp));
+    let addr = server.local_addr().unwrap();
+    let (a, sa) = connect(&client_a, &server, addr).await;
+    let (b, sb) = connect(&client_b, &server, addr).await;
+    tokio::join!(transfer(&a, &sa, 2 * MB, 16), transfer(&b, &sb, 2 * MB, 17));
+    // Both clients got reports for their own scheme from the same server socket.
+    for (client, server_side, base) in [(&a, &sa, Ecn::Ect1), (&b, &sb, Ecn::NotEct)] {
+        let stats = client.congestion_stats();
+        assert_eq!(stats.mode, PeerMode::Ecnq, "{stats:?}");
+        assert!(
+            stats.reports_received > 0 && stats.reports_rejected == 0,
+            "{stats:?}"
+        );
+        let seen = server_side.congestion_stats().ecn_received;
+        assert!(seen[base.bits() as usize] > 1000, "{seen:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servers_are_verified_against_the_client_roots() {
+    let (client, _) = endpoints(VCP, VCP, "[::1]:0");
+    let (_, other_server) = endpoints(VCP, VCP, "[::1]:0");
+    let addr = other_server.local_addr().unwrap();
+    let (result, _) = tokio::join!(client.connect(addr, "localhost"), async {
+        let incoming = other_server.accept().await;
+        drop(incoming)
+    });
+    let error = result.unwrap_err().to_string();
+    assert!(error.contains("invalid peer certificate"), "{error}");
 }

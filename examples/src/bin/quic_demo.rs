@@ -89,7 +89,8 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let addr = server.local_addr()?;
     println!("{} server on {addr}", args.cc);
 
-    let (client_side, server_side) = tokio::join!(client.connect(addr, "localhost"), server.accept());
+    let (client_side, server_side) =
+        tokio::join!(client.connect(addr, "localhost"), server.accept());
     let client_side = client_side?;
     let server_side = server_side.ok_or("server endpoint closed")??;
 
@@ -145,7 +146,9 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
 fn print_stats(who: &str, s: &CongestionStats) {
     let law = s.law_mode.map_or("-".to_owned(), |m| m.to_string());
     let load = |f: Option<ecnq::Feedback>| {
-        f.map_or("-".to_owned(), |f| format!("level {} (ρ ≤ {})", f.level, f.load))
+        f.map_or("-".to_owned(), |f| {
+            format!("level {} (ρ ≤ {})", f.level, f.load)
+        })
     };
     println!("{who}:");
     println!(

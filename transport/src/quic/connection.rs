@@ -105,12 +105,22 @@ impl Prepared {
     pub fn attach(self, connection: quinn::Connection) -> Connection {
         let (app_tx, app_rx) = mpsc::channel(APP_DATAGRAM_QUEUE);
         let dropped = Arc::new(AtomicU64::new(0));
-        tokio::spawn(send_reports(connection.clone(), self.peer.clone()));
+        let app_received = Arc::new(AtomicU64::new(0));
+        let app_sent = Arc::new(AtomicU64::new(0));
+        tokio::spawn(send_reports(
+            connection.clone(),
+            self.peer.clone(),
+            app_received.clone(),
+            app_sent.clone(),
+        ));
         tokio::spawn(read_datagrams(
             connection.clone(),
             self.peer.clone(),
-            app_tx,
-            dropped.clone(),
+            AppDatagrams {
+                queue: app_tx,
+                received: app_received,
+                dropped: dropped.clone(),
+            },
             self.socket.clone(),
             self.remote,
         ));
@@ -119,6 +129,7 @@ impl Prepared {
             peer: self.peer,
             app_datagrams: tokio::sync::Mutex::new(app_rx),
             dropped,
+            app_sent,
         }
     }
 
@@ -139,9 +150,18 @@ impl std::fmt::Debug for Peer {
 
 /// The receiver side of feedback: reports the decoder's estimate of the
 /// peer's traffic, following [`report::FeedbackSender`]'s policy.
-async fn send_reports(connection: quinn::Connection, peer: Arc<Peer>) {
+async fn send_reports(
+    connection: quinn::Connection,
+    peer: Arc<Peer>,
+    app_received: Arc<AtomicU64>,
+    app_sent: Arc<AtomicU64>,
+) {
     loop {
-        let (next, report) = peer.poll_report(Instant::now(), connection.rtt());
+        // Data progress both ways: what was exchanged besides ACKs and reports.
+        let stats = connection.stats();
+        peer.note_data_sent(stats.frame_tx.stream + app_sent.load(Ordering::Relaxed));
+        let progress = stats.frame_rx.stream + app_received.load(Ordering::Relaxed);
+        let (next, report) = peer.poll_report(Instant::now(), connection.rtt(), progress);
         match (next, report) {
             (Next::Send, Some(report)) => match connection.send_datagram(report.into()) {
                 Ok(()) => {}
@@ -167,21 +187,30 @@ async fn send_reports(connection: quinn::Connection, peer: Arc<Peer>) {
     }
 }
 
+/// Where application datagrams go, and their counters.
+struct AppDatagrams {
+    queue: mpsc::Sender<Bytes>,
+    received: Arc<AtomicU64>,
+    dropped: Arc<AtomicU64>,
+}
+
 /// Splits incoming DATAGRAM frames into reports (to the law) and the
 /// application's datagrams; unregisters the connection when it ends.
 async fn read_datagrams(
     connection: quinn::Connection,
     peer: Arc<Peer>,
-    app: mpsc::Sender<Bytes>,
-    dropped: Arc<AtomicU64>,
+    app: AppDatagrams,
     socket: Arc<EcnSocket>,
     remote: SocketAddr,
 ) {
     while let Ok(datagram) = connection.read_datagram().await {
         if report::is_report(&datagram) {
             peer.on_report(Instant::now(), &datagram);
-        } else if app.try_send(datagram).is_err() {
-            dropped.fetch_add(1, Ordering::Relaxed);
+            continue;
+        }
+        app.received.fetch_add(1, Ordering::Relaxed);
+        if app.queue.try_send(datagram).is_err() {
+            app.dropped.fetch_add(1, Ordering::Relaxed);
         }
     }
     socket.peers.remove(remote, &peer);
@@ -196,6 +225,7 @@ pub struct Connection {
     peer: Arc<Peer>,
     app_datagrams: tokio::sync::Mutex<mpsc::Receiver<Bytes>>,
     dropped: Arc<AtomicU64>,
+    app_sent: Arc<AtomicU64>,
 }
 
 /// Why an application datagram was not sent.
@@ -254,7 +284,11 @@ impl Connection {
         if report::is_report(&data) {
             return Err(DatagramError::Reserved);
         }
-        self.inner.send_datagram(data).map_err(DatagramError::Quinn)
+        self.inner
+            .send_datagram(data)
+            .map_err(DatagramError::Quinn)?;
+        self.app_sent.fetch_add(1, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Receives the next application datagram.

@@ -33,6 +33,17 @@
 //! ```
 //!
 //! To add ecnq to a quinn endpoint you build yourself, see [`Prepared`].
+//!
+//! # Limits
+//!
+//! * The socket sees only addresses, so per-connection state is keyed by the
+//!   peer's address: one connection per remote address and endpoint
+//!   ([`Error::Busy`]), and servers disable client migration.
+//! * A peer is known to run ecnq by the DSCP tag of its packets. An ecnq peer
+//!   whose own controller uses no router feedback (classic, or quinn's)
+//!   sends untagged packets and looks like a vanilla peer.
+//! * Fallback is one-way: a connection that fell back stays classic.
+//! * Application datagrams must not start with [`report::MAGIC`].
 
 use std::fmt;
 use std::net::SocketAddr;

@@ -71,7 +71,7 @@ impl PeerMode {
 const REPORT_TIMEOUT_RTTS: u32 = 4;
 /// The floor of the report timeout; reports are sent at least every 10 ms
 /// ([`SendPolicy::default`]), so this leaves room for scheduling delays.
-const REPORT_TIMEOUT_MIN: Duration = Duration::from_millis(250);
+const REPORT_TIMEOUT_MIN: Duration = Duration::from_millis(500);
 
 /// The controller quinn drives: a core law (the scheme's, or the classic law
 /// after a fallback), or one of quinn's controllers.
@@ -86,8 +86,13 @@ pub(crate) struct Sending {
     pub config: LawConfig,
     pub rtt: RttSample,
     pub filter: Option<ReportFilter>,
-    /// When the last report was accepted (or the connection began).
-    pub last_report: Duration,
+    /// When the last report was accepted, or acks resumed after a pause
+    /// (reports are due only while data flows).
+    pub reports_due_from: Duration,
+    /// When the last ack arrived.
+    pub last_ack: Duration,
+    /// The data-sent progress counter and when it last moved.
+    pub data_sent: (u64, Duration),
     pub md_events: u64,
 }
 
@@ -106,6 +111,8 @@ pub(crate) struct Peer {
     mode: AtomicU8,
     /// The DSCP of the law's current tag (MCP changes its fairing bits).
     dscp: AtomicU8,
+    /// The scheme's own tag, kept while fallen back because reports stopped.
+    scheme_tag: SchemeTag,
     send_ecn: Ecn,
     sending: Mutex<Sending>,
     receiving: Mutex<Receiving>,
@@ -113,6 +120,7 @@ pub(crate) struct Peer {
     pub notify: Notify,
     wake_on_packet: AtomicBool,
     attached: AtomicBool,
+    data_sent: AtomicU64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -132,7 +140,7 @@ impl Peer {
                 },
             ),
             quinn => (
-                Active::Quinn(quinn_controller(quinn, config.initial_window, mss)),
+                Active::Quinn(quinn_controller(quinn, mss)),
                 PeerMode::Unassisted,
             ),
         };
@@ -145,13 +153,16 @@ impl Peer {
             cc,
             mode: AtomicU8::new(mode as u8),
             dscp: AtomicU8::new(tag.dscp()),
+            scheme_tag: tag,
             send_ecn: congestion::base_ecn(WireScheme::from_id(tag.wire_id)),
             sending: Mutex::new(Sending {
                 active,
                 config,
                 rtt: RttSample::uniform(Duration::from_millis(333)),
                 filter: cc.router_assisted().map(|s| ReportFilter::new(s.wire())),
-                last_report: Duration::ZERO,
+                reports_due_from: Duration::ZERO,
+                last_ack: Duration::ZERO,
+                data_sent: (0, Duration::ZERO),
                 md_events: 0,
             }),
             receiving: Mutex::new(Receiving {
@@ -164,6 +175,7 @@ impl Peer {
             notify: Notify::new(),
             wake_on_packet: AtomicBool::new(false),
             attached: AtomicBool::new(false),
+            data_sent: AtomicU64::new(0),
         }
     }
 
@@ -233,9 +245,12 @@ impl Peer {
             // vanilla peer's ECN counts pass quinn's validation (ECT(1) would fail it).
             PeerMode::Probing => tag.tos(quinn_ecn),
             PeerMode::Ecnq => tag.tos(self.send_ecn),
-            PeerMode::ClassicPeerNotEcnq
-            | PeerMode::ClassicReportsStopped
-            | PeerMode::Unassisted => SchemeTag::UNTAGGED.tos(quinn_ecn),
+            // Still tagged, so routers keep marking and the peer keeps
+            // decoding: when its reports get through again, feedback resumes.
+            PeerMode::ClassicReportsStopped => self.scheme_tag.tos(quinn_ecn),
+            PeerMode::ClassicPeerNotEcnq | PeerMode::Unassisted => {
+                SchemeTag::UNTAGGED.tos(quinn_ecn)
+            }
         }
     }
 
@@ -277,19 +292,37 @@ impl Peer {
     }
 
     /// Asks the report policy; with [`Next::Send`], also builds the report.
-    pub fn poll_report(&self, at: Instant, srtt: Duration) -> (Next, Option<Vec<u8>>) {
-        self.wake_on_packet.store(true, Ordering::Release);
+    /// `progress` counts the stream frames and application datagrams
+    /// received so far.
+    pub fn poll_report(
+        &self,
+        at: Instant,
+        srtt: Duration,
+        progress: u64,
+    ) -> (Next, Option<Vec<u8>>) {
         let now = self.since_epoch(at);
         let mut rx = lock(&self.receiving);
-        let Some((wire, decoder)) = rx.decoder.as_ref() else {
-            return (Next::Idle, None);
+        let next = match rx.decoder.as_ref() {
+            Some((wire, decoder)) => {
+                let feedback = decoder.estimate(now);
+                (
+                    rx.sender.poll(now, feedback, srtt, progress),
+                    *wire,
+                    feedback,
+                )
+            }
+            None => (Next::Idle, WireScheme::Classic, Feedback::default()),
         };
-        let (wire, feedback) = (*wire, decoder.estimate(now));
-        let next = rx.sender.poll(now, feedback, srtt);
+        let (next, wire, feedback) = next;
+        if next == Next::Idle {
+            // Set under the lock that on_receive counts packets under: a
+            // packet counted after this poll will wake the reporter.
+            self.wake_on_packet.store(true, Ordering::Release);
+        }
         if next != Next::Send {
             return (next, None);
         }
-        let sequence = rx.sender.on_sent(now, feedback);
+        let sequence = rx.sender.on_sent(now, feedback, progress);
         rx.reports_sent += 1;
         let repr = Repr {
             scheme: wire,
@@ -316,7 +349,10 @@ impl Peer {
                 return;
             }
         };
-        tx.last_report = now;
+        tx.reports_due_from = now;
+        if self.transition(PeerMode::ClassicReportsStopped, PeerMode::Ecnq) {
+            self.resume_scheme(tx);
+        }
         if let Active::Law(law) = &mut tx.active {
             let before = law_level(law.as_ref());
             law.on_feedback(now, repr.feedback, &tx.rtt);
@@ -325,10 +361,42 @@ impl Peer {
         self.publish(tx);
     }
 
-    /// Called on acks: falls back to classic when reports stopped.
-    pub fn check_report_timeout(&self, tx: &Sending, now: Duration) {
+    /// Reports came back after a fallback: the scheme's law takes over again
+    /// from the classic law's window.
+    fn resume_scheme(&self, tx: &mut Sending) {
+        let (CongestionControl::Ecnq(scheme), Active::Law(law)) = (self.cc, &tx.active) else {
+            return;
+        };
+        let config = LawConfig {
+            initial_window: law.window(),
+            ..tx.config
+        };
+        tracing::info!(window = config.initial_window, scheme = %scheme, "reports resumed: the scheme's law is back");
+        tx.active = Active::Law(scheme.law(config));
+    }
+
+    /// What this end has sent besides ACKs and reports so far (stream frames
+    /// and application datagrams); the reporter task keeps it current.
+    pub fn note_data_sent(&self, progress: u64) {
+        self.data_sent.store(progress, Ordering::Relaxed);
+    }
+
+    /// Called on acks: falls back to classic when reports stopped while
+    /// data flowed. While this end sends no data (perhaps only its own
+    /// reports), or after a pause, the peer has nothing it must report, so
+    /// the timeout restarts.
+    pub fn check_report_timeout(&self, tx: &mut Sending, now: Duration) {
         let timeout = (tx.rtt.smoothed * REPORT_TIMEOUT_RTTS).max(REPORT_TIMEOUT_MIN);
-        if now.saturating_sub(tx.last_report) > timeout {
+        let data_sent = self.data_sent.load(Ordering::Relaxed);
+        if data_sent != tx.data_sent.0 {
+            tx.data_sent = (data_sent, now);
+        }
+        if now.saturating_sub(tx.data_sent.1) > timeout || now.saturating_sub(tx.last_ack) > timeout
+        {
+            tx.reports_due_from = tx.reports_due_from.max(now);
+        }
+        tx.last_ack = now;
+        if now.saturating_sub(tx.reports_due_from) > timeout {
             let _ = self.transition(PeerMode::Ecnq, PeerMode::ClassicReportsStopped)
                 || self.transition(PeerMode::Probing, PeerMode::ClassicReportsStopped);
         }
@@ -385,28 +453,16 @@ pub(crate) fn note_law_change(law: &dyn Law, before: (Mode, f64), md: &mut u64, 
     }
 }
 
-/// One of quinn's controllers (NewReno for anything but Cubic and BBR),
-/// with ecnq's initial window.
-fn quinn_controller(cc: CongestionControl, initial_window: u64, mss: u64) -> Box<dyn Controller> {
+/// One of quinn's controllers (NewReno for anything but Cubic and BBR), with
+/// quinn's default configuration, as a vanilla quinn connection runs it.
+fn quinn_controller(cc: CongestionControl, mss: u64) -> Box<dyn Controller> {
     use quinn_proto::congestion::{BbrConfig, ControllerFactory, CubicConfig};
     let now = Instant::now();
     let mtu = u16::try_from(mss).unwrap_or(u16::MAX);
     match cc {
-        CongestionControl::Cubic => {
-            let mut config = CubicConfig::default();
-            config.initial_window(initial_window);
-            Arc::new(config).build(now, mtu)
-        }
-        CongestionControl::Bbr => {
-            let mut config = BbrConfig::default();
-            config.initial_window(initial_window);
-            Arc::new(config).build(now, mtu)
-        }
-        _ => {
-            let mut config = NewRenoConfig::default();
-            config.initial_window(initial_window);
-            Arc::new(config).build(now, mtu)
-        }
+        CongestionControl::Cubic => Arc::new(CubicConfig::default()).build(now, mtu),
+        CongestionControl::Bbr => Arc::new(BbrConfig::default()).build(now, mtu),
+        _ => Arc::new(NewRenoConfig::default()).build(now, mtu),
     }
 }
 

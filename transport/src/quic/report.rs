@@ -343,7 +343,7 @@ impl ReportFilter {
 pub struct SendPolicy {
     /// At most one report per max(srtt / 4, `min_gap`).
     pub min_gap: Duration,
-    /// While packets arrive, a report at least every max(srtt, `period`).
+    /// While data arrives, a report at least every max(srtt, `period`).
     pub period: Duration,
 }
 
@@ -371,10 +371,16 @@ pub enum Next {
 }
 
 /// When to send reports, for one receiving connection.
+///
+/// Packets that carry only ACKs or reports also carry marks, so the policy
+/// tells them apart from data with a progress counter the caller keeps
+/// (stream frames and application datagrams received): periodic reports are
+/// sent only while it moves, so two idle ecnq endpoints do not keep each
+/// other busy answering reports with reports.
 #[derive(Clone, Debug)]
 pub struct FeedbackSender {
     policy: SendPolicy,
-    last_sent: Option<(Duration, Feedback)>,
+    last_sent: Option<(Duration, Feedback, u64)>,
     received_since: u64,
     sequence: u32,
 }
@@ -395,18 +401,24 @@ impl FeedbackSender {
         self.received_since += packets;
     }
 
-    /// Whether to report `estimate` now, given the connection's smoothed RTT.
-    pub fn poll(&self, now: Duration, estimate: Feedback, srtt: Duration) -> Next {
+    /// Whether to report `estimate` now, given the connection's smoothed RTT
+    /// and the data progress counter.
+    pub fn poll(&self, now: Duration, estimate: Feedback, srtt: Duration, progress: u64) -> Next {
         if self.received_since == 0 {
             return Next::Idle;
         }
-        let Some((last_at, last_estimate)) = self.last_sent else {
+        let Some((last_at, last_estimate, last_progress)) = self.last_sent else {
             return Next::Send;
         };
+        let period = srtt.max(self.policy.period);
         let due = if estimate != last_estimate {
             last_at + (srtt / 4).max(self.policy.min_gap)
+        } else if progress != last_progress {
+            last_at + period
         } else {
-            last_at + srtt.max(self.policy.period)
+            // Marked packets but no data: only a change is worth a report;
+            // look at the progress counter again a period from now.
+            return Next::At(now + period);
         };
         if now >= due {
             Next::Send
@@ -416,8 +428,8 @@ impl FeedbackSender {
     }
 
     /// A report of `estimate` is being sent now; returns its sequence number.
-    pub fn on_sent(&mut self, now: Duration, estimate: Feedback) -> u32 {
-        self.last_sent = Some((now, estimate));
+    pub fn on_sent(&mut self, now: Duration, estimate: Feedback, progress: u64) -> u32 {
+        self.last_sent = Some((now, estimate, progress));
         self.received_since = 0;
         self.sequence = self.sequence.wrapping_add(1);
         self.sequence
@@ -427,6 +439,28 @@ impl FeedbackSender {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn parsing_arbitrary_bytes_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..80)) {
+            let mut filter = ReportFilter::new(WireScheme::Vcp);
+            let _ = Repr::parse(&Packet::new_unchecked(&bytes[..]));
+            let _ = filter.accept(&bytes);
+        }
+
+        #[test]
+        fn parsed_reports_re_emit_identically(mut bytes in proptest::collection::vec(any::<u8>(), LEN..=LEN)) {
+            bytes[..4].copy_from_slice(&MAGIC);
+            bytes[4] = VERSION;
+            if let Ok(repr) = Repr::parse(&Packet::new_unchecked(&bytes[..])) {
+                let again = Repr::parse(&Packet::new_unchecked(&repr.to_bytes()[..])).unwrap();
+                prop_assert_eq!(again.counts, repr.counts);
+                prop_assert_eq!(again.sequence, repr.sequence);
+                prop_assert_eq!(again.feedback.level, repr.feedback.level);
+            }
+        }
+    }
 
     fn sample(sequence: u32) -> Repr {
         Repr {
@@ -532,22 +566,42 @@ mod tests {
             ..Feedback::default()
         };
         let mut sender = FeedbackSender::new(SendPolicy::default());
-        assert_eq!(sender.poll(ms(0), low, srtt), Next::Idle);
+        assert_eq!(sender.poll(ms(0), low, srtt, 0), Next::Idle);
         sender.on_packets(3);
-        assert_eq!(sender.poll(ms(0), low, srtt), Next::Send);
-        assert_eq!(sender.on_sent(ms(0), low), 1);
-        assert_eq!(sender.poll(ms(1), low, srtt), Next::Idle);
+        assert_eq!(sender.poll(ms(0), low, srtt, 0), Next::Send);
+        assert_eq!(sender.on_sent(ms(0), low, 0), 1);
+        assert_eq!(sender.poll(ms(1), low, srtt, 5), Next::Idle);
         sender.on_packets(1);
-        // Unchanged: once per RTT.
-        assert_eq!(sender.poll(ms(1), low, srtt), Next::At(ms(40)));
+        // Unchanged while data flows: once per RTT.
+        assert_eq!(sender.poll(ms(1), low, srtt, 5), Next::At(ms(40)));
+        assert_eq!(sender.poll(ms(40), low, srtt, 5), Next::Send);
         // Changed: after a quarter RTT at the earliest.
-        assert_eq!(sender.poll(ms(1), high, srtt), Next::At(ms(10)));
-        assert_eq!(sender.poll(ms(10), high, srtt), Next::Send);
-        assert_eq!(sender.on_sent(ms(10), high), 2);
+        assert_eq!(sender.poll(ms(1), high, srtt, 5), Next::At(ms(10)));
+        assert_eq!(sender.poll(ms(10), high, srtt, 5), Next::Send);
+        assert_eq!(sender.on_sent(ms(10), high, 5), 2);
         // Tiny RTTs: the floors bound the rate.
         sender.on_packets(1);
         let tiny = Duration::from_micros(50);
-        assert_eq!(sender.poll(ms(11), low, tiny), Next::At(ms(12)));
-        assert_eq!(sender.poll(ms(11), high, tiny), Next::At(ms(20)));
+        assert_eq!(sender.poll(ms(11), low, tiny, 6), Next::At(ms(12)));
+        assert_eq!(sender.poll(ms(11), high, tiny, 6), Next::At(ms(20)));
+    }
+
+    #[test]
+    fn marked_packets_without_data_get_no_periodic_reports() {
+        let ms = Duration::from_millis;
+        let (srtt, low) = (ms(40), Feedback::default());
+        let mut sender = FeedbackSender::new(SendPolicy::default());
+        sender.on_packets(1);
+        sender.on_sent(ms(0), low, 7);
+        // ACK-only packets keep arriving, the progress counter stays at 7.
+        sender.on_packets(10);
+        assert_eq!(sender.poll(ms(100), low, srtt, 7), Next::At(ms(140)));
+        assert_eq!(sender.poll(ms(500), low, srtt, 7), Next::At(ms(540)));
+        // A change is still reported.
+        let high = Feedback {
+            level: 1,
+            ..Feedback::default()
+        };
+        assert_eq!(sender.poll(ms(500), high, srtt, 7), Next::Send);
     }
 }

@@ -210,8 +210,10 @@ impl EcnSocket {
 
     fn recv(&self, bufs: &mut [IoSliceMut<'_>], meta: &mut [RecvMeta]) -> io::Result<usize> {
         let count = bufs.len().min(meta.len()).min(RECV_BATCH);
+        // Names are zeroed (read back whole); control data is read only as
+        // far as the kernel wrote it.
         let mut names = [MaybeUninit::<libc::sockaddr_storage>::zeroed(); RECV_BATCH];
-        let mut controls = [Control([0; CONTROL_LEN]); RECV_BATCH];
+        let mut controls = [MaybeUninit::<Control>::uninit(); RECV_BATCH];
         // SAFETY: mmsghdr is plain old data.
         let mut hdrs: [libc::mmsghdr; RECV_BATCH] = unsafe { mem::zeroed() };
         for i in 0..count {
@@ -221,7 +223,7 @@ impl EcnSocket {
             // IoSliceMut is guaranteed ABI-compatible with iovec on Unix.
             hdr.msg_iov = (&mut bufs[i] as *mut IoSliceMut<'_>).cast();
             hdr.msg_iovlen = 1;
-            hdr.msg_control = controls[i].0.as_mut_ptr().cast();
+            hdr.msg_control = controls[i].as_mut_ptr().cast();
             hdr.msg_controllen = CONTROL_LEN as _;
         }
         let received = loop {

@@ -2,8 +2,6 @@
 //! checks, and a remarking UDP relay that reads every packet's TOS byte from
 //! the wire with a plain socket.
 
-#![allow(dead_code)] // each test binary uses its own subset
-
 use std::io;
 use std::mem;
 use std::net::{SocketAddr, UdpSocket};
@@ -172,6 +170,28 @@ impl Drop for Relay {
     }
 }
 
+/// A plain UDP socket on `bind` that reports the TOS / traffic class of what
+/// it receives.
+pub fn tos_reading_socket(bind: &str) -> UdpSocket {
+    let socket = UdpSocket::bind(bind).unwrap();
+    if socket.local_addr().unwrap().is_ipv4() {
+        set_int(&socket, libc::IPPROTO_IP, libc::IP_RECVTOS, 1).unwrap();
+    } else {
+        set_int(&socket, libc::IPPROTO_IPV6, libc::IPV6_RECVTCLASS, 1).unwrap();
+    }
+    socket
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    socket
+}
+
+/// Receives one datagram; returns its length and TOS / traffic-class byte.
+pub fn recv_tos(socket: &UdpSocket) -> (usize, u8) {
+    let mut buf = vec![0u8; 65536];
+    let (len, _, tos) = recv_with_tos(socket, &mut buf).unwrap();
+    (len, tos)
+}
+
 fn set_int(s: &UdpSocket, level: i32, name: i32, value: libc::c_int) -> io::Result<()> {
     // SAFETY: a valid socket and a c_int option value.
     let rc = unsafe {
@@ -217,8 +237,12 @@ fn recv_with_tos(s: &UdpSocket, buf: &mut [u8]) -> io::Result<(usize, SocketAddr
     unsafe {
         let mut c = libc::CMSG_FIRSTHDR(&hdr);
         while !c.is_null() {
-            if (*c).cmsg_level == libc::IPPROTO_IP && (*c).cmsg_type == libc::IP_TOS {
-                tos = Some(*libc::CMSG_DATA(c));
+            match ((*c).cmsg_level, (*c).cmsg_type) {
+                (libc::IPPROTO_IP, libc::IP_TOS) => tos = Some(*libc::CMSG_DATA(c)),
+                (libc::IPPROTO_IPV6, libc::IPV6_TCLASS) => {
+                    tos = Some(libc::CMSG_DATA(c).cast::<libc::c_int>().read_unaligned() as u8)
+                }
+                _ => {}
             }
             c = libc::CMSG_NXTHDR(&hdr, c);
         }
