@@ -181,7 +181,7 @@ async fn run_server(args: &PerfArgs) -> Result<(), String> {
     let identity = match (&args.cert, &args.key) {
         (Some(cert), Some(key)) => proto::load_identity(cert, key)?,
         _ => {
-            let (identity, pem) = proto::self_signed(&[args.server_name.clone()])?;
+            let (identity, pem) = proto::self_signed(std::slice::from_ref(&args.server_name))?;
             let path = proto::default_cert_path(args.port);
             std::fs::write(&path, pem)
                 .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
