@@ -130,6 +130,15 @@ impl<P> Ord for InFlight<P> {
 /// Capacity the meter assumes on an unlimited link: 10 Gbit/s.
 pub const UNLIMITED_CAPACITY_BPS: u64 = 10_000_000_000;
 
+/// One direction of a shim: the link it emulates and how it is metered and marked.
+#[derive(Clone, Debug)]
+pub struct Direction {
+    /// The link.
+    pub spec: LinkSpec,
+    /// Its metering and marking.
+    pub router: RouterConfig,
+}
+
 /// Bytes per packet when a buffer limit in packets is turned into bytes
 /// (for the classic marking threshold): a full-size Ethernet frame's payload.
 pub const MTU: u64 = 1500;

@@ -12,9 +12,10 @@ use clap::{Arg, ArgAction, ArgMatches, Command};
 use ecnq::router::{MarkingMode, RouterConfig};
 
 use ecnq_shim::link::router_config;
+use ecnq_shim::link::Direction;
 use ecnq_shim::observe::{PcapWriter, SnapshotBoard};
 use ecnq_shim::pump::Observers;
-use ecnq_shim::relay::{Direction, Relay, RelayConfig, RelayReport};
+use ecnq_shim::relay::{Relay, RelayConfig, RelayReport};
 use ecnq_shim::spec::{parse_rate, parse_size, parse_time, LinkSpec};
 use ecnq_shim::stats::{LinkSnapshot, StatsSink};
 use ecnq_shim::testbed::{self, name_of, Shape, Topology};
@@ -76,6 +77,14 @@ fn link_args() -> Vec<Arg> {
             .long("classic-threshold")
             .value_name("SIZE")
             .help("Queue (b, kb, mb) at which untagged ECT packets get CE [default: half the buffer limit, packets counted as 1500 bytes]"),
+        Arg::new("flows")
+            .long("flows")
+            .value_name("N")
+            .help("Per-flow state entries (MPCP), a fixed bound on memory [default: 65536]"),
+        Arg::new("flow-idle")
+            .long("flow-idle")
+            .value_name("TIME")
+            .help("Forget a flow's state after this long without packets [default: 10s]"),
         Arg::new("seed")
             .long("seed")
             .value_name("N")
@@ -297,6 +306,11 @@ fn directions(m: &ArgMatches) -> Result<(Direction, Direction), String> {
     let capacity = with(m, "capacity", parse_rate)?;
     let threshold = with(m, "classic-threshold", parse_size)?;
     let (gamma, kappa_q, k1) = (factor(m, "gamma")?, factor(m, "kappa-q")?, factor(m, "k1")?);
+    let flows = parsed::<usize>(m, "flows")?;
+    if flows == Some(0) {
+        return Err("--flows must be at least 1".to_owned());
+    }
+    let flow_idle = with(m, "flow-idle", parse_time)?;
     if tp.is_some_and(|t| t.is_zero()) {
         return Err("--tp must be longer than zero".to_owned());
     }
@@ -327,6 +341,12 @@ fn directions(m: &ArgMatches) -> Result<(Direction, Direction), String> {
         }
         if let Some(bytes) = threshold {
             cfg.classic_threshold = bytes;
+        }
+        if let Some(n) = flows {
+            cfg.flows.capacity = n;
+        }
+        if let Some(idle) = flow_idle {
+            cfg.flows.idle_timeout = idle;
         }
         cfg
     };

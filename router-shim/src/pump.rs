@@ -107,58 +107,132 @@ impl<P: LinkPacket + Send + 'static> LinkThread<P> {
     }
 }
 
-/// The thread body: enqueue what arrives, release what is due, write stats.
-fn run<P: LinkPacket>(
+/// A link driven in real time, whatever feeds it: enqueue what arrives,
+/// release what is due into the egress, report to the observers.
+pub struct Driver<P, E> {
     name: &'static str,
-    mut link: Link<P>,
-    rx: Receiver<LinkMsg<P>>,
-    mut egress: impl Egress<P>,
+    link: Link<P>,
+    egress: E,
     epoch: Instant,
     observers: Observers,
-) -> LinkSnapshot {
-    let mut send_errors = 0u64;
-    let mut last_now = Duration::ZERO;
-    let mut batch = Vec::new();
-    let mut image = Vec::new();
-    let mut next_stats = observers
-        .periodic()
-        .then(|| epoch.elapsed() + observers.interval);
-    loop {
-        let now = epoch.elapsed().max(last_now);
-        last_now = now;
-        while let Some(p) = link.dequeue(now) {
-            batch.push(p);
+    send_errors: u64,
+    last_now: Duration,
+    next_stats: Option<Duration>,
+    batch: Vec<P>,
+    image: Vec<u8>,
+}
+
+impl<P: LinkPacket, E: Egress<P>> Driver<P, E> {
+    /// A driver for `link`; times count from `epoch`.
+    pub fn new(
+        name: &'static str,
+        link: Link<P>,
+        egress: E,
+        epoch: Instant,
+        observers: Observers,
+    ) -> Self {
+        let next_stats = observers
+            .periodic()
+            .then(|| epoch.elapsed() + observers.interval);
+        Driver {
+            name,
+            link,
+            egress,
+            epoch,
+            observers,
+            send_errors: 0,
+            last_now: Duration::ZERO,
+            next_stats,
+            batch: Vec::new(),
+            image: Vec::new(),
         }
-        if !batch.is_empty() {
-            if let Some(pcap) = &observers.pcap {
-                for p in &batch {
-                    if egress.ip_image(p, &mut image) {
-                        let _ = pcap.write_all([&image[..]]);
+    }
+
+    /// The current time, never earlier than any time the link has seen.
+    pub fn now(&mut self) -> Duration {
+        self.last_now = self.epoch.elapsed().max(self.last_now);
+        self.last_now
+    }
+
+    /// Offers a packet that arrived at `at` (kept monotonic for the meter);
+    /// a drop is counted by the link.
+    pub fn enqueue(&mut self, at: Duration, packet: P) {
+        self.last_now = at.max(self.last_now);
+        let _ = self.link.enqueue(self.last_now, packet);
+    }
+
+    /// Releases every packet due by now into the egress, and reports when a
+    /// stats period has passed.
+    pub fn release(&mut self) {
+        let now = self.now();
+        while let Some(p) = self.link.dequeue(now) {
+            self.batch.push(p);
+        }
+        if !self.batch.is_empty() {
+            if let Some(pcap) = &self.observers.pcap {
+                for p in &self.batch {
+                    if self.egress.ip_image(p, &mut self.image) {
+                        let _ = pcap.write_all([&self.image[..]]);
                     }
                 }
             }
-            send_errors += egress.send_batch(&mut batch);
-            batch.clear();
+            self.send_errors += self.egress.send_batch(&mut self.batch);
+            self.batch.clear();
         }
-        if let Some(due) = next_stats.as_mut().filter(|due| now >= **due) {
-            link.router_mut().advance(now);
-            observers.report(&LinkSnapshot::of(name, now, &link, send_errors), false);
+        if let Some(due) = self.next_stats.as_mut().filter(|due| now >= **due) {
+            self.link.router_mut().advance(now);
+            let snapshot = LinkSnapshot::of(self.name, now, &self.link, self.send_errors);
+            self.observers.report(&snapshot, false);
             while *due <= now {
-                *due += observers.interval;
+                *due += self.observers.interval;
             }
         }
-        let mut deadline = link.next_wakeup().unwrap_or(now + Duration::from_secs(1));
-        if let Some(due) = next_stats {
+    }
+
+    /// How long until the driver has something to do (a release or a
+    /// report); at most one second.
+    pub fn timeout(&self) -> Duration {
+        let now = self.epoch.elapsed();
+        let mut deadline = self
+            .link
+            .next_wakeup()
+            .unwrap_or(now + Duration::from_secs(1));
+        if let Some(due) = self.next_stats {
             deadline = deadline.min(due);
         }
-        let stop = match rx.recv_timeout(deadline.saturating_sub(epoch.elapsed())) {
+        deadline.saturating_sub(now).min(Duration::from_secs(1))
+    }
+
+    /// The final snapshot (also reported to the observers).
+    pub fn finish(mut self) -> LinkSnapshot {
+        let now = self.now();
+        self.link.router_mut().advance(now);
+        let snapshot = LinkSnapshot::of(self.name, now, &self.link, self.send_errors);
+        self.observers.report(&snapshot, true);
+        snapshot
+    }
+}
+
+/// The channel-fed link thread.
+fn run<P: LinkPacket>(
+    name: &'static str,
+    link: Link<P>,
+    rx: Receiver<LinkMsg<P>>,
+    egress: impl Egress<P>,
+    epoch: Instant,
+    observers: Observers,
+) -> LinkSnapshot {
+    let mut driver = Driver::new(name, link, egress, epoch, observers);
+    loop {
+        driver.release();
+        let stop = match rx.recv_timeout(driver.timeout()) {
             Ok(LinkMsg::Packet(at, p)) => {
-                enqueue(&mut link, at, p, &mut last_now);
+                driver.enqueue(at, p);
                 // Take the whole backlog before sleeping again.
                 let mut stop = false;
                 while let Ok(msg) = rx.try_recv() {
                     match msg {
-                        LinkMsg::Packet(at, p) => enqueue(&mut link, at, p, &mut last_now),
+                        LinkMsg::Packet(at, p) => driver.enqueue(at, p),
                         LinkMsg::Stop => stop = true,
                     }
                 }
@@ -171,18 +245,5 @@ fn run<P: LinkPacket>(
             break;
         }
     }
-    let now = epoch.elapsed().max(last_now);
-    link.router_mut().advance(now);
-    let snapshot = LinkSnapshot::of(name, now, &link, send_errors);
-    observers.report(&snapshot, true);
-    snapshot
-}
-
-/// Offers a packet at its arrival time as stamped by the reader, kept
-/// monotonic for the meter.
-fn enqueue<P: LinkPacket>(link: &mut Link<P>, at: Duration, packet: P, last_now: &mut Duration) {
-    let now = at.max(*last_now);
-    *last_now = now;
-    // A drop is counted by the link.
-    let _ = link.enqueue(now, packet);
+    driver.finish()
 }

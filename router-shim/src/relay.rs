@@ -19,16 +19,14 @@ use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ecnq::router::RouterConfig;
 use ecnq::PacketMarks;
 use tokio::io::Interest;
 use tokio::net::UdpSocket;
 use tokio::task::JoinHandle;
 
 use crate::classify::{marks_of, remarked_tos, PassReason};
-use crate::link::{Link, LinkPacket};
+use crate::link::{Direction, Link, LinkPacket};
 use crate::pump::{Egress, LinkMsg, LinkThread, Observers};
-use crate::spec::LinkSpec;
 use crate::stats::LinkSnapshot;
 use crate::tos_socket::{
     enable_recv_tos, recv_with_tos, send_with_tos, set_buffers, wait_writable,
@@ -41,15 +39,6 @@ const MAX_DATAGRAM: usize = 65_535;
 const SOCKET_BUFFER: i32 = 4 << 20;
 /// How often idle sessions are swept.
 const SWEEP_PERIOD: Duration = Duration::from_secs(1);
-
-/// One direction's emulation.
-#[derive(Clone, Debug)]
-pub struct Direction {
-    /// The link.
-    pub spec: LinkSpec,
-    /// Its metering and marking.
-    pub router: RouterConfig,
-}
 
 /// Relay configuration.
 #[derive(Clone, Debug)]

@@ -101,6 +101,17 @@ impl Veth {
     fn subnet(&self) -> String {
         format!("10.{}.{}.0/24", self.net.0, self.net.1)
     }
+    fn addr6(&self, end_b: bool) -> String {
+        format!(
+            "fd00:{}:{}::{}",
+            self.net.0,
+            self.net.1,
+            if end_b { 2 } else { 1 }
+        )
+    }
+    fn subnet6(&self) -> String {
+        format!("fd00:{}:{}::/64", self.net.0, self.net.1)
+    }
 }
 
 /// A testbed's namespaces and links.
@@ -214,12 +225,20 @@ impl Topology {
             .collect()
     }
 
-    /// The address of a host (its one interface).
-    pub fn host_addr(&self, host: &str) -> Option<String> {
+    fn host_link(&self, host: &str) -> Option<&Veth> {
         self.links
             .iter()
             .find(|l| l.b == host && self.hosts.contains(&l.b))
-            .map(|l| l.addr(true))
+    }
+
+    /// The IPv4 address of a host (its one interface).
+    pub fn host_addr(&self, host: &str) -> Option<String> {
+        self.host_link(host).map(|l| l.addr(true))
+    }
+
+    /// The IPv6 address of a host.
+    pub fn host_addr6(&self, host: &str) -> Option<String> {
+        self.host_link(host).map(|l| l.addr6(true))
     }
 
     /// Router interfaces on `side`, and (for links between routers) whether
@@ -239,30 +258,46 @@ impl Topology {
     }
 
     /// Static routes of a router: every subnet it is not on, via the
-    /// neighbouring router towards it (the chain is a line).
-    fn router_routes(&self, router: &str) -> Vec<(String, String)> {
+    /// neighbouring router towards it (the chain is a line), as
+    /// (target link, link to the next router, whether that router is its `b` end).
+    fn route_plan(&self, router: &str) -> Vec<(&Veth, &Veth, bool)> {
         let index = |r: &str| self.routers.iter().position(|x| x == r);
         let Some(me) = index(router) else {
             return Vec::new();
         };
-        let mut routes = Vec::new();
+        let mut plan = Vec::new();
         for l in &self.links {
             if l.a == router || l.b == router {
                 continue;
             }
             let Some(owner) = index(&l.a) else { continue };
             let step = if owner > me { me + 1 } else { me - 1 };
-            // The router-router link between me and the step towards the subnet.
-            let hop = self.links.iter().find(|x| {
-                (x.a == self.routers[me] && x.b == self.routers[step])
-                    || (x.b == self.routers[me] && x.a == self.routers[step])
-            });
+            let (mine, next) = (&self.routers[me], &self.routers[step]);
+            let hop = self
+                .links
+                .iter()
+                .find(|x| (&x.a == mine && &x.b == next) || (&x.b == mine && &x.a == next));
             if let Some(hop) = hop {
-                let via = hop.addr(hop.a == self.routers[me]);
-                routes.push((l.subnet(), via));
+                plan.push((l, hop, &hop.a == mine));
             }
         }
-        routes
+        plan
+    }
+
+    /// IPv4 static routes of a router: (subnet, via).
+    fn router_routes(&self, router: &str) -> Vec<(String, String)> {
+        self.route_plan(router)
+            .into_iter()
+            .map(|(target, hop, via_b)| (target.subnet(), hop.addr(via_b)))
+            .collect()
+    }
+
+    /// IPv6 static routes of a router: (subnet, via).
+    fn router_routes6(&self, router: &str) -> Vec<(String, String)> {
+        self.route_plan(router)
+            .into_iter()
+            .map(|(target, hop, via_b)| (target.subnet6(), hop.addr6(via_b)))
+            .collect()
     }
 }
 
@@ -324,6 +359,14 @@ fn build(t: &Topology, shim: &Path, shim_args: &[String]) -> Result<UpInfo, Stri
     for ns in t.namespaces() {
         run("ip", &["netns", "add", &ns])?;
         ip_in(&ns, &["link", "set", "lo", "up"])?;
+        // No duplicate address detection, link-local addresses included:
+        // neighbour discovery works the moment the links are up.
+        for setting in [
+            "net.ipv6.conf.all.accept_dad=0",
+            "net.ipv6.conf.default.accept_dad=0",
+        ] {
+            sysctl_in(&ns, setting)?;
+        }
     }
     for l in &t.links {
         let (a, b) = (t.ns(&l.a), t.ns(&l.b));
@@ -345,10 +388,17 @@ fn build(t: &Topology, shim: &Path, shim_args: &[String]) -> Result<UpInfo, Stri
                     iface,
                 ],
             )?;
+            // No duplicate address detection: the addresses are usable at once.
+            let addr6 = format!("{}/64", l.addr6(end_b));
+            ip_in(ns, &["-6", "addr", "add", &addr6, "dev", iface, "nodad"])?;
             ip_in(ns, &["link", "set", iface, "up"])?;
         }
         if t.hosts.contains(&l.b) {
             ip_in(&b, &["route", "add", "default", "via", &l.addr(false)])?;
+            ip_in(
+                &b,
+                &["-6", "route", "add", "default", "via", &l.addr6(false)],
+            )?;
         }
     }
     let dir = state_dir(&t.name);
@@ -359,24 +409,35 @@ fn build(t: &Topology, shim: &Path, shim_args: &[String]) -> Result<UpInfo, Stri
             "net.ipv4.ip_forward=1",
             "net.ipv4.conf.all.rp_filter=0",
             "net.ipv4.conf.default.rp_filter=0",
+            "net.ipv6.conf.all.forwarding=1",
         ] {
             sysctl_in(&ns, setting)?;
         }
         for (subnet, via) in t.router_routes(router) {
             ip_in(&ns, &["route", "add", &subnet, "via", &via])?;
         }
+        for (subnet, via) in t.router_routes6(router) {
+            ip_in(&ns, &["-6", "route", "add", &subnet, "via", &via])?;
+        }
         start_shim(t, router, shim, shim_args, &dir)?;
         for (side, table, device) in [
             (Side::Left, TABLE_UP, UP_DEVICE),
             (Side::Right, TABLE_DOWN, DOWN_DEVICE),
         ] {
-            ip_in(
-                &ns,
-                &["route", "add", "default", "dev", device, "table", table],
-            )?;
+            for family in ["-4", "-6"] {
+                let route = [
+                    family, "route", "add", "default", "dev", device, "table", table,
+                ];
+                ip_in(&ns, &route)?;
+            }
             for iface in t.router_ifaces(router, side) {
                 sysctl_in(&ns, &format!("net.ipv4.conf.{iface}.rp_filter=0"))?;
-                ip_in(&ns, &["rule", "add", "iif", &iface, "lookup", table])?;
+                for family in ["-4", "-6"] {
+                    ip_in(
+                        &ns,
+                        &[family, "rule", "add", "iif", &iface, "lookup", table],
+                    )?;
+                }
             }
         }
         for device in [UP_DEVICE, DOWN_DEVICE] {
@@ -447,8 +508,9 @@ fn summary(t: &Topology) -> String {
     for host in &t.hosts {
         let _ = writeln!(
             s,
-            "  {host:<4} {:<12} ip netns exec {} <command>",
+            "  {host:<4} {:<12} {:<14} ip netns exec {} <command>",
             t.host_addr(host).unwrap_or_default(),
+            t.host_addr6(host).unwrap_or_default(),
             t.ns(host)
         );
     }
@@ -498,7 +560,12 @@ pub fn bypass_shims(topology: &Topology) -> Result<(), String> {
         let ns = topology.ns(router);
         for (side, table) in [(Side::Left, TABLE_UP), (Side::Right, TABLE_DOWN)] {
             for iface in topology.router_ifaces(router, side) {
-                ip_in(&ns, &["rule", "del", "iif", &iface, "lookup", table])?;
+                for family in ["-4", "-6"] {
+                    ip_in(
+                        &ns,
+                        &[family, "rule", "del", "iif", &iface, "lookup", table],
+                    )?;
+                }
             }
         }
     }
@@ -547,7 +614,7 @@ pub fn down(testbed: &str) -> Result<Vec<String>, String> {
 pub fn status(testbed: &str) -> Result<String, String> {
     let namespaces = existing(testbed)?;
     if namespaces.is_empty() {
-        return Ok(format!("testbed {testbed}: not up"));
+        return Ok(format!("testbed {testbed}: not up\n"));
     }
     let mut s = format!("testbed {testbed}: {} namespaces\n", namespaces.len());
     for ns in &namespaces {
@@ -589,6 +656,7 @@ mod tests {
         assert_eq!(t.namespaces().len(), 5);
         assert_eq!(t.host_addr("s2").as_deref(), Some("10.1.2.2"));
         assert_eq!(t.host_addr("r1").as_deref(), Some("10.2.1.2"));
+        assert_eq!(t.host_addr6("r1").as_deref(), Some("fd00:2:1::2"));
         assert_eq!(t.router_ifaces("rt", Side::Left), ["s1", "s2"]);
         assert_eq!(t.router_ifaces("rt", Side::Right), ["r1", "r2"]);
         assert!(t.router_routes("rt").is_empty());
@@ -611,6 +679,9 @@ mod tests {
             routes.contains(&("10.1.0.0/24".into(), "10.3.1.1".into())),
             "{routes:?}"
         );
+        assert!(t
+            .router_routes6("rt2")
+            .contains(&("fd00:2:0::/64".into(), "fd00:3:2::2".into())));
         // rt1 reaches rt3's subnets through rt2.
         assert!(t
             .router_routes("rt1")

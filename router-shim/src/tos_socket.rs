@@ -45,11 +45,19 @@ pub fn enable_recv_tos(socket: &impl AsRawFd, ipv6: bool) -> io::Result<()> {
     }
 }
 
-/// Sets a socket's send and receive buffers (best effort: the kernel caps them).
+/// Sets a socket's send and receive buffers. Best effort: beyond
+/// `net.core.{r,w}mem_max` only with CAP_NET_ADMIN (the `FORCE` options),
+/// else the kernel caps them.
 pub fn set_buffers(socket: &impl AsRawFd, bytes: i32) {
     let fd = socket.as_raw_fd();
-    let _ = setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, bytes);
-    let _ = setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, bytes);
+    for (force, plain) in [
+        (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF),
+        (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF),
+    ] {
+        if setsockopt_int(fd, libc::SOL_SOCKET, force, bytes).is_err() {
+            let _ = setsockopt_int(fd, libc::SOL_SOCKET, plain, bytes);
+        }
+    }
 }
 
 fn to_sockaddr(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {

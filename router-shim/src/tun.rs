@@ -1,5 +1,9 @@
 //! `ecnq-shim tun`: the shim as a router hop, through two TUN devices.
 //!
+//! Each direction is one thread that reads its device, drives its link
+//! ([`crate::pump::Driver`]) and writes into the other device: no hand-over
+//! between threads on the packet path.
+//!
 //! The router's policy routes send traffic from the left side into the `up`
 //! device and traffic from the right side into the `down` device. The shim
 //! reads `up`, passes each packet through the up link, and writes it into
@@ -16,24 +20,22 @@
 use std::io;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 use std::thread;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use ecnq::PacketMarks;
 use tun_rs::{DeviceBuilder, GROTable, SyncDevice, IDEAL_BATCH_SIZE, VIRTIO_NET_HDR_LEN};
 
 use crate::classify::{classify, rewrite, Classified, PassReason, Verdict};
-use crate::link::{Link, LinkPacket};
-use crate::pump::{Egress, LinkMsg, LinkThread, Observers};
-use crate::relay::Direction;
+use crate::link::{Direction, Link, LinkPacket};
+use crate::pump::{Driver, Egress, Observers};
 use crate::stats::LinkSnapshot;
 
 /// Room in front of each packet for the virtio-net header a write may need.
 const HEADROOM: usize = VIRTIO_NET_HDR_LEN;
-/// How often a blocked reader checks whether to stop.
-const READ_POLL_MS: i32 = 100;
+/// How often an idle forwarding thread checks whether to stop.
+const STOP_CHECK: Duration = Duration::from_millis(100);
 
 /// TUN mode configuration.
 #[derive(Clone, Debug)]
@@ -136,14 +138,17 @@ impl Egress<TunPacket> for TunEgress {
 
 /// Opens a TUN device as the shim uses it.
 fn open_device(name: &str, config: &TunConfig) -> io::Result<SyncDevice> {
-    DeviceBuilder::new()
+    let device = DeviceBuilder::new()
         .name(name)
         .mtu(config.mtu)
         .offload(config.offload)
         .tx_queue_len(config.tx_queue_len)
         .enable(true)
         .build_sync()
-        .map_err(|e| io::Error::new(e.kind(), format!("cannot open TUN device {name}: {e}")))
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot open TUN device {name}: {e}")))?;
+    // Reads drain the device until it would block; writes to a TUN device never block.
+    device.set_nonblocking(true)?;
+    Ok(device)
 }
 
 /// Final figures of a TUN run.
@@ -157,12 +162,12 @@ pub struct TunReport {
     pub udp_gso: bool,
 }
 
-/// A running TUN shim.
+/// A running TUN shim: one thread per direction, each reading its input
+/// device, driving its link and writing into the other device.
 #[derive(Debug)]
 pub struct TunShim {
-    up: LinkThread<TunPacket>,
-    down: LinkThread<TunPacket>,
-    readers: Vec<thread::JoinHandle<()>>,
+    up: thread::JoinHandle<LinkSnapshot>,
+    down: thread::JoinHandle<LinkSnapshot>,
     stop: Arc<AtomicBool>,
     udp_gso: bool,
 }
@@ -174,42 +179,35 @@ impl TunShim {
         let down_dev = Arc::new(open_device(&config.down_device, config)?);
         let udp_gso = up_dev.udp_gso() && down_dev.udp_gso();
         let epoch = Instant::now();
-        let link = |d: &Direction, seed| Link::new(d.spec, d.router.clone(), seed, epoch.elapsed());
-        let egress = |device: &Arc<SyncDevice>| TunEgress {
-            device: device.clone(),
-            gro: GROTable::default(),
-            bufs: Vec::with_capacity(IDEAL_BATCH_SIZE),
-        };
-        let up = LinkThread::spawn(
-            "up",
-            link(&config.up, config.seed),
-            egress(&down_dev),
-            epoch,
-            observers.clone(),
-        )?;
-        let down = LinkThread::spawn(
-            "down",
-            link(&config.down, config.seed.wrapping_add(1)),
-            egress(&up_dev),
-            epoch,
-            observers,
-        )?;
         let stop = Arc::new(AtomicBool::new(false));
-        let reader = |device: Arc<SyncDevice>, tx, name: &str| {
-            let stop = stop.clone();
-            let mtu = usize::from(config.mtu);
+        let direction = |name: &'static str,
+                         d: &Direction,
+                         seed,
+                         input: &Arc<SyncDevice>,
+                         output: &Arc<SyncDevice>| {
+            let link = Link::new(d.spec, d.router.clone(), seed, epoch.elapsed());
+            let egress = TunEgress {
+                device: output.clone(),
+                gro: GROTable::default(),
+                bufs: Vec::with_capacity(IDEAL_BATCH_SIZE),
+            };
+            let driver = Driver::new(name, link, egress, epoch, observers.clone());
+            let (input, stop, mtu) = (input.clone(), stop.clone(), usize::from(config.mtu));
             thread::Builder::new()
-                .name(format!("read-{name}"))
-                .spawn(move || read_loop(&device, mtu, &tx, epoch, &stop))
+                .name(format!("link-{name}"))
+                .spawn(move || forward(&input, driver, mtu, &stop))
         };
-        let readers = vec![
-            reader(up_dev, up.sender(), "up")?,
-            reader(down_dev, down.sender(), "down")?,
-        ];
+        let up = direction("up", &config.up, config.seed, &up_dev, &down_dev)?;
+        let down = direction(
+            "down",
+            &config.down,
+            config.seed.wrapping_add(1),
+            &down_dev,
+            &up_dev,
+        )?;
         Ok(TunShim {
             up,
             down,
-            readers,
             stop,
             udp_gso,
         })
@@ -223,61 +221,109 @@ impl TunShim {
     /// Stops forwarding; returns the final counters.
     pub fn stop(self) -> io::Result<TunReport> {
         self.stop.store(true, Ordering::Relaxed);
-        for reader in self.readers {
-            let _ = reader.join();
-        }
+        let join = |h: thread::JoinHandle<LinkSnapshot>| {
+            h.join()
+                .map_err(|_| io::Error::other("a forwarding thread panicked"))
+        };
         Ok(TunReport {
-            up: self.up.stop()?,
-            down: self.down.stop()?,
+            up: join(self.up)?,
+            down: join(self.down)?,
             udp_gso: self.udp_gso,
         })
     }
 }
 
-/// Reads batches from a device into a link until told to stop (or the device fails).
-fn read_loop(
-    device: &SyncDevice,
+/// Nice value of the forwarding threads: a router's departures should not
+/// wait behind batch work on a busy host.
+const FORWARDING_NICE: i32 = -10;
+
+/// Best effort (needs CAP_SYS_NICE, which TUN mode has as root): raises this
+/// thread's scheduling priority to [`FORWARDING_NICE`].
+fn raise_priority() {
+    // SAFETY: gettid has no preconditions; setpriority on our own thread id.
+    unsafe {
+        let tid = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, FORWARDING_NICE);
+    }
+}
+
+/// What a wait on a device found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Readiness {
+    Readable,
+    TimedOut,
+    /// The device reports an error or hang-up: it is gone.
+    Gone,
+}
+
+/// Waits until `device` is readable or `timeout` passes (nanosecond
+/// resolution, unlike poll's milliseconds).
+fn wait_readable(device: &SyncDevice, timeout: Duration) -> Readiness {
+    let mut pfd = libc::pollfd {
+        fd: device.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
+    };
+    // SAFETY: one valid pollfd and timespec for the duration of the call.
+    let ready = unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
+    if ready <= 0 {
+        Readiness::TimedOut // or EINTR: the caller simply loops
+    } else if pfd.revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
+        Readiness::Gone
+    } else {
+        Readiness::Readable
+    }
+}
+
+/// One direction: read every packet waiting on `input` (up to a batch),
+/// enqueue, release what is due into the other device, sleep until the next
+/// packet or departure. Returns the final snapshot when told to stop or
+/// when the device goes away.
+fn forward(
+    input: &SyncDevice,
+    mut driver: Driver<TunPacket, TunEgress>,
     mtu: usize,
-    tx: &SyncSender<LinkMsg<TunPacket>>,
-    epoch: Instant,
     stop: &AtomicBool,
-) {
+) -> LinkSnapshot {
+    raise_priority();
     let mut original = vec![0u8; VIRTIO_NET_HDR_LEN + 65_535];
     // Segments of a GSO packet are at most MTU-sized; plain reads fit too.
     let mut bufs = vec![vec![0u8; HEADROOM + mtu.max(1280)]; IDEAL_BATCH_SIZE];
     let mut sizes = vec![0usize; IDEAL_BATCH_SIZE];
     while !stop.load(Ordering::Relaxed) {
-        let mut pfd = libc::pollfd {
-            fd: device.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd for the duration of the call.
-        if unsafe { libc::poll(&mut pfd, 1, READ_POLL_MS) } <= 0 {
-            continue;
+        driver.release();
+        match wait_readable(input, driver.timeout().min(STOP_CHECK)) {
+            Readiness::Readable => {}
+            Readiness::TimedOut => continue,
+            Readiness::Gone => return driver.finish(),
         }
-        let n = match device.recv_multiple(&mut original, &mut bufs, &mut sizes, HEADROOM) {
-            Ok(n) => n,
-            // The device is gone.
-            Err(e)
-                if matches!(
-                    e.raw_os_error(),
-                    Some(libc::EBADF | libc::EBADFD | libc::ENODEV)
-                ) =>
-            {
-                return
-            }
-            // Interrupted, or a packet the offload layer cannot split: lost, like a bad frame.
-            Err(_) => continue,
-        };
-        let at = epoch.elapsed();
-        for (buf, &size) in bufs.iter().zip(&sizes).take(n) {
-            let packet = TunPacket::new(&buf[HEADROOM..HEADROOM + size]);
-            if tx.send(LinkMsg::Packet(at, packet)).is_err() {
-                return;
+        let at = driver.now();
+        for _ in 0..IDEAL_BATCH_SIZE {
+            let n = match input.recv_multiple(&mut original, &mut bufs, &mut sizes, HEADROOM) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                // The device is gone.
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::EBADF | libc::EBADFD | libc::ENODEV)
+                    ) =>
+                {
+                    return driver.finish();
+                }
+                // Interrupted, or a packet the offload layer cannot split: lost, like a bad frame.
+                Err(_) => continue,
+            };
+            for (buf, &size) in bufs.iter().zip(&sizes).take(n) {
+                driver.enqueue(at, TunPacket::new(&buf[HEADROOM..HEADROOM + size]));
             }
         }
     }
+    driver.finish()
 }
 
 #[cfg(test)]

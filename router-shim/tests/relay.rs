@@ -10,15 +10,16 @@ use std::time::{Duration, Instant};
 use ecnq::router::MarkingMode;
 use ecnq::{Ecn, SchemeTag, WireScheme};
 use ecnq_shim::link::router_config;
+use ecnq_shim::link::Direction;
 use ecnq_shim::observe::PcapWriter;
 use ecnq_shim::pump::Observers;
-use ecnq_shim::relay::{Direction, Relay, RelayConfig, RelayReport};
+use ecnq_shim::relay::{Relay, RelayConfig, RelayReport};
 use ecnq_shim::spec::LinkSpec;
 use ecnq_shim::stats::StatsSink;
-use ecnq_shim::tos_socket::{enable_recv_tos, set_buffers};
+use ecnq_shim::tos_socket::{enable_recv_tos, send_with_tos, set_buffers};
 
 mod common;
-use common::{receive_all, send};
+use common::{receive_all, send, steady_rate};
 
 /// A relay running on its own runtime thread.
 struct RunningRelay {
@@ -39,7 +40,15 @@ impl RunningRelay {
         router.mode = mode;
         let direction = Direction { spec, router };
         let config = RelayConfig {
-            listen: "127.0.0.1:0".parse().unwrap(),
+            // Same family as the target.
+            listen: SocketAddr::new(
+                if target.is_ipv6() {
+                    std::net::Ipv6Addr::LOCALHOST.into()
+                } else {
+                    std::net::Ipv4Addr::LOCALHOST.into()
+                },
+                0,
+            ),
             target,
             up: direction.clone(),
             down: direction,
@@ -188,9 +197,20 @@ fn relay_serves_many_clients() {
     assert_eq!(report.sessions, 5);
 }
 
+/// Timing-sensitive tests take this lock so they do not compete for the
+/// CPU with each other (the other tests of this file are light).
+static TIMING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn timing_lock() -> std::sync::MutexGuard<'static, ()> {
+    TIMING
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// Saturates a link of `rate` bit/s with 1200-byte payloads for `duration`
 /// and measures the rate the receiver sees, in bit/s on the wire.
 fn measured_rate(spec: &str, rate: f64, duration: Duration) -> f64 {
+    let _serial = timing_lock();
     let server = tos_socket();
     let relay = RunningRelay::start(
         server.local_addr().unwrap(),
@@ -205,6 +225,10 @@ fn measured_rate(spec: &str, rate: f64, duration: Duration) -> f64 {
     let payload = vec![0u8; 1200];
     let receiver =
         thread::spawn(move || receive_all(&server, Duration::from_millis(1000), usize::MAX));
+    // A 50 ms head start keeps the link busy through short sender stalls.
+    for _ in 0..(rate * 0.05 / 8.0 / wire) as u64 {
+        send(&client, relay.addr, &payload, 0x06);
+    }
     let start = Instant::now();
     let mut batch = 0u64;
     while start.elapsed() < duration {
@@ -223,8 +247,7 @@ fn measured_rate(spec: &str, rate: f64, duration: Duration) -> f64 {
         "the buffer must hold the excess"
     );
     assert!(got.iter().all(|r| r.len == 1200));
-    let span = got.last().unwrap().at - got.first().unwrap().at;
-    (got.len() - 1) as f64 * wire * 8.0 / span.as_secs_f64()
+    steady_rate(&got, wire)
 }
 
 #[test]
@@ -250,6 +273,7 @@ fn relay_rate_is_accurate_at_100_mbit() {
 
 #[test]
 fn relay_adds_the_configured_delay() {
+    let _serial = timing_lock();
     let server = tos_socket();
     let relay = RunningRelay::start(
         server.local_addr().unwrap(),
@@ -342,4 +366,53 @@ fn stats_lines_pcap_and_final_counters() {
         server.local_addr().unwrap().port()
     );
     assert_eq!(&first[28..], &[7; 100]);
+}
+
+#[test]
+fn relay_over_ipv6_keeps_the_traffic_class() {
+    let Ok(server) = UdpSocket::bind("[::1]:0") else {
+        eprintln!("skipped: no IPv6 loopback");
+        return;
+    };
+    enable_recv_tos(&server, true).unwrap();
+    let relay = RunningRelay::start(
+        server.local_addr().unwrap(),
+        "delay 1ms",
+        MarkingMode::Forced(WireScheme::Classic),
+        Observers::default(),
+    );
+    let client = UdpSocket::bind("[::1]:0").unwrap();
+    enable_recv_tos(&client, true).unwrap();
+    let tc = SchemeTag::new(4).tos(Ecn::Ect0);
+    for i in 0..5u8 {
+        send_with_tos(&client, &[i; 40], Some(relay.addr), tc, true).unwrap();
+    }
+    let got = receive_all(&server, Duration::from_millis(500), 5);
+    assert_eq!(got.len(), 5);
+    assert!(got.iter().all(|r| r.tos == tc && r.len == 40));
+    send_with_tos(&server, b"back", Some(got[0].from), tc, true).unwrap();
+    let back = receive_all(&client, Duration::from_millis(500), 1);
+    assert_eq!((back.len(), back[0].tos), (1, tc));
+    let report = relay.stop();
+    // 40 bytes + UDP + IPv6 header.
+    assert_eq!(report.up.counters.arrival_bytes, 5 * (40 + 8 + 40));
+}
+
+#[test]
+fn session_table_is_bounded() {
+    let server = tos_socket();
+    // The test relay allows 16 sessions.
+    let relay = RunningRelay::start(
+        server.local_addr().unwrap(),
+        "",
+        MarkingMode::Auto,
+        Observers::default(),
+    );
+    let clients: Vec<UdpSocket> = (0..20).map(|_| tos_socket()).collect();
+    for c in &clients {
+        send(c, relay.addr, b"x", 0);
+    }
+    let got = receive_all(&server, Duration::from_millis(500), 20);
+    let report = relay.stop();
+    assert_eq!((got.len(), report.sessions, report.refused), (16, 16, 4));
 }

@@ -38,6 +38,9 @@ fuzz_target!(|input: &[u8]| {
         IpVersion::V6 => (0..2, 0..0),
     };
     for (i, (a, b)) in packet.iter().zip(&rewritten).enumerate() {
-        assert!(a == b || tos_at.contains(&i) || checksum_at.contains(&i), "byte {i} changed");
+        assert!(
+            a == b || tos_at.contains(&i) || checksum_at.contains(&i),
+            "byte {i} changed"
+        );
     }
 });
