@@ -19,9 +19,11 @@ fn link(spec: &str) -> LinkSpec {
 }
 
 /// Two chained shims: a 20 Mbit/s access link, then a 12 Mbit/s bottleneck
-/// with one bandwidth-delay product of buffer (12 Mbit/s × 40 ms = 60 kB).
+/// with one bandwidth-delay product of buffer (12 Mbit/s × 200 ms = 300 kB).
+/// The round trip equals the routers' t_p (200 ms), the regime the papers'
+/// laws are scaled to.
 fn parking_lot() -> [LinkSpec; 2] {
-    [link("rate 20mbit delay 10ms limit 100kb"), link("rate 12mbit delay 10ms limit 60kb")]
+    [link("rate 20mbit delay 50ms limit 500kb"), link("rate 12mbit delay 50ms limit 300kb")]
 }
 
 /// Two flows of `scheme`, the second arriving at a quarter of the run.
