@@ -179,16 +179,46 @@ fn plot_run(
     )?;
     let queue = [Series {
         name: "queueing delay".into(),
-        points: link.samples.iter().map(|s| (s.t, s.queue_bytes * 8.0 / link.capacity_bps * 1e3)).collect(),
+        points: link
+            .samples
+            .iter()
+            .map(|s| (s.t, s.queue_bytes * 8.0 / link.capacity_bps * 1e3))
+            .collect(),
     }];
-    line_chart(&out.join(format!("{name}-queue.svg")), &format!("{name}: bottleneck queue"), "seconds", "ms", &queue)?;
-    let pick = |i: usize| link.samples.iter().map(|s| (s.t, s.load[i] * 100.0)).collect();
+    line_chart(
+        &out.join(format!("{name}-queue.svg")),
+        &format!("{name}: bottleneck queue"),
+        "seconds",
+        "ms",
+        &queue,
+    )?;
+    let pick = |i: usize| {
+        link.samples
+            .iter()
+            .map(|s| (s.t, s.load[i] * 100.0))
+            .collect()
+    };
     let load = [
-        Series { name: "VCP ρ".into(), points: pick(0) },
-        Series { name: "BMCC f".into(), points: pick(1) },
-        Series { name: "MCP U".into(), points: pick(2) },
+        Series {
+            name: "VCP ρ".into(),
+            points: pick(0),
+        },
+        Series {
+            name: "BMCC f".into(),
+            points: pick(1),
+        },
+        Series {
+            name: "MCP U".into(),
+            points: pick(2),
+        },
     ];
-    line_chart(&out.join(format!("{name}-load.svg")), &format!("{name}: bottleneck load factor"), "seconds", "%", &load)
+    line_chart(
+        &out.join(format!("{name}-load.svg")),
+        &format!("{name}: bottleneck load factor"),
+        "seconds",
+        "%",
+        &load,
+    )
 }
 
 fn print_table(rows: &[RunSummary]) {

@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use ecnq::quic::{CongestionControl, Endpoint, Options};
 use ecnq::Scheme;
-use ecnq_shim::link::router_config;
+use ecnq_shim::link::{router_config, Direction};
 use ecnq_shim::pump::Observers;
-use ecnq_shim::relay::{Direction, Relay, RelayConfig};
+use ecnq_shim::relay::{Relay, RelayConfig};
 use ecnq_shim::spec::LinkSpec;
 use ecnq_shim::stats::StatsSink;
 use rustls::RootCertStore;
@@ -57,7 +57,11 @@ impl LoopbackBed {
             .map_err(|e| format!("cannot start the server: {e}"))?;
         let server = endpoint.local_addr().map_err(|e| e.to_string())?;
         let serving = tokio::spawn(super::server::serve(endpoint, false, |_| {}));
-        Ok(LoopbackBed { server, roots, serving })
+        Ok(LoopbackBed {
+            server,
+            roots,
+            serving,
+        })
     }
 
     /// An ecnq server (VCP when it sends).
@@ -99,19 +103,38 @@ impl LoopbackBed {
         let series = flows
             .iter()
             .zip(&runs)
-            .map(|(flow, run)| FlowSeries { start: flow.offset, samples: sending_rate(&run.intervals, flow.offset) })
+            .map(|(flow, run)| FlowSeries {
+                start: flow.offset,
+                samples: sending_rate(&run.intervals, flow.offset),
+            })
             .collect();
-        Ok(RunResult { elapsed, flows: flows.to_vec(), runs, series, links })
+        Ok(RunResult {
+            elapsed,
+            flows: flows.to_vec(),
+            runs,
+            series,
+            links,
+        })
     }
 
     /// A client of this bed's server reached through `entry`.
-    pub fn client_config(&self, entry: SocketAddr, cc: CongestionControl, seconds: f64) -> ClientConfig {
+    pub fn client_config(
+        &self,
+        entry: SocketAddr,
+        cc: CongestionControl,
+        seconds: f64,
+    ) -> ClientConfig {
         ClientConfig {
             server: entry,
             server_name: "localhost".into(),
             roots: self.roots.clone(),
             cc,
-            request: TestRequest { version: 1, reverse: false, seconds, bytes: 0 },
+            request: TestRequest {
+                version: 1,
+                reverse: false,
+                seconds,
+                bytes: 0,
+            },
             interval: Duration::from_millis(250),
             qlog: None,
         }
@@ -128,7 +151,12 @@ impl Drop for LoopbackBed {
 pub struct RelayChain {
     /// Where clients send: the first relay.
     pub entry: SocketAddr,
-    relays: Vec<(JoinHandle<()>, tokio::sync::oneshot::Sender<()>, Lines, LinkSpec)>,
+    relays: Vec<(
+        JoinHandle<()>,
+        tokio::sync::oneshot::Sender<()>,
+        Lines,
+        LinkSpec,
+    )>,
 }
 
 impl RelayChain {
@@ -150,7 +178,10 @@ impl RelayChain {
             relays.push((task, stop, lines, *spec));
         }
         relays.reverse();
-        Ok(RelayChain { entry: next, relays })
+        Ok(RelayChain {
+            entry: next,
+            relays,
+        })
     }
 
     /// Stops every relay; returns each link's client-to-server series, in path order.
@@ -167,8 +198,15 @@ impl RelayChain {
 
 /// Binds a relay for `spec` toward `target`, on `listen` (default an
 /// ephemeral loopback port), with its stats collected in memory.
-pub fn bind_relay(spec: &LinkSpec, target: SocketAddr, listen: Option<SocketAddr>) -> Result<(Relay, Lines), String> {
-    let direction = Direction { spec: *spec, router: router_config(spec) };
+pub fn bind_relay(
+    spec: &LinkSpec,
+    target: SocketAddr,
+    listen: Option<SocketAddr>,
+) -> Result<(Relay, Lines), String> {
+    let direction = Direction {
+        spec: *spec,
+        router: router_config(spec),
+    };
     let config = RelayConfig {
         listen: listen.unwrap_or_else(|| "127.0.0.1:0".parse().expect("literal")),
         target,
@@ -201,7 +239,10 @@ impl Lines {
 
 impl Write for Lines {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(buf);
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend_from_slice(buf);
         Ok(buf.len())
     }
     fn flush(&mut self) -> std::io::Result<()> {
@@ -209,9 +250,16 @@ impl Write for Lines {
     }
 }
 
+/// Flows sample every 250 ms on their own clocks: samples this close count
+/// as simultaneous.
+pub const SAMPLE_WINDOW: f64 = 0.15;
+
 /// A flow's sending rate on the wire, on the run's clock.
 fn sending_rate(intervals: &[StreamInterval], offset: f64) -> Vec<(f64, f64)> {
-    intervals.iter().map(|i| (offset + i.end, rate(i.wire_bytes, i.seconds))).collect()
+    intervals
+        .iter()
+        .map(|i| (offset + i.end, rate(i.wire_bytes, i.seconds)))
+        .collect()
 }
 
 /// One sample of a link's client-to-server direction.
@@ -265,17 +313,25 @@ impl LinkSeries {
                 }
             })
             .collect();
-        LinkSeries { samples, capacity_bps, buffer_bytes }
+        LinkSeries {
+            samples,
+            capacity_bps,
+            buffer_bytes,
+        }
     }
 
     fn between(&self, from: f64, to: f64) -> impl Iterator<Item = &LinkSample> {
-        self.samples.iter().filter(move |s| s.t >= from && s.t <= to)
+        self.samples
+            .iter()
+            .filter(move |s| s.t >= from && s.t <= to)
     }
 
     /// Departures over capacity between two times.
     pub fn utilization(&self, from: f64, to: f64) -> f64 {
         let mut window = self.between(from, to);
-        let (Some(first), Some(last)) = (window.next(), window.last()) else { return 0.0 };
+        let (Some(first), Some(last)) = (window.next(), window.last()) else {
+            return 0.0;
+        };
         let span = last.t - first.t;
         if span <= 0.0 {
             return 0.0;
@@ -285,7 +341,9 @@ impl LinkSeries {
 
     /// Queueing delay samples (ms) between two times.
     pub fn queue_ms(&self, from: f64, to: f64) -> Vec<f64> {
-        self.between(from, to).map(|s| s.queue_bytes * 8.0 / self.capacity_bps * 1e3).collect()
+        self.between(from, to)
+            .map(|s| s.queue_bytes * 8.0 / self.capacity_bps * 1e3)
+            .collect()
     }
 
     /// Queue samples (bytes) between two times.
@@ -350,23 +408,45 @@ impl RunResult {
         let tail: Vec<f64> = self
             .series
             .iter()
-            .map(|s| s.samples.iter().filter(|(t, _)| *t > tail_from).map(|(_, r)| r).sum::<f64>())
+            .map(|s| {
+                s.samples
+                    .iter()
+                    .filter(|(t, _)| *t > tail_from)
+                    .map(|(_, r)| r)
+                    .sum::<f64>()
+            })
             .collect();
         let queue = link.queue_ms(0.0, end);
         RunSummary {
             name: name.to_owned(),
-            goodput_mbit: self.runs.iter().map(|r| r.peer_result.bytes as f64 * 8.0).sum::<f64>() / end / 1e6,
+            goodput_mbit: self
+                .runs
+                .iter()
+                .map(|r| r.peer_result.bytes as f64 * 8.0)
+                .sum::<f64>()
+                / end
+                / 1e6,
             utilization: link.utilization(0.0, end),
             queue_p50_ms: percentile(&queue, 50.0).unwrap_or(0.0),
             queue_p99_ms: percentile(&queue, 99.0).unwrap_or(0.0),
             loss: link.loss(),
             jain: jain_index(&tail),
-            converge_s: convergence_time(&self.series, self.series.len().saturating_sub(1), 0.2),
+            converge_s: convergence_time(
+                &self.series,
+                self.series.len().saturating_sub(1),
+                0.2,
+                SAMPLE_WINDOW,
+            ),
             flows: self
                 .flows
                 .iter()
                 .zip(&self.runs)
-                .map(|(f, r)| (f.cc.to_string(), r.peer_result.bytes as f64 * 8.0 / f.seconds / 1e6))
+                .map(|(f, r)| {
+                    (
+                        f.cc.to_string(),
+                        r.peer_result.bytes as f64 * 8.0 / f.seconds / 1e6,
+                    )
+                })
                 .collect(),
         }
     }
