@@ -210,6 +210,28 @@ pub struct End {
     pub fairness: f64,
 }
 
+impl Interval {
+    /// Groups per-stream records into iperf3 intervals (records with the same
+    /// index in each stream's sequence form one interval).
+    pub fn group(runs: &[Vec<StreamInterval>]) -> Vec<Interval> {
+        let count = runs.iter().map(Vec::len).max().unwrap_or(0);
+        (0..count)
+            .map(|i| {
+                let streams: Vec<StreamInterval> =
+                    runs.iter().filter_map(|r| r.get(i).cloned()).collect();
+                let start = streams
+                    .iter()
+                    .map(|s| s.start)
+                    .fold(f64::INFINITY, f64::min);
+                let end = streams.iter().map(|s| s.end).fold(0.0, f64::max);
+                let sender = streams.first().is_some_and(|s| s.sender);
+                let sum = Sum::of(&streams, start, end, sender);
+                Interval { streams, sum }
+            })
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -259,27 +281,5 @@ mod tests {
         }
         assert_eq!(json["intervals"][0]["sum"]["bits_per_second"], 16e6);
         assert_eq!(rate(10, 0.0), 0.0);
-    }
-}
-
-impl Interval {
-    /// Groups per-stream records into iperf3 intervals (records with the same
-    /// index in each stream's sequence form one interval).
-    pub fn group(runs: &[Vec<StreamInterval>]) -> Vec<Interval> {
-        let count = runs.iter().map(Vec::len).max().unwrap_or(0);
-        (0..count)
-            .map(|i| {
-                let streams: Vec<StreamInterval> =
-                    runs.iter().filter_map(|r| r.get(i).cloned()).collect();
-                let start = streams
-                    .iter()
-                    .map(|s| s.start)
-                    .fold(f64::INFINITY, f64::min);
-                let end = streams.iter().map(|s| s.end).fold(0.0, f64::max);
-                let sender = streams.first().is_some_and(|s| s.sender);
-                let sum = Sum::of(&streams, start, end, sender);
-                Interval { streams, sum }
-            })
-            .collect()
     }
 }
