@@ -1,10 +1,10 @@
-//! The simulator's loss-based baselines: NewReno (RFC 6582 / RFC 5681
-//! window arithmetic) and Cubic (RFC 8312). Both react to a loss or a CE mark
+//! The simulator's loss-based baselines: NewReno (the core's classic law)
+//! and Cubic (RFC 8312). Both react to a loss or a CE mark
 //! at most once per round trip, and both start in slow start.
 
 use std::time::Duration;
 
-use ecnq::signal::{Congestion, Feedback, Law, LawConfig, Mode, RttSample};
+use ecnq::signal::{Congestion, Feedback, Law, LawConfig, LossEpoch, Mode, RttSample};
 use ecnq::SchemeTag;
 
 /// Cubic's C = 0.4 (RFC 8312 §5).
@@ -12,14 +12,18 @@ pub const CUBIC_C: f64 = 0.4;
 /// Cubic's multiplicative decrease β = 0.7 (RFC 8312 §4.5).
 pub const CUBIC_BETA: f64 = 0.7;
 
-/// What both baselines share: slow start and the once-per-RTT reaction.
+/// The NewReno baseline is the core's classic law (RFC 6582 window
+/// arithmetic, loss and CE as congestion), the same one ecnq senders fall
+/// back to.
+pub type NewReno = ecnq::classic::ClassicLaw;
+
+/// Cubic's window state: slow start and NewReno's once-per-RTT reaction.
 #[derive(Clone, Debug)]
 struct LossWindow {
     config: LawConfig,
     cwnd: f64,
     ssthresh: f64,
-    /// Losses of packets sent before this belong to the last congestion event.
-    recovery_start: Option<Duration>,
+    loss: LossEpoch,
 }
 
 impl LossWindow {
@@ -27,93 +31,17 @@ impl LossWindow {
         LossWindow {
             cwnd: config.clamp(config.initial_window as f64),
             ssthresh: f64::INFINITY,
-            recovery_start: None,
+            loss: LossEpoch::default(),
             config,
         }
-    }
-
-    /// Whether a signal for a packet sent at `sent` starts a new congestion event.
-    fn new_event(&mut self, now: Duration, sent: Duration) -> bool {
-        if self.recovery_start.is_some_and(|start| sent <= start) {
-            return false;
-        }
-        self.recovery_start = Some(now);
-        true
     }
 
     fn in_slow_start(&self) -> bool {
         self.cwnd < self.ssthresh
     }
 
-    fn in_recovery(&self, now: Duration, rtt: &RttSample) -> bool {
-        self.recovery_start
-            .is_some_and(|start| now < start + rtt.smoothed)
-    }
-
     fn set(&mut self, cwnd: f64) {
         self.cwnd = self.config.clamp(cwnd);
-    }
-}
-
-/// NewReno: slow start, one packet per RTT in congestion avoidance, halve on
-/// congestion (RFC 5681 §3.1, RFC 3168 §6.1.2 for CE).
-#[derive(Clone, Debug)]
-pub struct NewReno {
-    w: LossWindow,
-}
-
-impl NewReno {
-    /// A NewReno sender.
-    pub fn new(config: LawConfig) -> NewReno {
-        NewReno {
-            w: LossWindow::new(config),
-        }
-    }
-}
-
-impl Law for NewReno {
-    fn on_ack(&mut self, now: Duration, acked_bytes: u64, rtt: &RttSample) {
-        if self.w.in_recovery(now, rtt) {
-            return;
-        }
-        let acked = acked_bytes as f64;
-        if self.w.in_slow_start() {
-            self.w.set(self.w.cwnd + acked);
-        } else {
-            let mss = self.w.config.mss as f64;
-            self.w.set(self.w.cwnd + mss * acked / self.w.cwnd);
-        }
-    }
-
-    fn on_feedback(&mut self, _now: Duration, _feedback: Feedback, _rtt: &RttSample) {}
-
-    fn on_congestion(
-        &mut self,
-        now: Duration,
-        sent: Duration,
-        _kind: Congestion,
-        _rtt: &RttSample,
-    ) {
-        if self.w.new_event(now, sent) {
-            self.w.ssthresh = self.w.config.clamp(self.w.cwnd * 0.5);
-            self.w.set(self.w.ssthresh);
-        }
-    }
-
-    fn window(&self) -> u64 {
-        self.w.cwnd as u64
-    }
-
-    fn mode(&self) -> Mode {
-        if self.w.in_slow_start() {
-            Mode::SlowStart
-        } else {
-            Mode::CongestionAvoidance
-        }
-    }
-
-    fn tag(&self) -> SchemeTag {
-        SchemeTag::UNTAGGED
     }
 }
 
@@ -154,7 +82,7 @@ impl Cubic {
 
 impl Law for Cubic {
     fn on_ack(&mut self, now: Duration, acked_bytes: u64, rtt: &RttSample) {
-        if self.w.in_recovery(now, rtt) {
+        if self.w.loss.in_recovery(now, rtt) {
             return;
         }
         let acked = acked_bytes as f64;
@@ -201,7 +129,7 @@ impl Law for Cubic {
         _kind: Congestion,
         _rtt: &RttSample,
     ) {
-        if !self.w.new_event(now, sent) {
+        if !self.w.loss.begins(now, sent) {
             return;
         }
         let cwnd_pkts = self.w.cwnd / self.mss();
