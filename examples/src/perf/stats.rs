@@ -40,8 +40,8 @@ pub struct FlowSeries {
 /// flows active at that moment divided by their number, since the link's
 /// real capacity after overheads is what they share. Flows sample on their
 /// own clocks, so each other flow counts with its sample nearest in time
-/// (within `window` seconds; a flow with none there is not active). `None`
-/// if it never does.
+/// (within `window` seconds; a flow with none there is not active). Samples
+/// where it is alone do not count. `None` if it never does.
 pub fn convergence_time(
     flows: &[FlowSeries],
     flow: usize,
@@ -60,6 +60,10 @@ pub fn convergence_time(
                     .map(|s| s.1)
             })
             .collect();
+        // Alone on the link (the others have ended) there is no share to reach.
+        if active.len() < 2 {
+            continue;
+        }
         let fair = active.iter().sum::<f64>() / active.len() as f64;
         if rate >= fair * (1.0 - tolerance) {
             return Some(t - target.start);
@@ -111,5 +115,14 @@ mod tests {
         // Its first sample (1 against a fair 5) is not convergence.
         assert!(convergence_time(&flows, 1, 0.2, 0.5).unwrap() > 0.6);
         assert_eq!(convergence_time(&flows, 2, 0.0, 0.5), None);
+        // Once the early flow has ended, the late one is alone: no convergence.
+        let alone = [
+            flows[0].clone(),
+            FlowSeries {
+                start: 1.5,
+                samples: vec![(2.1, 1.0), (5.1, 9.0)],
+            },
+        ];
+        assert_eq!(convergence_time(&alone, 1, 0.2, 0.5), None);
     }
 }
