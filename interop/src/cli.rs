@@ -21,7 +21,7 @@ fn command(stack: &Stack) -> Command {
              log). The server serves --www over hq-interop on UDP --listen; the client stores \
              each URL's file under --downloads. Exits 127 for an unsupported test case.\n\n\
              Test cases: handshake transfer multiplexing chacha20 retry resumption zerortt \
-             keyupdate ecn handshakeloss transferloss handshakecorruption transfercorruption \
+             keyupdate ecn multiconnect handshakeloss transferloss handshakecorruption transfercorruption \
              blackhole goodput crosstraffic",
             stack.about
         ))
