@@ -1,0 +1,3 @@
+//! Shared pieces of the ecnq demos and the `ecnq-perf` harness.
+
+pub mod perf;

@@ -1,0 +1,103 @@
+//! SVG line charts of a run's time series (plotters, SVG backend only, so
+//! no font or image libraries are needed).
+
+use std::path::Path;
+
+use plotters::prelude::*;
+
+/// One named line.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Series {
+    /// Legend label.
+    pub name: String,
+    /// `(x, y)` points in x order.
+    pub points: Vec<(f64, f64)>,
+}
+
+/// Draws `series` as lines into an SVG file at `path`.
+pub fn line_chart(
+    path: &Path,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series],
+) -> Result<(), String> {
+    let all = series.iter().flat_map(|s| s.points.iter());
+    let (mut x_max, mut y_max) = (0.0f64, 0.0f64);
+    for &(x, y) in all {
+        if x.is_finite() && y.is_finite() {
+            x_max = x_max.max(x);
+            y_max = y_max.max(y);
+        }
+    }
+    let x_max = if x_max > 0.0 { x_max } else { 1.0 };
+    let y_max = if y_max > 0.0 { y_max * 1.1 } else { 1.0 };
+    let root = SVGBackend::new(path, (900, 420)).into_drawing_area();
+    let fail = |e: &dyn std::fmt::Display| format!("cannot draw {}: {e}", path.display());
+    root.fill(&WHITE).map_err(|e| fail(&e))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0.0..x_max, 0.0..y_max)
+        .map_err(|e| fail(&e))?;
+    chart
+        .configure_mesh()
+        .x_desc(x_label)
+        .y_desc(y_label)
+        .draw()
+        .map_err(|e| fail(&e))?;
+    for (i, s) in series.iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        chart
+            .draw_series(LineSeries::new(
+                s.points.iter().copied(),
+                color.stroke_width(2),
+            ))
+            .map_err(|e| fail(&e))?
+            .label(s.name.clone())
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+            });
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| fail(&e))?;
+    root.present().map_err(|e| fail(&e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_an_svg_with_every_series() {
+        let dir = std::env::temp_dir().join(format!("ecnq-plot-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t.svg");
+        let series = [
+            Series {
+                name: "flow 1".into(),
+                points: vec![(0.0, 1.0), (1.0, 3.0)],
+            },
+            Series {
+                name: "flow 2".into(),
+                points: vec![(0.5, 2.0), (1.0, f64::NAN)],
+            },
+        ];
+        line_chart(&path, "throughput", "s", "Mbit/s", &series).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        assert!(svg.starts_with("<svg") && svg.contains("flow 1") && svg.contains("flow 2"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn unwritable_path_is_an_error_not_a_panic() {
+        let err = line_chart(Path::new("/nonexistent-dir/x.svg"), "t", "x", "y", &[]).unwrap_err();
+        assert!(err.contains("/nonexistent-dir/x.svg"), "{err}");
+    }
+}

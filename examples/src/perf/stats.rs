@@ -1,0 +1,103 @@
+//! The figures a run is judged by: Jain's fairness index, percentiles, and
+//! the EVCP paper's convergence time.
+
+/// Jain's fairness index (Σx)² / (n·Σx²): 1 when all shares are equal, 1/n
+/// when one flow has everything. Empty or all-zero input gives 1 (nothing is
+/// unfair about nothing).
+pub fn jain_index(shares: &[f64]) -> f64 {
+    let sum: f64 = shares.iter().sum();
+    let squares: f64 = shares.iter().map(|x| x * x).sum();
+    if shares.is_empty() || squares == 0.0 {
+        return 1.0;
+    }
+    sum * sum / (shares.len() as f64 * squares)
+}
+
+/// The `p`-th percentile (0–100) by nearest rank, or `None` for no samples.
+/// NaN samples are ignored.
+pub fn percentile(samples: &[f64], p: f64) -> Option<f64> {
+    let mut sorted: Vec<f64> = samples.iter().copied().filter(|x| !x.is_nan()).collect();
+    if sorted.is_empty() {
+        return None;
+    }
+    sorted.sort_by(f64::total_cmp);
+    let rank = ((p.clamp(0.0, 100.0) / 100.0) * sorted.len() as f64).ceil() as usize;
+    Some(sorted[rank.saturating_sub(1).min(sorted.len() - 1)])
+}
+
+/// Per-interval throughput samples of one flow.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FlowSeries {
+    /// When the flow started, in seconds from the start of the run.
+    pub start: f64,
+    /// `(time, bits per second)` at the end of each interval.
+    pub samples: Vec<(f64, f64)>,
+}
+
+/// Convergence time of `flow` as the EVCP paper defines it (§"Simulation
+/// environment"): the time from its start until its measured throughput
+/// first reaches its fair share — here the aggregate throughput of all
+/// flows active in that interval divided by their number, since the link's
+/// real capacity after overheads is what they share. `None` if it never does.
+pub fn convergence_time(flows: &[FlowSeries], flow: usize, tolerance: f64) -> Option<f64> {
+    let target = flows.get(flow)?;
+    for &(t, rate) in &target.samples {
+        let active: Vec<f64> = flows
+            .iter()
+            .filter_map(|f| {
+                f.samples
+                    .iter()
+                    .find(|s| (s.0 - t).abs() < 1e-9)
+                    .map(|s| s.1)
+            })
+            .collect();
+        let fair = active.iter().sum::<f64>() / active.len() as f64;
+        if rate >= fair * (1.0 - tolerance) {
+            return Some(t - target.start);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jain_extremes() {
+        assert_eq!(jain_index(&[5.0, 5.0, 5.0]), 1.0);
+        assert!((jain_index(&[1.0, 0.0, 0.0, 0.0]) - 0.25).abs() < 1e-12);
+        assert!((jain_index(&[3.0, 1.0]) - 0.8).abs() < 1e-12);
+        assert_eq!(jain_index(&[]), 1.0);
+        assert_eq!(jain_index(&[0.0, 0.0]), 1.0);
+    }
+
+    #[test]
+    fn percentiles_by_nearest_rank() {
+        let xs: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(percentile(&xs, 50.0), Some(50.0));
+        assert_eq!(percentile(&xs, 99.0), Some(99.0));
+        assert_eq!(percentile(&xs, 100.0), Some(100.0));
+        assert_eq!(percentile(&xs, 0.0), Some(1.0));
+        assert_eq!(percentile(&[f64::NAN, 2.0], 50.0), Some(2.0));
+        assert_eq!(percentile(&[], 50.0), None);
+    }
+
+    #[test]
+    fn convergence_when_the_late_flow_reaches_its_share() {
+        let early = FlowSeries {
+            start: 0.0,
+            samples: vec![(1.0, 10.0), (2.0, 9.0), (3.0, 6.0), (4.0, 5.0)],
+        };
+        let late = FlowSeries {
+            start: 1.5,
+            samples: vec![(2.0, 1.0), (3.0, 4.0), (4.0, 5.0)],
+        };
+        let flows = [early, late];
+        // At t = 3 the fair share is 5 and the late flow has 4: within 20 %.
+        assert_eq!(convergence_time(&flows, 1, 0.2), Some(1.5));
+        // Exactly: only at t = 4.
+        assert_eq!(convergence_time(&flows, 1, 0.0), Some(2.5));
+        assert_eq!(convergence_time(&flows, 2, 0.0), None);
+    }
+}
