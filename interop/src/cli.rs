@@ -12,9 +12,9 @@ use clap::{Arg, ArgMatches, Command};
 use crate::contract::{Config, Request, Role, TestCase, EXIT_UNSUPPORTED};
 use crate::{client, server, Stack};
 
-fn command(stack: &Stack) -> Command {
-    Command::new(stack.name)
-        .about(stack.about)
+fn command(stack: &dyn Stack) -> Command {
+    Command::new(stack.name())
+        .about(stack.about())
         .long_about(format!(
             "{}\n\nFollows the quic-interop-runner endpoint contract: ROLE (client|server), \
              TESTCASE, REQUESTS (space-separated https:// URLs, client), SSLKEYLOGFILE (NSS key \
@@ -23,7 +23,7 @@ fn command(stack: &Stack) -> Command {
              Test cases: handshake transfer multiplexing chacha20 retry resumption zerortt \
              keyupdate ecn multiconnect handshakeloss transferloss handshakecorruption transfercorruption \
              blackhole goodput crosstraffic",
-            stack.about
+            stack.about()
         ))
         .arg(opt("role", "client or server [env: ROLE]"))
         .arg(opt("testcase", "runner test case [env: TESTCASE]"))
@@ -99,13 +99,13 @@ fn config(matches: &ArgMatches) -> Result<Outcome, String> {
 }
 
 /// Runs the endpoint of `stack` with the process's arguments and environment.
-pub fn main(stack: Stack) -> ExitCode {
+pub fn main(stack: &dyn Stack) -> ExitCode {
     main_from(stack, std::env::args_os())
 }
 
 /// Runs the endpoint of `stack` with `args` (the first is the program name).
-pub fn main_from(stack: Stack, args: impl IntoIterator<Item = OsString>) -> ExitCode {
-    let matches = match command(&stack).try_get_matches_from(args) {
+pub fn main_from(stack: &dyn Stack, args: impl IntoIterator<Item = OsString>) -> ExitCode {
+    let matches = match command(stack).try_get_matches_from(args) {
         Ok(m) => m,
         Err(e) => {
             let _ = e.print();
@@ -115,11 +115,11 @@ pub fn main_from(stack: Stack, args: impl IntoIterator<Item = OsString>) -> Exit
     let config = match config(&matches) {
         Ok(Outcome::Run(c)) => c,
         Ok(Outcome::Unsupported(name)) => {
-            eprintln!("{}: unsupported test case '{name}'", stack.name);
+            eprintln!("{}: unsupported test case '{name}'", stack.name());
             return ExitCode::from(EXIT_UNSUPPORTED);
         }
         Err(e) => {
-            eprintln!("{}: {e}", stack.name);
+            eprintln!("{}: {e}", stack.name());
             return ExitCode::from(2);
         }
     };
@@ -129,20 +129,20 @@ pub fn main_from(stack: Stack, args: impl IntoIterator<Item = OsString>) -> Exit
     {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("{}: cannot start the runtime: {e}", stack.name);
+            eprintln!("{}: cannot start the runtime: {e}", stack.name());
             return ExitCode::FAILURE;
         }
     };
     let result = runtime.block_on(async {
         match config.role {
-            Role::Client => client::run(&stack, &config).await,
-            Role::Server => server::run(&stack, &config).await,
+            Role::Client => client::run(stack, &config).await,
+            Role::Server => server::run(stack, &config).await,
         }
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("{}: {e}", stack.name);
+            eprintln!("{}: {e}", stack.name());
             ExitCode::FAILURE
         }
     }
@@ -151,10 +151,14 @@ pub fn main_from(stack: Stack, args: impl IntoIterator<Item = OsString>) -> Exit
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Vanilla;
 
     fn run(args: &[&str]) -> u8 {
-        let stack = Stack::vanilla("test", "test endpoint");
-        let code = main_from(stack, args.iter().map(OsString::from));
+        let stack = Vanilla {
+            name: "test",
+            about: "test endpoint",
+        };
+        let code = main_from(&stack, args.iter().map(OsString::from));
         // ExitCode has no accessor; compare against the values we return.
         [0u8, 1, 2, EXIT_UNSUPPORTED]
             .into_iter()

@@ -5,74 +5,147 @@ use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use quinn::crypto::rustls::QuicClientConfig;
 use quinn::{Connection, Endpoint, VarInt};
 use tokio::task::JoinSet;
 
 use crate::contract::{Config, Request, TestCase};
-use crate::{hq, tls, Stack};
+use crate::{hq, tls, Stack, Summary};
+
+/// One client connection: its own endpoint (so every connection has its own
+/// UDP port, as a fresh client process would) and the stack's summary.
+struct Link {
+    endpoint: Endpoint,
+    conn: Connection,
+    summary: Box<dyn Summary>,
+}
+
+impl Link {
+    async fn close(self, name: &str) {
+        self.conn.close(VarInt::from_u32(0), b"done");
+        self.endpoint.wait_idle().await;
+        let line = self.summary.line();
+        if !line.is_empty() {
+            eprintln!(
+                "{name}: connection to {}: {line}",
+                self.conn.remote_address()
+            );
+        }
+    }
+}
+
+/// Connects, fetches and closes as the test case prescribes.
+struct Client<'a> {
+    stack: &'a dyn Stack,
+    config: &'a Config,
+    crypto: Arc<QuicClientConfig>,
+    server: SocketAddr,
+}
 
 /// Fetches all requests as `config.testcase` prescribes.
-pub async fn run(stack: &Stack, config: &Config) -> Result<(), String> {
+pub async fn run(stack: &dyn Stack, config: &Config) -> Result<(), String> {
     let first = config
         .requests
         .first()
         .ok_or("no requests given (REQUESTS is empty)")?;
-    let server = resolve(first).await?;
-    let bind: SocketAddr = if server.is_ipv4() {
-        (Ipv4Addr::UNSPECIFIED, 0).into()
-    } else {
-        (Ipv6Addr::UNSPECIFIED, 0).into()
+    let client = Client {
+        stack,
+        config,
+        // One TLS configuration for every connection: its session cache
+        // carries the ticket from the first connection to the resumed one.
+        crypto: tls::client_crypto(&config.keylog, config.testcase == TestCase::Chacha20)?,
+        server: resolve(first).await?,
     };
-    let mut endpoint =
-        Endpoint::client(bind).map_err(|e| format!("cannot bind a UDP socket: {e}"))?;
-    let crypto = tls::client_crypto(&config.keylog, config.testcase == TestCase::Chacha20)?;
-    let mut client_config = quinn::ClientConfig::new(crypto);
-    client_config.transport_config(Arc::new(stack.transport_config(config.testcase)));
-    endpoint.set_default_client_config(client_config);
-
-    let result = fetch_per_testcase(&endpoint, server, config).await;
-    endpoint.close(VarInt::from_u32(0), b"done");
-    endpoint.wait_idle().await;
-    result
+    client.fetch_per_testcase().await
 }
 
-async fn fetch_per_testcase(
-    endpoint: &Endpoint,
-    server: SocketAddr,
-    config: &Config,
-) -> Result<(), String> {
-    let host = &config.requests[0].host;
-    let paths: Vec<String> = config.requests.iter().map(|r| r.path.clone()).collect();
-    match config.testcase {
-        TestCase::Resumption | TestCase::ZeroRtt => {
-            // The first file on a full handshake, which leaves a session
-            // ticket; the rest on a resumed connection (with 0-RTT data).
-            let conn = connect(endpoint, server, host).await?;
-            fetch_all(&conn, &paths[..1], &config.downloads, false).await?;
-            conn.close(VarInt::from_u32(0), b"done");
-            let conn = if config.testcase == TestCase::ZeroRtt {
-                connect_0rtt(endpoint, server, host).await?
-            } else {
-                connect(endpoint, server, host).await?
-            };
-            fetch_all(&conn, &paths[1..], &config.downloads, false).await?;
-            conn.close(VarInt::from_u32(0), b"done");
-        }
-        t if t.connection_per_request() => {
-            for path in &paths {
-                let conn = connect(endpoint, server, host).await?;
-                fetch_all(&conn, std::slice::from_ref(path), &config.downloads, false).await?;
-                conn.close(VarInt::from_u32(0), b"done");
+impl Client<'_> {
+    async fn fetch_per_testcase(&self) -> Result<(), String> {
+        let paths: Vec<String> = self
+            .config
+            .requests
+            .iter()
+            .map(|r| r.path.clone())
+            .collect();
+        let downloads = &self.config.downloads;
+        let name = self.stack.name();
+        match self.config.testcase {
+            TestCase::Resumption | TestCase::ZeroRtt => {
+                // The first file on a full handshake, which leaves a session
+                // ticket; the rest on a resumed connection (with 0-RTT data).
+                let link = self.connect(false).await?;
+                fetch_all(&link.conn, &paths[..1], downloads, false).await?;
+                link.close(name).await;
+                let link = self
+                    .connect(self.config.testcase == TestCase::ZeroRtt)
+                    .await?;
+                fetch_all(&link.conn, &paths[1..], downloads, false).await?;
+                link.close(name).await;
+            }
+            t if t.connection_per_request() => {
+                for path in &paths {
+                    let link = self.connect(false).await?;
+                    fetch_all(&link.conn, std::slice::from_ref(path), downloads, false).await?;
+                    link.close(name).await;
+                }
+            }
+            t => {
+                let link = self.connect(false).await?;
+                fetch_all(&link.conn, &paths, downloads, t == TestCase::KeyUpdate).await?;
+                link.close(name).await;
             }
         }
-        t => {
-            let conn = connect(endpoint, server, host).await?;
-            let key_update = t == TestCase::KeyUpdate;
-            fetch_all(&conn, &paths, &config.downloads, key_update).await?;
-            conn.close(VarInt::from_u32(0), b"done");
+        Ok(())
+    }
+
+    /// A new connection on a new endpoint. With `zero_rtt` the requests go
+    /// out as 0-RTT data, and it is an error if no session ticket allows it.
+    async fn connect(&self, zero_rtt: bool) -> Result<Link, String> {
+        let server = self.server;
+        let bind: SocketAddr = if server.is_ipv4() {
+            (Ipv4Addr::UNSPECIFIED, 0).into()
+        } else {
+            (Ipv6Addr::UNSPECIFIED, 0).into()
+        };
+        let (endpoint, hooks) = self.stack.bind(bind, None)?;
+        let mut transport = quinn::TransportConfig::default();
+        self.config.testcase.tune(&mut transport);
+        let pending = hooks.prepare(server, true, &mut transport)?;
+        let mut client_config = quinn::ClientConfig::new(self.crypto.clone());
+        client_config.transport_config(Arc::new(transport));
+        let host = &self.config.requests[0].host;
+        let connecting = match endpoint.connect_with(client_config, server, host) {
+            Ok(c) => c,
+            Err(e) => {
+                pending.abandon();
+                return Err(format!("cannot connect to {server}: {e}"));
+            }
+        };
+        let established = if zero_rtt {
+            connecting
+                .into_0rtt()
+                .map(|(conn, _accepted)| conn)
+                .map_err(|_| format!("no 0-RTT possible with {server} (no usable session ticket)"))
+        } else {
+            connecting
+                .await
+                .map_err(|e| format!("handshake with {server} failed: {e}"))
+        };
+        match established {
+            Ok(conn) => {
+                let summary = pending.attach(&conn);
+                Ok(Link {
+                    endpoint,
+                    conn,
+                    summary,
+                })
+            }
+            Err(e) => {
+                pending.abandon();
+                Err(e)
+            }
         }
     }
-    Ok(())
 }
 
 async fn resolve(request: &Request) -> Result<SocketAddr, String> {
@@ -81,36 +154,6 @@ async fn resolve(request: &Request) -> Result<SocketAddr, String> {
         .map_err(|e| format!("cannot resolve {}: {e}", request.host))?
         .next()
         .ok_or_else(|| format!("{} has no address", request.host))
-}
-
-async fn connect(
-    endpoint: &Endpoint,
-    server: SocketAddr,
-    host: &str,
-) -> Result<Connection, String> {
-    endpoint
-        .connect(server, host)
-        .map_err(|e| format!("cannot connect to {server}: {e}"))?
-        .await
-        .map_err(|e| format!("handshake with {server} failed: {e}"))
-}
-
-/// A resumed connection whose first requests go out as 0-RTT data; an error
-/// if the client holds no ticket that allows early data.
-async fn connect_0rtt(
-    endpoint: &Endpoint,
-    server: SocketAddr,
-    host: &str,
-) -> Result<Connection, String> {
-    let connecting = endpoint
-        .connect(server, host)
-        .map_err(|e| format!("cannot connect to {server}: {e}"))?;
-    match connecting.into_0rtt() {
-        Ok((conn, _accepted)) => Ok(conn),
-        Err(_) => Err(format!(
-            "no 0-RTT possible with {server} (no usable session ticket)"
-        )),
-    }
 }
 
 /// Fetches `paths` concurrently on `conn`. With `key_update`, forces a key

@@ -4,11 +4,12 @@
 
 use std::process::ExitCode;
 
-use ecnq_interop::{cli, Stack};
+use ecnq_interop::{cli, Vanilla};
 
 fn main() -> ExitCode {
-    cli::main(Stack::vanilla(
-        "quinn-peer",
-        "Vanilla quinn (crates.io) interop peer: hq-interop, quinn's default congestion control",
-    ))
+    cli::main(&Vanilla {
+        name: "quinn-peer",
+        about:
+            "Vanilla quinn (crates.io) interop peer: hq-interop, quinn's default congestion control",
+    })
 }
