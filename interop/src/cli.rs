@@ -25,6 +25,7 @@ fn command(stack: &dyn Stack) -> Command {
              blackhole goodput crosstraffic",
             stack.about()
         ))
+        .args(stack.args())
         .arg(opt("role", "client or server [env: ROLE]"))
         .arg(opt("testcase", "runner test case [env: TESTCASE]"))
         .arg(opt(
@@ -99,12 +100,12 @@ fn config(matches: &ArgMatches) -> Result<Outcome, String> {
 }
 
 /// Runs the endpoint of `stack` with the process's arguments and environment.
-pub fn main(stack: &dyn Stack) -> ExitCode {
+pub fn main(stack: &mut dyn Stack) -> ExitCode {
     main_from(stack, std::env::args_os())
 }
 
 /// Runs the endpoint of `stack` with `args` (the first is the program name).
-pub fn main_from(stack: &dyn Stack, args: impl IntoIterator<Item = OsString>) -> ExitCode {
+pub fn main_from(stack: &mut dyn Stack, args: impl IntoIterator<Item = OsString>) -> ExitCode {
     let matches = match command(stack).try_get_matches_from(args) {
         Ok(m) => m,
         Err(e) => {
@@ -123,6 +124,11 @@ pub fn main_from(stack: &dyn Stack, args: impl IntoIterator<Item = OsString>) ->
             return ExitCode::from(2);
         }
     };
+    if let Err(e) = stack.configure(&matches) {
+        eprintln!("{}: {e}", stack.name());
+        return ExitCode::from(2);
+    }
+    let stack: &dyn Stack = stack;
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -154,11 +160,11 @@ mod tests {
     use crate::Vanilla;
 
     fn run(args: &[&str]) -> u8 {
-        let stack = Vanilla {
+        let mut stack = Vanilla {
             name: "test",
             about: "test endpoint",
         };
-        let code = main_from(&stack, args.iter().map(OsString::from));
+        let code = main_from(&mut stack, args.iter().map(OsString::from));
         // ExitCode has no accessor; compare against the values we return.
         [0u8, 1, 2, EXIT_UNSUPPORTED]
             .into_iter()

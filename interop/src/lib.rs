@@ -23,6 +23,14 @@ pub trait Stack: Send + Sync + 'static {
     fn name(&self) -> &'static str;
     /// One line saying what this endpoint is, for `--help`.
     fn about(&self) -> &'static str;
+    /// Command-line options of this stack, besides the runner's.
+    fn args(&self) -> Vec<clap::Arg> {
+        Vec::new()
+    }
+    /// Takes this stack's options from the parsed command line.
+    fn configure(&mut self, _matches: &clap::ArgMatches) -> Result<(), String> {
+        Ok(())
+    }
     /// A quinn endpoint on `bind`, with `server` as its default server
     /// configuration if given, and the hooks of its connections.
     fn bind(

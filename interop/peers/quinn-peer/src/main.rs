@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use ecnq_interop::{cli, Vanilla};
 
 fn main() -> ExitCode {
-    cli::main(&Vanilla {
+    cli::main(&mut Vanilla {
         name: "quinn-peer",
         about:
             "Vanilla quinn (crates.io) interop peer: hq-interop, quinn's default congestion control",
