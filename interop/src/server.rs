@@ -1,15 +1,69 @@
 //! The runner's server: hq-interop on UDP 443, Retry when the test case is
 //! `retry`, 0-RTT and resumption always available.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
 
 use quinn::crypto::rustls::QuicServerConfig;
+use tokio::signal::unix::{signal, SignalKind};
 
 use crate::contract::{Config, TestCase};
-use crate::{hq, tls, Hooks, Stack};
+use crate::{hq, tls, Hooks, Stack, Summary};
 
-/// Serves until killed (the runner stops the server when the client is done).
+/// Summaries of the live connections, printed when a connection ends or,
+/// for those still open, when the server is stopped (some clients exit
+/// without closing, and the runner stops the server with SIGTERM).
+#[derive(Clone, Default)]
+struct Live(Arc<Mutex<HashMap<usize, LiveConnection>>>);
+
+/// A live connection's peer and summary.
+type LiveConnection = (SocketAddr, Box<dyn Summary>);
+
+impl Live {
+    fn insert(&self, id: usize, remote: SocketAddr, summary: Box<dyn Summary>) {
+        if let Ok(mut live) = self.0.lock() {
+            live.insert(id, (remote, summary));
+        }
+    }
+
+    fn report(&self, name: &str, id: Option<usize>) {
+        let Ok(mut live) = self.0.lock() else { return };
+        let ended: Vec<_> = match id {
+            Some(id) => live.remove(&id).into_iter().collect(),
+            None => live.drain().map(|(_, v)| v).collect(),
+        };
+        for (remote, summary) in ended {
+            let line = summary.line();
+            if !line.is_empty() {
+                eprintln!("{name}: connection from {remote}: {line}");
+            }
+        }
+    }
+}
+
+/// Serves until SIGTERM or SIGINT (the runner stops the server when the
+/// client is done).
 pub async fn run(stack: &dyn Stack, config: &Config) -> Result<(), String> {
+    let live = Live::default();
+    let mut terminate =
+        signal(SignalKind::terminate()).map_err(|e| format!("cannot watch SIGTERM: {e}"))?;
+    let mut interrupt =
+        signal(SignalKind::interrupt()).map_err(|e| format!("cannot watch SIGINT: {e}"))?;
+    tokio::select! {
+        result = serve(stack, config, live.clone()) => result,
+        _ = terminate.recv() => {
+            live.report(stack.name(), None);
+            Ok(())
+        }
+        _ = interrupt.recv() => {
+            live.report(stack.name(), None);
+            Ok(())
+        }
+    }
+}
+
+async fn serve(stack: &dyn Stack, config: &Config, live: Live) -> Result<(), String> {
     let crypto = tls::server_crypto(&config.certs, &config.keylog)?;
     let (endpoint, hooks) = stack.bind(
         config.listen,
@@ -35,6 +89,7 @@ pub async fn run(stack: &dyn Stack, config: &Config) -> Result<(), String> {
         let crypto = crypto.clone();
         let hooks: Arc<dyn Hooks> = hooks.clone();
         let config = config.clone();
+        let live = live.clone();
         tokio::spawn(async move {
             let remote = incoming.remote_address();
             let mut transport = quinn::TransportConfig::default();
@@ -65,12 +120,10 @@ pub async fn run(stack: &dyn Stack, config: &Config) -> Result<(), String> {
                     }
                 },
             };
-            let summary = pending.attach(&conn);
+            let id = conn.stable_id();
+            live.insert(id, remote, pending.attach(&conn));
             hq::serve_connection(conn, root).await;
-            let line = summary.line();
-            if !line.is_empty() {
-                eprintln!("{name}: connection from {remote}: {line}");
-            }
+            live.report(name, Some(id));
         });
     }
     Ok(())
