@@ -150,8 +150,13 @@ impl Decoder for BmccDecoder {
 }
 
 /// The BMCC sender (BMCC paper §II-C): MI in low load (and for new flows until
-/// the estimate first reaches 1), AI in medium load, MD by β(f̂) in overload at
-/// most once per RTT; Reno halving on loss.
+/// the estimate first reaches 1), AI in medium load, MD by β(f̂) in overload;
+/// Reno halving on loss.
+///
+/// The paper decreases once per RTT. A router's estimate changes only every
+/// t_p, so with RTTs below t_p that would decrease several times for one
+/// measurement: ecnq waits t_p + RTT between decreases — until a measurement
+/// taken after the last decrease can have come back — as VCP's hold does.
 #[derive(Clone, Debug)]
 pub struct BmccLaw {
     config: LawConfig,
@@ -188,7 +193,8 @@ impl BmccLaw {
     }
 
     fn decrease_due(&self, now: Duration, rtt: &RttSample) -> bool {
-        self.estimate >= 1.0 && self.last_decrease.is_none_or(|t| now >= t + rtt.smoothed)
+        let gap = self.config.interval + rtt.smoothed;
+        self.estimate >= 1.0 && self.last_decrease.is_none_or(|t| now >= t + gap)
     }
 
     fn decrease(&mut self, now: Duration) {
@@ -400,13 +406,15 @@ mod tests {
         // Overload: MD by β(1.1) = 0.7625.
         law.on_feedback(MS * 2, fb(1.1), &rtt);
         assert_eq!(law.window(), (w * 0.7625) as u64);
-        // Once per RTT.
-        law.on_feedback(MS * 3, fb(1.1), &rtt);
+        // Not again for t_p + RTT, even after an RTT.
+        law.on_feedback(MS * 250, fb(1.1), &rtt);
         assert_eq!(law.window(), (w * 0.7625) as u64);
+        law.on_feedback(MS * 402, fb(1.1), &rtt);
+        assert_eq!(law.window(), (w * 0.7625 * 0.7625) as u64);
         // Medium load after the first overload: AI of one packet per RTT.
-        law.on_feedback(MS * 300, fb(0.9), &rtt);
+        law.on_feedback(MS * 500, fb(0.9), &rtt);
         let w = law.window();
-        law.on_ack(MS * 300, w, &rtt);
+        law.on_ack(MS * 500, w, &rtt);
         assert_eq!(law.mode(), Mode::AdditiveIncrease);
         assert!((law.window() as i64 - (w + 1000) as i64).abs() <= 1);
     }

@@ -34,6 +34,9 @@ pub mod scheme;
 pub mod signal;
 pub mod vcp;
 
+#[cfg(feature = "quic")]
+pub mod quic;
+
 pub use ecn::{Ecn, SchemeTag};
 pub use flow_table::FlowTableConfig;
 pub use hash::packet_hash;

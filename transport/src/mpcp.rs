@@ -14,11 +14,17 @@
 //!   significant digits set `MSP_EQ`. The result is the digit-by-digit
 //!   (lexicographic) maximum of all routers' levels.
 //! * Receiver ([`MpcpDecoder`]): the newest digit per position. When a
-//!   position's digit changes, the lower positions are reset to `11` (the
-//!   paper's "the previous LSP is ignored and replaced with 11"). A position
-//!   not refreshed for [`STALE_PACKETS`] packets (or never seen) counts as its
-//!   top digit — except the most significant one, which stays at the paper's
-//!   initial LOW_LOAD until the flow's own packets prove it missing.
+//!   position's digit changes, the lower positions are forgotten (the paper's
+//!   "the previous LSP is ignored"), and until fresh ones arrive the decoder
+//!   keeps reporting the last complete level: the sender acts on its first
+//!   overload report and then holds for t_p, so a guessed digit would choose
+//!   the MD factor (the paper's "replaced with 11" makes every overload onset
+//!   a ×0.43 decrease). With random positions the missing digits come within
+//!   a packet or two; if they do not come for [`STALE_PACKETS`] per position,
+//!   they count as their top digit, `11` — conservative, as DESIGN.md asks
+//!   for missing positions. A position never seen counts as `11` too, except
+//!   the most significant one, which stays at the paper's initial LOW_LOAD
+//!   until the flow's own packets prove it missing.
 //! * Sender ([`MpcpLaw`]): VCP's MIAIMD per level, increasing from the upper
 //!   bound of the level's range; each overload level has its own MD factor
 //!   (Table 1); it reacts to every new estimate at once.
@@ -304,6 +310,10 @@ pub struct MpcpDecoder {
     chain: Chain,
     /// Per position: the digit and the packet count when it arrived.
     digits: [Option<(u8, u64)>; 3],
+    /// After a digit changed and until the digits below it are known again:
+    /// the last complete level, the packet count of the change, and the
+    /// changed position.
+    pending: Option<(usize, u64, usize)>,
     received: u64,
 }
 
@@ -313,8 +323,13 @@ impl MpcpDecoder {
         MpcpDecoder {
             chain,
             digits: [None; 3],
+            pending: None,
             received: 0,
         }
+    }
+
+    fn stale_after(&self) -> u64 {
+        STALE_PACKETS * self.chain.digits() as u64
     }
 
     fn level(&self) -> usize {
@@ -322,8 +337,13 @@ impl MpcpDecoder {
             // The paper's initial LF: LOW_LOAD, 0101.
             return 0;
         }
+        if let Some((level, since, _)) = self.pending {
+            if self.received - since < self.stale_after() {
+                return level;
+            }
+        }
         let n = self.chain.digits();
-        let stale_after = STALE_PACKETS * n as u64;
+        let stale_after = self.stale_after();
         let mut digits = [2u8; 3];
         for (position, digit) in digits.iter_mut().enumerate().take(n) {
             *digit = match self.digits[position] {
@@ -345,12 +365,25 @@ impl Decoder for MpcpDecoder {
         self.received += 1;
         let position = self.chain.position(hash);
         let digit = ecn.bits() - 1;
-        if self.digits[position].is_some_and(|(d, _)| d != digit) {
+        let n = self.chain.digits();
+        if position + 1 < n && self.digits[position].is_some_and(|(d, _)| d != digit) {
+            let since = self.pending.map_or(self.received, |(_, since, _)| since);
+            let highest = self.pending.map_or(position, |(_, _, p)| p.min(position));
+            self.pending = Some((
+                self.pending.map_or(before, |(level, _, _)| level),
+                since,
+                highest,
+            ));
             for lower in &mut self.digits[position + 1..] {
                 *lower = None;
             }
         }
         self.digits[position] = Some((digit, self.received));
+        if let Some((_, _, changed)) = self.pending {
+            if self.digits[changed + 1..n].iter().all(Option::is_some) {
+                self.pending = None;
+            }
+        }
         self.level() != before
     }
 
@@ -628,25 +661,41 @@ mod tests {
     }
 
     #[test]
-    fn decoder_resets_lower_digits_when_the_msp_changes() {
+    fn decoder_waits_for_the_lower_digits_when_the_msp_changes() {
         let mut d = MpcpDecoder::new(Chain::Two);
         let tag = SchemeTag::new(2);
         assert_eq!(d.estimate(MS).level, 0, "initial LOW_LOAD 0101");
-        // MSP 10 then LSP 01: 1001 = level 3.
+        // A first MSP with no LSP yet: top of its zone, 1011.
         d.on_packet(MS, Ecn::Ect0, tag, 0);
-        assert_eq!(
-            d.estimate(MS).level,
-            5,
-            "LSP unknown: top of the zone, 1011"
-        );
+        assert_eq!(d.estimate(MS).level, 5);
+        // LSP 01: 1001 = level 3. The same MSP again keeps it.
         d.on_packet(MS, Ecn::Ect1, tag, 1);
-        assert_eq!(d.estimate(MS).level, 3);
-        // The same MSP again keeps the LSP.
         d.on_packet(MS, Ecn::Ect0, tag, 2);
         assert_eq!(d.estimate(MS).level, 3);
-        // A new MSP (11) resets the LSP to 11: 1111, acted on at once.
-        assert!(d.on_packet(MS, Ecn::Ce, tag, 4));
-        assert_eq!(d.estimate(MS).level, 8);
+        // A new MSP (11): the old LSP is forgotten and the complete level
+        // 1001 stands until the new chain's LSP arrives — no report yet.
+        assert!(!d.on_packet(MS, Ecn::Ce, tag, 4));
+        assert_eq!(d.estimate(MS).level, 3);
+        // Its LSP (01): 1101, the mildest overload, MD 0.875.
+        assert!(d.on_packet(MS, Ecn::Ect1, tag, 5));
+        assert_eq!(d.estimate(MS).level, 6);
+    }
+
+    #[test]
+    fn a_missing_lsp_after_an_msp_change_turns_conservative() {
+        let mut d = MpcpDecoder::new(Chain::Two);
+        let tag = SchemeTag::new(2);
+        d.on_packet(MS, Ecn::Ect0, tag, 0);
+        d.on_packet(MS, Ecn::Ect1, tag, 1);
+        d.on_packet(MS, Ecn::Ce, tag, 2); // MSP 11, LSP pending
+        for _ in 0..STALE_PACKETS * 2 {
+            d.on_packet(MS, Ecn::Ce, tag, 0);
+        }
+        assert_eq!(
+            d.estimate(MS).level,
+            8,
+            "1111 once the LSP is proven missing"
+        );
     }
 
     #[test]

@@ -263,10 +263,13 @@ impl VcpLaw {
     }
 
     /// MD by `beta` (EVCP's controller may choose another factor) unless the
-    /// window is still held from the previous MD; then hold for one t_p and
-    /// allow only AI for the following RTT.
+    /// previous MD is still being answered; then hold for one t_p and allow
+    /// only AI for the following RTT. Overload reported during the hold and
+    /// that RTT still describes traffic from before the decrease (the router
+    /// measures over t_p, and its verdict takes a while to come back), so it
+    /// must not decrease the window a second time for the same episode.
     pub fn decrease_if_due(&mut self, now: Duration, rtt: &RttSample, beta: f64) {
-        if now < self.hold_until {
+        if now < self.ai_only_until {
             return;
         }
         let packets = self.cwnd / self.config.mss as f64;
@@ -281,16 +284,22 @@ impl VcpLaw {
     }
 
     /// One ack's worth of MIAIMD: `step` says what the current level asks for.
-    /// MI becomes AI (α = 1) during the RTT after a hold and while EVCP's
-    /// controller forbids MI.
+    /// During the RTT after a hold only AI (α = 1) applies (DESIGN.md §2, from
+    /// the VCP ns-2 release) — and nothing at all on overload, which is still
+    /// the episode the MD answered; MI also becomes AI while EVCP's
+    /// controller forbids it.
     pub fn apply(&mut self, now: Duration, acked_bytes: u64, rtt: &RttSample, step: Step) {
         if now < self.hold_until {
             self.mode = Mode::Hold;
             return;
         }
+        let ai_only = now < self.ai_only_until;
         let (xi, alpha) = match step {
+            // Overload right after an MD: it is still the same episode.
+            Step::Decrease { .. } if ai_only => return,
             Step::Decrease { beta } => return self.decrease_if_due(now, rtt, beta),
-            Step::Increase { xi, alpha } if xi > 0.0 && !self.mi_allowed(now) => {
+            Step::Increase { .. } if ai_only => (0.0, ALPHA),
+            Step::Increase { xi, alpha } if xi > 0.0 && !self.mi_allowed() => {
                 (0.0, alpha.max(ALPHA))
             }
             Step::Increase { xi, alpha } => (xi, alpha),
@@ -307,8 +316,8 @@ impl VcpLaw {
         };
     }
 
-    fn mi_allowed(&self, now: Duration) -> bool {
-        now >= self.ai_only_until && !self.convergence.as_ref().is_some_and(|c| c.mi_blocked())
+    fn mi_allowed(&self) -> bool {
+        !self.convergence.as_ref().is_some_and(|c| c.mi_blocked())
     }
 }
 
@@ -519,6 +528,12 @@ mod tests {
         law.on_ack(MS * 100, 50_000, &rtt);
         assert_eq!(law.window(), held, "frozen for one t_p");
         assert_eq!(law.mode(), Mode::Hold);
+        // Overload reported during the hold and the RTT after it describes
+        // traffic from before the decrease: no second MD.
+        law.on_feedback(MS * 250, fb(VcpLevel::Overload), &rtt);
+        law.on_ack(MS * 250, 1, &rtt);
+        assert_eq!(law.window(), held);
+        law.on_feedback(MS * 250, fb(VcpLevel::Low), &rtt);
         // After the hold, one RTT of AI only even in low load.
         law.on_ack(MS * 300, held, &rtt);
         assert_eq!(law.mode(), Mode::AdditiveIncrease);

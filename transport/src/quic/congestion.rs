@@ -1,0 +1,133 @@
+//! Which congestion controller a connection runs, and the factories that
+//! build the sans-IO laws and decoders of the core for it.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::ecn::Ecn;
+use crate::scheme::{Scheme, WireScheme};
+
+/// The congestion controller of a connection's sending direction: an ecnq
+/// scheme fed by router feedback, or one of quinn's own controllers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CongestionControl {
+    /// An ecnq scheme. Its packets carry the scheme's DSCP tag; with a peer
+    /// that does not run ecnq it falls back to the core's classic NewReno
+    /// law. `Ecnq(Scheme::Classic)` is that law from the start, untagged.
+    Ecnq(Scheme),
+    /// quinn's NewReno, packets untagged.
+    NewReno,
+    /// quinn's Cubic, packets untagged.
+    Cubic,
+    /// quinn's BBR, packets untagged.
+    Bbr,
+}
+
+impl CongestionControl {
+    /// Every choice, ecnq schemes first.
+    pub fn all() -> Vec<CongestionControl> {
+        Scheme::ALL
+            .into_iter()
+            .map(CongestionControl::Ecnq)
+            .chain([
+                CongestionControl::NewReno,
+                CongestionControl::Cubic,
+                CongestionControl::Bbr,
+            ])
+            .collect()
+    }
+
+    /// The ecnq scheme, if this is one that uses router feedback.
+    pub fn router_assisted(self) -> Option<Scheme> {
+        match self {
+            CongestionControl::Ecnq(Scheme::Classic) => None,
+            CongestionControl::Ecnq(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The name used on command lines (`vcp`, …, `newreno`, `cubic`, `bbr`).
+    pub fn name(self) -> &'static str {
+        match self {
+            CongestionControl::Ecnq(s) => s.name(),
+            CongestionControl::NewReno => "newreno",
+            CongestionControl::Cubic => "cubic",
+            CongestionControl::Bbr => "bbr",
+        }
+    }
+}
+
+impl fmt::Display for CongestionControl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The error for a controller name that is neither a scheme nor a quinn controller.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownController(pub String);
+
+impl fmt::Display for UnknownController {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "unknown congestion controller `{}` (expected one of: vcp, evcp, dpcp, tpcp, bmcc, mcp, classic, newreno, cubic, bbr)",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for UnknownController {}
+
+impl FromStr for CongestionControl {
+    type Err = UnknownController;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "newreno" | "reno" => Ok(CongestionControl::NewReno),
+            "cubic" => Ok(CongestionControl::Cubic),
+            "bbr" => Ok(CongestionControl::Bbr),
+            other => other
+                .parse::<Scheme>()
+                .map(CongestionControl::Ecnq)
+                .map_err(|_| UnknownController(s.to_owned())),
+        }
+    }
+}
+
+/// The codepoint a sender of `wire` puts on its packets for routers to
+/// raise (DESIGN.md §2): `01` for the VCP family and MPCP, `10` for BMCC
+/// (ADPM's unmarked base), `00` for MCP (its lowest utilization code).
+pub(crate) const fn base_ecn(wire: WireScheme) -> Ecn {
+    match wire {
+        WireScheme::Vcp | WireScheme::Dpcp | WireScheme::Tpcp => Ecn::Ect1,
+        WireScheme::Bmcc | WireScheme::Classic => Ecn::Ect0,
+        WireScheme::Mcp => Ecn::NotEct,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_parse() {
+        for cc in CongestionControl::all() {
+            assert_eq!(cc.name().parse::<CongestionControl>(), Ok(cc));
+        }
+        assert_eq!("Cubic".parse(), Ok(CongestionControl::Cubic));
+        let err = "foo".parse::<CongestionControl>().unwrap_err();
+        assert!(err
+            .to_string()
+            .starts_with("unknown congestion controller `foo`"));
+    }
+
+    #[test]
+    fn every_router_assisted_scheme_has_a_decoder_for_its_tag() {
+        for cc in CongestionControl::all() {
+            if let Some(s) = cc.router_assisted() {
+                assert!(s.wire().decoder().is_some(), "{s}");
+            }
+        }
+    }
+}

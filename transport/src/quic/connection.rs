@@ -1,0 +1,396 @@
+//! An ecnq connection: a quinn connection plus the feedback tasks that
+//! carry reports in DATAGRAM frames, and its congestion stats.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use quinn::{ConnectionError, SendDatagramError, TransportConfig};
+use tokio::sync::mpsc;
+
+use super::congestion::CongestionControl;
+use super::controller::EcnqControllerFactory;
+use super::peer::{Active, Peer, PeerMode};
+use super::report::{self, Next};
+use super::socket::EcnSocket;
+use super::Error;
+use crate::signal::{Feedback, Mode};
+
+/// Application datagrams waiting for [`Connection::read_datagram`] at most;
+/// beyond that new ones are dropped (and counted), as quinn does.
+const APP_DATAGRAM_QUEUE: usize = 1024;
+
+/// A connection registered with an [`EcnSocket`] but not yet established:
+/// put [`Prepared::configure`] into its `TransportConfig`, then
+/// [`Prepared::attach`] the established quinn connection.
+///
+/// This is how ecnq joins a quinn endpoint the application builds itself:
+///
+/// ```no_run
+/// # async fn demo(roots: rustls::RootCertStore) -> Result<(), ecnq::quic::Error> {
+/// use std::sync::Arc;
+/// use ecnq::quic::{CongestionControl, EcnSocket};
+/// use ecnq::Scheme;
+///
+/// let cc = CongestionControl::Ecnq(Scheme::Vcp);
+/// let socket = EcnSocket::bind("[::]:0".parse().unwrap(), cc)?;
+/// let endpoint = quinn::Endpoint::new_with_abstract_socket(
+///     quinn::EndpointConfig::default(),
+///     None,
+///     socket.clone(),
+///     Arc::new(quinn::TokioRuntime),
+/// )?;
+/// let server: std::net::SocketAddr = "[::1]:4433".parse().unwrap();
+/// let prepared = socket.prepare(server, cc)?;
+/// let mut transport = quinn::TransportConfig::default();
+/// prepared.configure(&mut transport);
+/// let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(
+///     rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth(),
+/// ).unwrap();
+/// let mut config = quinn::ClientConfig::new(Arc::new(crypto));
+/// config.transport_config(Arc::new(transport));
+/// let quinn_connection = endpoint.connect_with(config, server, "localhost").unwrap().await?;
+/// let connection = prepared.attach(quinn_connection);
+/// println!("{:?}", connection.congestion_stats());
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct Prepared {
+    socket: Arc<EcnSocket>,
+    remote: SocketAddr,
+    peer: Arc<Peer>,
+}
+
+impl EcnSocket {
+    /// Registers the connection with `remote` (one per remote address and
+    /// socket). For a connection this socket opens, `cc` is its controller;
+    /// for one the peer opened, pass the socket's default (what its handshake
+    /// packets were already counted under).
+    pub fn prepare(
+        self: &Arc<Self>,
+        remote: SocketAddr,
+        cc: CongestionControl,
+    ) -> Result<Prepared, Error> {
+        let peer = match self.peers.get(remote) {
+            Some(peer) if peer.is_attached() => return Err(Error::Busy(remote)),
+            Some(peer) if peer.cc == cc => peer,
+            _ => {
+                let peer = Arc::new(Peer::new(cc, super::peer::MSS));
+                self.peers.insert(remote, peer.clone());
+                peer
+            }
+        };
+        if !peer.attach() {
+            return Err(Error::Busy(remote));
+        }
+        Ok(Prepared {
+            socket: self.clone(),
+            remote,
+            peer,
+        })
+    }
+}
+
+impl Prepared {
+    /// Sets this connection's congestion controller in `transport`.
+    pub fn configure(&self, transport: &mut TransportConfig) {
+        transport
+            .congestion_controller_factory(Arc::new(EcnqControllerFactory::new(self.peer.clone())));
+    }
+
+    /// Starts the feedback tasks for the established connection. Must be
+    /// called inside a tokio runtime.
+    pub fn attach(self, connection: quinn::Connection) -> Connection {
+        let (app_tx, app_rx) = mpsc::channel(APP_DATAGRAM_QUEUE);
+        let dropped = Arc::new(AtomicU64::new(0));
+        let app_received = Arc::new(AtomicU64::new(0));
+        let app_sent = Arc::new(AtomicU64::new(0));
+        tokio::spawn(send_reports(
+            connection.clone(),
+            self.peer.clone(),
+            app_received.clone(),
+            app_sent.clone(),
+        ));
+        tokio::spawn(read_datagrams(
+            connection.clone(),
+            self.peer.clone(),
+            AppDatagrams {
+                queue: app_tx,
+                received: app_received,
+                dropped: dropped.clone(),
+            },
+            self.socket.clone(),
+            self.remote,
+        ));
+        Connection {
+            inner: connection,
+            peer: self.peer,
+            app_datagrams: tokio::sync::Mutex::new(app_rx),
+            dropped,
+            app_sent,
+        }
+    }
+
+    /// Unregisters a connection that failed to establish.
+    pub fn abandon(self) {
+        self.socket.peers.remove(self.remote, &self.peer);
+    }
+}
+
+impl std::fmt::Debug for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Peer")
+            .field("cc", &self.cc)
+            .field("mode", &self.mode())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The receiver side of feedback: reports the decoder's estimate of the
+/// peer's traffic, following [`report::FeedbackSender`]'s policy.
+async fn send_reports(
+    connection: quinn::Connection,
+    peer: Arc<Peer>,
+    app_received: Arc<AtomicU64>,
+    app_sent: Arc<AtomicU64>,
+) {
+    loop {
+        // Data progress both ways: what was exchanged besides ACKs and reports.
+        let stats = connection.stats();
+        peer.note_data_sent(stats.frame_tx.stream + app_sent.load(Ordering::Relaxed));
+        let progress = stats.frame_rx.stream + app_received.load(Ordering::Relaxed);
+        let (next, report) = peer.poll_report(Instant::now(), connection.rtt(), progress);
+        match (next, report) {
+            (Next::Send, Some(report)) => match connection.send_datagram(report.into()) {
+                Ok(()) => {}
+                Err(SendDatagramError::ConnectionLost(_)) => return,
+                Err(error) => {
+                    tracing::warn!(%error, "cannot send ecnq feedback reports");
+                    return;
+                }
+            },
+            (Next::At(at), _) => {
+                let at = tokio::time::Instant::from_std(peer.epoch() + at);
+                tokio::select! {
+                    _ = tokio::time::sleep_until(at) => {}
+                    _ = peer.notify.notified() => {}
+                    _ = connection.closed() => return,
+                }
+            }
+            _ => tokio::select! {
+                _ = peer.notify.notified() => {}
+                _ = connection.closed() => return,
+            },
+        }
+    }
+}
+
+/// Where application datagrams go, and their counters.
+struct AppDatagrams {
+    queue: mpsc::Sender<Bytes>,
+    received: Arc<AtomicU64>,
+    dropped: Arc<AtomicU64>,
+}
+
+/// Splits incoming DATAGRAM frames into reports (to the law) and the
+/// application's datagrams; unregisters the connection when it ends.
+async fn read_datagrams(
+    connection: quinn::Connection,
+    peer: Arc<Peer>,
+    app: AppDatagrams,
+    socket: Arc<EcnSocket>,
+    remote: SocketAddr,
+) {
+    while let Ok(datagram) = connection.read_datagram().await {
+        if report::is_report(&datagram) {
+            peer.on_report(Instant::now(), &datagram);
+            continue;
+        }
+        app.received.fetch_add(1, Ordering::Relaxed);
+        if app.queue.try_send(datagram).is_err() {
+            app.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    socket.peers.remove(remote, &peer);
+}
+
+/// An established ecnq connection. Streams are plain quinn streams; use
+/// [`Connection::send_datagram`] / [`Connection::read_datagram`] (not quinn's,
+/// which would take the feedback reports) for datagrams.
+#[derive(Debug)]
+pub struct Connection {
+    inner: quinn::Connection,
+    peer: Arc<Peer>,
+    app_datagrams: tokio::sync::Mutex<mpsc::Receiver<Bytes>>,
+    dropped: Arc<AtomicU64>,
+    app_sent: Arc<AtomicU64>,
+}
+
+/// Why an application datagram was not sent.
+#[derive(Debug)]
+pub enum DatagramError {
+    /// The datagram starts with the report magic ([`report::MAGIC`]).
+    Reserved,
+    /// quinn refused it.
+    Quinn(SendDatagramError),
+}
+
+impl std::error::Error for DatagramError {}
+
+impl std::fmt::Display for DatagramError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DatagramError::Reserved => {
+                f.write_str("datagram starts with the ecnq report magic EC 0E C9 51")
+            }
+            DatagramError::Quinn(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl Connection {
+    /// The underlying quinn connection, for streams and anything else quinn
+    /// offers. Do not call its `read_datagram`: ecnq reads the reports there.
+    pub fn quinn(&self) -> &quinn::Connection {
+        &self.inner
+    }
+
+    /// Opens a bidirectional stream.
+    pub async fn open_bi(&self) -> Result<(quinn::SendStream, quinn::RecvStream), ConnectionError> {
+        self.inner.open_bi().await
+    }
+
+    /// Accepts a bidirectional stream the peer opened.
+    pub async fn accept_bi(
+        &self,
+    ) -> Result<(quinn::SendStream, quinn::RecvStream), ConnectionError> {
+        self.inner.accept_bi().await
+    }
+
+    /// Opens a unidirectional stream.
+    pub async fn open_uni(&self) -> Result<quinn::SendStream, ConnectionError> {
+        self.inner.open_uni().await
+    }
+
+    /// Accepts a unidirectional stream the peer opened.
+    pub async fn accept_uni(&self) -> Result<quinn::RecvStream, ConnectionError> {
+        self.inner.accept_uni().await
+    }
+
+    /// Sends an unreliable application datagram (RFC 9221).
+    pub fn send_datagram(&self, data: Bytes) -> Result<(), DatagramError> {
+        if report::is_report(&data) {
+            return Err(DatagramError::Reserved);
+        }
+        self.inner
+            .send_datagram(data)
+            .map_err(DatagramError::Quinn)?;
+        self.app_sent.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Receives the next application datagram.
+    pub async fn read_datagram(&self) -> Result<Bytes, ConnectionError> {
+        match self.app_datagrams.lock().await.recv().await {
+            Some(datagram) => Ok(datagram),
+            None => Err(self
+                .inner
+                .close_reason()
+                .unwrap_or(ConnectionError::LocallyClosed)),
+        }
+    }
+
+    /// The peer's address.
+    pub fn remote_address(&self) -> SocketAddr {
+        self.inner.remote_address()
+    }
+
+    /// Closes the connection.
+    pub fn close(&self, code: quinn::VarInt, reason: &[u8]) {
+        self.inner.close(code, reason)
+    }
+
+    /// Waits until the connection is closed.
+    pub async fn closed(&self) -> ConnectionError {
+        self.inner.closed().await
+    }
+
+    /// What the congestion controller and the feedback channel are doing.
+    pub fn congestion_stats(&self) -> CongestionStats {
+        let now = Instant::now();
+        let srtt = self.inner.rtt();
+        let (local_estimate, ecn_received, reports_sent) = self.peer.receive_stats(now);
+        let tx = self.peer.sending();
+        let window = self.peer.window();
+        let (law_mode, pacing_rate) = match &tx.active {
+            Active::Law(law) => (Some(law.mode()), law.pacing_rate()),
+            Active::Quinn(_) => (None, None),
+        };
+        let last = tx.filter.as_ref().and_then(|f| f.last());
+        CongestionStats {
+            controller: self.peer.cc,
+            mode: self.peer.mode(),
+            law_mode,
+            window,
+            rate: pacing_rate.unwrap_or(window as f64 / srtt.as_secs_f64().max(1e-6)),
+            srtt,
+            path_load: last.map(|r| r.feedback),
+            peer_ecn_counts: last.map(|r| r.counts),
+            local_estimate,
+            ecn_received,
+            reports_sent,
+            reports_received: tx.filter.as_ref().map_or(0, |f| f.accepted()),
+            reports_rejected: tx.filter.as_ref().map_or(0, |f| f.rejected()),
+            decreases: tx.md_events,
+            app_datagrams_dropped: self.dropped.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// A snapshot of one connection's congestion control ([`Connection::congestion_stats`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CongestionStats {
+    /// The controller this connection was built with.
+    pub controller: CongestionControl,
+    /// Whether router feedback is in use, and if not why.
+    pub mode: PeerMode,
+    /// The law's own mode (MI, AI, hold, …); `None` under a quinn controller
+    /// (including after a fallback).
+    pub law_mode: Option<Mode>,
+    /// The congestion window in bytes.
+    pub window: u64,
+    /// The sending rate in bytes per second (the law's, or window / srtt).
+    pub rate: f64,
+    /// The smoothed RTT.
+    pub srtt: Duration,
+    /// The latest load-factor estimate of this connection's sending path, from
+    /// the peer's last accepted report.
+    pub path_load: Option<Feedback>,
+    /// Packets the peer received from us per codepoint (its last report),
+    /// indexed by [`crate::Ecn::bits`].
+    pub peer_ecn_counts: Option<[u64; 4]>,
+    /// Our decoder's estimate of the peer's sending path (what we report).
+    pub local_estimate: Option<Feedback>,
+    /// Packets received from the peer per codepoint, indexed by [`crate::Ecn::bits`].
+    pub ecn_received: [u64; 4],
+    /// Reports sent to the peer.
+    pub reports_sent: u64,
+    /// Reports from the peer accepted.
+    pub reports_received: u64,
+    /// Reports from the peer refused (truncated, wrong version or scheme,
+    /// absurd values, stale, regressing counts).
+    pub reports_rejected: u64,
+    /// Multiplicative decreases (and hold / recovery entries) of the law.
+    pub decreases: u64,
+    /// Application datagrams dropped because the application read too slowly.
+    pub app_datagrams_dropped: u64,
+}
+
+impl CongestionStats {
+    /// Whether the connection is using router feedback right now.
+    pub fn uses_feedback(&self) -> bool {
+        self.mode == PeerMode::Ecnq
+    }
+}

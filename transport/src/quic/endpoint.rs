@@ -1,0 +1,283 @@
+//! [`Endpoint`]: a quinn endpoint on an [`EcnSocket`], with one transport
+//! configuration per connection wired to that connection's feedback.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
+use quinn::TransportConfig;
+
+use super::congestion::CongestionControl;
+use super::connection::{Connection, Prepared};
+use super::socket::EcnSocket;
+use super::tls::{self, Identity};
+use super::Error;
+
+/// A hook that adjusts each connection's `TransportConfig` (ecnq sets the
+/// congestion controller after it runs).
+pub type TransportHook = Arc<dyn Fn(&mut TransportConfig) + Send + Sync>;
+
+/// How an [`Endpoint`] runs its connections.
+#[derive(Clone)]
+pub struct Options {
+    /// The congestion controller of every connection's sending direction.
+    pub cc: CongestionControl,
+    /// TLS ALPN protocols, in preference order (none by default).
+    pub alpn: Vec<Vec<u8>>,
+    /// Adjusts each connection's transport parameters.
+    pub transport: Option<TransportHook>,
+    /// Writes one qlog file per connection into this directory (feature `qlog`).
+    #[cfg(feature = "qlog")]
+    pub qlog_dir: Option<std::path::PathBuf>,
+}
+
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Options")
+            .field("cc", &self.cc)
+            .field("alpn", &self.alpn)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Options {
+    /// Options for `cc`, nothing else set.
+    pub fn new(cc: CongestionControl) -> Options {
+        Options {
+            cc,
+            alpn: Vec::new(),
+            transport: None,
+            #[cfg(feature = "qlog")]
+            qlog_dir: None,
+        }
+    }
+
+    /// Sets the ALPN protocols.
+    pub fn alpn(mut self, protocols: &[&[u8]]) -> Options {
+        self.alpn = protocols.iter().map(|p| p.to_vec()).collect();
+        self
+    }
+
+    /// Sets a hook that adjusts each connection's transport parameters.
+    pub fn transport(
+        mut self,
+        hook: impl Fn(&mut TransportConfig) + Send + Sync + 'static,
+    ) -> Options {
+        self.transport = Some(Arc::new(hook));
+        self
+    }
+
+    /// Writes qlog traces, one file per connection, into `dir`.
+    #[cfg(feature = "qlog")]
+    pub fn qlog_dir(mut self, dir: impl Into<std::path::PathBuf>) -> Options {
+        self.qlog_dir = Some(dir.into());
+        self
+    }
+
+    fn transport_config(
+        &self,
+        prepared: &Prepared,
+        remote: SocketAddr,
+    ) -> Result<TransportConfig, Error> {
+        let mut transport = TransportConfig::default();
+        if let Some(hook) = &self.transport {
+            hook(&mut transport);
+        }
+        prepared.configure(&mut transport);
+        self.qlog(&mut transport, remote)?;
+        Ok(transport)
+    }
+
+    #[cfg(feature = "qlog")]
+    fn qlog(&self, transport: &mut TransportConfig, remote: SocketAddr) -> Result<(), Error> {
+        let Some(dir) = &self.qlog_dir else {
+            return Ok(());
+        };
+        let name = format!(
+            "ecnq-{}-{}-{}.qlog",
+            self.cc,
+            remote.to_string().replace([':', '[', ']'], "_"),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_micros())
+        );
+        let file = std::fs::File::create(dir.join(name)).map_err(Error::Io)?;
+        let mut config = quinn::QlogConfig::default();
+        config
+            .writer(Box::new(io::BufWriter::new(file)))
+            .title(Some(format!("ecnq {}", self.cc)));
+        transport.qlog_stream(config.into_stream());
+        Ok(())
+    }
+
+    #[cfg(not(feature = "qlog"))]
+    fn qlog(&self, _transport: &mut TransportConfig, _remote: SocketAddr) -> Result<(), Error> {
+        Ok(())
+    }
+}
+
+/// An ecnq QUIC endpoint: [`Endpoint::client`] or [`Endpoint::server`], then
+/// [`Endpoint::connect`] / [`Endpoint::accept`], then plain quinn streams.
+pub struct Endpoint {
+    inner: quinn::Endpoint,
+    socket: Arc<EcnSocket>,
+    client: Option<Arc<QuicClientConfig>>,
+    server: Option<Arc<QuicServerConfig>>,
+    options: Options,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("socket", &self.socket)
+            .field("client", &self.client.is_some())
+            .field("server", &self.server.is_some())
+            .field("options", &self.options)
+            .finish()
+    }
+}
+
+impl Endpoint {
+    /// A client endpoint bound to `bind` (`[::]:0` for dual-stack) that
+    /// verifies servers against `roots`.
+    pub fn client(
+        bind: SocketAddr,
+        roots: rustls::RootCertStore,
+        options: Options,
+    ) -> Result<Endpoint, Error> {
+        let client = tls::client_crypto(roots, &options.alpn)?;
+        Endpoint::new(bind, Some(client), None, options)
+    }
+
+    /// A server endpoint bound to `bind` presenting `identity`. It can open
+    /// connections too once [`Endpoint::with_roots`] gave it trust roots.
+    pub fn server(
+        bind: SocketAddr,
+        identity: Identity,
+        options: Options,
+    ) -> Result<Endpoint, Error> {
+        let server = tls::server_crypto(identity, &options.alpn)?;
+        Endpoint::new(bind, None, Some(server), options)
+    }
+
+    /// Lets this endpoint open connections, verifying servers against `roots`.
+    pub fn with_roots(mut self, roots: rustls::RootCertStore) -> Result<Endpoint, Error> {
+        self.client = Some(tls::client_crypto(roots, &self.options.alpn)?);
+        Ok(self)
+    }
+
+    fn new(
+        bind: SocketAddr,
+        client: Option<Arc<QuicClientConfig>>,
+        server: Option<Arc<QuicServerConfig>>,
+        options: Options,
+    ) -> Result<Endpoint, Error> {
+        let socket = EcnSocket::bind(bind, options.cc).map_err(Error::Io)?;
+        let default_server = server.clone().map(|crypto| {
+            let mut config = quinn::ServerConfig::with_crypto(crypto);
+            config.migration(false);
+            config
+        });
+        let inner = quinn::Endpoint::new_with_abstract_socket(
+            quinn::EndpointConfig::default(),
+            default_server,
+            socket.clone(),
+            Arc::new(quinn::TokioRuntime),
+        )
+        .map_err(Error::Io)?;
+        Ok(Endpoint {
+            inner,
+            socket,
+            client,
+            server,
+            options,
+        })
+    }
+
+    /// Connects to `addr`, verifying that its certificate is valid for `server_name`.
+    pub async fn connect(&self, addr: SocketAddr, server_name: &str) -> Result<Connection, Error> {
+        let crypto = self.client.clone().ok_or(Error::NoClientConfig)?;
+        let prepared = self.socket.prepare(addr, self.options.cc)?;
+        let mut config = quinn::ClientConfig::new(crypto);
+        let result = async {
+            config.transport_config(Arc::new(self.options.transport_config(&prepared, addr)?));
+            let connecting = self
+                .inner
+                .connect_with(config, addr, server_name)
+                .map_err(Error::Connect)?;
+            connecting.await.map_err(Error::Connection)
+        }
+        .await;
+        match result {
+            Ok(connection) => Ok(prepared.attach(connection)),
+            Err(error) => {
+                prepared.abandon();
+                Err(error)
+            }
+        }
+    }
+
+    /// Accepts the next incoming connection; `None` once the endpoint is closed.
+    pub async fn accept(&self) -> Option<Result<Connection, Error>> {
+        let incoming = self.inner.accept().await?;
+        Some(self.accept_incoming(incoming).await)
+    }
+
+    async fn accept_incoming(&self, incoming: quinn::Incoming) -> Result<Connection, Error> {
+        let Some(crypto) = self.server.clone() else {
+            incoming.refuse();
+            return Err(Error::NoServerConfig);
+        };
+        let remote = incoming.remote_address();
+        let prepared = match self.socket.prepare(remote, self.options.cc) {
+            Ok(prepared) => prepared,
+            Err(error) => {
+                incoming.refuse();
+                return Err(error);
+            }
+        };
+        let result = async {
+            let mut config = quinn::ServerConfig::with_crypto(crypto);
+            config.migration(false);
+            config.transport_config(Arc::new(self.options.transport_config(&prepared, remote)?));
+            let connecting = incoming
+                .accept_with(Arc::new(config))
+                .map_err(Error::Connection)?;
+            connecting.await.map_err(Error::Connection)
+        }
+        .await;
+        match result {
+            Ok(connection) => Ok(prepared.attach(connection)),
+            Err(error) => {
+                prepared.abandon();
+                Err(error)
+            }
+        }
+    }
+
+    /// The local address.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.inner.local_addr()
+    }
+
+    /// The socket, for its counters.
+    pub fn socket(&self) -> &Arc<EcnSocket> {
+        &self.socket
+    }
+
+    /// The underlying quinn endpoint.
+    pub fn quinn(&self) -> &quinn::Endpoint {
+        &self.inner
+    }
+
+    /// Closes every connection.
+    pub fn close(&self, code: quinn::VarInt, reason: &[u8]) {
+        self.inner.close(code, reason)
+    }
+
+    /// Waits until every connection has been closed and drained.
+    pub async fn wait_idle(&self) {
+        self.inner.wait_idle().await
+    }
+}

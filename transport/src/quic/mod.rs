@@ -1,0 +1,123 @@
+//! The QUIC integration (feature `quic`): ecnq's congestion control inside
+//! quinn connections (DESIGN.md §3).
+//!
+//! * [`EcnSocket`] writes the whole TOS / traffic-class byte per packet (the
+//!   scheme's ECN codepoint + its DSCP tag) with GSO, and reads it back on
+//!   every receive with GRO, handing each packet's marks to the decoder of
+//!   the connection it belongs to.
+//! * A congestion controller per connection runs the scheme's
+//!   [`Law`](crate::Law) inside quinn; quinn's NewReno, Cubic and BBR are
+//!   available through the same [`CongestionControl`] choice.
+//! * The receiver sends its decoder's estimate back in QUIC DATAGRAM frames
+//!   ([`report`]); application datagrams keep working.
+//! * With a peer that does not run ecnq (its packets carry no DSCP tag), or
+//!   when its reports stop, the sender falls back to the core's classic NewReno law and says
+//!   so in [`CongestionStats::mode`].
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), ecnq::quic::Error> {
+//! use ecnq::quic::{CongestionControl, Endpoint, Options, SelfSigned};
+//! use ecnq::Scheme;
+//!
+//! let cert = SelfSigned::new(&["localhost"])?;
+//! let options = Options::new(CongestionControl::Ecnq(Scheme::Vcp));
+//! let server = Endpoint::server("[::1]:0".parse().unwrap(), cert.identity(), options.clone())?;
+//! let client = Endpoint::client("[::]:0".parse().unwrap(), cert.roots(), options)?;
+//! let addr = server.local_addr()?;
+//! let (connection, _) = tokio::join!(client.connect(addr, "localhost"), server.accept());
+//! let connection = connection?;
+//! let (mut send, _recv) = connection.open_bi().await?;
+//! send.write_all(b"hello").await.unwrap();
+//! println!("{:?}", connection.congestion_stats());
+//! # Ok(()) }
+//! ```
+//!
+//! To add ecnq to a quinn endpoint you build yourself, see [`Prepared`].
+//!
+//! # Limits
+//!
+//! * The socket sees only addresses, so per-connection state is keyed by the
+//!   peer's address: one connection per remote address and endpoint
+//!   ([`Error::Busy`]), and servers disable client migration.
+//! * A peer is known to run ecnq by the DSCP tag of its packets. An ecnq peer
+//!   whose own controller uses no router feedback (classic, or quinn's)
+//!   sends untagged packets and looks like a vanilla peer.
+//! * Fallback is one-way: a connection that fell back stays classic.
+//! * Application datagrams must not start with [`report::MAGIC`].
+
+use std::fmt;
+use std::net::SocketAddr;
+
+mod congestion;
+mod connection;
+mod controller;
+mod endpoint;
+mod peer;
+pub mod report;
+mod socket;
+mod tls;
+
+pub use congestion::{CongestionControl, UnknownController};
+pub use connection::{CongestionStats, Connection, DatagramError, Prepared};
+pub use controller::EcnqControllerFactory;
+pub use endpoint::{Endpoint, Options, TransportHook};
+pub use peer::PeerMode;
+pub use socket::{EcnSocket, SocketStats};
+pub use tls::{Identity, SelfSigned};
+
+/// What can go wrong setting up an ecnq endpoint or connection.
+#[derive(Debug)]
+pub enum Error {
+    /// A socket or file operation failed.
+    Io(std::io::Error),
+    /// TLS configuration was refused.
+    Tls(rustls::Error),
+    /// A certificate could not be made or used.
+    Certificate(String),
+    /// A connection with this address already exists on this endpoint.
+    Busy(SocketAddr),
+    /// This endpoint has no client configuration.
+    NoClientConfig,
+    /// This endpoint has no server configuration.
+    NoServerConfig,
+    /// quinn refused to start the connection.
+    Connect(quinn::ConnectError),
+    /// The connection failed.
+    Connection(quinn::ConnectionError),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Io(e) => write!(f, "I/O error: {e}"),
+            Error::Tls(e) => write!(f, "TLS configuration error: {e}"),
+            Error::Certificate(e) => write!(f, "certificate error: {e}"),
+            Error::Busy(addr) => write!(
+                f,
+                "a connection with {addr} already exists on this endpoint"
+            ),
+            Error::NoClientConfig => {
+                f.write_str("this endpoint cannot open connections (no trust roots)")
+            }
+            Error::NoServerConfig => {
+                f.write_str("this endpoint cannot accept connections (no certificate)")
+            }
+            Error::Connect(e) => write!(f, "cannot connect: {e}"),
+            Error::Connection(e) => write!(f, "connection failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<quinn::ConnectionError> for Error {
+    fn from(e: quinn::ConnectionError) -> Error {
+        Error::Connection(e)
+    }
+}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Error {
+        Error::Io(e)
+    }
+}

@@ -1,0 +1,457 @@
+//! [`EcnSocket`]: a `quinn::AsyncUdpSocket` that writes the whole TOS /
+//! traffic-class byte of every packet (ECN codepoint + DSCP scheme tag) and
+//! reads it back on every receive, GRO-merged or not (DESIGN.md §3).
+//!
+//! quinn-udp writes the TOS byte from the ECN bits alone and its control
+//! buffer is too small for a GRO receive, so this socket does its own
+//! `sendmsg` (TOS + `UDP_SEGMENT` GSO + PKTINFO) and `recvmmsg` (256 bytes of
+//! control space per message, `MSG_CTRUNC` checked). quinn-udp's
+//! `UdpSocketState` is reused only to set the socket options up.
+
+use std::fmt;
+use std::future::Future;
+use std::io::{self, IoSliceMut};
+use std::mem::{self, MaybeUninit};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::os::fd::AsRawFd;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use quinn::udp::{EcnCodepoint, RecvMeta, Transmit, UdpSocketState};
+use quinn::{AsyncUdpSocket, UdpPoller};
+use tokio::io::Interest;
+
+use super::congestion::CongestionControl;
+use super::peer::{Peer, PeerTable};
+
+/// Control space per message: timestamp + GRO + PKTINFO + TOS need about
+/// 120 bytes (DESIGN.md §3); 256 leaves room for what a kernel adds.
+const CONTROL_LEN: usize = 256;
+/// Messages per `recvmmsg` call at most.
+const RECV_BATCH: usize = 32;
+
+#[repr(C, align(8))]
+#[derive(Clone, Copy)]
+struct Control([u8; CONTROL_LEN]);
+
+/// Counters of what the socket saw.
+#[derive(Debug, Default)]
+struct Counters {
+    truncated_control: AtomicU64,
+    send_errors: AtomicU64,
+    missing_tos: AtomicU64,
+    gro_receives: AtomicU64,
+}
+
+/// A snapshot of an [`EcnSocket`]'s counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SocketStats {
+    /// Receives whose control data the kernel truncated (`MSG_CTRUNC`).
+    pub truncated_control: u64,
+    /// Receives that carried no TOS / traffic-class byte.
+    pub missing_tos: u64,
+    /// `sendmsg` failures other than "would block" (the packets are lost).
+    pub send_errors: u64,
+    /// Receives that carried several GRO-merged datagrams.
+    pub gro_receives: u64,
+}
+
+/// The ecnq UDP socket. Build it with [`EcnSocket::bind`], hand it to
+/// `quinn::Endpoint::new_with_abstract_socket` (or use [`super::Endpoint`],
+/// which does both), and register each connection with
+/// [`EcnSocket::prepare`].
+pub struct EcnSocket {
+    io: tokio::net::UdpSocket,
+    state: UdpSocketState,
+    ipv6: bool,
+    pub(crate) peers: PeerTable,
+    pub(crate) default_cc: CongestionControl,
+    counters: Counters,
+}
+
+impl fmt::Debug for EcnSocket {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EcnSocket")
+            .field("local", &self.io.local_addr().ok())
+            .field("cc", &self.default_cc)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EcnSocket {
+    /// Binds a UDP socket. An unspecified IPv6 address (`[::]:port`) gives a
+    /// dual-stack socket. Connections the peer opens towards this socket
+    /// run `default_cc`. Must be called inside a tokio runtime.
+    pub fn bind(addr: SocketAddr, default_cc: CongestionControl) -> io::Result<Arc<EcnSocket>> {
+        use socket2::{Domain, Protocol, Socket, Type};
+        let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+        if let IpAddr::V6(ip) = addr.ip() {
+            socket.set_only_v6(ip != Ipv6Addr::UNSPECIFIED)?;
+        }
+        socket.set_nonblocking(true)?;
+        socket.bind(&addr.into())?;
+        let state = UdpSocketState::new((&socket).into())?;
+        let io = tokio::net::UdpSocket::from_std(socket.into())?;
+        Ok(Arc::new(EcnSocket {
+            io,
+            state,
+            ipv6: addr.is_ipv6(),
+            peers: PeerTable::default(),
+            default_cc,
+            counters: Counters::default(),
+        }))
+    }
+
+    /// The socket's counters.
+    pub fn stats(&self) -> SocketStats {
+        let c = &self.counters;
+        SocketStats {
+            truncated_control: c.truncated_control.load(Ordering::Relaxed),
+            missing_tos: c.missing_tos.load(Ordering::Relaxed),
+            send_errors: c.send_errors.load(Ordering::Relaxed),
+            gro_receives: c.gro_receives.load(Ordering::Relaxed),
+        }
+    }
+
+    fn send(&self, transmit: &Transmit) -> io::Result<()> {
+        let tos = match self.peers.get(transmit.destination) {
+            Some(peer) => peer.send_tos(transmit.ecn),
+            None => transmit.ecn.map_or(0, |e| e as u8),
+        };
+        let destination = match transmit.destination {
+            SocketAddr::V4(v4) if self.ipv6 => {
+                SocketAddr::new(v4.ip().to_ipv6_mapped().into(), v4.port())
+            }
+            other => other,
+        };
+        let name = socket2::SockAddr::from(destination);
+        let mut iov = libc::iovec {
+            iov_base: transmit.contents.as_ptr() as *mut libc::c_void,
+            iov_len: transmit.contents.len(),
+        };
+        let mut control = Control([0; CONTROL_LEN]);
+        // SAFETY: msghdr is plain old data; every pointer set below outlives sendmsg.
+        let mut hdr: libc::msghdr = unsafe { mem::zeroed() };
+        hdr.msg_name = name.as_ptr() as *mut libc::c_void;
+        hdr.msg_namelen = name.len();
+        hdr.msg_iov = &mut iov;
+        hdr.msg_iovlen = 1;
+        hdr.msg_control = control.0.as_mut_ptr().cast();
+        hdr.msg_controllen = CONTROL_LEN as _;
+        let mut cmsgs = CmsgWriter::new(&mut hdr, CONTROL_LEN);
+        let to_ipv4 = match destination.ip() {
+            IpAddr::V4(_) => true,
+            IpAddr::V6(ip) => ip.to_ipv4_mapped().is_some(),
+        };
+        if to_ipv4 {
+            cmsgs.push(libc::IPPROTO_IP, libc::IP_TOS, libc::c_int::from(tos));
+        } else {
+            cmsgs.push(
+                libc::IPPROTO_IPV6,
+                libc::IPV6_TCLASS,
+                libc::c_int::from(tos),
+            );
+        }
+        if let Some(segment) = transmit.segment_size {
+            if segment < transmit.contents.len() {
+                cmsgs.push(libc::SOL_UDP, libc::UDP_SEGMENT, segment as u16);
+            }
+        }
+        match transmit.src_ip {
+            Some(IpAddr::V4(ip)) => {
+                let info = libc::in_pktinfo {
+                    ipi_ifindex: 0,
+                    ipi_spec_dst: libc::in_addr {
+                        s_addr: u32::from_ne_bytes(ip.octets()),
+                    },
+                    ipi_addr: libc::in_addr { s_addr: 0 },
+                };
+                cmsgs.push(libc::IPPROTO_IP, libc::IP_PKTINFO, info);
+            }
+            Some(IpAddr::V6(ip)) => {
+                let info = libc::in6_pktinfo {
+                    ipi6_ifindex: 0,
+                    ipi6_addr: libc::in6_addr {
+                        s6_addr: ip.octets(),
+                    },
+                };
+                cmsgs.push(libc::IPPROTO_IPV6, libc::IPV6_PKTINFO, info);
+            }
+            None => {}
+        }
+        let used = cmsgs.finish();
+        hdr.msg_controllen = used as _;
+        if used == 0 {
+            hdr.msg_control = std::ptr::null_mut();
+        }
+        loop {
+            // SAFETY: hdr points at live buffers (see above).
+            let n = unsafe { libc::sendmsg(self.io.as_raw_fd(), &hdr, 0) };
+            if n >= 0 {
+                return Ok(());
+            }
+            let error = io::Error::last_os_error();
+            match error.kind() {
+                io::ErrorKind::Interrupted => continue,
+                io::ErrorKind::WouldBlock => return Err(error),
+                // Anything else is a lost packet, as quinn-udp treats it:
+                // quinn's loss recovery deals with it.
+                _ => {
+                    self.counters.send_errors.fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(%error, dst = %destination, "sendmsg failed");
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    fn recv(&self, bufs: &mut [IoSliceMut<'_>], meta: &mut [RecvMeta]) -> io::Result<usize> {
+        let count = bufs.len().min(meta.len()).min(RECV_BATCH);
+        // Names are zeroed (read back whole); control data is read only as
+        // far as the kernel wrote it.
+        let mut names = [MaybeUninit::<libc::sockaddr_storage>::zeroed(); RECV_BATCH];
+        let mut controls = [MaybeUninit::<Control>::uninit(); RECV_BATCH];
+        // SAFETY: mmsghdr is plain old data.
+        let mut hdrs: [libc::mmsghdr; RECV_BATCH] = unsafe { mem::zeroed() };
+        for i in 0..count {
+            let hdr = &mut hdrs[i].msg_hdr;
+            hdr.msg_name = names[i].as_mut_ptr().cast();
+            hdr.msg_namelen = mem::size_of::<libc::sockaddr_storage>() as _;
+            // IoSliceMut is guaranteed ABI-compatible with iovec on Unix.
+            hdr.msg_iov = (&mut bufs[i] as *mut IoSliceMut<'_>).cast();
+            hdr.msg_iovlen = 1;
+            hdr.msg_control = controls[i].as_mut_ptr().cast();
+            hdr.msg_controllen = CONTROL_LEN as _;
+        }
+        let received = loop {
+            // SAFETY: every header points at live buffers of the stated sizes.
+            let n = unsafe {
+                libc::recvmmsg(
+                    self.io.as_raw_fd(),
+                    hdrs.as_mut_ptr(),
+                    count as _,
+                    0,
+                    std::ptr::null_mut(),
+                )
+            };
+            if n >= 0 {
+                break n as usize;
+            }
+            let error = io::Error::last_os_error();
+            if error.kind() != io::ErrorKind::Interrupted {
+                return Err(error);
+            }
+        };
+        let at = Instant::now();
+        for i in 0..received {
+            let hdr = &hdrs[i].msg_hdr;
+            let len = hdrs[i].msg_len as usize;
+            // SAFETY: the kernel wrote a socket address of msg_namelen bytes.
+            let addr = unsafe { socket2::SockAddr::new(names[i].assume_init(), hdr.msg_namelen) }
+                .as_socket()
+                .ok_or_else(|| io::Error::other("recvmmsg returned a non-IP address"))?;
+            if hdr.msg_flags & libc::MSG_CTRUNC != 0 {
+                self.counters
+                    .truncated_control
+                    .fetch_add(1, Ordering::Relaxed);
+                tracing::warn!("control data truncated (MSG_CTRUNC): ECN of this receive is lost");
+            }
+            let control = parse_control(hdr);
+            let stride = control.gro_segment.unwrap_or(len).max(1);
+            if stride < len {
+                self.counters.gro_receives.fetch_add(1, Ordering::Relaxed);
+            }
+            let ecn = match control.tos {
+                Some(tos) => {
+                    let peer = self.peer_for(addr);
+                    let payload = &bufs[i][..len];
+                    EcnCodepoint::from_bits(peer.on_receive(at, tos, payload, stride).bits())
+                }
+                None => {
+                    self.counters.missing_tos.fetch_add(1, Ordering::Relaxed);
+                    None
+                }
+            };
+            let m = &mut meta[i];
+            m.addr = addr;
+            m.len = len;
+            m.stride = stride;
+            m.ecn = ecn;
+            m.dst_ip = control.dst_ip;
+        }
+        Ok(received)
+    }
+
+    /// The state for a sender: an existing connection's, or a new one (an
+    /// incoming connection, run with the default controller).
+    fn peer_for(&self, addr: SocketAddr) -> Arc<Peer> {
+        self.peers
+            .get(addr)
+            .unwrap_or_else(|| self.peers.get_or_insert(addr, self.default_cc))
+    }
+}
+
+/// What the control messages of one receive said.
+#[derive(Default)]
+struct ReceivedControl {
+    tos: Option<u8>,
+    gro_segment: Option<usize>,
+    dst_ip: Option<IpAddr>,
+}
+
+fn parse_control(hdr: &libc::msghdr) -> ReceivedControl {
+    let mut out = ReceivedControl::default();
+    // SAFETY: the kernel filled msg_control with msg_controllen bytes of
+    // well-formed cmsgs; CMSG_FIRSTHDR / CMSG_NXTHDR stay inside them.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(hdr);
+        while !cmsg.is_null() {
+            let c = &*cmsg;
+            let data = libc::CMSG_DATA(cmsg);
+            let data_len = c.cmsg_len as usize - (data as usize - cmsg as usize);
+            match (c.cmsg_level, c.cmsg_type) {
+                // IPv4 TOS arrives as one byte, IPv6 traffic class as an int.
+                (libc::IPPROTO_IP, libc::IP_TOS) if data_len >= 1 => out.tos = Some(*data),
+                (libc::IPPROTO_IPV6, libc::IPV6_TCLASS) if data_len >= 4 => {
+                    out.tos = Some(data.cast::<libc::c_int>().read_unaligned() as u8)
+                }
+                (libc::SOL_UDP, libc::UDP_GRO) if data_len >= 4 => {
+                    out.gro_segment = Some(data.cast::<libc::c_int>().read_unaligned() as usize)
+                }
+                (libc::IPPROTO_IP, libc::IP_PKTINFO) => {
+                    let info = data.cast::<libc::in_pktinfo>().read_unaligned();
+                    out.dst_ip = Some(IpAddr::from(info.ipi_addr.s_addr.to_ne_bytes()));
+                }
+                (libc::IPPROTO_IPV6, libc::IPV6_PKTINFO) => {
+                    let info = data.cast::<libc::in6_pktinfo>().read_unaligned();
+                    out.dst_ip = Some(IpAddr::from(info.ipi6_addr.s6_addr));
+                }
+                _ => {}
+            }
+            cmsg = libc::CMSG_NXTHDR(hdr, cmsg);
+        }
+    }
+    out
+}
+
+/// Appends control messages to a `msghdr`'s control buffer.
+struct CmsgWriter<'a> {
+    hdr: &'a mut libc::msghdr,
+    cmsg: *mut libc::cmsghdr,
+    used: usize,
+    capacity: usize,
+}
+
+impl<'a> CmsgWriter<'a> {
+    /// `hdr`'s control buffer must be `capacity` bytes, as msg_controllen says.
+    fn new(hdr: &'a mut libc::msghdr, capacity: usize) -> CmsgWriter<'a> {
+        // SAFETY: msg_control / msg_controllen describe a live, aligned buffer.
+        let cmsg = unsafe { libc::CMSG_FIRSTHDR(hdr) };
+        CmsgWriter {
+            hdr,
+            cmsg,
+            used: 0,
+            capacity,
+        }
+    }
+
+    fn push<T: Copy>(&mut self, level: libc::c_int, kind: libc::c_int, value: T) {
+        assert!(!self.cmsg.is_null(), "control buffer too small");
+        // SAFETY: cmsg points inside the control buffer with room for one
+        // CMSG_SPACE(size_of::<T>()) (checked by the caller's buffer size,
+        // CONTROL_LEN, far above the three small messages written).
+        unsafe {
+            let space = libc::CMSG_SPACE(mem::size_of::<T>() as _) as usize;
+            assert!(self.used + space <= self.capacity);
+            (*self.cmsg).cmsg_level = level;
+            (*self.cmsg).cmsg_type = kind;
+            (*self.cmsg).cmsg_len = libc::CMSG_LEN(mem::size_of::<T>() as _) as _;
+            libc::CMSG_DATA(self.cmsg)
+                .cast::<T>()
+                .write_unaligned(value);
+            self.used += space;
+            self.cmsg = libc::CMSG_NXTHDR(self.hdr, self.cmsg);
+        }
+    }
+
+    fn finish(self) -> usize {
+        self.used
+    }
+}
+
+impl AsyncUdpSocket for EcnSocket {
+    fn create_io_poller(self: Arc<Self>) -> Pin<Box<dyn UdpPoller>> {
+        Box::pin(Poller {
+            socket: self,
+            writable: None,
+        })
+    }
+
+    fn try_send(&self, transmit: &Transmit) -> io::Result<()> {
+        self.io.try_io(Interest::WRITABLE, || self.send(transmit))
+    }
+
+    fn poll_recv(
+        &self,
+        cx: &mut Context,
+        bufs: &mut [IoSliceMut<'_>],
+        meta: &mut [RecvMeta],
+    ) -> Poll<io::Result<usize>> {
+        loop {
+            std::task::ready!(self.io.poll_recv_ready(cx))?;
+            match self.io.try_io(Interest::READABLE, || self.recv(bufs, meta)) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                result => return Poll::Ready(result),
+            }
+        }
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.io.local_addr()
+    }
+
+    fn max_transmit_segments(&self) -> usize {
+        self.state.max_gso_segments()
+    }
+
+    fn max_receive_segments(&self) -> usize {
+        self.state.gro_segments()
+    }
+
+    fn may_fragment(&self) -> bool {
+        self.state.may_fragment()
+    }
+}
+
+type Writable = Pin<Box<dyn Future<Output = io::Result<()>> + Send + Sync>>;
+
+/// Waits for write readiness; one per quinn task that sends.
+struct Poller {
+    socket: Arc<EcnSocket>,
+    writable: Option<Writable>,
+}
+
+impl fmt::Debug for Poller {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Poller").finish_non_exhaustive()
+    }
+}
+
+impl UdpPoller for Poller {
+    fn poll_writable(self: Pin<&mut Self>, cx: &mut Context) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let socket = &this.socket;
+        let writable = this.writable.get_or_insert_with(|| {
+            let socket = socket.clone();
+            Box::pin(async move { socket.io.writable().await })
+        });
+        let result = writable.as_mut().poll(cx);
+        if result.is_ready() {
+            this.writable = None;
+        }
+        result
+    }
+}
