@@ -63,7 +63,13 @@ impl Stack for Ecnq {
             Arc::new(quinn::TokioRuntime),
         )
         .map_err(|e| format!("cannot start an endpoint on {bind}: {e}"))?;
-        Ok((endpoint, Arc::new(EcnqHooks { socket, cc: self.cc })))
+        Ok((
+            endpoint,
+            Arc::new(EcnqHooks {
+                socket,
+                cc: self.cc,
+            }),
+        ))
     }
 }
 
