@@ -165,3 +165,66 @@ fn version_probe_gets_version_negotiation() {
     assert_eq!(reply[5], 8);
     assert_eq!(&reply[6..14], &[2; 8]);
 }
+
+/// The ecnq endpoint, as a process: against itself its schemes turn on,
+/// against vanilla quinn it falls back to classic congestion control.
+#[test]
+fn ecnq_endpoint_turns_schemes_on_only_with_ecnq() {
+    let (dir, files) = setup();
+    let run = |role: &str, port: u16, extra: &[&str]| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_ecnq-interop"));
+        cmd.args(["--role", role, "--testcase", "transfer", "--cc", "vcp"])
+            .args(["--www", &dir.path().join("www").display().to_string()])
+            .args(["--certs", &dir.path().join("certs").display().to_string()])
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(extra)
+            .stderr(std::process::Stdio::piped());
+        cmd
+    };
+    let requests = |port: u16| {
+        files
+            .iter()
+            .map(|(n, _)| format!("https://localhost:{port}/{n}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let downloads = dir.path().join("downloads").display().to_string();
+
+    // ecnq client -> ecnq server.
+    let port = free_port();
+    let mut server = run("server", port, &[]).spawn().expect("server");
+    std::thread::sleep(Duration::from_millis(300));
+    let client = run(
+        "client",
+        0,
+        &["--requests", &requests(port), "--downloads", &downloads],
+    )
+    .output()
+    .expect("client");
+    let _ = server.kill();
+    let log = String::from_utf8_lossy(&client.stderr);
+    assert!(client.status.success(), "{log}");
+    assert!(log.contains("mode=Ecnq"), "ecnq end to end: {log}");
+
+    // ecnq client -> vanilla quinn server.
+    let server = serve(dir.path(), "transfer");
+    let client = run(
+        "client",
+        0,
+        &[
+            "--requests",
+            &requests(server.port()),
+            "--downloads",
+            &downloads,
+        ],
+    )
+    .output()
+    .expect("client");
+    let log = String::from_utf8_lossy(&client.stderr);
+    assert!(client.status.success(), "{log}");
+    assert!(log.contains("mode=ClassicPeerNotEcnq"), "fallback: {log}");
+    for (name, data) in &files {
+        let copy = std::fs::read(dir.path().join("downloads").join(name)).expect("download");
+        assert!(&copy == data, "{name} differs");
+    }
+}
