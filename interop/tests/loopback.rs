@@ -202,6 +202,7 @@ fn ecnq_endpoint_turns_schemes_on_only_with_ecnq() {
     .output()
     .expect("client");
     let _ = server.kill();
+    let _ = server.wait();
     let log = String::from_utf8_lossy(&client.stderr);
     assert!(client.status.success(), "{log}");
     assert!(log.contains("mode=Ecnq"), "ecnq end to end: {log}");
