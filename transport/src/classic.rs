@@ -5,7 +5,8 @@
 //!   or over a marking threshold (RFC 3168 §5, with a step threshold as in
 //!   DCTCP); Not-ECT traffic is only queued (DESIGN.md §2 "DSCP scheme tag").
 //! * Sender ([`ClassicLaw`]): NewReno (RFC 9002 §7 / RFC 6582) with CE and loss
-//!   both as congestion, at most one reduction per round trip.
+//!   both as congestion, at most one reduction per round trip and no growth
+//!   during the round trip after it.
 
 use std::time::Duration;
 
@@ -59,8 +60,8 @@ impl ClassicLaw {
 }
 
 impl Law for ClassicLaw {
-    fn on_ack(&mut self, now: Duration, acked_bytes: u64, _rtt: &RttSample) {
-        if self.loss.started_at(now) {
+    fn on_ack(&mut self, now: Duration, acked_bytes: u64, rtt: &RttSample) {
+        if self.loss.in_recovery(now, rtt) {
             return;
         }
         let acked = acked_bytes as f64;

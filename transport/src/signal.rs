@@ -216,9 +216,11 @@ impl LossEpoch {
         true
     }
 
-    /// Whether `now` is still the instant of the last reaction.
-    pub fn started_at(&self, now: Duration) -> bool {
-        self.0.is_some_and(|start| now <= start)
+    /// Whether the last reaction is less than a round trip old: acks now are
+    /// for packets sent before it, which must not grow the window back
+    /// (NewReno's recovery, RFC 6582).
+    pub fn in_recovery(&self, now: Duration, rtt: &RttSample) -> bool {
+        self.0.is_some_and(|start| now < start + rtt.smoothed)
     }
 }
 

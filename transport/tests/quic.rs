@@ -357,19 +357,26 @@ async fn bad_reports_are_counted_and_ignored() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sender_falls_back_when_reports_stop() {
+async fn sender_falls_back_when_reports_stop_and_resumes_when_they_return() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
     let (client, server) = endpoints(VCP, VCP, "127.0.0.1:0");
     // After the handshake the path starts bleaching DSCP towards the server:
     // the server can no longer tell the client's scheme, so its reports stop.
-    let forwarded = std::sync::atomic::AtomicUsize::new(0);
+    // Later the path heals.
+    let forwarded = AtomicUsize::new(0);
+    let healed = Arc::new(AtomicBool::new(false));
+    let heal = healed.clone();
     let relay = Relay::start(server.local_addr().unwrap(), move |dir, tos| match dir {
-        Dir::ToServer if forwarded.fetch_add(1, std::sync::atomic::Ordering::Relaxed) > 20 => {
+        Dir::ToServer
+            if forwarded.fetch_add(1, Ordering::Relaxed) > 20 && !heal.load(Ordering::Relaxed) =>
+        {
             tos & 0b11
         }
         _ => tos,
     });
     let (c, s) = connect(&client, &server, relay.addr).await;
-    // Keep data flowing past the report timeout (250 ms at least).
+    // Keep data flowing past the report timeout (500 ms at least).
     let started = tokio::time::Instant::now();
     let mut seed = 9;
     while c.congestion_stats().mode == PeerMode::Ecnq && started.elapsed() < Duration::from_secs(5)
@@ -386,12 +393,26 @@ async fn sender_falls_back_when_reports_stop() {
     );
     // The server, which saw the tag in the handshake, still runs VCP.
     assert_eq!(s.congestion_stats().mode, PeerMode::Ecnq);
-    // Back to quinn's own codepoint, untagged: quinn's ECN validation kept
-    // passing while the client sent VCP's ECT(1) (the server's socket told
-    // its quinn ECT(0)), or quinn would now send Not-ECT.
+    // Still tagged, but with quinn's own codepoint: quinn's ECN validation
+    // kept passing while the client sent VCP's ECT(1) (the server's socket
+    // told its quinn ECT(0)), or quinn would now send Not-ECT.
     let sent = relay.tos(Dir::ToServer);
     assert!(sent.contains(&vcp_tos(Ecn::Ect1)));
-    assert_eq!(sent.last(), Some(&SchemeTag::UNTAGGED.tos(Ecn::Ect0)));
+    assert_eq!(sent.last(), Some(&vcp_tos(Ecn::Ect0)));
+    // The path heals: reports come back and so does the scheme.
+    healed.store(true, Ordering::Relaxed);
+    let healing = tokio::time::Instant::now();
+    while c.congestion_stats().mode != PeerMode::Ecnq && healing.elapsed() < Duration::from_secs(5)
+    {
+        transfer(&c, &s, MB, seed).await;
+        seed += 1;
+    }
+    let stats = c.congestion_stats();
+    assert_eq!(stats.mode, PeerMode::Ecnq, "{stats:?}");
+    assert!(
+        !is_classic(stats.law_mode),
+        "the VCP law is back: {stats:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -97,6 +97,10 @@ pub struct StreamInterval {
     pub rtt: u64,
     /// Whether this side sent the data.
     pub sender: bool,
+    /// ecnq: UDP payload bytes this side put on the wire in the interval
+    /// (QUIC headers and retransmissions included): the sending rate the
+    /// congestion controller really allowed.
+    pub wire_bytes: u64,
     /// ecnq: the controller's mode.
     pub mode: String,
     /// ecnq: the latest load-factor estimate (1.0 = 100 %), if any.
@@ -204,6 +208,28 @@ pub struct End {
     pub receiver_tcp_congestion: String,
     /// ecnq: Jain's index over the streams' received bytes.
     pub fairness: f64,
+}
+
+impl Interval {
+    /// Groups per-stream records into iperf3 intervals (records with the same
+    /// index in each stream's sequence form one interval).
+    pub fn group(runs: &[Vec<StreamInterval>]) -> Vec<Interval> {
+        let count = runs.iter().map(Vec::len).max().unwrap_or(0);
+        (0..count)
+            .map(|i| {
+                let streams: Vec<StreamInterval> =
+                    runs.iter().filter_map(|r| r.get(i).cloned()).collect();
+                let start = streams
+                    .iter()
+                    .map(|s| s.start)
+                    .fold(f64::INFINITY, f64::min);
+                let end = streams.iter().map(|s| s.end).fold(0.0, f64::max);
+                let sender = streams.first().is_some_and(|s| s.sender);
+                let sum = Sum::of(&streams, start, end, sender);
+                Interval { streams, sum }
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]

@@ -37,9 +37,17 @@ pub struct FlowSeries {
 /// Convergence time of `flow` as the EVCP paper defines it (§"Simulation
 /// environment"): the time from its start until its measured throughput
 /// first reaches its fair share — here the aggregate throughput of all
-/// flows active in that interval divided by their number, since the link's
-/// real capacity after overheads is what they share. `None` if it never does.
-pub fn convergence_time(flows: &[FlowSeries], flow: usize, tolerance: f64) -> Option<f64> {
+/// flows active at that moment divided by their number, since the link's
+/// real capacity after overheads is what they share. Flows sample on their
+/// own clocks, so each other flow counts with its sample nearest in time
+/// (within `window` seconds; a flow with none there is not active). `None`
+/// if it never does.
+pub fn convergence_time(
+    flows: &[FlowSeries],
+    flow: usize,
+    tolerance: f64,
+    window: f64,
+) -> Option<f64> {
     let target = flows.get(flow)?;
     for &(t, rate) in &target.samples {
         let active: Vec<f64> = flows
@@ -47,7 +55,8 @@ pub fn convergence_time(flows: &[FlowSeries], flow: usize, tolerance: f64) -> Op
             .filter_map(|f| {
                 f.samples
                     .iter()
-                    .find(|s| (s.0 - t).abs() < 1e-9)
+                    .filter(|s| (s.0 - t).abs() <= window)
+                    .min_by(|a, b| (a.0 - t).abs().total_cmp(&(b.0 - t).abs()))
                     .map(|s| s.1)
             })
             .collect();
@@ -89,15 +98,18 @@ mod tests {
             start: 0.0,
             samples: vec![(1.0, 10.0), (2.0, 9.0), (3.0, 6.0), (4.0, 5.0)],
         };
+        // Sampled on its own clock, a little after the early flow.
         let late = FlowSeries {
             start: 1.5,
-            samples: vec![(2.0, 1.0), (3.0, 4.0), (4.0, 5.0)],
+            samples: vec![(2.1, 1.0), (3.1, 4.0), (4.1, 5.0)],
         };
         let flows = [early, late];
-        // At t = 3 the fair share is 5 and the late flow has 4: within 20 %.
-        assert_eq!(convergence_time(&flows, 1, 0.2), Some(1.5));
-        // Exactly: only at t = 4.
-        assert_eq!(convergence_time(&flows, 1, 0.0), Some(2.5));
-        assert_eq!(convergence_time(&flows, 2, 0.0), None);
+        // At t ≈ 3 the fair share is 5 and the late flow has 4: within 20 %.
+        assert!((convergence_time(&flows, 1, 0.2, 0.5).unwrap() - 1.6).abs() < 1e-9);
+        // Exactly: only at t ≈ 4.
+        assert!((convergence_time(&flows, 1, 0.0, 0.5).unwrap() - 2.6).abs() < 1e-9);
+        // Its first sample (1 against a fair 5) is not convergence.
+        assert!(convergence_time(&flows, 1, 0.2, 0.5).unwrap() > 0.6);
+        assert_eq!(convergence_time(&flows, 2, 0.0, 0.5), None);
     }
 }

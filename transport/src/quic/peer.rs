@@ -71,7 +71,7 @@ impl PeerMode {
 const REPORT_TIMEOUT_RTTS: u32 = 4;
 /// The floor of the report timeout; reports are sent at least every 10 ms
 /// ([`SendPolicy::default`]), so this leaves room for scheduling delays.
-const REPORT_TIMEOUT_MIN: Duration = Duration::from_millis(250);
+const REPORT_TIMEOUT_MIN: Duration = Duration::from_millis(500);
 
 /// The controller quinn drives: a core law (the scheme's, or the classic law
 /// after a fallback), or one of quinn's controllers.
@@ -111,6 +111,8 @@ pub(crate) struct Peer {
     mode: AtomicU8,
     /// The DSCP of the law's current tag (MCP changes its fairing bits).
     dscp: AtomicU8,
+    /// The scheme's own tag, kept while fallen back because reports stopped.
+    scheme_tag: SchemeTag,
     send_ecn: Ecn,
     sending: Mutex<Sending>,
     receiving: Mutex<Receiving>,
@@ -151,6 +153,7 @@ impl Peer {
             cc,
             mode: AtomicU8::new(mode as u8),
             dscp: AtomicU8::new(tag.dscp()),
+            scheme_tag: tag,
             send_ecn: congestion::base_ecn(WireScheme::from_id(tag.wire_id)),
             sending: Mutex::new(Sending {
                 active,
@@ -242,9 +245,12 @@ impl Peer {
             // vanilla peer's ECN counts pass quinn's validation (ECT(1) would fail it).
             PeerMode::Probing => tag.tos(quinn_ecn),
             PeerMode::Ecnq => tag.tos(self.send_ecn),
-            PeerMode::ClassicPeerNotEcnq
-            | PeerMode::ClassicReportsStopped
-            | PeerMode::Unassisted => SchemeTag::UNTAGGED.tos(quinn_ecn),
+            // Still tagged, so routers keep marking and the peer keeps
+            // decoding: when its reports get through again, feedback resumes.
+            PeerMode::ClassicReportsStopped => self.scheme_tag.tos(quinn_ecn),
+            PeerMode::ClassicPeerNotEcnq | PeerMode::Unassisted => {
+                SchemeTag::UNTAGGED.tos(quinn_ecn)
+            }
         }
     }
 
@@ -344,12 +350,29 @@ impl Peer {
             }
         };
         tx.reports_due_from = now;
+        if self.transition(PeerMode::ClassicReportsStopped, PeerMode::Ecnq) {
+            self.resume_scheme(tx);
+        }
         if let Active::Law(law) = &mut tx.active {
             let before = law_level(law.as_ref());
             law.on_feedback(now, repr.feedback, &tx.rtt);
             note_law_change(law.as_ref(), before, &mut tx.md_events, "feedback");
         }
         self.publish(tx);
+    }
+
+    /// Reports came back after a fallback: the scheme's law takes over again
+    /// from the classic law's window.
+    fn resume_scheme(&self, tx: &mut Sending) {
+        let (CongestionControl::Ecnq(scheme), Active::Law(law)) = (self.cc, &tx.active) else {
+            return;
+        };
+        let config = LawConfig {
+            initial_window: law.window(),
+            ..tx.config
+        };
+        tracing::info!(window = config.initial_window, scheme = %scheme, "reports resumed: the scheme's law is back");
+        tx.active = Active::Law(scheme.law(config));
     }
 
     /// What this end has sent besides ACKs and reports so far (stream frames
@@ -403,11 +426,13 @@ fn quinn_view(ecn: Ecn, tag: SchemeTag) -> Ecn {
     }
 }
 
-/// The window to give quinn: rate laws set window = R · srtt / 1.25, since
-/// quinn paces at 1.25 · window / srtt (DESIGN.md §3).
+/// The window quinn gets. For a rate law it is rate × srtt: the window also
+/// caps the bytes in flight, so throughput is at most window / RTT, and
+/// quinn's pacer (1.25 × window / srtt) then only smooths bursts. DESIGN.md's
+/// rate × srtt / 1.25 would cap a rate law at 80 % of its own rate.
 fn law_window(law: &dyn Law, rtt: &RttSample, config: &LawConfig) -> u64 {
     match law.pacing_rate() {
-        Some(rate) => config.clamp(rate * rtt.smoothed.as_secs_f64() / 1.25) as u64,
+        Some(rate) => config.clamp(rate * rtt.smoothed.as_secs_f64()) as u64,
         None => law.window(),
     }
 }
@@ -495,3 +520,27 @@ impl PeerTable {
 
 /// quinn's initial MTU (1200 bytes, RFC 9000 §14) is the laws' packet unit.
 pub(crate) const MSS: u64 = 1200;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mcp::McpLaw;
+
+    #[test]
+    fn a_rate_law_gets_a_window_of_one_rate_times_rtt() {
+        let config = LawConfig::with_mss(1200);
+        let law = McpLaw::new(config);
+        let rate = law.pacing_rate().expect("MCP is rate-based");
+        let rtt = RttSample::uniform(Duration::from_millis(100));
+        let window = law_window(
+            &law,
+            &rtt,
+            &LawConfig {
+                min_window: 1,
+                ..config
+            },
+        );
+        // Throughput is at most window / RTT: the window must carry a whole RTT of the rate.
+        assert_eq!(window, (rate * 0.1) as u64);
+    }
+}

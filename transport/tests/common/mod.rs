@@ -2,7 +2,6 @@
 //! checks, and a remarking UDP relay that reads every packet's TOS byte from
 //! the wire with a plain socket.
 
-
 use std::io;
 use std::mem;
 use std::net::{SocketAddr, UdpSocket};

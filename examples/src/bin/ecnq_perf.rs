@@ -1,0 +1,429 @@
+//! `ecnq-perf`: iperf3's habits for ecnq's QUIC transport, and the demo.
+
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use ecnq::quic::{CongestionControl, Endpoint, Options};
+use ecnq_examples::perf::client::{self, ClientConfig};
+use ecnq_examples::perf::output;
+use ecnq_examples::perf::proto::{self, TestRequest, DEFAULT_PORT};
+use ecnq_examples::perf::report::{self, Interval, Report, Sum};
+use ecnq_examples::perf::{demo, server, stats};
+
+/// Measure ecnq's QUIC transport like iperf3 measures TCP: `ecnq-perf -s` on
+/// one side, `ecnq-perf -c HOST` on the other. `ecnq-perf demo` runs every
+/// scheme through an emulated bottleneck on loopback, no setup needed.
+#[derive(Parser, Debug)]
+#[command(name = "ecnq-perf", version, args_conflicts_with_subcommands = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    perf: PerfArgs,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Every scheme, then Cubic and BBR, through an emulated bottleneck on
+    /// loopback (a relay-mode shim in this process); prints a comparison and
+    /// writes SVG plots.
+    Demo(demo::DemoArgs),
+}
+
+#[derive(Args, Debug)]
+struct PerfArgs {
+    /// Run as a server.
+    #[arg(short = 's', long, conflicts_with = "client")]
+    server: bool,
+    /// Run as a client of the server at HOST.
+    #[arg(short = 'c', long, value_name = "HOST")]
+    client: Option<String>,
+    /// Server port.
+    #[arg(short = 'p', long, default_value_t = DEFAULT_PORT)]
+    port: u16,
+    /// Seconds to send for.
+    #[arg(short = 't', long, default_value_t = 10.0, value_name = "SECONDS")]
+    time: f64,
+    /// Bytes to send instead of a time (K, M, G suffixes: 1024-based).
+    #[arg(short = 'n', long, value_name = "SIZE", value_parser = parse_size)]
+    bytes: Option<u64>,
+    /// Parallel streams, each its own QUIC connection and congestion controller.
+    #[arg(short = 'P', long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=128))]
+    parallel: u32,
+    /// Reverse: the server sends (with the server's --cc).
+    #[arg(short = 'R', long)]
+    reverse: bool,
+    /// Seconds between interval reports (0 for none).
+    #[arg(short = 'i', long, default_value_t = 1.0, value_name = "SECONDS")]
+    interval: f64,
+    /// Print one JSON report, shaped like iperf3's, at the end.
+    #[arg(short = 'J', long)]
+    json: bool,
+    /// Congestion control of the sending side: vcp, evcp, dpcp, tpcp, bmcc,
+    /// mcp, classic, newreno, cubic or bbr.
+    #[arg(long, default_value = "vcp", value_parser = parse_cc)]
+    cc: CongestionControl,
+    /// Write qlog files into this directory.
+    #[arg(long, value_name = "DIR")]
+    qlog: Option<PathBuf>,
+    /// Start tokio-console's subscriber (needs the `console` feature).
+    #[arg(long)]
+    console: bool,
+    /// Server: handle one test, then exit.
+    #[arg(short = '1', long)]
+    one_off: bool,
+    /// Address to bind (server) — default all addresses, IPv4 and IPv6.
+    #[arg(short = 'B', long, value_name = "ADDR")]
+    bind: Option<IpAddr>,
+    /// Server certificate chain (PEM); default a fresh self-signed one.
+    #[arg(long, requires = "key", value_name = "FILE")]
+    cert: Option<PathBuf>,
+    /// Server private key (PEM).
+    #[arg(long, requires = "cert", value_name = "FILE")]
+    key: Option<PathBuf>,
+    /// Client: trust this CA (PEM). Default: the certificate a server on this
+    /// machine left in the temporary directory.
+    #[arg(long, value_name = "FILE")]
+    ca: Option<PathBuf>,
+    /// Name the server's certificate is for (and the client checks).
+    #[arg(long, default_value = "localhost", value_name = "NAME")]
+    server_name: String,
+}
+
+fn parse_cc(s: &str) -> Result<CongestionControl, String> {
+    s.parse::<CongestionControl>().map_err(|e| e.to_string())
+}
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (digits, scale) = match s.char_indices().last() {
+        Some((i, c)) if c.eq_ignore_ascii_case(&'k') => (&s[..i], 1u64 << 10),
+        Some((i, c)) if c.eq_ignore_ascii_case(&'m') => (&s[..i], 1 << 20),
+        Some((i, c)) if c.eq_ignore_ascii_case(&'g') => (&s[..i], 1 << 30),
+        _ => (s, 1),
+    };
+    let value: f64 = digits
+        .parse()
+        .map_err(|_| format!("`{s}` is not a size (e.g. 10M)"))?;
+    if !(value.is_finite() && value > 0.0) {
+        return Err(format!("`{s}` must be a positive size"));
+    }
+    Ok((value * scale as f64) as u64)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return fail(format!("cannot start the runtime: {e}")),
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Some(Command::Demo(args)) => demo::run(args).await,
+            None => perf(cli.perf).await,
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(e),
+    }
+}
+
+fn fail(message: String) -> ExitCode {
+    eprintln!("ecnq-perf: error: {message}");
+    ExitCode::FAILURE
+}
+
+async fn perf(args: PerfArgs) -> Result<(), String> {
+    if args.console {
+        start_console()?;
+    } else {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .try_init();
+    }
+    if !(args.time.is_finite() && args.time > 0.0) {
+        return Err("-t must be a positive number of seconds".into());
+    }
+    if !(args.interval.is_finite() && args.interval >= 0.0) {
+        return Err("-i must be zero or a positive number of seconds".into());
+    }
+    match (&args.client, args.server) {
+        (Some(host), false) => run_client(host.clone(), &args).await,
+        (None, true) => run_server(&args).await,
+        _ => Err("say -s (server) or -c HOST (client); see --help".into()),
+    }
+}
+
+#[cfg(feature = "console")]
+fn start_console() -> Result<(), String> {
+    console_subscriber::init();
+    Ok(())
+}
+
+#[cfg(not(feature = "console"))]
+fn start_console() -> Result<(), String> {
+    Err("--console needs a build with the `console` feature: RUSTFLAGS=\"--cfg tokio_unstable\" cargo build -p ecnq-examples --features console".into())
+}
+
+async fn run_server(args: &PerfArgs) -> Result<(), String> {
+    let bind = SocketAddr::new(
+        args.bind.unwrap_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED)),
+        args.port,
+    );
+    let identity = match (&args.cert, &args.key) {
+        (Some(cert), Some(key)) => proto::load_identity(cert, key)?,
+        _ => {
+            let (identity, pem) = proto::self_signed(std::slice::from_ref(&args.server_name))?;
+            let path = proto::default_cert_path(args.port);
+            std::fs::write(&path, pem)
+                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            println!(
+                "Self-signed certificate for `{}` in {}",
+                args.server_name,
+                path.display()
+            );
+            identity
+        }
+    };
+    let mut options = Options::new(args.cc).alpn(&[proto::ALPN]);
+    if let Some(dir) = &args.qlog {
+        options = options.qlog_dir(dir.clone());
+    }
+    let endpoint = Endpoint::server(bind, identity, options)
+        .map_err(|e| format!("cannot listen on {bind}: {e}"))?;
+    println!(
+        "Server listening on {} (congestion control {} when sending)",
+        bind, args.cc
+    );
+    let serving = server::serve(endpoint, args.one_off, |finished| match finished {
+        Ok(f) => println!(
+            "[{}] {} {} in {:.2} s = {} (client asked {}; {} mode {})",
+            f.peer,
+            if f.request.reverse {
+                "sent"
+            } else {
+                "received"
+            },
+            output::bytes(f.result.bytes),
+            f.result.seconds,
+            output::bits_per_second(report::rate(f.result.bytes, f.result.seconds)),
+            if f.request.bytes > 0 {
+                format!("{} bytes", f.request.bytes)
+            } else {
+                format!("{} s", f.request.seconds)
+            },
+            f.stats.controller,
+            client::mode_name(&f.stats),
+        ),
+        Err(e) => eprintln!("ecnq-perf: test failed: {e}"),
+    });
+    tokio::select! {
+        () = serving => Ok(()),
+        _ = tokio::signal::ctrl_c() => Ok(()),
+    }
+}
+
+async fn run_client(host: String, args: &PerfArgs) -> Result<(), String> {
+    let server = tokio::net::lookup_host((host.as_str(), args.port))
+        .await
+        .map_err(|e| format!("cannot resolve {host}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{host} has no address"))?;
+    let ca = match &args.ca {
+        Some(ca) => ca.clone(),
+        None => {
+            let path = proto::default_cert_path(args.port);
+            if !path.exists() {
+                return Err(format!(
+                    "no certificate to trust: pass --ca FILE (a server on this machine leaves its certificate in {})",
+                    path.display()
+                ));
+            }
+            path
+        }
+    };
+    let config = ClientConfig {
+        server,
+        server_name: args.server_name.clone(),
+        roots: proto::load_roots(&ca)?,
+        cc: args.cc,
+        request: TestRequest {
+            version: 1,
+            reverse: args.reverse,
+            seconds: args.time,
+            bytes: args.bytes.unwrap_or(0),
+        },
+        interval: Duration::from_secs_f64(if args.interval > 0.0 {
+            args.interval
+        } else {
+            3600.0
+        }),
+        qlog: args.qlog.clone(),
+    };
+    let human = !args.json;
+    if human {
+        println!(
+            "Connecting to host {host}, port {} ({} stream(s), {})",
+            args.port, args.parallel, args.cc
+        );
+        if args.interval > 0.0 {
+            println!("{}", output::INTERVAL_HEADER);
+        }
+    }
+    let progress = output::Progress::new(human, args.bytes.is_none().then_some(args.time));
+    let ticker = progress.spawn_ticker();
+    let parallel = args.parallel;
+    let mut pending: Vec<report::StreamInterval> = Vec::new();
+    let runs = client::run_parallel(&config, parallel, |record| {
+        if !human || args.interval <= 0.0 {
+            return;
+        }
+        let single = (parallel == 1).then_some(record.bits_per_second);
+        progress.line(&output::interval_line(&record), single);
+        pending.push(record);
+        if parallel > 1 && pending.len() == parallel as usize {
+            let sum = Sum::of(
+                &pending,
+                pending[0].start,
+                pending[0].end,
+                pending[0].sender,
+            );
+            progress.line(&output::sum_line(&sum), Some(sum.bits_per_second));
+            pending.clear();
+        }
+    })
+    .await;
+    if let Some(ticker) = ticker {
+        ticker.abort();
+    }
+    progress.clear();
+    let runs = runs?;
+    let report = build_report(&host, args, &runs);
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?
+        );
+    } else {
+        println!("- - - - - - - - - - - - - - - - - - - - - - - - -");
+        for (run, end) in runs.iter().zip(&report.end.streams) {
+            println!("{}", output::end_line(&run.socket.to_string(), &end.sender));
+            println!(
+                "{}",
+                output::end_line(&run.socket.to_string(), &end.receiver)
+            );
+        }
+        if runs.len() > 1 {
+            println!("{}", output::end_line("SUM", &report.end.sum_sent));
+            println!("{}", output::end_line("SUM", &report.end.sum_received));
+            println!(
+                "Jain's fairness index over streams: {:.3}",
+                report.end.fairness
+            );
+        }
+    }
+    Ok(())
+}
+
+fn build_report(host: &str, args: &PerfArgs, runs: &[client::StreamRun]) -> Report {
+    let reverse = args.reverse;
+    let streams: Vec<report::StreamEnd> = runs
+        .iter()
+        .map(|run| {
+            let peer = Sum {
+                start: 0.0,
+                end: run.peer_result.seconds,
+                seconds: run.peer_result.seconds,
+                bytes: run.peer_result.bytes,
+                bits_per_second: report::rate(run.peer_result.bytes, run.peer_result.seconds),
+                retransmits: 0,
+                sender: reverse,
+            };
+            let rtts: Vec<u64> = run
+                .intervals
+                .iter()
+                .map(|i| i.rtt)
+                .filter(|&r| r > 0)
+                .collect();
+            let (sender, receiver) = if reverse {
+                (peer, run.local_total.clone())
+            } else {
+                (run.local_total.clone(), peer)
+            };
+            report::StreamEnd {
+                sender,
+                receiver,
+                max_snd_cwnd: run.intervals.iter().map(|i| i.snd_cwnd).max().unwrap_or(0),
+                min_rtt: rtts.iter().copied().min().unwrap_or(0),
+                max_rtt: rtts.iter().copied().max().unwrap_or(0),
+                mean_rtt: if rtts.is_empty() {
+                    0
+                } else {
+                    rtts.iter().sum::<u64>() / rtts.len() as u64
+                },
+            }
+        })
+        .collect();
+    let total = |pick: fn(&report::StreamEnd) -> &Sum, sender: bool| {
+        let sums: Vec<&Sum> = streams.iter().map(pick).collect();
+        let bytes = sums.iter().map(|s| s.bytes).sum();
+        let seconds = sums.iter().map(|s| s.seconds).fold(0.0, f64::max);
+        Sum {
+            start: 0.0,
+            end: seconds,
+            seconds,
+            bytes,
+            bits_per_second: report::rate(bytes, seconds),
+            retransmits: sums.iter().map(|s| s.retransmits).sum(),
+            sender,
+        }
+    };
+    let received: Vec<f64> = streams.iter().map(|s| s.receiver.bits_per_second).collect();
+    Report {
+        start: report::Start {
+            connected: runs
+                .iter()
+                .map(|r| report::Connected {
+                    socket: r.socket,
+                    local_host: r.local.ip().to_string(),
+                    local_port: r.local.port(),
+                    remote_host: host.to_owned(),
+                    remote_port: args.port,
+                })
+                .collect(),
+            version: format!("ecnq-perf {}", env!("CARGO_PKG_VERSION")),
+            connecting_to: report::ConnectingTo {
+                host: host.to_owned(),
+                port: args.port,
+            },
+            test_start: report::TestStart {
+                protocol: "QUIC".into(),
+                num_streams: args.parallel,
+                duration: if args.bytes.is_some() { 0.0 } else { args.time },
+                bytes: args.bytes.unwrap_or(0),
+                reverse: u8::from(reverse),
+                congestion: args.cc.to_string(),
+            },
+            timesecs: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+        },
+        intervals: Interval::group(&runs.iter().map(|r| r.intervals.clone()).collect::<Vec<_>>()),
+        end: report::End {
+            sum_sent: total(|s| &s.sender, true),
+            sum_received: total(|s| &s.receiver, false),
+            streams,
+            sender_tcp_congestion: args.cc.to_string(),
+            receiver_tcp_congestion: args.cc.to_string(),
+            fairness: stats::jain_index(&received),
+        },
+    }
+}

@@ -1,0 +1,453 @@
+//! A loopback testbed with nothing to set up: an ecnq perf server behind a
+//! chain of in-process relay shims (link emulation, metering, re-marking by
+//! DSCP tag), and flows that arrive and leave on a schedule. The demo and
+//! the end-to-end tests run on it.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ecnq::quic::{CongestionControl, Endpoint, Options};
+use ecnq::Scheme;
+use ecnq_shim::link::{router_config, Direction};
+use ecnq_shim::pump::Observers;
+use ecnq_shim::relay::{Relay, RelayConfig};
+use ecnq_shim::spec::LinkSpec;
+use ecnq_shim::stats::StatsSink;
+use rustls::RootCertStore;
+use serde::Serialize;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use super::client::{self, ClientConfig, StreamRun};
+use super::proto::{self, TestRequest};
+use super::report::{rate, StreamInterval};
+use super::stats::{convergence_time, jain_index, percentile, FlowSeries};
+
+/// A flow of a run.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Flow {
+    /// Its sender's congestion control.
+    pub cc: CongestionControl,
+    /// When it starts, seconds after the run starts.
+    pub offset: f64,
+    /// How long it sends.
+    pub seconds: f64,
+}
+
+/// The server side of the bed.
+pub struct LoopbackBed {
+    server: SocketAddr,
+    roots: RootCertStore,
+    serving: JoinHandle<()>,
+}
+
+impl LoopbackBed {
+    /// Starts a perf server on 127.0.0.1 running `server_cc` when it sends.
+    /// An ecnq scheme there makes the server an ecnq peer (it tags its
+    /// packets and reports feedback); `NewReno`/`Cubic`/`Bbr` make it a
+    /// vanilla peer, for fallback tests.
+    pub async fn start(server_cc: CongestionControl) -> Result<LoopbackBed, String> {
+        let (identity, _) = proto::self_signed(&["localhost".to_owned()])?;
+        let mut roots = RootCertStore::empty();
+        roots.add_parsable_certificates(identity.chain.iter().cloned());
+        let options = Options::new(server_cc).alpn(&[proto::ALPN]);
+        let endpoint = Endpoint::server("127.0.0.1:0".parse().expect("literal"), identity, options)
+            .map_err(|e| format!("cannot start the server: {e}"))?;
+        let server = endpoint.local_addr().map_err(|e| e.to_string())?;
+        let serving = tokio::spawn(super::server::serve(endpoint, false, |_| {}));
+        Ok(LoopbackBed {
+            server,
+            roots,
+            serving,
+        })
+    }
+
+    /// An ecnq server (VCP when it sends).
+    pub async fn ecnq() -> Result<LoopbackBed, String> {
+        LoopbackBed::start(CongestionControl::Ecnq(Scheme::Vcp)).await
+    }
+
+    /// The server's address.
+    pub fn server(&self) -> SocketAddr {
+        self.server
+    }
+
+    /// Roots that trust the server.
+    pub fn roots(&self) -> &RootCertStore {
+        &self.roots
+    }
+
+    /// Runs `flows` through relays in series, one per link of `links` (the
+    /// first link is nearest the clients), both directions alike.
+    pub async fn run(&self, flows: &[Flow], links: &[LinkSpec]) -> Result<RunResult, String> {
+        let chain = RelayChain::start(links, self.server)?;
+        let start = Instant::now();
+        let mut tasks = Vec::new();
+        for (i, flow) in flows.iter().enumerate() {
+            let config = self.client_config(chain.entry, flow.cc, flow.seconds);
+            let offset = flow.offset;
+            tasks.push(tokio::spawn(async move {
+                tokio::time::sleep_until(start + Duration::from_secs_f64(offset)).await;
+                let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+                client::run_stream(&config, i as u32 + 1, Instant::now(), tx).await
+            }));
+        }
+        let mut runs = Vec::new();
+        for task in tasks {
+            runs.push(task.await.map_err(|e| format!("a flow failed: {e}"))??);
+        }
+        let elapsed = start.elapsed().as_secs_f64();
+        let links = chain.stop().await;
+        let series = flows
+            .iter()
+            .zip(&runs)
+            .map(|(flow, run)| FlowSeries {
+                start: flow.offset,
+                samples: sending_rate(&run.intervals, flow.offset),
+            })
+            .collect();
+        Ok(RunResult {
+            elapsed,
+            flows: flows.to_vec(),
+            runs,
+            series,
+            links,
+        })
+    }
+
+    /// A client of this bed's server reached through `entry`.
+    pub fn client_config(
+        &self,
+        entry: SocketAddr,
+        cc: CongestionControl,
+        seconds: f64,
+    ) -> ClientConfig {
+        ClientConfig {
+            server: entry,
+            server_name: "localhost".into(),
+            roots: self.roots.clone(),
+            cc,
+            request: TestRequest {
+                version: 1,
+                reverse: false,
+                seconds,
+                bytes: 0,
+            },
+            interval: Duration::from_millis(250),
+            qlog: None,
+        }
+    }
+}
+
+impl Drop for LoopbackBed {
+    fn drop(&mut self) {
+        self.serving.abort();
+    }
+}
+
+/// Relays in series in this process, each with its own stats.
+pub struct RelayChain {
+    /// Where clients send: the first relay.
+    pub entry: SocketAddr,
+    relays: Vec<(
+        JoinHandle<()>,
+        tokio::sync::oneshot::Sender<()>,
+        Lines,
+        LinkSpec,
+    )>,
+}
+
+impl RelayChain {
+    /// Binds one relay per link, last first, so each knows the next hop.
+    pub fn start(links: &[LinkSpec], target: SocketAddr) -> Result<RelayChain, String> {
+        let mut next = target;
+        let mut relays = Vec::new();
+        for spec in links.iter().rev() {
+            let (relay, lines) = bind_relay(spec, next, None)?;
+            next = relay.local_addr().map_err(|e| e.to_string())?;
+            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+            let task = tokio::spawn(async move {
+                let _ = relay
+                    .run(async {
+                        let _ = stopped.await;
+                    })
+                    .await;
+            });
+            relays.push((task, stop, lines, *spec));
+        }
+        relays.reverse();
+        Ok(RelayChain {
+            entry: next,
+            relays,
+        })
+    }
+
+    /// Stops every relay; returns each link's client-to-server series, in path order.
+    pub async fn stop(self) -> Vec<LinkSeries> {
+        let mut out = Vec::new();
+        for (task, stop, lines, spec) in self.relays {
+            let _ = stop.send(());
+            let _ = task.await;
+            out.push(LinkSeries::parse(&lines.text(), &spec));
+        }
+        out
+    }
+}
+
+/// Binds a relay for `spec` toward `target`, on `listen` (default an
+/// ephemeral loopback port), with its stats collected in memory.
+pub fn bind_relay(
+    spec: &LinkSpec,
+    target: SocketAddr,
+    listen: Option<SocketAddr>,
+) -> Result<(Relay, Lines), String> {
+    let direction = Direction {
+        spec: *spec,
+        router: router_config(spec),
+    };
+    let config = RelayConfig {
+        listen: listen.unwrap_or_else(|| "127.0.0.1:0".parse().expect("literal")),
+        target,
+        up: direction.clone(),
+        down: direction,
+        seed: 1,
+        session_idle: Duration::from_secs(30),
+        max_sessions: 256,
+    };
+    let lines = Lines::default();
+    let observers = Observers {
+        stats: Some(Arc::new(StatsSink::new(Box::new(lines.clone())))),
+        interval: Duration::from_millis(50),
+        ..Observers::default()
+    };
+    let relay = Relay::bind(config, observers).map_err(|e| format!("cannot start a relay: {e}"))?;
+    Ok((relay, lines))
+}
+
+/// A relay's stats lines, collected in memory.
+#[derive(Clone, Default)]
+pub struct Lines(Arc<Mutex<Vec<u8>>>);
+
+impl Lines {
+    /// Everything written so far.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
+    }
+}
+
+impl Write for Lines {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Flows sample every 250 ms on their own clocks: samples this close count
+/// as simultaneous.
+pub const SAMPLE_WINDOW: f64 = 0.15;
+
+/// A flow's sending rate on the wire, on the run's clock.
+fn sending_rate(intervals: &[StreamInterval], offset: f64) -> Vec<(f64, f64)> {
+    intervals
+        .iter()
+        .map(|i| (offset + i.end, rate(i.wire_bytes, i.seconds)))
+        .collect()
+}
+
+/// One sample of a link's client-to-server direction.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct LinkSample {
+    /// Seconds since the relay started.
+    pub t: f64,
+    /// Queue in bytes.
+    pub queue_bytes: f64,
+    /// Cumulative bytes that left the link.
+    pub departure_bytes: f64,
+    /// Cumulative packets offered.
+    pub arrivals: f64,
+    /// Cumulative packets dropped (overflow and emulated loss).
+    pub drops: f64,
+    /// Load figures of the last interval: VCP ρ, BMCC f, MCP U.
+    pub load: [f64; 3],
+}
+
+/// A link's client-to-server direction as its relay reported it.
+#[derive(Clone, Debug, Default)]
+pub struct LinkSeries {
+    /// Samples every 50 ms.
+    pub samples: Vec<LinkSample>,
+    /// Link rate, bit/s.
+    pub capacity_bps: f64,
+    /// Buffer in bytes (for packet limits: 1500-byte packets).
+    pub buffer_bytes: f64,
+}
+
+impl LinkSeries {
+    fn parse(text: &str, spec: &LinkSpec) -> LinkSeries {
+        let capacity_bps = spec.rate.unwrap_or(u64::MAX) as f64;
+        let buffer_bytes = match spec.limit {
+            ecnq_shim::spec::Limit::Bytes(b) => b as f64,
+            ecnq_shim::spec::Limit::Packets(p) => p as f64 * 1500.0,
+        };
+        let samples = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|v| v["dir"] == "up")
+            .map(|v| {
+                let f = |k: &str| v[k].as_f64().unwrap_or(0.0);
+                LinkSample {
+                    t: f("t"),
+                    queue_bytes: f("queue_bytes"),
+                    departure_bytes: f("departure_bytes"),
+                    arrivals: f("arrivals"),
+                    drops: f("drops_overflow") + f("drops_loss"),
+                    load: [f("load_vcp"), f("load_bmcc"), f("load_mcp")],
+                }
+            })
+            .collect();
+        LinkSeries {
+            samples,
+            capacity_bps,
+            buffer_bytes,
+        }
+    }
+
+    fn between(&self, from: f64, to: f64) -> impl Iterator<Item = &LinkSample> {
+        self.samples
+            .iter()
+            .filter(move |s| s.t >= from && s.t <= to)
+    }
+
+    /// Departures over capacity between two times.
+    pub fn utilization(&self, from: f64, to: f64) -> f64 {
+        let mut window = self.between(from, to);
+        let (Some(first), Some(last)) = (window.next(), window.last()) else {
+            return 0.0;
+        };
+        let span = last.t - first.t;
+        if span <= 0.0 {
+            return 0.0;
+        }
+        (last.departure_bytes - first.departure_bytes) * 8.0 / (self.capacity_bps * span)
+    }
+
+    /// Queueing delay samples (ms) between two times.
+    pub fn queue_ms(&self, from: f64, to: f64) -> Vec<f64> {
+        self.between(from, to)
+            .map(|s| s.queue_bytes * 8.0 / self.capacity_bps * 1e3)
+            .collect()
+    }
+
+    /// Queue samples (bytes) between two times.
+    pub fn queue_bytes(&self, from: f64, to: f64) -> Vec<f64> {
+        self.between(from, to).map(|s| s.queue_bytes).collect()
+    }
+
+    /// Dropped over offered packets, over the whole run.
+    pub fn loss(&self) -> f64 {
+        match self.samples.last() {
+            Some(s) if s.arrivals > 0.0 => s.drops / s.arrivals,
+            _ => 0.0,
+        }
+    }
+}
+
+/// What a run produced.
+pub struct RunResult {
+    /// Seconds from the first flow's start to the last flow's end.
+    pub elapsed: f64,
+    /// The flows as scheduled.
+    pub flows: Vec<Flow>,
+    /// Each flow's client-side record.
+    pub runs: Vec<StreamRun>,
+    /// Each flow's sending rate over time.
+    pub series: Vec<FlowSeries>,
+    /// Each link, in path order.
+    pub links: Vec<LinkSeries>,
+}
+
+/// One row of a comparison.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunSummary {
+    /// Run name.
+    pub name: String,
+    /// Flows' goodput summed, Mbit/s (bytes the server received over the run).
+    pub goodput_mbit: f64,
+    /// Bottleneck departures over capacity during the run.
+    pub utilization: f64,
+    /// Queueing delay at the bottleneck, median, ms.
+    pub queue_p50_ms: f64,
+    /// 99th percentile.
+    pub queue_p99_ms: f64,
+    /// Packets dropped at the bottleneck over packets offered.
+    pub loss: f64,
+    /// Jain's index over the flows' sending rates in the last third of the run.
+    pub jain: f64,
+    /// Seconds from the last flow's arrival until it reached 80 % of its fair
+    /// share (the EVCP paper's definition, 20 % tolerance); None if never.
+    pub converge_s: Option<f64>,
+    /// Per flow: controller and goodput in Mbit/s.
+    pub flows: Vec<(String, f64)>,
+}
+
+impl RunResult {
+    /// The figures of the run, judged at link `bottleneck`.
+    pub fn summary(&self, name: &str, bottleneck: usize) -> RunSummary {
+        let empty = LinkSeries::default();
+        let link = self.links.get(bottleneck).unwrap_or(&empty);
+        let end = self.elapsed;
+        let tail_from = end * 2.0 / 3.0;
+        let tail: Vec<f64> = self
+            .series
+            .iter()
+            .map(|s| {
+                s.samples
+                    .iter()
+                    .filter(|(t, _)| *t > tail_from)
+                    .map(|(_, r)| r)
+                    .sum::<f64>()
+            })
+            .collect();
+        let queue = link.queue_ms(0.0, end);
+        RunSummary {
+            name: name.to_owned(),
+            goodput_mbit: self
+                .runs
+                .iter()
+                .map(|r| r.peer_result.bytes as f64 * 8.0)
+                .sum::<f64>()
+                / end
+                / 1e6,
+            utilization: link.utilization(0.0, end),
+            queue_p50_ms: percentile(&queue, 50.0).unwrap_or(0.0),
+            queue_p99_ms: percentile(&queue, 99.0).unwrap_or(0.0),
+            loss: link.loss(),
+            jain: jain_index(&tail),
+            converge_s: convergence_time(
+                &self.series,
+                self.series.len().saturating_sub(1),
+                0.2,
+                SAMPLE_WINDOW,
+            ),
+            flows: self
+                .flows
+                .iter()
+                .zip(&self.runs)
+                .map(|(f, r)| {
+                    (
+                        f.cc.to_string(),
+                        r.peer_result.bytes as f64 * 8.0 / f.seconds / 1e6,
+                    )
+                })
+                .collect(),
+        }
+    }
+}

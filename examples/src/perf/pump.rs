@@ -1,0 +1,94 @@
+//! Moving test bytes: one sender loop and one receiver loop, shared by the
+//! client and the server (whichever side sends with or without `-R`).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// How much to send.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Limit {
+    /// For this long (`-t`).
+    Time(Duration),
+    /// This many bytes (`-n`).
+    Bytes(u64),
+}
+
+impl Limit {
+    /// The limit a test request asks for.
+    pub fn of(request: &super::proto::TestRequest) -> Limit {
+        if request.bytes > 0 {
+            Limit::Bytes(request.bytes)
+        } else {
+            Limit::Time(Duration::from_secs_f64(
+                request.seconds.clamp(0.0, 86_400.0),
+            ))
+        }
+    }
+}
+
+/// Write and read size: small enough that interval counts stay smooth at low rates.
+const CHUNK: usize = 16 * 1024;
+
+/// Writes zeros to `send` until the limit, counting bytes into `counter` as
+/// they are accepted, then finishes the stream. Returns bytes and seconds.
+pub async fn send_until(
+    send: &mut quinn::SendStream,
+    limit: Limit,
+    counter: &AtomicU64,
+) -> Result<(u64, f64), String> {
+    let buf = vec![0u8; CHUNK];
+    let start = Instant::now();
+    let deadline = match limit {
+        Limit::Time(t) => Some(start + t),
+        Limit::Bytes(_) => None,
+    };
+    let mut sent = 0u64;
+    loop {
+        let want = match limit {
+            Limit::Bytes(total) if sent >= total => break,
+            Limit::Bytes(total) => CHUNK.min((total - sent) as usize),
+            Limit::Time(_) => CHUNK,
+        };
+        let write = send.write(&buf[..want]);
+        let written = match deadline {
+            Some(d) => match tokio::time::timeout_at(d, write).await {
+                Ok(result) => result,
+                Err(_) => break,
+            },
+            None => write.await,
+        }
+        .map_err(|e| format!("sending failed: {e}"))?;
+        sent += written as u64;
+        counter.fetch_add(written as u64, Ordering::Relaxed);
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            break;
+        }
+    }
+    send.finish()
+        .map_err(|e| format!("cannot finish the data stream: {e}"))?;
+    Ok((sent, start.elapsed().as_secs_f64()))
+}
+
+/// Reads `recv` to its end, counting bytes into `counter`. Returns bytes and
+/// the seconds from the first to the last byte.
+pub async fn receive_all(
+    recv: &mut quinn::RecvStream,
+    counter: &AtomicU64,
+) -> Result<(u64, f64), String> {
+    let mut buf = vec![0u8; CHUNK];
+    let mut received = 0u64;
+    let mut first: Option<Instant> = None;
+    while let Some(n) = recv
+        .read(&mut buf)
+        .await
+        .map_err(|e| format!("receiving failed: {e}"))?
+    {
+        first.get_or_insert_with(Instant::now);
+        received += n as u64;
+        counter.fetch_add(n as u64, Ordering::Relaxed);
+    }
+    let seconds = first.map_or(0.0, |f| f.elapsed().as_secs_f64());
+    Ok((received, seconds))
+}

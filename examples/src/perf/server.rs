@@ -1,0 +1,96 @@
+//! `ecnq-perf -s`: accepts connections and runs each one's test.
+
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+use ecnq::quic::{CongestionStats, Connection, Endpoint};
+
+use super::proto::{self, TestRequest, TestResult, MAX_CONTROL};
+use super::pump::{self, Limit};
+
+/// What the server tells its user about one finished test.
+#[derive(Clone, Debug)]
+pub struct Finished {
+    /// The client.
+    pub peer: std::net::SocketAddr,
+    /// What was asked.
+    pub request: TestRequest,
+    /// What moved.
+    pub result: TestResult,
+    /// The connection's congestion control at the end.
+    pub stats: CongestionStats,
+}
+
+/// Serves tests until the endpoint closes (or after one with `one_off`).
+/// `report` is called for every finished test, `Err` for a failed one.
+pub async fn serve<F>(endpoint: Endpoint, one_off: bool, report: F)
+where
+    F: Fn(Result<Finished, String>) + Send + Sync + 'static,
+{
+    let report = Arc::new(report);
+    while let Some(incoming) = endpoint.accept().await {
+        let report = report.clone();
+        let task = async move {
+            match incoming {
+                Ok(connection) => report(run_test(connection).await),
+                Err(e) => report(Err(format!("handshake failed: {e}"))),
+            }
+        };
+        if one_off {
+            task.await;
+            return;
+        }
+        tokio::spawn(task);
+    }
+}
+
+async fn run_test(connection: Connection) -> Result<Finished, String> {
+    let peer = connection.remote_address();
+    let fail = |what: &str, e: &dyn std::fmt::Display| format!("{peer}: {what}: {e}");
+    let (mut control_send, mut control_recv) = connection
+        .accept_bi()
+        .await
+        .map_err(|e| fail("no control stream", &e))?;
+    let bytes = control_recv
+        .read_to_end(MAX_CONTROL)
+        .await
+        .map_err(|e| fail("bad control stream", &e))?;
+    let request: TestRequest = proto::decode(&bytes).map_err(|e| format!("{peer}: {e}"))?;
+    if request.version != 1 {
+        return Err(format!(
+            "{peer}: unsupported protocol version {}",
+            request.version
+        ));
+    }
+    let counter = AtomicU64::new(0);
+    let (bytes, seconds) = if request.reverse {
+        let mut send = connection
+            .open_uni()
+            .await
+            .map_err(|e| fail("cannot open the data stream", &e))?;
+        pump::send_until(&mut send, Limit::of(&request), &counter).await?
+    } else {
+        let mut recv = connection
+            .accept_uni()
+            .await
+            .map_err(|e| fail("no data stream", &e))?;
+        pump::receive_all(&mut recv, &counter).await?
+    };
+    let result = TestResult { bytes, seconds };
+    control_send
+        .write_all(&proto::encode(&result))
+        .await
+        .map_err(|e| fail("cannot report", &e))?;
+    control_send
+        .finish()
+        .map_err(|e| fail("cannot report", &e))?;
+    let stats = connection.congestion_stats();
+    // The client closes once it has the result.
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), connection.closed()).await;
+    Ok(Finished {
+        peer,
+        request,
+        result,
+        stats,
+    })
+}

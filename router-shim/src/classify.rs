@@ -1,0 +1,316 @@
+//! Classification: from a raw IP packet to the [`PacketMarks`] a marker
+//! rewrites, and back (DESIGN.md §4: parse → classify → mark).
+//!
+//! Only unfragmented UDP over IPv4 / IPv6 is classified. Fragments, other
+//! protocols and malformed packets pass untouched: they are queued like any
+//! packet but never re-marked, and [`PassCounters`] counts them.
+
+use std::net::{IpAddr, SocketAddr};
+
+use ecnq::{packet_hash, Ecn, PacketMarks, SchemeTag};
+
+use crate::wire::{self, Ipv4Packet, Ipv6Packet, UdpPacket, PROTO_UDP};
+
+/// Why a packet is passed without marking.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PassReason {
+    /// An IPv4 fragment, or an IPv6 packet with a fragment header.
+    Fragment,
+    /// Not UDP (TCP, ICMP, ESP, ...).
+    NotUdp,
+    /// Not a well-formed IPv4 / IPv6 / UDP packet.
+    Malformed,
+}
+
+/// Where the TOS / traffic-class byte lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IpVersion {
+    /// IPv4: TOS byte, header checksum to update.
+    V4,
+    /// IPv6: traffic class, no checksum.
+    V6,
+}
+
+/// A classified UDP packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Classified {
+    /// Which header holds the marks.
+    pub version: IpVersion,
+    /// The TOS / traffic-class byte as it arrived.
+    pub tos: u8,
+    /// The marks as they arrived.
+    pub marks: PacketMarks,
+}
+
+/// What classification made of a packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// A UDP packet the marker may rewrite.
+    Udp(Classified),
+    /// A packet to forward untouched.
+    Pass(PassReason),
+}
+
+/// Counts of packets passed untouched, by reason.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PassCounters {
+    /// Fragments.
+    pub fragment: u64,
+    /// Non-UDP packets.
+    pub not_udp: u64,
+    /// Malformed packets.
+    pub malformed: u64,
+}
+
+impl PassCounters {
+    /// Counts one passed packet.
+    pub fn count(&mut self, reason: PassReason) {
+        match reason {
+            PassReason::Fragment => self.fragment += 1,
+            PassReason::NotUdp => self.not_udp += 1,
+            PassReason::Malformed => self.malformed += 1,
+        }
+    }
+}
+
+/// The marks of a UDP datagram: ECN and tag from the TOS byte, the ecnq
+/// packet hash of the payload, and the flow key of its 4-tuple.
+pub fn marks_of(tos: u8, src: SocketAddr, dst: SocketAddr, payload: &[u8]) -> PacketMarks {
+    PacketMarks {
+        ecn: Ecn::from_tos(tos),
+        tag: SchemeTag::from_tos(tos),
+        hash: packet_hash(payload),
+        flow: flow_key(src, dst),
+    }
+}
+
+/// DSCP bit 2 (TOS bit 4) is reserved in the scheme tag: not part of
+/// [`SchemeTag`], so it is carried over from the original byte.
+const TOS_RESERVED: u8 = 0b0001_0000;
+
+/// The TOS byte to send for a packet that arrived with `original` and the
+/// marks `marked`: the original byte when the marker changed nothing (so
+/// traffic the shim does not mark keeps every bit), else the tag and ECN of
+/// `marked` with the reserved bit kept.
+pub fn remarked_tos(original: u8, marked: &PacketMarks) -> u8 {
+    let tos = marked.tag.tos(marked.ecn) | (original & TOS_RESERVED);
+    if Ecn::from_tos(original) == marked.ecn && SchemeTag::from_tos(original) == marked.tag {
+        original
+    } else {
+        tos
+    }
+}
+
+/// A 64-bit FNV-1a hash of the 4-tuple: the key of a flow's per-flow state.
+pub fn flow_key(src: SocketAddr, dst: SocketAddr) -> u64 {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let mut h = OFFSET;
+    let mut eat = |bytes: &[u8]| {
+        for &b in bytes {
+            h = (h ^ u64::from(b)).wrapping_mul(PRIME);
+        }
+    };
+    for addr in [src, dst] {
+        match addr.ip() {
+            IpAddr::V4(a) => eat(&a.octets()),
+            IpAddr::V6(a) => eat(&a.octets()),
+        }
+        eat(&addr.port().to_be_bytes());
+    }
+    h
+}
+
+/// Parses and classifies a raw IP packet (never panics, whatever the bytes).
+pub fn classify(packet: &[u8]) -> Verdict {
+    match packet.first().map(|b| b >> 4) {
+        Some(4) => classify_v4(packet),
+        Some(6) => classify_v6(packet),
+        _ => Verdict::Pass(PassReason::Malformed),
+    }
+}
+
+fn classify_v4(packet: &[u8]) -> Verdict {
+    let Ok(ip) = Ipv4Packet::new_checked(packet) else {
+        return Verdict::Pass(PassReason::Malformed);
+    };
+    if ip.is_fragment() {
+        return Verdict::Pass(PassReason::Fragment);
+    }
+    if ip.protocol() != PROTO_UDP {
+        return Verdict::Pass(PassReason::NotUdp);
+    }
+    let (src, dst) = (IpAddr::V4(ip.src_addr()), IpAddr::V4(ip.dst_addr()));
+    udp_verdict(IpVersion::V4, ip.tos(), src, dst, ip.payload())
+}
+
+fn classify_v6(packet: &[u8]) -> Verdict {
+    let Ok(ip) = Ipv6Packet::new_checked(packet) else {
+        return Verdict::Pass(PassReason::Malformed);
+    };
+    let upper = match ip.upper_layer() {
+        Ok(upper) => upper,
+        Err(_) => return Verdict::Pass(PassReason::Malformed),
+    };
+    if upper.fragment {
+        return Verdict::Pass(PassReason::Fragment);
+    }
+    if upper.protocol != PROTO_UDP {
+        return Verdict::Pass(PassReason::NotUdp);
+    }
+    let (src, dst) = (IpAddr::V6(ip.src_addr()), IpAddr::V6(ip.dst_addr()));
+    let datagram = &ip.packet_bytes()[upper.offset..];
+    udp_verdict(IpVersion::V6, ip.traffic_class(), src, dst, datagram)
+}
+
+fn udp_verdict(version: IpVersion, tos: u8, src: IpAddr, dst: IpAddr, datagram: &[u8]) -> Verdict {
+    let Ok(udp) = UdpPacket::new_checked(datagram) else {
+        return Verdict::Pass(PassReason::Malformed);
+    };
+    let src = SocketAddr::new(src, udp.src_port());
+    let dst = SocketAddr::new(dst, udp.dst_port());
+    Verdict::Udp(Classified {
+        version,
+        tos,
+        marks: marks_of(tos, src, dst, udp.payload()),
+    })
+}
+
+/// Writes `marks` back into a packet [`classify`] accepted. Leaves the bytes
+/// alone when the TOS byte does not change.
+pub fn rewrite(packet: &mut [u8], classified: &Classified, marks: &PacketMarks) {
+    let tos = remarked_tos(classified.tos, marks);
+    if tos == classified.tos {
+        return;
+    }
+    match classified.version {
+        IpVersion::V4 => wire::Ipv4Packet::new_unchecked(packet).set_tos(tos),
+        IpVersion::V6 => wire::Ipv6Packet::new_unchecked(packet).set_traffic_class(tos),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::build::{udp4, udp6};
+    use proptest::prelude::*;
+
+    #[test]
+    fn classifies_ipv4_udp() {
+        let tos = SchemeTag::new(1).tos(Ecn::Ect1);
+        let pkt = udp4([10, 0, 0, 1], [10, 0, 0, 2], (4000, 443), tos, b"quic!");
+        let Verdict::Udp(c) = classify(&pkt) else {
+            panic!("not classified: {:?}", classify(&pkt));
+        };
+        assert_eq!(c.version, IpVersion::V4);
+        assert_eq!(c.marks.ecn, Ecn::Ect1);
+        assert_eq!(c.marks.tag, SchemeTag::new(1));
+        assert_eq!(c.marks.hash, packet_hash(b"quic!"));
+        let src: SocketAddr = "10.0.0.1:4000".parse().unwrap();
+        let dst: SocketAddr = "10.0.0.2:443".parse().unwrap();
+        assert_eq!(c.marks.flow, flow_key(src, dst));
+        assert_ne!(c.marks.flow, flow_key(dst, src), "direction matters");
+    }
+
+    #[test]
+    fn rewrite_ipv4_keeps_checksum() {
+        let mut pkt = udp4([10, 0, 0, 1], [10, 0, 0, 2], (1, 2), 0b0000_0101, b"x");
+        let Verdict::Udp(c) = classify(&pkt) else {
+            panic!()
+        };
+        let mut marks = c.marks;
+        marks.ecn = Ecn::Ce;
+        rewrite(&mut pkt, &c, &marks);
+        let ip = Ipv4Packet::new_checked(&pkt[..]).unwrap();
+        assert_eq!(ip.tos(), 0b0000_0111);
+        assert!(ip.verify_checksum());
+    }
+
+    #[test]
+    fn rewrite_ipv6_behind_extension_headers() {
+        let ext = [PROTO_UDP, 0, 1, 4, 0, 0, 0, 0];
+        let tos = SchemeTag::new(4).tos(Ecn::Ect0);
+        let mut pkt = udp6(tos, 0, &ext, (9, 10), b"bmcc");
+        let Verdict::Udp(c) = classify(&pkt) else {
+            panic!()
+        };
+        assert_eq!(c.marks.hash, packet_hash(b"bmcc"));
+        let mut marks = c.marks;
+        marks.ecn = Ecn::Ect1;
+        rewrite(&mut pkt, &c, &marks);
+        let ip = Ipv6Packet::new_checked(&pkt[..]).unwrap();
+        assert_eq!(ip.traffic_class(), SchemeTag::new(4).tos(Ecn::Ect1));
+    }
+
+    #[test]
+    fn remarking_keeps_the_reserved_bit_and_unmarked_bytes() {
+        let original = 0b0001_0101; // DSCP 0b000101: reserved bit 2 and fairing set, ECT(1)
+        let Verdict::Udp(c) = classify(&udp4([1; 4], [2; 4], (1, 2), original, b"x")) else {
+            panic!()
+        };
+        assert_eq!(
+            remarked_tos(original, &c.marks),
+            original,
+            "nothing changed"
+        );
+        let mut ce = c.marks;
+        ce.ecn = Ecn::Ce;
+        assert_eq!(remarked_tos(original, &ce), 0b0001_0111);
+        let mut unfair = c.marks;
+        unfair.tag.fairing = false;
+        assert_eq!(remarked_tos(original, &unfair), 0b0001_0001);
+    }
+
+    #[test]
+    fn passes_fragments_non_udp_and_garbage() {
+        let mut frag = udp4([1, 1, 1, 1], [2, 2, 2, 2], (1, 2), 1, b"abc");
+        frag[6] = 0x20;
+        let mut tcp = udp4([1, 1, 1, 1], [2, 2, 2, 2], (1, 2), 1, b"abc");
+        tcp[9] = 6;
+        let frag6 = udp6(1, 44, &[PROTO_UDP, 0, 0, 1, 0, 0, 0, 1], (1, 2), b"z");
+        let icmp6 = udp6(1, 58, &[], (1, 2), b"z");
+        let mut counters = PassCounters::default();
+        for (pkt, want) in [
+            (&frag[..], PassReason::Fragment),
+            (&tcp[..], PassReason::NotUdp),
+            (&frag6[..], PassReason::Fragment),
+            (&icmp6[..], PassReason::NotUdp),
+            (&[][..], PassReason::Malformed),
+            (&[0x45, 0][..], PassReason::Malformed),
+            (&[0x15; 60][..], PassReason::Malformed),
+        ] {
+            assert_eq!(classify(pkt), Verdict::Pass(want), "{pkt:?}");
+            counters.count(want);
+        }
+        assert_eq!(
+            counters,
+            PassCounters {
+                fragment: 2,
+                not_udp: 2,
+                malformed: 3
+            }
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn classify_and_rewrite_never_panic(
+            mut data in proptest::collection::vec(any::<u8>(), 0..120),
+            version in prop_oneof![Just(0x45u8), Just(0x60u8), any::<u8>()],
+            ecn in 0u8..4,
+        ) {
+            if let Some(first) = data.first_mut() {
+                *first = version;
+            }
+            if let Verdict::Udp(c) = classify(&data) {
+                let mut marks = c.marks;
+                marks.ecn = Ecn::from_bits(ecn);
+                rewrite(&mut data, &c, &marks);
+                let Verdict::Udp(again) = classify(&data) else {
+                    panic!("a rewrite must keep the packet classifiable");
+                };
+                prop_assert_eq!(again.marks, marks);
+            }
+        }
+    }
+}

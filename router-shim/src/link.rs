@@ -1,0 +1,585 @@
+//! One direction of an emulated link, sans-IO (DESIGN.md §4): mark at
+//! enqueue → drop-tail queue → serialization at the link rate →
+//! propagation delay (+ jitter, reordering) → out. Random loss and
+//! duplication happen at enqueue, as in netem.
+//!
+//! Departure times are computed exactly when a packet is enqueued:
+//! `departure = max(now, previous departure) + len·8 / rate`, in integer
+//! nanoseconds with the remainder carried, so a busy link sends exactly
+//! `rate` bits per second whatever the caller's timer jitter — a late
+//! wake-up delays a packet's release, never the departures after it.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::time::Duration;
+
+use ecnq::router::{RouterConfig, RouterLink};
+use ecnq::{Ecn, PacketMarks, SchemeTag};
+
+use crate::classify::{PassCounters, PassReason};
+
+use crate::spec::{Limit, LinkSpec};
+
+/// What a link carries.
+pub trait LinkPacket: Clone {
+    /// Size on the wire in bytes (IP header included): what is metered and queued.
+    fn wire_len(&self) -> u32;
+    /// The marks a marker may rewrite, or why the packet passes untouched.
+    fn marks(&self) -> Result<PacketMarks, PassReason>;
+    /// Stores rewritten marks.
+    fn set_marks(&mut self, marks: &PacketMarks);
+}
+
+/// Why a packet did not make it into the queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DropCause {
+    /// The buffer was full (drop-tail).
+    Overflow,
+    /// Emulated random loss.
+    Loss,
+}
+
+/// Per-link counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LinkCounters {
+    /// Packets offered (duplicates included).
+    pub arrivals: u64,
+    /// Bytes offered.
+    pub arrival_bytes: u64,
+    /// Packets released at the far end.
+    pub departures: u64,
+    /// Bytes released at the far end.
+    pub departure_bytes: u64,
+    /// Drop-tail drops.
+    pub drops_overflow: u64,
+    /// Random-loss drops.
+    pub drops_loss: u64,
+    /// Duplicates made.
+    pub duplicates: u64,
+    /// Packets that skipped the delay (reordered).
+    pub reordered: u64,
+    /// Packets metered and queued but never marked, by reason.
+    pub passed: PassCounters,
+}
+
+impl LinkCounters {
+    /// Counts a drop.
+    fn drop(&mut self, cause: DropCause) {
+        match cause {
+            DropCause::Overflow => self.drops_overflow += 1,
+            DropCause::Loss => self.drops_loss += 1,
+        }
+    }
+}
+
+/// SplitMix64: a small, seedable generator, enough for loss and jitter.
+#[derive(Clone, Debug)]
+struct Rng(u64);
+
+impl Rng {
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [0, 1).
+    fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// True with probability `p` (never draws for p = 0).
+    fn chance(&mut self, p: f64) -> bool {
+        p > 0.0 && self.unit() < p
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Serializing<P> {
+    departure: Duration,
+    packet: P,
+}
+
+/// A packet in flight, ordered by release time then arrival order.
+#[derive(Clone, Debug)]
+struct InFlight<P> {
+    release: Duration,
+    seq: u64,
+    packet: P,
+}
+
+impl<P> PartialEq for InFlight<P> {
+    fn eq(&self, other: &Self) -> bool {
+        (self.release, self.seq) == (other.release, other.seq)
+    }
+}
+impl<P> Eq for InFlight<P> {}
+impl<P> PartialOrd for InFlight<P> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl<P> Ord for InFlight<P> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.release, self.seq).cmp(&(other.release, other.seq))
+    }
+}
+
+/// Capacity the meter assumes on an unlimited link: 10 Gbit/s.
+pub const UNLIMITED_CAPACITY_BPS: u64 = 10_000_000_000;
+
+/// One direction of a shim: the link it emulates and how it is metered and marked.
+#[derive(Clone, Debug)]
+pub struct Direction {
+    /// The link.
+    pub spec: LinkSpec,
+    /// Its metering and marking.
+    pub router: RouterConfig,
+}
+
+/// Bytes per packet when a buffer limit in packets is turned into bytes
+/// (for the classic marking threshold): a full-size Ethernet frame's payload.
+pub const MTU: u64 = 1500;
+
+/// The router configuration that matches a spec: capacity = the link rate
+/// (or [`UNLIMITED_CAPACITY_BPS`]), buffer = the limit, the core's defaults
+/// otherwise.
+pub fn router_config(spec: &LinkSpec) -> RouterConfig {
+    let bps = spec.rate.unwrap_or(UNLIMITED_CAPACITY_BPS);
+    let buffer = match spec.limit {
+        Limit::Bytes(n) => n,
+        Limit::Packets(n) => n.saturating_mul(MTU),
+    };
+    RouterConfig::new(bps as f64 / 8.0, buffer)
+}
+
+/// What the meter is told about a packet that cannot be marked: Not-ECT,
+/// which no marker rewrites (the core has no meter-only arrival).
+const UNMARKABLE: PacketMarks = PacketMarks {
+    ecn: Ecn::NotEct,
+    tag: SchemeTag::UNTAGGED,
+    hash: 0,
+    flow: 0,
+};
+
+/// One direction of an emulated link.
+#[derive(Debug)]
+pub struct Link<P> {
+    spec: LinkSpec,
+    rng: Rng,
+    router: RouterLink,
+    queue: VecDeque<Serializing<P>>,
+    queue_bytes: u64,
+    in_flight: BinaryHeap<Reverse<InFlight<P>>>,
+    /// When the serializer finishes the last queued packet.
+    busy_until: Duration,
+    /// Nanosecond remainder of `bits · 1e9 / rate`, carried between packets.
+    remainder: u128,
+    last_release: Duration,
+    seq: u64,
+    counters: LinkCounters,
+}
+
+impl<P: LinkPacket> Link<P> {
+    /// A link starting at `now`. `router` meters and marks; `seed` drives
+    /// loss, jitter, reordering and duplication.
+    pub fn new(spec: LinkSpec, router: RouterConfig, seed: u64, now: Duration) -> Link<P> {
+        Link {
+            spec,
+            rng: Rng(seed),
+            router: RouterLink::new(router, now),
+            queue: VecDeque::new(),
+            queue_bytes: 0,
+            in_flight: BinaryHeap::new(),
+            busy_until: now,
+            remainder: 0,
+            last_release: now,
+            seq: 0,
+            counters: LinkCounters::default(),
+        }
+    }
+
+    /// Offers a packet to the link at `now`. Returns why it was dropped, if
+    /// it was (a duplicate's fate is not reported).
+    pub fn enqueue(&mut self, now: Duration, packet: P) -> Result<(), DropCause> {
+        self.serialize_until(now);
+        if self.rng.chance(self.spec.duplicate) {
+            self.counters.duplicates += 1;
+            // The copy follows the original; it is dropped or queued on its own.
+            let copy = packet.clone();
+            let outcome = self.admit(now, packet);
+            let _ = self.admit(now, copy);
+            return outcome;
+        }
+        self.admit(now, packet)
+    }
+
+    fn admit(&mut self, now: Duration, mut packet: P) -> Result<(), DropCause> {
+        let len = packet.wire_len();
+        self.counters.arrivals += 1;
+        self.counters.arrival_bytes += u64::from(len);
+        match packet.marks() {
+            Ok(mut marks) => {
+                self.router.on_arrival(now, len, &mut marks);
+                packet.set_marks(&marks);
+            }
+            Err(reason) => {
+                self.counters.passed.count(reason);
+                self.router.on_arrival(now, len, &mut UNMARKABLE.clone());
+            }
+        }
+        let cause = if self.rng.chance(self.spec.loss) {
+            Some(DropCause::Loss)
+        } else if self.is_full(len) {
+            Some(DropCause::Overflow)
+        } else {
+            None
+        };
+        if let Some(cause) = cause {
+            self.counters.drop(cause);
+            return Err(cause);
+        }
+        let start = now.max(self.busy_until);
+        if start > self.busy_until {
+            self.remainder = 0; // the link was idle: no fraction to carry
+        }
+        let departure = start + self.transmission_time(len);
+        self.busy_until = departure;
+        self.queue.push_back(Serializing { departure, packet });
+        self.queue_bytes += u64::from(len);
+        self.router.on_queue(now, self.queue_bytes);
+        Ok(())
+    }
+
+    fn is_full(&self, len: u32) -> bool {
+        match self.spec.limit {
+            Limit::Packets(n) => self.queue.len() as u64 >= n,
+            Limit::Bytes(n) => self.queue_bytes + u64::from(len) > n,
+        }
+    }
+
+    /// `len · 8 / rate` with the sub-nanosecond remainder carried over.
+    fn transmission_time(&mut self, len: u32) -> Duration {
+        let Some(rate) = self.spec.rate else {
+            return Duration::ZERO;
+        };
+        let numerator = u128::from(len) * 8 * 1_000_000_000 + self.remainder;
+        let rate = u128::from(rate);
+        self.remainder = numerator % rate;
+        Duration::from_nanos((numerator / rate) as u64)
+    }
+
+    /// Moves every packet whose serialization ended by `now` onto the wire.
+    fn serialize_until(&mut self, now: Duration) {
+        while let Some(front) = self.queue.front() {
+            if front.departure > now {
+                break;
+            }
+            let Some(Serializing { departure, packet }) = self.queue.pop_front() else {
+                break;
+            };
+            let len = packet.wire_len();
+            self.queue_bytes -= u64::from(len);
+            self.router.on_departure(departure, len);
+            self.router.on_queue(departure, self.queue_bytes);
+            let release = if self.rng.chance(self.spec.reorder) {
+                self.counters.reordered += 1;
+                departure
+            } else {
+                let release = (departure + self.spec.delay + self.jitter_offset())
+                    .saturating_sub(self.jitter_floor())
+                    .max(self.last_release);
+                self.last_release = release;
+                release
+            };
+            self.seq += 1;
+            self.in_flight.push(Reverse(InFlight {
+                release,
+                seq: self.seq,
+                packet,
+            }));
+        }
+    }
+
+    /// Jitter is uniform in ±jitter, drawn as `[0, 2·jitter)` then shifted
+    /// back by [`Self::jitter_floor`], never below zero delay.
+    fn jitter_offset(&mut self) -> Duration {
+        if self.spec.jitter.is_zero() {
+            return Duration::ZERO;
+        }
+        self.spec.jitter.mul_f64(2.0 * self.rng.unit())
+    }
+
+    fn jitter_floor(&self) -> Duration {
+        self.spec.jitter.min(self.spec.delay)
+    }
+
+    /// The next packet released by `now`, if any.
+    pub fn dequeue(&mut self, now: Duration) -> Option<P> {
+        self.serialize_until(now);
+        if self.in_flight.peek()?.0.release > now {
+            return None;
+        }
+        let Reverse(InFlight { packet, .. }) = self.in_flight.pop()?;
+        self.counters.departures += 1;
+        self.counters.departure_bytes += u64::from(packet.wire_len());
+        Some(packet)
+    }
+
+    /// When the link next has something to do (a departure or a release).
+    pub fn next_wakeup(&self) -> Option<Duration> {
+        let serialized = self.queue.front().map(|s| s.departure);
+        let released = self.in_flight.peek().map(|f| f.0.release);
+        match (serialized, released) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The queue waiting for serialization, in bytes.
+    pub fn queue_bytes(&self) -> u64 {
+        self.queue_bytes
+    }
+
+    /// The queue waiting for serialization, in packets.
+    pub fn queue_packets(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Counters.
+    pub fn counters(&self) -> &LinkCounters {
+        &self.counters
+    }
+
+    /// The router (meter, marks).
+    pub fn router(&self) -> &RouterLink {
+        &self.router
+    }
+
+    /// The router, to take completed intervals.
+    pub fn router_mut(&mut self) -> &mut RouterLink {
+        &mut self.router
+    }
+
+    /// The spec this link emulates.
+    pub fn spec(&self) -> &LinkSpec {
+        &self.spec
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ecnq::WireScheme;
+
+    /// A test packet: a size, an id, and VCP-tagged marks.
+    #[derive(Clone, Debug, PartialEq)]
+    struct Pkt {
+        len: u32,
+        id: u64,
+        marks: PacketMarks,
+    }
+
+    impl LinkPacket for Pkt {
+        fn wire_len(&self) -> u32 {
+            self.len
+        }
+        fn marks(&self) -> Result<PacketMarks, PassReason> {
+            Ok(self.marks)
+        }
+        fn set_marks(&mut self, marks: &PacketMarks) {
+            self.marks = *marks;
+        }
+    }
+
+    fn pkt(id: u64, len: u32) -> Pkt {
+        Pkt {
+            len,
+            id,
+            marks: PacketMarks {
+                ecn: Ecn::Ect1,
+                tag: SchemeTag::new(1),
+                hash: id as u32,
+                flow: 7,
+            },
+        }
+    }
+
+    fn link(spec: &str) -> Link<Pkt> {
+        let spec: LinkSpec = spec.parse().unwrap();
+        Link::new(spec, router_config(&spec), 1, Duration::ZERO)
+    }
+
+    /// Drains everything, returning (release time, packet).
+    fn drain(link: &mut Link<Pkt>) -> Vec<(Duration, Pkt)> {
+        let mut out = Vec::new();
+        while let Some(t) = link.next_wakeup() {
+            while let Some(p) = link.dequeue(t) {
+                out.push((t, p));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn rate_is_exact_in_virtual_time() {
+        for (spec, rate) in [
+            ("rate 10mbit limit 100000", 10e6),
+            ("rate 100mbit limit 100000", 100e6),
+        ] {
+            let mut l = link(spec);
+            // 10 000 packets of 1234 bytes offered at once; 1234·8 bits at
+            // these rates are not a whole number of nanoseconds.
+            for i in 0..10_000 {
+                l.enqueue(Duration::ZERO, pkt(i, 1234)).unwrap();
+            }
+            let out = drain(&mut l);
+            assert_eq!(out.len(), 10_000);
+            let last = out.last().unwrap().0.as_secs_f64();
+            let expect = 10_000.0 * 1234.0 * 8.0 / rate;
+            // Exact to the nanosecond, not merely to 2 %.
+            assert!((last - expect).abs() < 1e-9, "{spec}: {last} vs {expect}");
+            assert!(out.windows(2).all(|w| w[0].1.id < w[1].1.id), "FIFO");
+        }
+    }
+
+    #[test]
+    fn late_polls_do_not_drift() {
+        // Every poll comes 2.5 ms after the wake-up asked for. Late polls
+        // change when packets are handed out, never the schedule: at every
+        // poll time T exactly ⌊T / 1 ms⌋ packets have been released.
+        let mut l = link("rate 1mbit limit 1000");
+        for i in 0..100 {
+            l.enqueue(Duration::ZERO, pkt(i, 125)).unwrap(); // 1 ms each
+        }
+        let mut released = 0u128;
+        let mut polls = 0;
+        while let Some(t) = l.next_wakeup() {
+            let late = t + Duration::from_micros(2500);
+            while l.dequeue(late).is_some() {
+                released += 1;
+            }
+            polls += 1;
+            let due = (late.as_micros() / 1000).min(100);
+            assert_eq!(released, due, "at {late:?}");
+        }
+        assert_eq!(released, 100);
+        assert!(polls < 100, "late polls batch releases: {polls}");
+        assert_eq!(l.router().meter().queue_bytes(), 0);
+    }
+
+    #[test]
+    fn drop_tail_in_packets_and_bytes() {
+        let mut l = link("rate 1mbit limit 3");
+        let results: Vec<_> = (0..5)
+            .map(|i| l.enqueue(Duration::ZERO, pkt(i, 100)))
+            .collect();
+        assert_eq!(results[..3], [Ok(()), Ok(()), Ok(())]);
+        assert_eq!(
+            results[3..],
+            [Err(DropCause::Overflow), Err(DropCause::Overflow)]
+        );
+        assert_eq!(l.counters().drops_overflow, 2);
+        assert_eq!(l.counters().arrivals, 5);
+        // Arrivals count before the drop: the meter saw all 500 bytes.
+        let mut l = link("rate 1mbit limit 250b");
+        assert!(l.enqueue(Duration::ZERO, pkt(0, 100)).is_ok());
+        assert!(l.enqueue(Duration::ZERO, pkt(1, 100)).is_ok());
+        assert_eq!(
+            l.enqueue(Duration::ZERO, pkt(2, 100)),
+            Err(DropCause::Overflow)
+        );
+        assert_eq!(l.queue_bytes(), 200);
+        // Once the first has left (0.8 ms at 1 Mbit/s) there is room again.
+        assert!(l.enqueue(Duration::from_micros(800), pkt(3, 100)).is_ok());
+        assert_eq!(l.queue_packets(), 2);
+    }
+
+    #[test]
+    fn propagation_delay_is_added() {
+        let mut l = link("rate 8mbit delay 20ms");
+        l.enqueue(Duration::from_millis(5), pkt(0, 1000)).unwrap(); // 1 ms to serialize
+        assert_eq!(l.next_wakeup(), Some(Duration::from_millis(6)));
+        assert_eq!(
+            l.dequeue(Duration::from_millis(6)),
+            None,
+            "still propagating"
+        );
+        assert_eq!(l.next_wakeup(), Some(Duration::from_millis(26)));
+        assert!(l.dequeue(Duration::from_millis(26)).is_some());
+        assert_eq!(l.next_wakeup(), None);
+    }
+
+    #[test]
+    fn jitter_stays_in_bounds_and_keeps_order() {
+        let mut l = link("delay 10ms 2ms limit 100000");
+        for i in 0..2000 {
+            l.enqueue(Duration::from_micros(500 * i), pkt(i, 100))
+                .unwrap();
+        }
+        let out = drain(&mut l);
+        assert!(out.windows(2).all(|w| w[0].1.id < w[1].1.id), "order kept");
+        let delays: Vec<f64> = out
+            .iter()
+            .map(|(t, p)| (t.as_secs_f64() - p.id as f64 * 500e-6) * 1e3)
+            .collect();
+        let min = delays.iter().cloned().fold(f64::MAX, f64::min);
+        let max = delays.iter().cloned().fold(0.0, f64::max);
+        assert!(min >= 8.0 - 1e-9 && max <= 12.0 + 0.5, "{min}..{max}");
+        assert!(
+            min < 8.5 && max > 11.5,
+            "jitter spans its range: {min}..{max}"
+        );
+    }
+
+    #[test]
+    fn loss_duplicate_and_reorder_rates() {
+        let n = 20_000;
+        let mut l = link("delay 10ms loss 10% duplicate 5% reorder 20% limit 100000");
+        for i in 0..n {
+            let _ = l.enqueue(Duration::from_micros(100 * i), pkt(i, 100));
+        }
+        let out = drain(&mut l);
+        let c = *l.counters();
+        let frac = |x: u64| x as f64 / n as f64;
+        assert!((frac(c.drops_loss) - 0.105).abs() < 0.01, "{c:?}");
+        assert!((frac(c.duplicates) - 0.05).abs() < 0.01, "{c:?}");
+        assert!(
+            (c.reordered as f64 / c.departures as f64 - 0.2).abs() < 0.02,
+            "{c:?}"
+        );
+        assert_eq!(out.len() as u64, c.departures);
+        assert_eq!(c.arrivals, n + c.duplicates);
+        assert!(
+            out.windows(2).any(|w| w[0].1.id > w[1].1.id),
+            "some reordering"
+        );
+    }
+
+    #[test]
+    fn overload_is_marked_at_enqueue() {
+        // 2 Mbit/s offered to a 1 Mbit/s link for 1 s: after the first
+        // interval the VCP marker sees ρ ≥ 1 and stamps 11.
+        let mut l = link("rate 1mbit limit 1000");
+        let mut released = Vec::new();
+        for i in 0..2000u64 {
+            let now = Duration::from_micros(500 * i);
+            let _ = l.enqueue(now, pkt(i, 125));
+            while let Some(p) = l.dequeue(now) {
+                released.push(p);
+            }
+        }
+        released.extend(drain(&mut l).into_iter().map(|(_, p)| p));
+        let late = released.iter().filter(|p| p.id > 600);
+        assert!(late.clone().count() > 100);
+        assert!(late.clone().all(|p| p.marks.ecn == Ecn::Ce));
+        let early = released.iter().filter(|p| p.id < 300);
+        assert!(
+            early.clone().all(|p| p.marks.ecn == Ecn::Ect1),
+            "no load measured yet"
+        );
+        assert!(l.router().counters().get(WireScheme::Vcp, Ecn::Ce) > 100);
+    }
+}

@@ -1,0 +1,568 @@
+//! `ecnq-shim`: the ecnq router shim command line.
+
+use std::fs::File;
+use std::io::{self, BufWriter};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use clap::{Arg, ArgAction, ArgMatches, Command};
+use ecnq::router::{MarkingMode, RouterConfig};
+
+use ecnq_shim::link::router_config;
+use ecnq_shim::link::Direction;
+use ecnq_shim::observe::{PcapWriter, SnapshotBoard};
+use ecnq_shim::pump::Observers;
+use ecnq_shim::relay::{Relay, RelayConfig, RelayReport};
+use ecnq_shim::spec::{parse_rate, parse_size, parse_time, LinkSpec};
+use ecnq_shim::stats::{LinkSnapshot, StatsSink};
+use ecnq_shim::testbed::{self, name_of, Shape, Topology};
+use ecnq_shim::tun::{TunConfig, TunShim};
+
+const ABOUT: &str = "ecnq router shim: an emulated bottleneck link that measures its load \
+factor every t_p and re-marks ECN for router-assisted congestion control (VCP family).";
+
+const LINK_HELP: &str = "Link in tc/netem words, for both directions unless --link-up/--link-down \
+override it: rate RATE (bit, kbit, mbit, gbit; kbps = kbytes/s), delay TIME [JITTER] \
+(s, ms, us), loss P%, reorder P%, duplicate P%, limit N (packets) or limit SIZE (b, kb, mb: bytes). \
+Example: \"rate 20mbit delay 20ms 2ms loss 0.5% limit 100\". Empty: unlimited.";
+
+fn link_args() -> Vec<Arg> {
+    vec![
+        Arg::new("link").long("link").value_name("SPEC").default_value("").help(LINK_HELP),
+        Arg::new("link-up")
+            .long("link-up")
+            .value_name("SPEC")
+            .help("Link from clients to --to (overrides --link)"),
+        Arg::new("link-down")
+            .long("link-down")
+            .value_name("SPEC")
+            .help("Link from --to back to clients (overrides --link)"),
+        Arg::new("scheme")
+            .long("scheme")
+            .value_name("MODE")
+            .default_value("auto")
+            .help(
+                "Marking: auto (by the packet's DSCP scheme tag; untagged ECT gets classic CE \
+                 over --classic-threshold), vcp, evcp, dpcp, tpcp, bmcc, mcp, classic (forced, \
+                 whatever the tag), off (meter only)",
+            ),
+        Arg::new("tp")
+            .long("tp")
+            .value_name("TIME")
+            .help("Load-factor measurement interval t_p [default: 200ms, VCP/BMCC/MCP papers]"),
+        Arg::new("queue-sample")
+            .long("queue-sample")
+            .value_name("TIME")
+            .help("Persistent-queue sampling period [default: 10ms, VCP]"),
+        Arg::new("capacity")
+            .long("capacity")
+            .value_name("RATE")
+            .help("Capacity the load factor is measured against [default: the link rate; 10gbit if unlimited]"),
+        Arg::new("gamma")
+            .long("gamma")
+            .value_name("X")
+            .help("Target utilization γ of VCP's ρ and BMCC's f [default: by capacity, 0.94..0.985]"),
+        Arg::new("kappa-q")
+            .long("kappa-q")
+            .value_name("X")
+            .help("VCP persistent-queue weight κ_q [default: 0.5]"),
+        Arg::new("k1")
+            .long("k1")
+            .value_name("X")
+            .help("BMCC average-queue weight k_1 [default: 0.5]"),
+        Arg::new("classic-threshold")
+            .long("classic-threshold")
+            .value_name("SIZE")
+            .help("Queue (b, kb, mb) at which untagged ECT packets get CE [default: half the buffer limit, packets counted as 1500 bytes]"),
+        Arg::new("flows")
+            .long("flows")
+            .value_name("N")
+            .help("Per-flow state entries (MPCP), a fixed bound on memory [default: 65536]"),
+        Arg::new("flow-idle")
+            .long("flow-idle")
+            .value_name("TIME")
+            .help("Forget a flow's state after this long without packets [default: 10s]"),
+        Arg::new("seed")
+            .long("seed")
+            .value_name("N")
+            .help("Seed for loss, jitter, reordering and duplication [default: from the clock]"),
+        Arg::new("stats")
+            .long("stats")
+            .value_name("FILE")
+            .help("Write per-link counters and load as JSON lines to FILE (- for stdout)"),
+        Arg::new("stats-interval")
+            .long("stats-interval")
+            .value_name("TIME")
+            .default_value("100ms")
+            .help("How often --stats gets a line per link (and --metrics is refreshed)"),
+        Arg::new("metrics")
+            .long("metrics")
+            .value_name("ADDR")
+            .help("Serve per-link counters in Prometheus text format on ADDR, e.g. 127.0.0.1:9464"),
+        Arg::new("pcap")
+            .long("pcap")
+            .value_name("FILE")
+            .help("Write what leaves the shim to FILE (pcap, raw IP; relay packets get synthesized IP/UDP headers)"),
+    ]
+}
+
+fn command() -> Command {
+    Command::new("ecnq-shim")
+        .about(ABOUT)
+        .version(env!("CARGO_PKG_VERSION"))
+        .subcommand_required(true)
+        .arg_required_else_help(true)
+        .subcommand(
+            Command::new("relay")
+                .about(
+                    "Unprivileged UDP relay: clients send to --listen, datagrams go to --to and \
+                     replies come back, both ways through the emulated link with the TOS byte \
+                     read and re-marked. Final counters print as JSON lines on SIGINT/SIGTERM.",
+                )
+                .arg(
+                    Arg::new("listen")
+                        .long("listen")
+                        .value_name("ADDR")
+                        .required(true)
+                        .help("Address clients send to, e.g. 127.0.0.1:4433"),
+                )
+                .arg(
+                    Arg::new("to")
+                        .long("to")
+                        .value_name("ADDR")
+                        .required(true)
+                        .help("Address datagrams are forwarded to, e.g. 127.0.0.1:4434"),
+                )
+                .arg(
+                    Arg::new("session-idle")
+                        .long("session-idle")
+                        .value_name("TIME")
+                        .default_value("60s")
+                        .help("Close a client's session after this long without traffic"),
+                )
+                .arg(
+                    Arg::new("max-sessions")
+                        .long("max-sessions")
+                        .value_name("N")
+                        .default_value("4096")
+                        .help("Most clients served at once; datagrams from more are dropped"),
+                )
+                .arg(
+                    Arg::new("verbose")
+                        .long("verbose")
+                        .short('v')
+                        .action(ArgAction::SetTrue)
+                        .help("Print the configuration at start"),
+                )
+                .args(link_args()),
+        )
+        .subcommand(
+            Command::new("testbed")
+                .about(
+                    "Network-namespace topologies with a shim per router (root). `up` prints the \
+                     hosts' addresses and the `ip netns exec` commands to use; `down` removes \
+                     every namespace and process of the testbed, also after a crash.",
+                )
+                .subcommand_required(true)
+                .subcommand(
+                    Command::new("up")
+                        .about("Build a topology and start its shims")
+                        .arg(
+                            Arg::new("topology")
+                                .required(true)
+                                .value_name("TOPOLOGY")
+                                .help(
+                                    "dumbbell[:N] (N sender/receiver pairs, one bottleneck; N=2) \
+                                     or parking-lot[:K] (K bottlenecks in a chain, one long flow \
+                                     s0→r0 and local flows sj→rj; K=2)",
+                                ),
+                        )
+                        .arg(
+                            Arg::new("name")
+                                .long("name")
+                                .value_name("NAME")
+                                .help("Testbed name [default: the topology's, e.g. dumbbell]"),
+                        )
+                        .arg(
+                            Arg::new("shim-args")
+                                .num_args(0..)
+                                .last(true)
+                                .value_name("SHIM ARGS")
+                                .help("Passed to every `ecnq-shim tun`, e.g. -- --link \"rate 20mbit delay 10ms\" --scheme auto"),
+                        ),
+                )
+                .subcommand(
+                    Command::new("down")
+                        .about("Remove a testbed")
+                        .arg(Arg::new("testbed").required(true).value_name("NAME|TOPOLOGY")),
+                )
+                .subcommand(
+                    Command::new("status")
+                        .about("Show a testbed's namespaces, addresses and processes")
+                        .arg(Arg::new("testbed").required(true).value_name("NAME|TOPOLOGY")),
+                ),
+        )
+        .subcommand(
+            Command::new("tun")
+                .about(
+                    "Router hop through two TUN devices (root): packets the kernel routes into the \
+                     up device cross the up link and are written into the down device, and the \
+                     reverse. Set policy routes yourself or use `testbed`; rp_filter must be 0. \
+                     Final counters print as JSON lines on SIGINT/SIGTERM.",
+                )
+                .arg(
+                    Arg::new("up-dev")
+                        .long("up-dev")
+                        .value_name("NAME")
+                        .default_value("ecnq-up")
+                        .help("TUN device for left → right traffic"),
+                )
+                .arg(
+                    Arg::new("down-dev")
+                        .long("down-dev")
+                        .value_name("NAME")
+                        .default_value("ecnq-down")
+                        .help("TUN device for right → left traffic"),
+                )
+                .arg(Arg::new("mtu").long("mtu").value_name("BYTES").default_value("1500").help("MTU of both devices"))
+                .arg(
+                    Arg::new("no-offload")
+                        .long("no-offload")
+                        .action(ArgAction::SetTrue)
+                        .help("Plain packets: no virtio-net headers, GSO or GRO"),
+                )
+                .arg(
+                    Arg::new("tx-queue-len")
+                        .long("tx-queue-len")
+                        .value_name("N")
+                        .default_value("10000")
+                        .help("Device transmit queue (the kernel default of 500 drops bursts)"),
+                )
+                .args(link_args()),
+        )
+}
+
+fn main() -> ExitCode {
+    let matches = command().get_matches();
+    let result = match matches.subcommand() {
+        Some(("relay", m)) => relay(m),
+        Some(("tun", m)) => tun(m),
+        Some(("testbed", m)) => testbed(m),
+        _ => Err("no such command (try --help)".to_owned()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("ecnq-shim: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn text<'a>(m: &'a ArgMatches, name: &str) -> Option<&'a str> {
+    m.get_one::<String>(name).map(String::as_str)
+}
+
+fn parsed<T: std::str::FromStr>(m: &ArgMatches, name: &str) -> Result<Option<T>, String>
+where
+    T::Err: std::fmt::Display,
+{
+    text(m, name)
+        .map(|v| v.parse::<T>().map_err(|e| format!("--{name} `{v}`: {e}")))
+        .transpose()
+}
+
+fn with<T>(
+    m: &ArgMatches,
+    name: &str,
+    parse: impl Fn(&str) -> Result<T, ecnq_shim::spec::SpecError>,
+) -> Result<Option<T>, String> {
+    text(m, name)
+        .map(|v| parse(v).map_err(|e| format!("--{name}: {e}")))
+        .transpose()
+}
+
+fn factor(m: &ArgMatches, name: &str) -> Result<Option<f64>, String> {
+    match parsed::<f64>(m, name)? {
+        Some(x) if !(x.is_finite() && x > 0.0) => {
+            Err(format!("--{name} must be a positive number, got {x}"))
+        }
+        other => Ok(other),
+    }
+}
+
+/// The two directions' links and routers from the shared options.
+fn directions(m: &ArgMatches) -> Result<(Direction, Direction), String> {
+    let spec = |name: &str| -> Result<Option<LinkSpec>, String> { parsed::<LinkSpec>(m, name) };
+    let both = spec("link")?.unwrap_or_default();
+    let up = spec("link-up")?.unwrap_or(both);
+    let down = spec("link-down")?.unwrap_or(both);
+    let mode = parsed::<MarkingMode>(m, "scheme")?.unwrap_or(MarkingMode::Auto);
+    let tp = with(m, "tp", parse_time)?;
+    let queue_sample = with(m, "queue-sample", parse_time)?;
+    let capacity = with(m, "capacity", parse_rate)?;
+    let threshold = with(m, "classic-threshold", parse_size)?;
+    let (gamma, kappa_q, k1) = (factor(m, "gamma")?, factor(m, "kappa-q")?, factor(m, "k1")?);
+    let flows = parsed::<usize>(m, "flows")?;
+    if flows == Some(0) {
+        return Err("--flows must be at least 1".to_owned());
+    }
+    let flow_idle = with(m, "flow-idle", parse_time)?;
+    if tp.is_some_and(|t| t.is_zero()) {
+        return Err("--tp must be longer than zero".to_owned());
+    }
+    let router = |spec: &LinkSpec| -> RouterConfig {
+        let mut cfg = match capacity {
+            Some(bps) => RouterConfig {
+                meter: ecnq::MeterConfig::new(bps as f64 / 8.0),
+                ..router_config(spec)
+            },
+            None => router_config(spec),
+        };
+        cfg.mode = mode;
+        if let Some(t) = tp {
+            cfg.meter.interval = t;
+        }
+        if let Some(t) = queue_sample {
+            cfg.meter.queue_sample = t;
+        }
+        if let Some(g) = gamma {
+            cfg.meter.vcp.gamma = g;
+            cfg.meter.bmcc.gamma = g;
+        }
+        if let Some(k) = kappa_q {
+            cfg.meter.vcp.k_q = k;
+        }
+        if let Some(k) = k1 {
+            cfg.meter.bmcc.k1 = k;
+        }
+        if let Some(bytes) = threshold {
+            cfg.classic_threshold = bytes;
+        }
+        if let Some(n) = flows {
+            cfg.flows.capacity = n;
+        }
+        if let Some(idle) = flow_idle {
+            cfg.flows.idle_timeout = idle;
+        }
+        cfg
+    };
+    Ok((
+        Direction {
+            router: router(&up),
+            spec: up,
+        },
+        Direction {
+            router: router(&down),
+            spec: down,
+        },
+    ))
+}
+
+/// JSON lines, metrics endpoint and pcap file from the options.
+fn observers(m: &ArgMatches) -> Result<Observers, String> {
+    let interval = stats_interval(m)?;
+    let stats = match text(m, "stats") {
+        None => None,
+        Some("-") => Some(Arc::new(StatsSink::new(Box::new(io::stdout())))),
+        Some(path) => {
+            let file = File::create(path).map_err(|e| format!("--stats {path}: {e}"))?;
+            Some(Arc::new(StatsSink::new(Box::new(BufWriter::new(file)))))
+        }
+    };
+    let board = match parsed::<SocketAddr>(m, "metrics")? {
+        None => None,
+        Some(addr) => {
+            let board = Arc::new(SnapshotBoard::default());
+            let local = board
+                .serve(addr)
+                .map_err(|e| format!("--metrics {addr}: {e}"))?;
+            eprintln!("ecnq-shim: metrics on http://{local}/metrics");
+            Some(board)
+        }
+    };
+    let pcap = match text(m, "pcap") {
+        None => None,
+        Some(path) => Some(Arc::new(
+            PcapWriter::create(Path::new(path)).map_err(|e| format!("--pcap {path}: {e}"))?,
+        )),
+    };
+    Ok(Observers {
+        stats,
+        board,
+        pcap,
+        interval,
+    })
+}
+
+fn seed(m: &ArgMatches) -> Result<u64, String> {
+    Ok(parsed::<u64>(m, "seed")?.unwrap_or_else(|| {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
+    }))
+}
+
+fn stats_interval(m: &ArgMatches) -> Result<Duration, String> {
+    let interval = with(m, "stats-interval", parse_time)?.unwrap_or(Duration::from_millis(100));
+    if interval.is_zero() {
+        return Err("--stats-interval must be longer than zero".to_owned());
+    }
+    Ok(interval)
+}
+
+fn print_final(up: &LinkSnapshot, down: &LinkSnapshot) {
+    println!("{}", up.to_json(true));
+    println!("{}", down.to_json(true));
+}
+
+fn tun(m: &ArgMatches) -> Result<(), String> {
+    let (up, down) = directions(m)?;
+    let config = TunConfig {
+        up_device: text(m, "up-dev").unwrap_or("ecnq-up").to_owned(),
+        down_device: text(m, "down-dev").unwrap_or("ecnq-down").to_owned(),
+        mtu: parsed::<u16>(m, "mtu")?.unwrap_or(1500).max(576),
+        offload: !m.get_flag("no-offload"),
+        tx_queue_len: parsed::<u32>(m, "tx-queue-len")?.unwrap_or(10_000),
+        up,
+        down,
+        seed: seed(m)?,
+    };
+    let observers = observers(m)?;
+    let runtime = signal_runtime()?;
+    let shim = TunShim::start(&config, observers).map_err(|e| e.to_string())?;
+    eprintln!(
+        "ecnq-shim tun: {} -> link up -> {}, {} -> link down -> {}; scheme {}; offload {}",
+        config.up_device,
+        config.down_device,
+        config.down_device,
+        config.up_device,
+        config.up.router.mode,
+        if shim.udp_gso() {
+            "on (UDP GSO)"
+        } else if config.offload {
+            "on (no UDP GSO)"
+        } else {
+            "off"
+        },
+    );
+    runtime.block_on(shutdown_signal());
+    let report = shim.stop().map_err(|e| e.to_string())?;
+    print_final(&report.up, &report.down);
+    Ok(())
+}
+
+fn testbed(m: &ArgMatches) -> Result<(), String> {
+    match m.subcommand() {
+        Some(("up", m)) => {
+            let topology = text(m, "topology").unwrap_or_default();
+            let shape = topology.parse::<Shape>()?;
+            let name = match text(m, "name") {
+                Some(name) => name,
+                None => name_of(topology)?,
+            };
+            let layout = Topology::new(name, shape)?;
+            let shim =
+                std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
+            let args: Vec<String> = m
+                .get_many::<String>("shim-args")
+                .map(|v| v.cloned().collect())
+                .unwrap_or_default();
+            let info = testbed::up(&layout, &shim, &args)?;
+            print!("{}", info.summary);
+            Ok(())
+        }
+        Some(("down", m)) => {
+            let name = name_of(text(m, "testbed").unwrap_or_default())?;
+            let removed = testbed::down(name)?;
+            println!("testbed {name}: removed {} namespaces", removed.len());
+            Ok(())
+        }
+        Some(("status", m)) => {
+            let name = name_of(text(m, "testbed").unwrap_or_default())?;
+            print!("{}", testbed::status(name)?);
+            Ok(())
+        }
+        _ => Err("testbed: expected up, down or status".to_owned()),
+    }
+}
+
+fn signal_runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))
+}
+
+fn relay(m: &ArgMatches) -> Result<(), String> {
+    let listen = parsed::<SocketAddr>(m, "listen")?.ok_or("--listen is required")?;
+    let target = parsed::<SocketAddr>(m, "to")?.ok_or("--to is required")?;
+    let (up, down) = directions(m)?;
+    let max_sessions = parsed::<usize>(m, "max-sessions")?.unwrap_or(4096);
+    if max_sessions == 0 {
+        return Err("--max-sessions must be at least 1".to_owned());
+    }
+    let config = RelayConfig {
+        listen,
+        target,
+        up,
+        down,
+        seed: seed(m)?,
+        session_idle: with(m, "session-idle", parse_time)?.unwrap_or(Duration::from_secs(60)),
+        max_sessions,
+    };
+    let observers = observers(m)?;
+    let runtime = signal_runtime()?;
+    let report: RelayReport = runtime.block_on(async {
+        let relay = Relay::bind(config.clone(), observers)
+            .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
+        let local = relay.local_addr().map_err(|e| e.to_string())?;
+        eprintln!(
+            "ecnq-shim relay: listening on {local}, forwarding to {target}; scheme {}",
+            config.up.router.mode
+        );
+        if m.get_flag("verbose") {
+            eprintln!(
+                "  up:   {} (capacity {} bit/s)",
+                config.up.spec,
+                config.up.router.meter.capacity * 8.0
+            );
+            eprintln!(
+                "  down: {} (capacity {} bit/s)",
+                config.down.spec,
+                config.down.router.meter.capacity * 8.0
+            );
+        }
+        relay
+            .run(shutdown_signal())
+            .await
+            .map_err(|e| format!("relay failed: {e}"))
+    })?;
+    print_final(&report.up, &report.down);
+    println!(
+        "{{\"sessions\":{},\"sessions_refused\":{}}}",
+        report.sessions, report.refused
+    );
+    Ok(())
+}
+
+/// Completes on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) {
+        (Ok(mut int), Ok(mut term)) => {
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            }
+        }
+        // No signal handling: run until killed.
+        _ => std::future::pending().await,
+    }
+}

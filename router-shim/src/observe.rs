@@ -1,0 +1,351 @@
+//! Observability beyond the JSON lines: the latest snapshot of every link
+//! in Prometheus text format (`--metrics ADDR`), and a pcap file of what
+//! leaves the shim (`--pcap FILE`, raw IP link type, read by tshark).
+
+use std::fmt::Write as _;
+use std::fs::File;
+use std::io::{self, BufWriter, Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Mutex;
+use std::thread;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use ecnq::router::wire_name;
+use ecnq::WireScheme;
+
+use crate::stats::LinkSnapshot;
+
+/// The latest snapshot of each link, for the metrics endpoint.
+#[derive(Debug, Default)]
+pub struct SnapshotBoard {
+    links: Mutex<Vec<LinkSnapshot>>,
+}
+
+impl SnapshotBoard {
+    /// Replaces the snapshot of `snapshot.direction`.
+    pub fn publish(&self, snapshot: LinkSnapshot) {
+        let mut links = self.links.lock().unwrap_or_else(|p| p.into_inner());
+        match links.iter_mut().find(|s| s.direction == snapshot.direction) {
+            Some(slot) => *slot = snapshot,
+            None => links.push(snapshot),
+        }
+    }
+
+    /// All links in Prometheus text exposition format.
+    pub fn prometheus(&self) -> String {
+        let links = self.links.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        prometheus_text(&links)
+    }
+
+    /// Serves [`SnapshotBoard::prometheus`] over HTTP on `addr` from a
+    /// background thread; returns the bound address.
+    pub fn serve(self: &std::sync::Arc<Self>, addr: SocketAddr) -> io::Result<SocketAddr> {
+        let listener = TcpListener::bind(addr)?;
+        let local = listener.local_addr()?;
+        let board = self.clone();
+        thread::Builder::new().name("metrics".into()).spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
+                // Any request gets the metrics; read what the client sent first.
+                let mut request = [0u8; 1024];
+                let _ = stream.read(&mut request);
+                let body = board.prometheus();
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+        })?;
+        Ok(local)
+    }
+}
+
+/// One metric family: name, type, help, and a value per link.
+fn family(
+    out: &mut String,
+    name: &str,
+    kind: &str,
+    help: &str,
+    links: &[LinkSnapshot],
+    value: impl Fn(&LinkSnapshot) -> f64,
+) {
+    let _ = writeln!(
+        out,
+        "# HELP ecnq_shim_{name} {help}\n# TYPE ecnq_shim_{name} {kind}"
+    );
+    for s in links {
+        let _ = writeln!(
+            out,
+            "ecnq_shim_{name}{{dir=\"{}\"}} {}",
+            s.direction,
+            value(s)
+        );
+    }
+}
+
+/// A counter family: name, help, and how to read it from a snapshot.
+type Counter = (&'static str, &'static str, fn(&LinkSnapshot) -> u64);
+
+/// The Prometheus text for a set of link snapshots.
+pub fn prometheus_text(links: &[LinkSnapshot]) -> String {
+    let mut out = String::new();
+    let counters: [Counter; 8] = [
+        (
+            "arrivals_total",
+            "Packets offered to the link (before drops).",
+            |s| s.counters.arrivals,
+        ),
+        ("arrival_bytes_total", "Bytes offered to the link.", |s| {
+            s.counters.arrival_bytes
+        }),
+        ("departures_total", "Packets that left the link.", |s| {
+            s.counters.departures
+        }),
+        ("departure_bytes_total", "Bytes that left the link.", |s| {
+            s.counters.departure_bytes
+        }),
+        ("duplicates_total", "Emulated duplicates.", |s| {
+            s.counters.duplicates
+        }),
+        ("reordered_total", "Packets that skipped the delay.", |s| {
+            s.counters.reordered
+        }),
+        (
+            "rewritten_total",
+            "Packets whose marks the router changed.",
+            |s| s.marks.rewritten,
+        ),
+        (
+            "send_errors_total",
+            "Packets the shim failed to write.",
+            |s| s.send_errors,
+        ),
+    ];
+    for (name, help, get) in counters {
+        family(&mut out, name, "counter", help, links, |s| get(s) as f64);
+    }
+    let _ = writeln!(out, "# HELP ecnq_shim_drops_total Packets dropped, by cause.\n# TYPE ecnq_shim_drops_total counter");
+    for s in links {
+        for (cause, n) in [
+            ("overflow", s.counters.drops_overflow),
+            ("loss", s.counters.drops_loss),
+        ] {
+            let _ = writeln!(
+                out,
+                "ecnq_shim_drops_total{{dir=\"{}\",cause=\"{cause}\"}} {n}",
+                s.direction
+            );
+        }
+    }
+    let _ = writeln!(out, "# HELP ecnq_shim_passed_total Packets forwarded unmarked, by reason.\n# TYPE ecnq_shim_passed_total counter");
+    for s in links {
+        let p = &s.counters.passed;
+        for (reason, n) in [
+            ("fragment", p.fragment),
+            ("not_udp", p.not_udp),
+            ("malformed", p.malformed),
+        ] {
+            let _ = writeln!(
+                out,
+                "ecnq_shim_passed_total{{dir=\"{}\",reason=\"{reason}\"}} {n}",
+                s.direction
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP ecnq_shim_marks_total Packets by the scheme that marked them and the ECN codepoint they left with.\n# TYPE ecnq_shim_marks_total counter"
+    );
+    for s in links {
+        for (id, row) in s.marks.by_scheme.iter().enumerate() {
+            let scheme = wire_name(WireScheme::from_id(id as u8));
+            for (ecn, n) in ["00", "01", "10", "11"].iter().zip(row) {
+                let _ = writeln!(
+                    out,
+                    "ecnq_shim_marks_total{{dir=\"{}\",scheme=\"{scheme}\",ecn=\"{ecn}\"}} {n}",
+                    s.direction
+                );
+            }
+        }
+    }
+    family(
+        &mut out,
+        "queue_bytes",
+        "gauge",
+        "Bytes waiting for serialization.",
+        links,
+        |s| s.queue_bytes as f64,
+    );
+    family(
+        &mut out,
+        "queue_packets",
+        "gauge",
+        "Packets waiting for serialization.",
+        links,
+        |s| s.queue_packets as f64,
+    );
+    family(
+        &mut out,
+        "utilization",
+        "gauge",
+        "Departures over capacity in the last interval.",
+        links,
+        |s| s.interval.map_or(0.0, |iv| iv.utilization(s.capacity)),
+    );
+    let _ = writeln!(out, "# HELP ecnq_shim_load_factor Load factor of the last interval, by formula.\n# TYPE ecnq_shim_load_factor gauge");
+    for s in links {
+        for (formula, v) in [
+            ("vcp", s.load.vcp),
+            ("bmcc", s.load.bmcc),
+            ("mcp", s.load.mcp),
+        ] {
+            let _ = writeln!(
+                out,
+                "ecnq_shim_load_factor{{dir=\"{}\",formula=\"{formula}\"}} {}",
+                s.direction,
+                v.get()
+            );
+        }
+    }
+    out
+}
+
+/// pcap link type for raw IPv4/IPv6 packets.
+const LINKTYPE_RAW: u32 = 101;
+/// Bytes of each packet kept.
+const SNAPLEN: u32 = 65_535;
+
+/// A pcap file of packets as they leave the shim, shared by its links.
+pub struct PcapWriter {
+    out: Mutex<BufWriter<File>>,
+}
+
+impl PcapWriter {
+    /// Creates `path` and writes the pcap header.
+    pub fn create(path: &std::path::Path) -> io::Result<PcapWriter> {
+        let mut out = BufWriter::new(File::create(path)?);
+        // Magic (µs timestamps), version 2.4, zone 0, sigfigs 0, snaplen, link type.
+        out.write_all(&0xa1b2_c3d4u32.to_le_bytes())?;
+        out.write_all(&2u16.to_le_bytes())?;
+        out.write_all(&4u16.to_le_bytes())?;
+        out.write_all(&[0; 8])?;
+        out.write_all(&SNAPLEN.to_le_bytes())?;
+        out.write_all(&LINKTYPE_RAW.to_le_bytes())?;
+        out.flush()?;
+        Ok(PcapWriter {
+            out: Mutex::new(out),
+        })
+    }
+
+    /// Appends packets (raw IP), stamped with the current wall-clock time.
+    pub fn write_all<'a>(&self, packets: impl IntoIterator<Item = &'a [u8]>) -> io::Result<()> {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        let mut out = self.out.lock().unwrap_or_else(|p| p.into_inner());
+        for packet in packets {
+            let len = packet.len() as u32;
+            let kept = len.min(SNAPLEN);
+            out.write_all(&(now.as_secs() as u32).to_le_bytes())?;
+            out.write_all(&now.subsec_micros().to_le_bytes())?;
+            out.write_all(&kept.to_le_bytes())?;
+            out.write_all(&len.to_le_bytes())?;
+            out.write_all(&packet[..kept as usize])?;
+        }
+        out.flush()
+    }
+}
+
+impl std::fmt::Debug for PcapWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PcapWriter")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::link::LinkCounters;
+    use ecnq::router::MarkCounters;
+    use ecnq::LinkLoad;
+
+    fn snapshot(direction: &'static str, arrivals: u64) -> LinkSnapshot {
+        LinkSnapshot {
+            direction,
+            time: Duration::from_secs(1),
+            counters: LinkCounters {
+                arrivals,
+                drops_overflow: 3,
+                ..LinkCounters::default()
+            },
+            marks: MarkCounters::default(),
+            queue_bytes: 1500,
+            queue_packets: 1,
+            interval: None,
+            load: LinkLoad::default(),
+            capacity: 1e6,
+            send_errors: 0,
+        }
+    }
+
+    #[test]
+    fn prometheus_lines() {
+        let board = SnapshotBoard::default();
+        board.publish(snapshot("up", 5));
+        board.publish(snapshot("down", 1));
+        board.publish(snapshot("up", 9)); // replaces the first
+        let text = board.prometheus();
+        for want in [
+            "# TYPE ecnq_shim_arrivals_total counter",
+            "ecnq_shim_arrivals_total{dir=\"up\"} 9",
+            "ecnq_shim_arrivals_total{dir=\"down\"} 1",
+            "ecnq_shim_drops_total{dir=\"up\",cause=\"overflow\"} 3",
+            "ecnq_shim_marks_total{dir=\"up\",scheme=\"vcp\",ecn=\"11\"} 0",
+            "ecnq_shim_queue_bytes{dir=\"up\"} 1500",
+            "ecnq_shim_load_factor{dir=\"down\",formula=\"bmcc\"} 0",
+        ] {
+            assert!(text.contains(want), "missing {want:?} in\n{text}");
+        }
+        assert!(!text.contains("} 5\n"), "old snapshot replaced");
+        // Every sample line is `name{labels} number`.
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let value = line.rsplit(' ').next().unwrap();
+            assert!(value.parse::<f64>().is_ok(), "{line}");
+        }
+    }
+
+    #[test]
+    fn metrics_over_http() {
+        let board = std::sync::Arc::new(SnapshotBoard::default());
+        board.publish(snapshot("up", 42));
+        let addr = board.serve("127.0.0.1:0".parse().unwrap()).unwrap();
+        let mut conn = std::net::TcpStream::connect(addr).unwrap();
+        conn.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let mut response = String::new();
+        conn.read_to_string(&mut response).unwrap();
+        assert!(response.starts_with("HTTP/1.1 200 OK"));
+        assert!(response.contains("ecnq_shim_arrivals_total{dir=\"up\"} 42"));
+    }
+
+    #[test]
+    fn pcap_layout() {
+        let path = std::env::temp_dir().join(format!("ecnq-shim-{}.pcap", std::process::id()));
+        let pcap = PcapWriter::create(&path).unwrap();
+        pcap.write_all([&[0x45u8; 20][..], &[0x60; 48][..]])
+            .unwrap();
+        drop(pcap);
+        let bytes = std::fs::read(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(bytes.len(), 24 + 16 + 20 + 16 + 48);
+        assert_eq!(&bytes[..4], &0xa1b2_c3d4u32.to_le_bytes());
+        assert_eq!(
+            u32::from_le_bytes(bytes[20..24].try_into().unwrap()),
+            LINKTYPE_RAW
+        );
+        assert_eq!(u32::from_le_bytes(bytes[32..36].try_into().unwrap()), 20);
+        assert_eq!(bytes[40], 0x45);
+    }
+}

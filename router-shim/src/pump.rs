@@ -1,0 +1,249 @@
+//! The thread that drives one [`Link`] in real time, for every data path.
+//!
+//! Readers hand packets over a bounded channel (a full channel blocks the
+//! reader, leaving the backlog in the kernel). The thread sleeps on the
+//! channel with a timeout until the link's next departure: a futex wait
+//! wakes within tens of microseconds, where tokio's timer rounds to whole
+//! milliseconds. Departure times come from the link model, so wake-up
+//! lateness delays a release but never accumulates into rate error.
+
+use std::io;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::link::{Link, LinkPacket};
+use crate::observe::{PcapWriter, SnapshotBoard};
+use crate::stats::{LinkSnapshot, StatsSink};
+
+/// Packets waiting between the readers and a link thread.
+const CHANNEL_DEPTH: usize = 8192;
+
+/// Where a link's released packets go.
+pub trait Egress<P>: Send + 'static {
+    /// Sends a batch of released packets (in order); returns how many failed.
+    fn send_batch(&mut self, batch: &mut Vec<P>) -> u64;
+
+    /// The packet as an IP packet on the wire, for `--pcap` (into `out`,
+    /// cleared first); false if it cannot be shown.
+    fn ip_image(&self, packet: &P, out: &mut Vec<u8>) -> bool;
+}
+
+/// A message to a link thread.
+pub enum LinkMsg<P> {
+    /// A packet that arrived at the given time since the shim's epoch.
+    Packet(Duration, P),
+    /// Finish: report and exit.
+    Stop,
+}
+
+/// Where a link reports: JSON lines, the metrics board, a pcap file.
+#[derive(Clone, Debug, Default)]
+pub struct Observers {
+    /// JSON lines, shared by the shim's links.
+    pub stats: Option<Arc<StatsSink>>,
+    /// The latest snapshots, for `--metrics`.
+    pub board: Option<Arc<SnapshotBoard>>,
+    /// What leaves the shim.
+    pub pcap: Option<Arc<PcapWriter>>,
+    /// Period of stats lines and board updates.
+    pub interval: Duration,
+}
+
+impl Observers {
+    fn periodic(&self) -> bool {
+        (self.stats.is_some() || self.board.is_some()) && !self.interval.is_zero()
+    }
+
+    fn report(&self, snapshot: &LinkSnapshot, final_: bool) {
+        if let Some(sink) = &self.stats {
+            let _ = sink.write_line(&snapshot.to_json(final_));
+        }
+        if let Some(board) = &self.board {
+            board.publish(*snapshot);
+        }
+    }
+}
+
+/// A running link thread.
+#[derive(Debug)]
+pub struct LinkThread<P> {
+    tx: SyncSender<LinkMsg<P>>,
+    handle: thread::JoinHandle<LinkSnapshot>,
+}
+
+impl<P: LinkPacket + Send + 'static> LinkThread<P> {
+    /// Starts the thread for `link`, releasing into `egress`. `epoch` is the
+    /// instant packet arrival times count from.
+    pub fn spawn(
+        name: &'static str,
+        link: Link<P>,
+        egress: impl Egress<P>,
+        epoch: Instant,
+        observers: Observers,
+    ) -> io::Result<LinkThread<P>> {
+        let (tx, rx) = mpsc::sync_channel(CHANNEL_DEPTH);
+        let handle = thread::Builder::new()
+            .name(format!("link-{name}"))
+            .spawn(move || run(name, link, rx, egress, epoch, observers))?;
+        Ok(LinkThread { tx, handle })
+    }
+
+    /// A handle for readers.
+    pub fn sender(&self) -> SyncSender<LinkMsg<P>> {
+        self.tx.clone()
+    }
+
+    /// Stops the thread (packets still queued are discarded) and returns the
+    /// final snapshot. Blocks until the thread has taken the message.
+    pub fn stop(self) -> io::Result<LinkSnapshot> {
+        // The thread may have exited already (all senders gone): then the
+        // join below still returns its snapshot.
+        let _ = self.tx.send(LinkMsg::Stop);
+        self.handle
+            .join()
+            .map_err(|_| io::Error::other("a link thread panicked"))
+    }
+}
+
+/// A link driven in real time, whatever feeds it: enqueue what arrives,
+/// release what is due into the egress, report to the observers.
+pub struct Driver<P, E> {
+    name: &'static str,
+    link: Link<P>,
+    egress: E,
+    epoch: Instant,
+    observers: Observers,
+    send_errors: u64,
+    last_now: Duration,
+    next_stats: Option<Duration>,
+    batch: Vec<P>,
+    image: Vec<u8>,
+}
+
+impl<P: LinkPacket, E: Egress<P>> Driver<P, E> {
+    /// A driver for `link`; times count from `epoch`.
+    pub fn new(
+        name: &'static str,
+        link: Link<P>,
+        egress: E,
+        epoch: Instant,
+        observers: Observers,
+    ) -> Self {
+        let next_stats = observers
+            .periodic()
+            .then(|| epoch.elapsed() + observers.interval);
+        Driver {
+            name,
+            link,
+            egress,
+            epoch,
+            observers,
+            send_errors: 0,
+            last_now: Duration::ZERO,
+            next_stats,
+            batch: Vec::new(),
+            image: Vec::new(),
+        }
+    }
+
+    /// The current time, never earlier than any time the link has seen.
+    pub fn now(&mut self) -> Duration {
+        self.last_now = self.epoch.elapsed().max(self.last_now);
+        self.last_now
+    }
+
+    /// Offers a packet that arrived at `at` (kept monotonic for the meter);
+    /// a drop is counted by the link.
+    pub fn enqueue(&mut self, at: Duration, packet: P) {
+        self.last_now = at.max(self.last_now);
+        let _ = self.link.enqueue(self.last_now, packet);
+    }
+
+    /// Releases every packet due by now into the egress, and reports when a
+    /// stats period has passed.
+    pub fn release(&mut self) {
+        let now = self.now();
+        while let Some(p) = self.link.dequeue(now) {
+            self.batch.push(p);
+        }
+        if !self.batch.is_empty() {
+            if let Some(pcap) = &self.observers.pcap {
+                for p in &self.batch {
+                    if self.egress.ip_image(p, &mut self.image) {
+                        let _ = pcap.write_all([&self.image[..]]);
+                    }
+                }
+            }
+            self.send_errors += self.egress.send_batch(&mut self.batch);
+            self.batch.clear();
+        }
+        if let Some(due) = self.next_stats.as_mut().filter(|due| now >= **due) {
+            self.link.router_mut().advance(now);
+            let snapshot = LinkSnapshot::of(self.name, now, &self.link, self.send_errors);
+            self.observers.report(&snapshot, false);
+            while *due <= now {
+                *due += self.observers.interval;
+            }
+        }
+    }
+
+    /// How long until the driver has something to do (a release or a
+    /// report); at most one second.
+    pub fn timeout(&self) -> Duration {
+        let now = self.epoch.elapsed();
+        let mut deadline = self
+            .link
+            .next_wakeup()
+            .unwrap_or(now + Duration::from_secs(1));
+        if let Some(due) = self.next_stats {
+            deadline = deadline.min(due);
+        }
+        deadline.saturating_sub(now).min(Duration::from_secs(1))
+    }
+
+    /// The final snapshot (also reported to the observers).
+    pub fn finish(mut self) -> LinkSnapshot {
+        let now = self.now();
+        self.link.router_mut().advance(now);
+        let snapshot = LinkSnapshot::of(self.name, now, &self.link, self.send_errors);
+        self.observers.report(&snapshot, true);
+        snapshot
+    }
+}
+
+/// The channel-fed link thread.
+fn run<P: LinkPacket>(
+    name: &'static str,
+    link: Link<P>,
+    rx: Receiver<LinkMsg<P>>,
+    egress: impl Egress<P>,
+    epoch: Instant,
+    observers: Observers,
+) -> LinkSnapshot {
+    let mut driver = Driver::new(name, link, egress, epoch, observers);
+    loop {
+        driver.release();
+        let stop = match rx.recv_timeout(driver.timeout()) {
+            Ok(LinkMsg::Packet(at, p)) => {
+                driver.enqueue(at, p);
+                // Take the whole backlog before sleeping again.
+                let mut stop = false;
+                while let Ok(msg) = rx.try_recv() {
+                    match msg {
+                        LinkMsg::Packet(at, p) => driver.enqueue(at, p),
+                        LinkMsg::Stop => stop = true,
+                    }
+                }
+                stop
+            }
+            Ok(LinkMsg::Stop) | Err(RecvTimeoutError::Disconnected) => true,
+            Err(RecvTimeoutError::Timeout) => false,
+        };
+        if stop {
+            break;
+        }
+    }
+    driver.finish()
+}

@@ -1,0 +1,188 @@
+//! Per-link observability: a snapshot of a link's counters, queue and load,
+//! written as one JSON line (`--stats FILE`), periodically and at shutdown.
+
+use std::fmt::Write as _;
+use std::io::{self, Write};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use ecnq::router::{wire_name, MarkCounters};
+use ecnq::{IntervalStats, LinkLoad, WireScheme};
+
+use crate::link::{Link, LinkCounters, LinkPacket};
+
+/// Everything worth reporting about one link at one instant.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LinkSnapshot {
+    /// Which direction (`up`: client → server, `down`: server → client).
+    pub direction: &'static str,
+    /// Time since the shim started.
+    pub time: Duration,
+    /// Link counters.
+    pub counters: LinkCounters,
+    /// Packets by the scheme that marked them and the codepoint they left with.
+    pub marks: MarkCounters,
+    /// Queue in bytes and packets.
+    pub queue_bytes: u64,
+    /// Queue in packets.
+    pub queue_packets: usize,
+    /// The last completed measurement interval.
+    pub interval: Option<IntervalStats>,
+    /// Load figures of that interval.
+    pub load: LinkLoad,
+    /// Capacity the meter uses, bytes per second.
+    pub capacity: f64,
+    /// Sends that failed (socket errors), counted by the I/O layer.
+    pub send_errors: u64,
+}
+
+impl LinkSnapshot {
+    /// Takes a snapshot of `link`.
+    pub fn of<P: LinkPacket>(
+        direction: &'static str,
+        time: Duration,
+        link: &Link<P>,
+        send_errors: u64,
+    ) -> LinkSnapshot {
+        let meter = link.router().meter();
+        LinkSnapshot {
+            direction,
+            time,
+            counters: *link.counters(),
+            marks: *link.router().counters(),
+            queue_bytes: link.queue_bytes(),
+            queue_packets: link.queue_packets(),
+            interval: meter.last_interval().copied(),
+            load: *meter.load(),
+            capacity: meter.config().capacity,
+            send_errors,
+        }
+    }
+
+    /// One JSON object, no trailing newline. `final_` marks the shutdown line.
+    pub fn to_json(&self, final_: bool) -> String {
+        let c = &self.counters;
+        let mut s = format!(
+            "{{\"t\":{:.6},\"dir\":\"{}\",\"final\":{final_}",
+            self.time.as_secs_f64(),
+            self.direction
+        );
+        let fields = [
+            ("arrivals", c.arrivals),
+            ("arrival_bytes", c.arrival_bytes),
+            ("departures", c.departures),
+            ("departure_bytes", c.departure_bytes),
+            ("drops_overflow", c.drops_overflow),
+            ("drops_loss", c.drops_loss),
+            ("duplicates", c.duplicates),
+            ("reordered", c.reordered),
+            ("passed_fragment", c.passed.fragment),
+            ("passed_not_udp", c.passed.not_udp),
+            ("passed_malformed", c.passed.malformed),
+            ("send_errors", self.send_errors),
+            ("rewritten", self.marks.rewritten),
+            ("queue_bytes", self.queue_bytes),
+            ("queue_packets", self.queue_packets as u64),
+        ];
+        for (name, value) in fields {
+            let _ = write!(s, ",\"{name}\":{value}");
+        }
+        if let Some(iv) = &self.interval {
+            let _ = write!(
+                s,
+                ",\"epoch\":{},\"utilization\":{:.6},\"offered\":{:.6},\"queue_avg\":{:.1},\"queue_persistent\":{}",
+                iv.epoch,
+                iv.utilization(self.capacity),
+                iv.offered(self.capacity),
+                iv.queue_avg,
+                iv.queue_persistent,
+            );
+        }
+        let _ = write!(
+            s,
+            ",\"load_vcp\":{:.6},\"load_bmcc\":{:.6},\"load_mcp\":{:.6},\"marks\":{{",
+            self.load.vcp.get(),
+            self.load.bmcc.get(),
+            self.load.mcp.get()
+        );
+        // Packets by marking scheme, as [left with 00, 01, 10, 11].
+        for (id, m) in self.marks.by_scheme.iter().enumerate() {
+            let sep = if id == 0 { "" } else { "," };
+            let name = wire_name(WireScheme::from_id(id as u8));
+            let _ = write!(s, "{sep}\"{name}\":[{},{},{},{}]", m[0], m[1], m[2], m[3]);
+        }
+        s.push_str("}}");
+        s
+    }
+}
+
+/// Where JSON lines go; shared by the links of one shim.
+pub struct StatsSink {
+    out: Mutex<Box<dyn Write + Send>>,
+}
+
+impl StatsSink {
+    /// A sink writing to `out`.
+    pub fn new(out: Box<dyn Write + Send>) -> StatsSink {
+        StatsSink {
+            out: Mutex::new(out),
+        }
+    }
+
+    /// Writes one line and flushes (a crash loses at most the line in progress).
+    pub fn write_line(&self, line: &str) -> io::Result<()> {
+        let mut out = self
+            .out
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        writeln!(out, "{line}")?;
+        out.flush()
+    }
+}
+
+impl std::fmt::Debug for StatsSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StatsSink")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_line_has_the_fields() {
+        let mut snap = LinkSnapshot {
+            direction: "up",
+            time: Duration::from_millis(1500),
+            counters: LinkCounters {
+                arrivals: 10,
+                drops_overflow: 2,
+                ..LinkCounters::default()
+            },
+            marks: MarkCounters::default(),
+            queue_bytes: 3000,
+            queue_packets: 2,
+            interval: None,
+            load: LinkLoad::default(),
+            capacity: 1e6,
+            send_errors: 0,
+        };
+        snap.marks.by_scheme[1][3] = 7;
+        let line = snap.to_json(true);
+        for want in [
+            "\"t\":1.500000",
+            "\"dir\":\"up\"",
+            "\"final\":true",
+            "\"arrivals\":10",
+            "\"drops_overflow\":2",
+            "\"queue_bytes\":3000",
+            "\"vcp\":[0,0,0,7]",
+            "\"classic\":[0,0,0,0]",
+        ] {
+            assert!(line.contains(want), "{line} lacks {want}");
+        }
+        assert!(line.starts_with('{') && line.ends_with('}'));
+        assert_eq!(line.matches('{').count(), line.matches('}').count());
+    }
+}

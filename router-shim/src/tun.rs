@@ -1,0 +1,367 @@
+//! `ecnq-shim tun`: the shim as a router hop, through two TUN devices.
+//!
+//! Each direction is one thread that reads its device, drives its link
+//! ([`crate::pump::Driver`]) and writes into the other device: no hand-over
+//! between threads on the packet path.
+//!
+//! The router's policy routes send traffic from the left side into the `up`
+//! device and traffic from the right side into the `down` device. The shim
+//! reads `up`, passes each packet through the up link, and writes it into
+//! `down`, where the kernel routes it on by destination (and the reverse).
+//! The testbed sets the routes up; rp_filter must be 0 in the router's
+//! namespace, since packets re-enter through a device their source is not
+//! routed to.
+//!
+//! With offload the devices carry virtio-net headers: UDP GSO super-packets
+//! are split into datagrams before marking (each marked on its own), partial
+//! checksums are completed, and writes are coalesced again (GRO never merges
+//! packets whose TOS differs).
+
+use std::io;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use ecnq::PacketMarks;
+use tun_rs::{DeviceBuilder, GROTable, SyncDevice, IDEAL_BATCH_SIZE, VIRTIO_NET_HDR_LEN};
+
+use crate::classify::{classify, rewrite, Classified, PassReason, Verdict};
+use crate::link::{Direction, Link, LinkPacket};
+use crate::pump::{Driver, Egress, Observers};
+use crate::stats::LinkSnapshot;
+
+/// Room in front of each packet for the virtio-net header a write may need.
+const HEADROOM: usize = VIRTIO_NET_HDR_LEN;
+/// How often an idle forwarding thread checks whether to stop.
+const STOP_CHECK: Duration = Duration::from_millis(100);
+
+/// TUN mode configuration.
+#[derive(Clone, Debug)]
+pub struct TunConfig {
+    /// Device the router sends left→right traffic into.
+    pub up_device: String,
+    /// Device the router sends right→left traffic into.
+    pub down_device: String,
+    /// MTU of both devices.
+    pub mtu: u16,
+    /// Use virtio-net headers (GSO/GRO, checksum offload) when the kernel offers them.
+    pub offload: bool,
+    /// Transmit queue length of the devices (the kernel's default, 500, drops
+    /// bursts before the shim sees them).
+    pub tx_queue_len: u32,
+    /// Left → right.
+    pub up: Direction,
+    /// Right → left.
+    pub down: Direction,
+    /// Seed of loss, jitter, reordering and duplication.
+    pub seed: u64,
+}
+
+/// A packet read from a TUN device.
+#[derive(Clone, Debug)]
+pub struct TunPacket {
+    /// `HEADROOM` bytes, then the IP packet.
+    buf: Vec<u8>,
+    classified: Result<Classified, PassReason>,
+}
+
+impl TunPacket {
+    /// Copies and classifies an IP packet.
+    pub fn new(packet: &[u8]) -> TunPacket {
+        let mut buf = Vec::with_capacity(HEADROOM + packet.len());
+        buf.resize(HEADROOM, 0);
+        buf.extend_from_slice(packet);
+        let classified = match classify(packet) {
+            Verdict::Udp(c) => Ok(c),
+            Verdict::Pass(reason) => Err(reason),
+        };
+        TunPacket { buf, classified }
+    }
+
+    /// The IP packet.
+    pub fn packet(&self) -> &[u8] {
+        &self.buf[HEADROOM..]
+    }
+}
+
+impl LinkPacket for TunPacket {
+    fn wire_len(&self) -> u32 {
+        self.packet().len() as u32
+    }
+
+    fn marks(&self) -> Result<PacketMarks, PassReason> {
+        self.classified.map(|c| c.marks)
+    }
+
+    fn set_marks(&mut self, marks: &PacketMarks) {
+        if let Ok(c) = self.classified.as_mut() {
+            rewrite(&mut self.buf[HEADROOM..], c, marks);
+            c.tos = crate::classify::remarked_tos(c.tos, marks);
+            c.marks = *marks;
+        }
+    }
+}
+
+/// Writes released packets into a TUN device, coalesced when offloading.
+struct TunEgress {
+    device: Arc<SyncDevice>,
+    gro: GROTable,
+    bufs: Vec<Vec<u8>>,
+}
+
+impl Egress<TunPacket> for TunEgress {
+    fn send_batch(&mut self, batch: &mut Vec<TunPacket>) -> u64 {
+        let mut failed = 0;
+        for chunk in batch.chunks_mut(IDEAL_BATCH_SIZE) {
+            self.bufs.clear();
+            self.bufs
+                .extend(chunk.iter_mut().map(|p| std::mem::take(&mut p.buf)));
+            if self
+                .device
+                .send_multiple(&mut self.gro, &mut self.bufs, HEADROOM)
+                .is_err()
+            {
+                failed += chunk.len() as u64;
+            }
+        }
+        failed
+    }
+
+    fn ip_image(&self, packet: &TunPacket, out: &mut Vec<u8>) -> bool {
+        out.clear();
+        out.extend_from_slice(packet.packet());
+        true
+    }
+}
+
+/// Opens a TUN device as the shim uses it.
+fn open_device(name: &str, config: &TunConfig) -> io::Result<SyncDevice> {
+    let device = DeviceBuilder::new()
+        .name(name)
+        .mtu(config.mtu)
+        .offload(config.offload)
+        .tx_queue_len(config.tx_queue_len)
+        .enable(true)
+        .build_sync()
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot open TUN device {name}: {e}")))?;
+    // Reads drain the device until it would block; writes to a TUN device never block.
+    device.set_nonblocking(true)?;
+    Ok(device)
+}
+
+/// Final figures of a TUN run.
+#[derive(Clone, Debug)]
+pub struct TunReport {
+    /// Left → right.
+    pub up: LinkSnapshot,
+    /// Right → left.
+    pub down: LinkSnapshot,
+    /// Whether UDP GSO was negotiated on the devices.
+    pub udp_gso: bool,
+}
+
+/// A running TUN shim: one thread per direction, each reading its input
+/// device, driving its link and writing into the other device.
+#[derive(Debug)]
+pub struct TunShim {
+    up: thread::JoinHandle<LinkSnapshot>,
+    down: thread::JoinHandle<LinkSnapshot>,
+    stop: Arc<AtomicBool>,
+    udp_gso: bool,
+}
+
+impl TunShim {
+    /// Creates the devices and starts forwarding.
+    pub fn start(config: &TunConfig, observers: Observers) -> io::Result<TunShim> {
+        let up_dev = Arc::new(open_device(&config.up_device, config)?);
+        let down_dev = Arc::new(open_device(&config.down_device, config)?);
+        let udp_gso = up_dev.udp_gso() && down_dev.udp_gso();
+        let epoch = Instant::now();
+        let stop = Arc::new(AtomicBool::new(false));
+        let direction = |name: &'static str,
+                         d: &Direction,
+                         seed,
+                         input: &Arc<SyncDevice>,
+                         output: &Arc<SyncDevice>| {
+            let link = Link::new(d.spec, d.router.clone(), seed, epoch.elapsed());
+            let egress = TunEgress {
+                device: output.clone(),
+                gro: GROTable::default(),
+                bufs: Vec::with_capacity(IDEAL_BATCH_SIZE),
+            };
+            let driver = Driver::new(name, link, egress, epoch, observers.clone());
+            let (input, stop, mtu) = (input.clone(), stop.clone(), usize::from(config.mtu));
+            thread::Builder::new()
+                .name(format!("link-{name}"))
+                .spawn(move || forward(&input, driver, mtu, &stop))
+        };
+        let up = direction("up", &config.up, config.seed, &up_dev, &down_dev)?;
+        let down = direction(
+            "down",
+            &config.down,
+            config.seed.wrapping_add(1),
+            &down_dev,
+            &up_dev,
+        )?;
+        Ok(TunShim {
+            up,
+            down,
+            stop,
+            udp_gso,
+        })
+    }
+
+    /// Whether both devices negotiated UDP GSO.
+    pub fn udp_gso(&self) -> bool {
+        self.udp_gso
+    }
+
+    /// Stops forwarding; returns the final counters.
+    pub fn stop(self) -> io::Result<TunReport> {
+        self.stop.store(true, Ordering::Relaxed);
+        let join = |h: thread::JoinHandle<LinkSnapshot>| {
+            h.join()
+                .map_err(|_| io::Error::other("a forwarding thread panicked"))
+        };
+        Ok(TunReport {
+            up: join(self.up)?,
+            down: join(self.down)?,
+            udp_gso: self.udp_gso,
+        })
+    }
+}
+
+/// Nice value of the forwarding threads: a router's departures should not
+/// wait behind batch work on a busy host.
+const FORWARDING_NICE: i32 = -10;
+
+/// Best effort (needs CAP_SYS_NICE, which TUN mode has as root): raises this
+/// thread's scheduling priority to [`FORWARDING_NICE`].
+fn raise_priority() {
+    // SAFETY: gettid has no preconditions; setpriority on our own thread id.
+    unsafe {
+        let tid = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, FORWARDING_NICE);
+    }
+}
+
+/// What a wait on a device found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Readiness {
+    Readable,
+    TimedOut,
+    /// The device reports an error or hang-up: it is gone.
+    Gone,
+}
+
+/// Waits until `device` is readable or `timeout` passes (nanosecond
+/// resolution, unlike poll's milliseconds).
+fn wait_readable(device: &SyncDevice, timeout: Duration) -> Readiness {
+    let mut pfd = libc::pollfd {
+        fd: device.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
+    };
+    // SAFETY: one valid pollfd and timespec for the duration of the call.
+    let ready = unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
+    if ready <= 0 {
+        Readiness::TimedOut // or EINTR: the caller simply loops
+    } else if pfd.revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
+        Readiness::Gone
+    } else {
+        Readiness::Readable
+    }
+}
+
+/// One direction: read every packet waiting on `input` (up to a batch),
+/// enqueue, release what is due into the other device, sleep until the next
+/// packet or departure. Returns the final snapshot when told to stop or
+/// when the device goes away.
+fn forward(
+    input: &SyncDevice,
+    mut driver: Driver<TunPacket, TunEgress>,
+    mtu: usize,
+    stop: &AtomicBool,
+) -> LinkSnapshot {
+    raise_priority();
+    let mut original = vec![0u8; VIRTIO_NET_HDR_LEN + 65_535];
+    // Segments of a GSO packet are at most MTU-sized; plain reads fit too.
+    let mut bufs = vec![vec![0u8; HEADROOM + mtu.max(1280)]; IDEAL_BATCH_SIZE];
+    let mut sizes = vec![0usize; IDEAL_BATCH_SIZE];
+    while !stop.load(Ordering::Relaxed) {
+        driver.release();
+        match wait_readable(input, driver.timeout().min(STOP_CHECK)) {
+            Readiness::Readable => {}
+            Readiness::TimedOut => continue,
+            Readiness::Gone => return driver.finish(),
+        }
+        let at = driver.now();
+        for _ in 0..IDEAL_BATCH_SIZE {
+            let n = match input.recv_multiple(&mut original, &mut bufs, &mut sizes, HEADROOM) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                // The device is gone.
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::EBADF | libc::EBADFD | libc::ENODEV)
+                    ) =>
+                {
+                    return driver.finish();
+                }
+                // Interrupted, or a packet the offload layer cannot split: lost, like a bad frame.
+                Err(_) => continue,
+            };
+            for (buf, &size) in bufs.iter().zip(&sizes).take(n) {
+                driver.enqueue(at, TunPacket::new(&buf[HEADROOM..HEADROOM + size]));
+            }
+        }
+    }
+    driver.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::build::udp4;
+    use crate::wire::Ipv4Packet;
+    use ecnq::{Ecn, SchemeTag};
+
+    #[test]
+    fn tun_packet_rewrites_its_bytes() {
+        let tos = SchemeTag::new(1).tos(Ecn::Ect1);
+        let mut p = TunPacket::new(&udp4([10, 0, 0, 1], [10, 0, 0, 2], (5, 6), tos, b"abc"));
+        assert_eq!(p.wire_len(), 31);
+        let mut marks = p.marks().unwrap();
+        marks.ecn = Ecn::Ce;
+        p.set_marks(&marks);
+        let ip = Ipv4Packet::new_checked(p.packet()).unwrap();
+        assert_eq!(ip.tos(), SchemeTag::new(1).tos(Ecn::Ce));
+        assert!(ip.verify_checksum());
+        assert_eq!(p.marks().unwrap().ecn, Ecn::Ce);
+        // A second rewrite starts from the new byte.
+        marks.ecn = Ecn::Ect0;
+        p.set_marks(&marks);
+        assert_eq!(
+            Ipv4Packet::new_checked(p.packet()).unwrap().tos(),
+            SchemeTag::new(1).tos(Ecn::Ect0)
+        );
+        assert!(Ipv4Packet::new_checked(p.packet())
+            .unwrap()
+            .verify_checksum());
+    }
+
+    #[test]
+    fn tun_packet_passes_non_udp() {
+        let mut raw = udp4([10, 0, 0, 1], [10, 0, 0, 2], (5, 6), 0x02, b"abc");
+        raw[9] = 6;
+        let p = TunPacket::new(&raw);
+        assert_eq!(p.marks(), Err(PassReason::NotUdp));
+    }
+}

@@ -1,0 +1,418 @@
+//! The UDP relay on loopback, without root: marking as the scheme says (TOS
+//! byte read and written per packet, both directions, many clients), rate
+//! and delay accuracy of the emulated link.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use ecnq::router::MarkingMode;
+use ecnq::{Ecn, SchemeTag, WireScheme};
+use ecnq_shim::link::router_config;
+use ecnq_shim::link::Direction;
+use ecnq_shim::observe::PcapWriter;
+use ecnq_shim::pump::Observers;
+use ecnq_shim::relay::{Relay, RelayConfig, RelayReport};
+use ecnq_shim::spec::LinkSpec;
+use ecnq_shim::stats::StatsSink;
+use ecnq_shim::tos_socket::{enable_recv_tos, send_with_tos, set_buffers};
+
+mod common;
+use common::{receive_all, send, steady_rate};
+
+/// A relay running on its own runtime thread.
+struct RunningRelay {
+    addr: SocketAddr,
+    stop: tokio::sync::oneshot::Sender<()>,
+    handle: thread::JoinHandle<RelayReport>,
+}
+
+impl RunningRelay {
+    fn start(
+        target: SocketAddr,
+        spec: &str,
+        mode: MarkingMode,
+        observers: Observers,
+    ) -> RunningRelay {
+        let spec: LinkSpec = spec.parse().expect("valid spec");
+        let mut router = router_config(&spec);
+        router.mode = mode;
+        let direction = Direction { spec, router };
+        let config = RelayConfig {
+            // Same family as the target.
+            listen: SocketAddr::new(
+                if target.is_ipv6() {
+                    std::net::Ipv6Addr::LOCALHOST.into()
+                } else {
+                    std::net::Ipv4Addr::LOCALHOST.into()
+                },
+                0,
+            ),
+            target,
+            up: direction.clone(),
+            down: direction,
+            seed: 7,
+            session_idle: Duration::from_secs(60),
+            max_sessions: 16,
+        };
+        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+        let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let handle = thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let relay = Relay::bind(config, observers).unwrap();
+                addr_tx.send(relay.local_addr().unwrap()).unwrap();
+                relay
+                    .run(async {
+                        let _ = stop_rx.await;
+                    })
+                    .await
+                    .unwrap()
+            })
+        });
+        let addr = addr_rx.recv().unwrap();
+        RunningRelay { addr, stop, handle }
+    }
+
+    fn stop(self) -> RelayReport {
+        let _ = self.stop.send(());
+        self.handle.join().unwrap()
+    }
+}
+
+/// A blocking socket that reports TOS bytes.
+fn tos_socket() -> UdpSocket {
+    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+    enable_recv_tos(&s, false).unwrap();
+    set_buffers(&s, 8 << 20);
+    s
+}
+
+#[test]
+fn relay_marks_as_the_scheme_says_both_ways() {
+    let server = tos_socket();
+    let relay = RunningRelay::start(
+        server.local_addr().unwrap(),
+        "rate 2mbit limit 100kb",
+        MarkingMode::Auto,
+        Observers::default(),
+    );
+    let client = tos_socket();
+    let vcp = SchemeTag::new(1);
+    // 4 Mbit/s offered to a 2 Mbit/s link for 0.8 s: VCP sees overload after
+    // the first 200 ms interval; the queue passes the classic threshold
+    // (half the 100 kb buffer) after about 200 ms.
+    // Payload byte 0 says which kind the packet is.
+    let kinds = [
+        (b'v', vcp.tos(Ecn::Ect1)),
+        (b'c', SchemeTag::UNTAGGED.tos(Ecn::Ect0)),
+        (b'n', SchemeTag::UNTAGGED.tos(Ecn::NotEct)),
+    ];
+    let start = Instant::now();
+    let mut sent = 0u32;
+    while start.elapsed() < Duration::from_millis(800) {
+        // 500-byte payloads, one per ms: 4 Mbit/s.
+        let (kind, tos) = kinds[sent as usize % 3];
+        let mut payload = vec![kind; 500];
+        payload[1..5].copy_from_slice(&sent.to_be_bytes());
+        send(&client, relay.addr, &payload, tos);
+        sent += 1;
+        let due = start + Duration::from_millis(u64::from(sent));
+        thread::sleep(due.saturating_duration_since(Instant::now()));
+    }
+    let got = receive_all(&server, Duration::from_millis(1500), usize::MAX);
+    assert!(got.len() > 300, "only {} of {sent} arrived", got.len());
+    let of = |kind: u8| got.iter().filter(move |r| r.payload[0] == kind);
+    // VCP: tag kept; low load (01) before the first interval closes, overload (11) at the end.
+    assert!(of(b'v').all(|r| SchemeTag::from_tos(r.tos) == vcp));
+    assert_eq!(Ecn::from_tos(of(b'v').next().unwrap().tos), Ecn::Ect1);
+    assert_eq!(Ecn::from_tos(of(b'v').next_back().unwrap().tos), Ecn::Ce);
+    // Untagged ECT: classic CE once the queue is over 5 ms; Not-ECT untouched.
+    assert_eq!(
+        of(b'c').next_back().unwrap().tos,
+        SchemeTag::UNTAGGED.tos(Ecn::Ce)
+    );
+    assert!(of(b'n').all(|r| r.tos == 0));
+
+    // The way back: the server answers three packets with a VCP tag and
+    // ECT(1); the (idle) down link keeps the low-load code.
+    let upstream = got[0].from;
+    for i in 0..3u8 {
+        send(&server, upstream, &[b'r', i], vcp.tos(Ecn::Ect1));
+    }
+    let replies = receive_all(&client, Duration::from_millis(500), 3);
+    assert_eq!(replies.len(), 3);
+    assert!(replies
+        .iter()
+        .all(|r| r.tos == vcp.tos(Ecn::Ect1) && r.from == relay.addr));
+
+    let report = relay.stop();
+    assert_eq!(report.sessions, 1);
+    assert_eq!(report.up.counters.arrivals, u64::from(sent));
+    assert!(
+        report.up.marks.get(WireScheme::Vcp, Ecn::Ce) > 50,
+        "{:?}",
+        report.up.marks
+    );
+    assert_eq!(report.down.counters.departures, 3);
+}
+
+#[test]
+fn relay_serves_many_clients() {
+    let server = tos_socket();
+    let relay = RunningRelay::start(
+        server.local_addr().unwrap(),
+        "delay 1ms",
+        MarkingMode::Off,
+        Observers::default(),
+    );
+    let clients: Vec<UdpSocket> = (0..5).map(|_| tos_socket()).collect();
+    for (i, c) in clients.iter().enumerate() {
+        for j in 0..10u8 {
+            send(c, relay.addr, &[i as u8, j], 0x05);
+        }
+    }
+    // Echo everything back with a TOS that names the client.
+    let got = receive_all(&server, Duration::from_millis(500), 50);
+    assert_eq!(got.len(), 50);
+    for r in &got {
+        send(&server, r.from, &r.payload, r.payload[0] << 2 | 0b01);
+    }
+    for (i, c) in clients.iter().enumerate() {
+        let replies = receive_all(c, Duration::from_millis(500), 10);
+        assert_eq!(replies.len(), 10, "client {i}");
+        for r in &replies {
+            assert_eq!(
+                (r.payload[0], r.tos),
+                (i as u8, (i as u8) << 2 | 1),
+                "client {i}"
+            );
+        }
+    }
+    let report = relay.stop();
+    assert_eq!(report.sessions, 5);
+}
+
+/// Timing-sensitive tests take this lock so they do not compete for the
+/// CPU with each other (the other tests of this file are light).
+static TIMING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn timing_lock() -> std::sync::MutexGuard<'static, ()> {
+    TIMING
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Saturates a link of `rate` bit/s with 1200-byte payloads for `duration`
+/// and measures the rate the receiver sees, in bit/s on the wire.
+fn measured_rate(spec: &str, rate: f64, duration: Duration) -> f64 {
+    let _serial = timing_lock();
+    let server = tos_socket();
+    let relay = RunningRelay::start(
+        server.local_addr().unwrap(),
+        spec,
+        MarkingMode::Auto,
+        Observers::default(),
+    );
+    let client = tos_socket();
+    let wire = 1200.0 + 28.0;
+    // Offer 120 % of the rate, in 1 ms batches.
+    let per_ms = (rate * 1.2 / 8.0 / wire / 1000.0).ceil() as u64;
+    let payload = vec![0u8; 1200];
+    let receiver =
+        thread::spawn(move || receive_all(&server, Duration::from_millis(1000), usize::MAX));
+    // A 50 ms head start keeps the link busy through short sender stalls.
+    for _ in 0..(rate * 0.05 / 8.0 / wire) as u64 {
+        send(&client, relay.addr, &payload, 0x06);
+    }
+    let start = Instant::now();
+    let mut batch = 0u64;
+    while start.elapsed() < duration {
+        for _ in 0..per_ms {
+            send(&client, relay.addr, &payload, 0x06);
+        }
+        batch += 1;
+        thread::sleep(
+            (start + Duration::from_millis(batch)).saturating_duration_since(Instant::now()),
+        );
+    }
+    let got = receiver.join().unwrap();
+    let report = relay.stop();
+    assert_eq!(
+        report.up.counters.drops_overflow, 0,
+        "the buffer must hold the excess"
+    );
+    assert!(got.iter().all(|r| r.len == 1200));
+    steady_rate(&got, wire)
+}
+
+#[test]
+fn relay_rate_is_accurate_at_10_mbit() {
+    let rate = measured_rate("rate 10mbit limit 10000", 10e6, Duration::from_millis(1000));
+    eprintln!("10 Mbit/s link: measured {:.4} Mbit/s", rate / 1e6);
+    assert!((rate / 10e6 - 1.0).abs() < 0.02, "measured {rate:.0} bit/s");
+}
+
+#[test]
+fn relay_rate_is_accurate_at_100_mbit() {
+    let rate = measured_rate(
+        "rate 100mbit limit 100000",
+        100e6,
+        Duration::from_millis(1000),
+    );
+    eprintln!("100 Mbit/s link: measured {:.4} Mbit/s", rate / 1e6);
+    assert!(
+        (rate / 100e6 - 1.0).abs() < 0.02,
+        "measured {rate:.0} bit/s"
+    );
+}
+
+#[test]
+fn relay_adds_the_configured_delay() {
+    let _serial = timing_lock();
+    let server = tos_socket();
+    let relay = RunningRelay::start(
+        server.local_addr().unwrap(),
+        "delay 20ms",
+        MarkingMode::Auto,
+        Observers::default(),
+    );
+    let client = tos_socket();
+    let epoch = Instant::now();
+    let receiver = thread::spawn(move || receive_all(&server, Duration::from_millis(500), 200));
+    for _ in 0..200 {
+        let nanos = epoch.elapsed().as_nanos() as u64;
+        send(&client, relay.addr, &nanos.to_be_bytes(), 0);
+        thread::sleep(Duration::from_millis(2));
+    }
+    let got = receiver.join().unwrap();
+    relay.stop();
+    assert_eq!(got.len(), 200);
+    let mut delays: Vec<f64> = got
+        .iter()
+        .map(|r| {
+            let sent = u64::from_be_bytes(r.payload[..8].try_into().unwrap());
+            (r.at - epoch).as_secs_f64() * 1e3 - sent as f64 / 1e6
+        })
+        .collect();
+    delays.sort_by(f64::total_cmp);
+    let median = delays[delays.len() / 2];
+    eprintln!(
+        "delay 20ms: min {:.3} ms, median {median:.3} ms, max {:.3} ms",
+        delays[0],
+        delays[delays.len() - 1]
+    );
+    assert!(delays[0] >= 20.0, "min {}", delays[0]);
+    assert!(median - 20.0 < 1.0, "median added delay {median:.3} ms");
+}
+
+#[test]
+fn stats_lines_pcap_and_final_counters() {
+    let server = tos_socket();
+    let tmp = |ext: &str| {
+        std::env::temp_dir().join(format!("ecnq-shim-relay-{}.{ext}", std::process::id()))
+    };
+    let (stats_path, pcap_path) = (tmp("jsonl"), tmp("pcap"));
+    let observers = Observers {
+        stats: Some(Arc::new(StatsSink::new(Box::new(
+            std::fs::File::create(&stats_path).unwrap(),
+        )))),
+        pcap: Some(Arc::new(PcapWriter::create(&pcap_path).unwrap())),
+        interval: Duration::from_millis(100),
+        ..Observers::default()
+    };
+    let relay = RunningRelay::start(
+        server.local_addr().unwrap(),
+        "rate 10mbit",
+        MarkingMode::Auto,
+        observers,
+    );
+    let client = tos_socket();
+    for _ in 0..30 {
+        send(&client, relay.addr, &[7; 100], 0x05);
+        thread::sleep(Duration::from_millis(10));
+    }
+    let report = relay.stop();
+    let text = std::fs::read_to_string(&stats_path).unwrap();
+    let pcap = std::fs::read(&pcap_path).unwrap();
+    let _ = (
+        std::fs::remove_file(&stats_path),
+        std::fs::remove_file(&pcap_path),
+    );
+
+    let up: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("\"dir\":\"up\""))
+        .collect();
+    assert!(up.len() >= 2, "{text}");
+    let last_up = up.last().unwrap();
+    assert!(last_up.contains("\"final\":true"));
+    assert!(last_up.contains("\"arrivals\":30"), "{last_up}");
+    assert!(last_up.contains("\"utilization\":"), "{last_up}");
+    assert_eq!(report.up.counters.departures, 30);
+
+    // pcap: 24-byte header, then 30 records of 16 + 20 (IPv4) + 8 (UDP) + 100
+    // bytes, each an IPv4 packet to the server with the TOS byte sent.
+    assert_eq!(pcap.len(), 24 + 30 * (16 + 128));
+    let first = &pcap[24 + 16..24 + 16 + 128];
+    assert_eq!((first[0], first[1]), (0x45, 0x05));
+    assert_eq!(&first[16..20], &[127, 0, 0, 1]);
+    assert_eq!(
+        u16::from_be_bytes([first[22], first[23]]),
+        server.local_addr().unwrap().port()
+    );
+    assert_eq!(&first[28..], &[7; 100]);
+}
+
+#[test]
+fn relay_over_ipv6_keeps_the_traffic_class() {
+    let Ok(server) = UdpSocket::bind("[::1]:0") else {
+        eprintln!("skipped: no IPv6 loopback");
+        return;
+    };
+    enable_recv_tos(&server, true).unwrap();
+    let relay = RunningRelay::start(
+        server.local_addr().unwrap(),
+        "delay 1ms",
+        MarkingMode::Forced(WireScheme::Classic),
+        Observers::default(),
+    );
+    let client = UdpSocket::bind("[::1]:0").unwrap();
+    enable_recv_tos(&client, true).unwrap();
+    let tc = SchemeTag::new(4).tos(Ecn::Ect0);
+    for i in 0..5u8 {
+        send_with_tos(&client, &[i; 40], Some(relay.addr), tc, true).unwrap();
+    }
+    let got = receive_all(&server, Duration::from_millis(500), 5);
+    assert_eq!(got.len(), 5);
+    assert!(got.iter().all(|r| r.tos == tc && r.len == 40));
+    send_with_tos(&server, b"back", Some(got[0].from), tc, true).unwrap();
+    let back = receive_all(&client, Duration::from_millis(500), 1);
+    assert_eq!((back.len(), back[0].tos), (1, tc));
+    let report = relay.stop();
+    // 40 bytes + UDP + IPv6 header.
+    assert_eq!(report.up.counters.arrival_bytes, 5 * (40 + 8 + 40));
+}
+
+#[test]
+fn session_table_is_bounded() {
+    let server = tos_socket();
+    // The test relay allows 16 sessions.
+    let relay = RunningRelay::start(
+        server.local_addr().unwrap(),
+        "",
+        MarkingMode::Auto,
+        Observers::default(),
+    );
+    let clients: Vec<UdpSocket> = (0..20).map(|_| tos_socket()).collect();
+    for c in &clients {
+        send(c, relay.addr, b"x", 0);
+    }
+    let got = receive_all(&server, Duration::from_millis(500), 20);
+    let report = relay.stop();
+    assert_eq!((got.len(), report.sessions, report.refused), (16, 16, 4));
+}

@@ -1,0 +1,284 @@
+//! `ecnq-sim`: run the papers' experiments with ecnq's production protocol
+//! code under virtual time.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::{Parser, Subcommand};
+use ecnq_sim::engine::Sim;
+use ecnq_sim::protocol::Protocol;
+use ecnq_sim::runner::{self, Row};
+use ecnq_sim::scenario::{Overrides, Scenario};
+use ecnq_sim::units::Time;
+
+/// Packet-level simulator for router-assisted multi-bit ECN congestion
+/// control. Routers run ecnq's load-factor meter and markers, receivers its
+/// decoders, senders its laws (or NewReno / Cubic models), in virtual time:
+/// deterministic for a given seed, and much faster than real time.
+#[derive(Parser)]
+#[command(name = "ecnq-sim", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(clap::Args, Clone)]
+struct RunArgs {
+    /// Scenario name (see `list`) or path to a TOML file.
+    scenario: String,
+    /// Run every flow that does not fix its own scheme with this one:
+    /// vcp, evcp, dpcp, tpcp, bmcc, mcp, classic, reno, reno-ecn, cubic, cubic-ecn.
+    #[arg(long)]
+    scheme: Option<Protocol>,
+    /// RNG seed (start jitter, packet hashes, random loss, Pareto flows).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Simulated duration, e.g. `30s` (default: the scenario's).
+    #[arg(long)]
+    duration: Option<Time>,
+    /// Change a scenario field before running, e.g. `--set links.0.rate=10Mbit`
+    /// or `--set flows.0.count=4` (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+}
+
+impl RunArgs {
+    fn load(&self) -> Result<(Scenario, Overrides), String> {
+        let path = runner::resolve(&self.scenario)?;
+        let scenario = Scenario::load(&path, &self.set)?;
+        let overrides = Overrides {
+            scheme: self.scheme,
+            seed: self.seed,
+            duration: self.duration.map(|d| d.0),
+        };
+        Ok((scenario, overrides))
+    }
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// List the scenarios in sim/scenarios (or $ECNQ_SIM_SCENARIOS).
+    List,
+    /// Run one scenario; print a one-screen summary and, with --out, write
+    /// flows.csv, links.csv, summary.json and SVG plots.
+    Run {
+        #[command(flatten)]
+        args: RunArgs,
+        /// Directory for CSV time series, summary.json and plots.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Run a scenario with every scheme and baseline (in parallel) and print one table.
+    Compare {
+        #[command(flatten)]
+        args: RunArgs,
+    },
+    /// Run a parameter sweep in parallel on all cores: the cartesian product
+    /// of every --vary list (and of --schemes), one table row per run.
+    Sweep {
+        #[command(flatten)]
+        args: RunArgs,
+        /// A field and its values, e.g. `--vary links.0.rate=2Mbit,4Mbit,10Mbit` (repeatable).
+        #[arg(long, value_name = "KEY=V1,V2,..")]
+        vary: Vec<String>,
+        /// Comma-separated schemes to sweep over (default: the scenario's or --scheme).
+        #[arg(long, value_delimiter = ',')]
+        schemes: Vec<Protocol>,
+        /// Directory for one summary JSON per run (named by scheme and values).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Measure engine speed: simulated packet events per wall-clock second
+    /// (default: the EVCP 1 Gbit/s two-flow scenario, first 100 s).
+    Bench {
+        /// Scenario to time.
+        #[arg(default_value = "evcp-fig1-5")]
+        scenario: String,
+        /// Simulated time to run.
+        #[arg(long, default_value = "100s")]
+        duration: Time,
+    },
+}
+
+fn main() -> ExitCode {
+    match real_main(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ecnq-sim: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn real_main(cli: Cli) -> Result<(), String> {
+    match cli.command {
+        Command::List => {
+            for (name, s) in runner::list()? {
+                println!("{name:<28} {:<6} {}", s.file.scheme.name(), s.file.title);
+            }
+            Ok(())
+        }
+        Command::Run { args, out } => {
+            let (scenario, o) = args.load()?;
+            let run = runner::run(&scenario, &o)?;
+            print!("{}", runner::one_screen(&scenario, &run));
+            if let Some(dir) = out {
+                runner::write_outputs(&run, &dir)?;
+                println!(
+                    "wrote {}/{{flows.csv,links.csv,summary.json,*.svg}}",
+                    dir.display()
+                );
+            }
+            Ok(())
+        }
+        Command::Compare { args } => {
+            let (scenario, o) = args.load()?;
+            println!("{} — {}", scenario.name, scenario.file.title);
+            if !scenario.file.expect.is_empty() {
+                println!("paper reports: {}", scenario.file.expect);
+            }
+            print!(
+                "{}",
+                runner::table(&["scheme"], &runner::compare(&scenario, &o))
+            );
+            Ok(())
+        }
+        Command::Sweep {
+            args,
+            vary,
+            schemes,
+            out,
+        } => sweep(&args, &vary, &schemes, out.as_deref()),
+        Command::Bench { scenario, duration } => bench(&scenario, Some(duration.0)),
+    }
+}
+
+fn sweep(
+    args: &RunArgs,
+    vary: &[String],
+    schemes: &[Protocol],
+    out: Option<&std::path::Path>,
+) -> Result<(), String> {
+    use rayon::prelude::*;
+    let (base, o) = args.load()?;
+    let mut axes: Vec<(String, Vec<String>)> = Vec::new();
+    for v in vary {
+        let (key, values) = v
+            .split_once('=')
+            .ok_or_else(|| format!("--vary `{v}`: expected KEY=V1,V2,.."))?;
+        axes.push((
+            key.trim().to_owned(),
+            values.split(',').map(|s| s.trim().to_owned()).collect(),
+        ));
+    }
+    let schemes: Vec<Protocol> = if schemes.is_empty() {
+        vec![base.scheme(&o)]
+    } else {
+        schemes.to_vec()
+    };
+    let mut points: Vec<Vec<String>> = vec![Vec::new()];
+    for (_, values) in &axes {
+        points = points
+            .into_iter()
+            .flat_map(|p| {
+                values
+                    .iter()
+                    .map(move |v| [p.clone(), vec![v.clone()]].concat())
+            })
+            .collect();
+    }
+    let path = runner::resolve(&args.scenario)?;
+    let jobs: Vec<(Protocol, Vec<String>)> = schemes
+        .iter()
+        .flat_map(|&s| points.iter().map(move |p| (s, p.clone())))
+        .collect();
+    let rows: Vec<Row> = jobs
+        .par_iter()
+        .map(|(scheme, values)| {
+            let mut set = args.set.clone();
+            set.extend(
+                axes.iter()
+                    .zip(values)
+                    .map(|((k, _), v)| format!("{k}={v}")),
+            );
+            let result = Scenario::load(&path, &set).and_then(|s| {
+                let o = Overrides {
+                    scheme: Some(*scheme),
+                    ..o.clone()
+                };
+                runner::run(&s, &o).map(|r| r.summary)
+            });
+            Row {
+                label: [vec![scheme.name().to_owned()], values.clone()].concat(),
+                result,
+            }
+        })
+        .collect();
+    let heads: Vec<&str> = std::iter::once("scheme")
+        .chain(axes.iter().map(|(k, _)| k.as_str()))
+        .collect();
+    print!("{}", runner::table(&heads, &rows));
+    if let Some(dir) = out {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        for row in &rows {
+            if let Ok(summary) = &row.result {
+                let name: String = row
+                    .label
+                    .join("_")
+                    .chars()
+                    .map(|c| {
+                        if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                            c
+                        } else {
+                            '_'
+                        }
+                    })
+                    .collect();
+                let path = dir.join(format!("{name}.json"));
+                let json = serde_json::to_string_pretty(summary).map_err(|e| e.to_string())?;
+                std::fs::write(&path, json).map_err(|e| format!("{}: {e}", path.display()))?;
+            }
+        }
+        println!("wrote one summary JSON per run to {}", dir.display());
+    }
+    Ok(())
+}
+
+fn bench(scenario: &str, duration: Option<u64>) -> Result<(), String> {
+    let path = runner::resolve(scenario)?;
+    let scenario = Scenario::load(&path, &[])?;
+    let overrides = Overrides {
+        duration,
+        ..Overrides::default()
+    };
+    let config = scenario.build(&overrides)?;
+    let simulated = config.duration as f64 / 1e9;
+    let mut sim = Sim::new(config)?;
+    let started = Instant::now();
+    sim.run();
+    let wall = started.elapsed().as_secs_f64();
+    let events = sim.counters.events as f64;
+    let rate = events / wall;
+    println!(
+        "{}: {simulated:.0} s simulated in {wall:.2} s wall ({:.0}× real time)",
+        scenario.name,
+        simulated / wall
+    );
+    println!(
+        "events:  {events:.0} = {:.2} M events/s (goal ≥ 5 M/s: {})",
+        rate / 1e6,
+        if rate >= 5e6 { "met" } else { "not met" }
+    );
+    println!(
+        "packets: {} = {:.2} M packets/s",
+        sim.counters.injected,
+        sim.counters.injected as f64 / wall / 1e6
+    );
+    let full = scenario.file.duration.0 as f64 / 1e9;
+    println!(
+        "the full {full:.0} s scenario would take about {:.1} s at this speed",
+        wall * full / simulated
+    );
+    Ok(())
+}

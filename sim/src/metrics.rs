@@ -1,0 +1,423 @@
+//! What a run measured: per-link utilization, queue and loss; per-flow
+//! throughput; Jain's fairness index over time; convergence time as the EVCP
+//! paper defines it; completion time of finite flows.
+
+use serde::Serialize;
+
+use crate::engine::{FlowSample, FlowState, Nanos, Sim};
+
+/// One link's figures over the measured period.
+#[derive(Clone, Debug, Serialize)]
+pub struct LinkSummary {
+    /// Link name.
+    pub name: String,
+    /// Capacity, bits per second.
+    pub rate_bps: f64,
+    /// Departures over capacity.
+    pub utilization: f64,
+    /// Time-weighted mean queue, packets.
+    pub mean_queue_packets: f64,
+    /// 99th percentile of the queue arriving packets found, packets.
+    pub p99_queue_packets: u64,
+    /// Largest queue, packets.
+    pub peak_queue_packets: u64,
+    /// Mean queueing delay, ms.
+    pub mean_queue_ms: f64,
+    /// 99th percentile queueing delay, ms (p99 packets at the mean packet size).
+    pub p99_queue_ms: f64,
+    /// Largest queueing delay, ms.
+    pub peak_queue_ms: f64,
+    /// Dropped or lost packets over offered packets.
+    pub loss: f64,
+    /// Packets dropped by the full buffer.
+    pub drops: u64,
+    /// Packets lost on the wire.
+    pub random_losses: u64,
+    /// The first sample at which utilization reached 90 %, s (the MPCP
+    /// paper's "transition time" from an idle link).
+    pub time_to_90pct_s: Option<f64>,
+}
+
+/// A flow group's aggregate.
+#[derive(Clone, Debug, Serialize)]
+pub struct GroupSummary {
+    /// Group name.
+    pub name: String,
+    /// Flows in the group.
+    pub flows: usize,
+    /// Sum of the flows' throughputs over the measured period, bits per second.
+    pub throughput_bps: f64,
+}
+
+/// One flow's figures.
+#[derive(Clone, Debug, Serialize)]
+pub struct FlowSummary {
+    /// Flow index.
+    pub id: usize,
+    /// Scenario group.
+    pub group: String,
+    /// Protocol name.
+    pub scheme: String,
+    /// Start time, s.
+    pub start_s: f64,
+    /// Received bits per second over the measured part of its life.
+    pub throughput_bps: f64,
+    /// Data packets declared lost.
+    pub packets_lost: u64,
+    /// Completion time for a finite flow that finished, s.
+    pub completion_s: Option<f64>,
+    /// EVCP-paper convergence time for a long-lived flow that started after
+    /// the first: seconds from its start until its throughput first reached
+    /// its fair share (None if it never did).
+    pub convergence_s: Option<f64>,
+}
+
+/// Jain's fairness index of the long-lived flows' rates, sample by sample.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct JainSummary {
+    /// Mean over the measured samples.
+    pub mean: f64,
+    /// Smallest.
+    pub min: f64,
+    /// At the last sample.
+    pub last: f64,
+    /// (time s, index) pairs.
+    pub series: Vec<(f64, f64)>,
+}
+
+/// Finite flows.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct CompletionSummary {
+    /// Flows started.
+    pub started: usize,
+    /// Flows finished.
+    pub finished: usize,
+    /// Mean completion time of finished flows, s.
+    pub mean_s: f64,
+    /// Median, s.
+    pub median_s: f64,
+}
+
+/// Everything `run` reports.
+#[derive(Clone, Debug, Serialize)]
+pub struct Summary {
+    /// Scenario name.
+    pub scenario: String,
+    /// The protocol the scenario's main flows ran.
+    pub scheme: String,
+    /// RNG seed.
+    pub seed: u64,
+    /// Simulated seconds.
+    pub duration_s: f64,
+    /// Statistics start, s.
+    pub measure_from_s: f64,
+    /// Events processed.
+    pub events: u64,
+    /// Reported links.
+    pub links: Vec<LinkSummary>,
+    /// Flows that per-flow series record (Pareto flows are summarized in `completion`).
+    pub flows: Vec<FlowSummary>,
+    /// Per-group totals.
+    pub groups: Vec<GroupSummary>,
+    /// Fairness.
+    pub jain: JainSummary,
+    /// Finite flows, if any.
+    pub completion: Option<CompletionSummary>,
+}
+
+/// Jain's index (Σx)² / (n·Σx²); 1 for an empty or all-zero set.
+pub fn jain(xs: &[f64]) -> f64 {
+    let sum: f64 = xs.iter().sum();
+    let sq: f64 = xs.iter().map(|x| x * x).sum();
+    if xs.is_empty() || sq == 0.0 {
+        1.0
+    } else {
+        sum * sum / (xs.len() as f64 * sq)
+    }
+}
+
+fn secs(t: Nanos) -> f64 {
+    t as f64 / 1e9
+}
+
+/// The flow samples grouped by sampling instant.
+fn by_time(series: &[FlowSample]) -> impl Iterator<Item = &[FlowSample]> {
+    series.chunk_by(|a, b| a.time == b.time)
+}
+
+impl Summary {
+    /// Computes the summary of a finished run (call `Sim::finish` first).
+    pub fn of(sim: &Sim, scenario: &str, scheme: &str, seed: u64) -> Summary {
+        let measured = secs(sim.now().saturating_sub(sim.measure_from())).max(1e-9);
+        let links = sim
+            .links
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l.spec.report)
+            .filter_map(|(index, l)| {
+                let rate = l.spec.rate?;
+                let s = &l.stats;
+                let ms_per_byte = 8.0 / rate * 1e3;
+                let mean_pkt = if s.arrived_packets > 0 {
+                    s.arrived_bytes as f64 / s.arrived_packets as f64
+                } else {
+                    0.0
+                };
+                let p99 = percentile(&s.queue_seen, 0.99);
+                Some(LinkSummary {
+                    name: l.spec.name.clone(),
+                    rate_bps: rate,
+                    utilization: s.departed_bytes as f64 * 8.0 / (rate * measured),
+                    mean_queue_packets: s.queue_packet_ns / (measured * 1e9),
+                    p99_queue_packets: p99,
+                    peak_queue_packets: s.peak_queue_packets,
+                    mean_queue_ms: s.queue_byte_ns / (measured * 1e9) * ms_per_byte,
+                    p99_queue_ms: p99 as f64 * mean_pkt * ms_per_byte,
+                    peak_queue_ms: s.peak_queue_bytes as f64 * ms_per_byte,
+                    loss: (s.dropped_packets + s.lost_packets) as f64
+                        / (s.arrived_packets.max(1)) as f64,
+                    drops: s.dropped_packets,
+                    random_losses: s.lost_packets,
+                    time_to_90pct_s: sim
+                        .link_series
+                        .iter()
+                        .find(|x| x.link as usize == index && x.utilization >= 0.9)
+                        .map(|x| secs(x.time)),
+                })
+            })
+            .collect();
+
+        let convergence = convergence_times(sim);
+        let flows = sim
+            .flows
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| f.spec.sampled)
+            .map(|(i, f)| {
+                let from = f.spec.start.max(sim.measure_from());
+                let until = match f.state {
+                    FlowState::Done(t) => t,
+                    _ => sim.now(),
+                };
+                let span = secs(until.saturating_sub(from));
+                let bytes = f.received_bytes - f.received_at_measure;
+                FlowSummary {
+                    id: i,
+                    group: f.spec.group.clone(),
+                    scheme: f.spec.protocol.name().to_owned(),
+                    start_s: secs(f.spec.start),
+                    throughput_bps: if span > 0.0 {
+                        bytes as f64 * 8.0 / span
+                    } else {
+                        0.0
+                    },
+                    packets_lost: f.packets_lost,
+                    completion_s: f.completion().map(secs),
+                    convergence_s: convergence.get(i).copied().flatten(),
+                }
+            })
+            .collect::<Vec<FlowSummary>>();
+        let mut groups: Vec<GroupSummary> = Vec::new();
+        for f in &flows {
+            match groups.iter_mut().find(|g| g.name == f.group) {
+                Some(g) => {
+                    g.flows += 1;
+                    g.throughput_bps += f.throughput_bps;
+                }
+                None => groups.push(GroupSummary {
+                    name: f.group.clone(),
+                    flows: 1,
+                    throughput_bps: f.throughput_bps,
+                }),
+            }
+        }
+
+        let mut series = Vec::new();
+        for group in by_time(&sim.flow_series) {
+            let t = group[0].time;
+            if t <= sim.measure_from() {
+                continue;
+            }
+            let rates: Vec<f64> = group
+                .iter()
+                .filter(|s| {
+                    let f = &sim.flows[s.flow as usize];
+                    f.spec.size.is_none()
+                        && !f.spec.background
+                        && f.state == FlowState::Active
+                        && f.spec.start + sim.sample_period() <= t
+                })
+                .map(|s| s.rate)
+                .collect();
+            if !rates.is_empty() {
+                series.push((secs(t), jain(&rates)));
+            }
+        }
+        let jain = JainSummary {
+            mean: series.iter().map(|s| s.1).sum::<f64>() / series.len().max(1) as f64,
+            min: series.iter().map(|s| s.1).fold(1.0, f64::min),
+            last: series.last().map_or(1.0, |s| s.1),
+            series,
+        };
+
+        let finite: Vec<_> = sim.flows.iter().filter(|f| f.spec.size.is_some()).collect();
+        let completion = (!finite.is_empty()).then(|| {
+            let mut done: Vec<f64> = finite
+                .iter()
+                .filter_map(|f| f.completion())
+                .map(secs)
+                .collect();
+            done.sort_by(f64::total_cmp);
+            CompletionSummary {
+                started: finite
+                    .iter()
+                    .filter(|f| f.state != FlowState::Pending)
+                    .count(),
+                finished: done.len(),
+                mean_s: done.iter().sum::<f64>() / done.len().max(1) as f64,
+                median_s: done.get(done.len() / 2).copied().unwrap_or(0.0),
+            }
+        });
+
+        Summary {
+            scenario: scenario.to_owned(),
+            scheme: scheme.to_owned(),
+            seed,
+            duration_s: secs(sim.duration()),
+            measure_from_s: secs(sim.measure_from()),
+            events: sim.counters.events,
+            links,
+            flows,
+            groups,
+            jain,
+            completion,
+        }
+    }
+}
+
+/// The smallest value v with at least a fraction `q` of the counts at or below v.
+fn percentile(histogram: &[u64], q: f64) -> u64 {
+    let total: u64 = histogram.iter().sum();
+    let need = (total as f64 * q).ceil() as u64;
+    let mut seen = 0;
+    for (v, &n) in histogram.iter().enumerate() {
+        seen += n;
+        if seen >= need && n > 0 {
+            return v as u64;
+        }
+    }
+    0
+}
+
+/// The EVCP paper's convergence time (§"Simulation environment"): for every
+/// long-lived flow that starts after the earliest one, the time from its
+/// start until its measured throughput exceeds its fair share. The fair
+/// share at a sample is, over the rated links on its path, the smallest
+/// mean rate of the long-lived flows active through that link. With
+/// staggered arrivals the paper's definition only makes sense up to the next
+/// arrival (a newcomer's near-zero rate drags the mean down), so a flow that
+/// has not converged when the next flow starts gets none.
+fn convergence_times(sim: &Sim) -> Vec<Option<f64>> {
+    let long: Vec<bool> = sim
+        .flows
+        .iter()
+        .map(|f| f.spec.size.is_none() && f.spec.sampled && !f.spec.background)
+        .collect();
+    let first_start = sim
+        .flows
+        .iter()
+        .zip(&long)
+        .filter(|(_, &l)| l)
+        .map(|(f, _)| f.spec.start)
+        .min()
+        .unwrap_or(0);
+    let mut result: Vec<Option<f64>> = vec![None; sim.flows.len()];
+    let mut pending: Vec<usize> = (0..sim.flows.len())
+        .filter(|&i| long[i] && sim.flows[i].spec.start > first_start)
+        .collect();
+    // When the next long-lived flow after each flow arrives.
+    let mut starts: Vec<Nanos> = sim
+        .flows
+        .iter()
+        .zip(&long)
+        .filter(|(_, &l)| l)
+        .map(|(f, _)| f.spec.start)
+        .collect();
+    starts.sort_unstable();
+    let next_arrival: Vec<Nanos> = sim
+        .flows
+        .iter()
+        .map(|f| {
+            let after = starts.partition_point(|&s| s <= f.spec.start);
+            starts.get(after).copied().unwrap_or(Nanos::MAX)
+        })
+        .collect();
+    let mut sum = vec![0.0; sim.links.len()];
+    let mut count = vec![0u32; sim.links.len()];
+    let mut rate = vec![f64::NAN; sim.flows.len()];
+    for group in by_time(&sim.flow_series) {
+        if pending.is_empty() {
+            break;
+        }
+        sum.iter_mut().for_each(|s| *s = 0.0);
+        count.iter_mut().for_each(|c| *c = 0);
+        rate.iter_mut().for_each(|r| *r = f64::NAN);
+        for s in group.iter().filter(|s| long[s.flow as usize]) {
+            rate[s.flow as usize] = s.rate;
+            for &l in &sim.flows[s.flow as usize].spec.path {
+                sum[l] += s.rate;
+                count[l] += 1;
+            }
+        }
+        let t = group[0].time;
+        pending.retain(|&f| {
+            let flow = &sim.flows[f];
+            if t >= next_arrival[f] {
+                // A newer flow's arrival changes the fair share: a flow that
+                // had not converged by then did not converge in its own epoch.
+                return false;
+            }
+            if rate[f].is_nan() {
+                return true;
+            }
+            let fair = flow
+                .spec
+                .path
+                .iter()
+                .filter(|&&l| sim.links[l].spec.rate.is_some() && count[l] > 0)
+                .map(|&l| sum[l] / f64::from(count[l]))
+                .fold(f64::INFINITY, f64::min);
+            if rate[f] >= fair {
+                result[f] = Some(secs(t.saturating_sub(flow.spec.start)));
+                false
+            } else {
+                true
+            }
+        });
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jain_index() {
+        assert_eq!(jain(&[1.0, 1.0, 1.0]), 1.0);
+        assert!((jain(&[1.0, 0.0]) - 0.5).abs() < 1e-12);
+        assert_eq!(jain(&[]), 1.0);
+    }
+
+    #[test]
+    fn percentiles_of_a_histogram() {
+        // 90 samples of 0, 9 of 5, 1 of 40.
+        let mut h = vec![0u64; 41];
+        h[0] = 90;
+        h[5] = 9;
+        h[40] = 1;
+        assert_eq!(percentile(&h, 0.5), 0);
+        assert_eq!(percentile(&h, 0.99), 5);
+        assert_eq!(percentile(&h, 1.0), 40);
+    }
+}

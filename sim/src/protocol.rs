@@ -1,0 +1,192 @@
+//! The protocols a simulated flow can run: every ecnq scheme (the core's
+//! sans-IO laws and decoders) plus the simulator's NewReno and Cubic models,
+//! each with drop-tail (Not-ECT) or classic ECN (ECT(0), CE = congestion).
+
+use std::fmt;
+use std::str::FromStr;
+
+use ecnq::signal::{Decoder, Law, LawConfig};
+use ecnq::{Ecn, Scheme, WireScheme};
+
+use crate::baseline::{Cubic, NewReno};
+
+/// A loss-based baseline model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Baseline {
+    /// NewReno.
+    Reno,
+    /// Cubic.
+    Cubic,
+}
+
+/// What one flow runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Protocol {
+    /// An ecnq scheme from the core.
+    Ecnq(Scheme),
+    /// A baseline; `ecn` = classic ECN (CE read as loss) instead of drop-tail only.
+    Baseline {
+        /// Which model.
+        model: Baseline,
+        /// Whether its packets are ECT(0).
+        ecn: bool,
+    },
+}
+
+impl Protocol {
+    /// Every protocol, in the order `compare` prints them.
+    pub const ALL: [Protocol; 11] = [
+        Protocol::Ecnq(Scheme::Vcp),
+        Protocol::Ecnq(Scheme::Evcp),
+        Protocol::Ecnq(Scheme::Dpcp),
+        Protocol::Ecnq(Scheme::Tpcp),
+        Protocol::Ecnq(Scheme::Bmcc),
+        Protocol::Ecnq(Scheme::Mcp),
+        Protocol::Ecnq(Scheme::Classic),
+        Protocol::Baseline {
+            model: Baseline::Reno,
+            ecn: false,
+        },
+        Protocol::Baseline {
+            model: Baseline::Reno,
+            ecn: true,
+        },
+        Protocol::Baseline {
+            model: Baseline::Cubic,
+            ecn: false,
+        },
+        Protocol::Baseline {
+            model: Baseline::Cubic,
+            ecn: true,
+        },
+    ];
+
+    /// The name used in scenario files and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Ecnq(s) => s.name(),
+            Protocol::Baseline {
+                model: Baseline::Reno,
+                ecn: false,
+            } => "reno",
+            Protocol::Baseline {
+                model: Baseline::Reno,
+                ecn: true,
+            } => "reno-ecn",
+            Protocol::Baseline {
+                model: Baseline::Cubic,
+                ecn: false,
+            } => "cubic",
+            Protocol::Baseline {
+                model: Baseline::Cubic,
+                ecn: true,
+            } => "cubic-ecn",
+        }
+    }
+
+    /// Whether the flow's sender reads router feedback (else CE is congestion).
+    pub fn router_assisted(self) -> bool {
+        matches!(self, Protocol::Ecnq(s) if s != Scheme::Classic)
+    }
+
+    /// The codepoint a sender puts on fresh data packets: each scheme's base
+    /// codepoint, which routers only raise (DESIGN.md §2).
+    pub fn data_ecn(self) -> Ecn {
+        match self {
+            Protocol::Ecnq(s) => match s.wire() {
+                WireScheme::Vcp | WireScheme::Dpcp | WireScheme::Tpcp => Ecn::Ect1,
+                WireScheme::Bmcc | WireScheme::Classic => Ecn::Ect0,
+                // MCP's lowest utilization code is `00` (MCP paper §IV-A.3).
+                WireScheme::Mcp => Ecn::NotEct,
+            },
+            Protocol::Baseline { ecn: true, .. } => Ecn::Ect0,
+            Protocol::Baseline { ecn: false, .. } => Ecn::NotEct,
+        }
+    }
+
+    /// The sender's law: the core's for ecnq schemes, the simulator's models
+    /// for the baselines.
+    pub fn law(self, config: LawConfig) -> Box<dyn Law> {
+        match self {
+            Protocol::Ecnq(s) => s.law(config),
+            Protocol::Baseline {
+                model: Baseline::Reno,
+                ..
+            } => Box::new(NewReno::new(config)),
+            Protocol::Baseline {
+                model: Baseline::Cubic,
+                ..
+            } => Box::new(Cubic::new(config)),
+        }
+    }
+
+    /// The receiver's decoder (none for classic traffic: CE is echoed instead).
+    pub fn decoder(self) -> Option<Box<dyn Decoder>> {
+        match self {
+            Protocol::Ecnq(s) => s.wire().decoder(),
+            Protocol::Baseline { .. } => None,
+        }
+    }
+}
+
+impl fmt::Display for Protocol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Protocol {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Protocol, String> {
+        let s = s.trim();
+        Protocol::ALL
+            .into_iter()
+            .find(|p| p.name().eq_ignore_ascii_case(s))
+            .or_else(|| {
+                s.eq_ignore_ascii_case("newreno")
+                    .then_some(Protocol::ALL[7])
+            })
+            .ok_or_else(|| {
+                let names: Vec<&str> = Protocol::ALL.iter().map(|p| p.name()).collect();
+                format!(
+                    "unknown scheme `{s}` (expected one of: {})",
+                    names.join(", ")
+                )
+            })
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Protocol {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for p in Protocol::ALL {
+            assert_eq!(p.name().parse::<Protocol>(), Ok(p));
+        }
+        assert_eq!(
+            "NewReno".parse::<Protocol>().map(Protocol::name),
+            Ok("reno")
+        );
+        assert!("tahoe"
+            .parse::<Protocol>()
+            .unwrap_err()
+            .contains("unknown scheme `tahoe`"));
+    }
+
+    #[test]
+    fn router_assisted_protocols_have_decoders() {
+        for p in Protocol::ALL {
+            assert_eq!(p.decoder().is_some(), p.router_assisted(), "{p}");
+            assert!(p.law(LawConfig::default()).window() > 0, "{p}");
+        }
+    }
+}

@@ -1,0 +1,170 @@
+//! Short versions of the papers' experiments, as assertions. Each runs the
+//! scenario file from `sim/scenarios/` (shortened where noted), so the files
+//! themselves are tested too.
+
+use std::path::Path;
+
+use ecnq_sim::metrics::Summary;
+use ecnq_sim::protocol::Protocol;
+use ecnq_sim::runner;
+use ecnq_sim::scenario::{Overrides, Scenario};
+
+const SECOND: u64 = 1_000_000_000;
+
+fn scenario(name: &str, set: &[&str]) -> Scenario {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scenarios")
+        .join(format!("{name}.toml"));
+    let set: Vec<String> = set.iter().map(|s| s.to_string()).collect();
+    Scenario::load(&path, &set).unwrap()
+}
+
+fn run(s: &Scenario, scheme: &str, duration_s: u64) -> Summary {
+    let o = Overrides {
+        scheme: Some(scheme.parse().unwrap()),
+        duration: Some(duration_s * SECOND),
+        ..Overrides::default()
+    };
+    runner::run(s, &o).unwrap().summary
+}
+
+fn link<'a>(s: &'a Summary, name: &str) -> &'a ecnq_sim::metrics::LinkSummary {
+    s.links.iter().find(|l| l.name == name).unwrap()
+}
+
+#[test]
+fn every_scenario_file_builds_with_every_scheme() {
+    let scenarios = runner::list().unwrap();
+    assert!(scenarios.len() >= 15, "{} scenario files", scenarios.len());
+    for (name, s) in &scenarios {
+        for p in Protocol::ALL {
+            let o = Overrides {
+                scheme: Some(p),
+                ..Overrides::default()
+            };
+            let config = s
+                .build(&o)
+                .unwrap_or_else(|e| panic!("{name} with {p}: {e}"));
+            assert!(!config.links.is_empty(), "{name}");
+        }
+    }
+}
+
+/// MCP paper Fig. 8 setting, 60 s instead of 200 s (statistics from 20 s).
+#[test]
+fn vcp_keeps_a_20_mbit_link_at_least_90_percent_utilized() {
+    let s = run(&scenario("mcp-fig8", &[]), "vcp", 60);
+    let util = link(&s, "L").utilization;
+    assert!(util >= 0.9, "VCP utilization {util}");
+}
+
+/// MCP paper Fig. 8: peak queue TCP 50, VCP 20, MCP 6 packets.
+#[test]
+fn peak_queue_mcp_below_vcp_below_newreno() {
+    let sc = scenario("mcp-fig8", &[]);
+    let peak = |scheme| link(&run(&sc, scheme, 60), "L").peak_queue_packets;
+    let (mcp, vcp, reno) = (peak("mcp"), peak("vcp"), peak("reno"));
+    assert!(
+        mcp < vcp && vcp < reno,
+        "peak queue mcp {mcp}, vcp {vcp}, reno {reno}"
+    );
+    assert_eq!(reno, 50, "NewReno fills the 50-packet buffer");
+}
+
+/// MPCP paper Fig. 3: DPCP's transition to full utilization is faster than VCP's.
+#[test]
+fn dpcp_reaches_high_utilization_faster_than_vcp() {
+    let sc = scenario("mpcp-fig3", &[]);
+    let ramp = |scheme| {
+        link(&run(&sc, scheme, 20), "L")
+            .time_to_90pct_s
+            .unwrap_or(f64::INFINITY)
+    };
+    let (dpcp, vcp) = (ramp("dpcp"), ramp("vcp"));
+    assert!(
+        dpcp < vcp,
+        "time to 90 % utilization: dpcp {dpcp} s, vcp {vcp} s"
+    );
+}
+
+/// EVCP paper Fig. 1 vs Fig. 5, scaled down to 10 Mbit/s so it runs in
+/// seconds: the second flow reaches its fair share sooner under EVCP.
+#[test]
+fn evcp_converges_faster_than_vcp() {
+    let text = r#"
+title = "EVCP convergence, small"
+scheme = "vcp"
+duration = "120s"
+mss = "1000B"
+sample = "500ms"
+[[links]]
+name = "L"
+rate = "10Mbit"
+delay = "20ms"
+buffer = "100pkt"
+[[flows]]
+rtt = "100ms"
+[[flows]]
+rtt = "100ms"
+start = "20s"
+"#;
+    let sc = Scenario::parse("evcp-small", "evcp-small", text, &[]).unwrap();
+    let converge = |scheme| {
+        run(&sc, scheme, 120).flows[1]
+            .convergence_s
+            .unwrap_or(f64::INFINITY)
+    };
+    let (evcp, vcp) = (converge("evcp"), converge("vcp"));
+    assert!(evcp < vcp, "convergence time: evcp {evcp} s, vcp {vcp} s");
+    assert!(
+        evcp.is_finite(),
+        "EVCP's second flow reaches its fair share within 100 s"
+    );
+}
+
+/// BMCC paper Figs. 2-4: utilization ≥ 90 % across capacities (forward
+/// traffic, 40 s instead of 110 s, statistics from 10 s).
+#[test]
+fn bmcc_keeps_90_percent_utilization_across_capacities() {
+    for rate in ["1Mbit", "10Mbit", "100Mbit"] {
+        let sc = scenario(
+            "bmcc-fig2-4",
+            &[&format!("links.0.rate={rate}"), "flows.1.count=0"],
+        );
+        let util = link(&run(&sc, "bmcc", 40), "L").utilization;
+        assert!(util >= 0.9, "BMCC utilization {util} at {rate}");
+    }
+}
+
+#[test]
+fn bad_scenario_files_name_file_line_and_field() {
+    let dir = std::env::temp_dir().join(format!("ecnq-sim-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("broken.toml");
+    let write_and_load = |text: &str| {
+        std::fs::write(&path, text).unwrap();
+        Scenario::load(&path, &[]).and_then(|s| s.build(&Overrides::default()).map(|_| s))
+    };
+    let head = "title = \"t\"\nscheme = \"vcp\"\nduration = \"1s\"\n[[links]]\nname = \"L\"\n";
+    let err = write_and_load(&format!(
+        "{head}rate = \"20Mbitt\"\ndelay = \"1ms\"\nbuffer = \"5pkt\"\n"
+    ))
+    .unwrap_err();
+    assert!(err.contains("broken.toml:6:"), "{err}");
+    assert!(err.contains("field `rate`"), "{err}");
+    assert!(err.contains("invalid rate `20Mbitt`"), "{err}");
+    let err = write_and_load(&format!(
+        "{head}rate = \"2Mbit\"\ndelay = \"1ms\"\nbuffer = \"5pkt\"\n[[flows]]\npath = [\"X\"]\n"
+    ))
+    .unwrap_err();
+    assert!(
+        err.contains("broken.toml:9: flows[0].path: unknown link `X`"),
+        "{err}"
+    );
+    let err = write_and_load(&format!(
+        "{head}rate = \"2Mbit\"\ndelay = \"1ms\"\nbuffer = \"5pkt\"\nspeed = 3\n"
+    ))
+    .unwrap_err();
+    assert!(err.contains("unknown field `speed`"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
