@@ -98,7 +98,7 @@ impl TestCase {
     pub fn connection_per_request(self) -> bool {
         matches!(
             self,
-            TestCase::HandshakeLoss | TestCase::HandshakeCorruption
+            TestCase::MultiConnect | TestCase::HandshakeLoss | TestCase::HandshakeCorruption
         )
     }
 
@@ -185,4 +185,51 @@ pub struct Config {
     pub keylog: Option<PathBuf>,
     /// Server listen address (UDP 443 on all interfaces).
     pub listen: SocketAddr,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_unknown_is_none() {
+        for (name, case) in NAMES {
+            assert_eq!(TestCase::from_name(name), Some(case));
+            assert_eq!(case.name(), name);
+        }
+        assert_eq!(TestCase::from_name("x7f3q"), None);
+    }
+
+    #[test]
+    fn runner_multiconnect_opens_a_connection_per_file() {
+        for name in ["multiconnect", "handshakeloss", "handshakecorruption"] {
+            let case = TestCase::from_name(name).expect("known");
+            assert!(case.connection_per_request(), "{name}");
+        }
+        assert!(!TestCase::Transfer.connection_per_request());
+    }
+
+    #[test]
+    fn parses_request_urls() {
+        let r: Request = "https://server4:443/abc".parse().unwrap();
+        assert_eq!(
+            (r.host.as_str(), r.port, r.path.as_str()),
+            ("server4", 443, "/abc")
+        );
+        let r: Request = "https://[fd00::1]:4433/x/y".parse().unwrap();
+        assert_eq!(
+            (r.host.as_str(), r.port, r.path.as_str()),
+            ("fd00::1", 4433, "/x/y")
+        );
+        let r: Request = "https://h/".parse().unwrap();
+        assert_eq!(r.port, 443);
+        for bad in [
+            "http://h/x",
+            "https://:443/x",
+            "https://h:99999/x",
+            "https://[::1/x",
+        ] {
+            assert!(bad.parse::<Request>().is_err(), "{bad}");
+        }
+    }
 }
