@@ -165,7 +165,7 @@ impl RelayChain {
         let mut next = target;
         let mut relays = Vec::new();
         for spec in links.iter().rev() {
-            let (relay, lines) = bind_relay(spec, next, None)?;
+            let (relay, lines) = bind_relay(spec, next)?;
             next = relay.local_addr().map_err(|e| e.to_string())?;
             let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
             let task = tokio::spawn(async move {
@@ -196,19 +196,15 @@ impl RelayChain {
     }
 }
 
-/// Binds a relay for `spec` toward `target`, on `listen` (default an
-/// ephemeral loopback port), with its stats collected in memory.
-pub fn bind_relay(
-    spec: &LinkSpec,
-    target: SocketAddr,
-    listen: Option<SocketAddr>,
-) -> Result<(Relay, Lines), String> {
+/// Binds a relay for `spec` toward `target` on an ephemeral loopback port,
+/// with its stats collected in memory.
+fn bind_relay(spec: &LinkSpec, target: SocketAddr) -> Result<(Relay, Lines), String> {
     let direction = Direction {
         spec: *spec,
         router: router_config(spec),
     };
     let config = RelayConfig {
-        listen: listen.unwrap_or_else(|| "127.0.0.1:0".parse().expect("literal")),
+        listen: "127.0.0.1:0".parse().expect("literal"),
         target,
         up: direction.clone(),
         down: direction,
