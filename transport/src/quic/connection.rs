@@ -137,6 +137,21 @@ impl Prepared {
     pub fn abandon(self) {
         self.socket.peers.remove(self.remote, &self.peer);
     }
+
+    /// Attaches the connection if the handshake succeeded, else gives the
+    /// registration back, so a failed attempt never holds the address.
+    pub(crate) fn settle(
+        self,
+        result: Result<quinn::Connection, super::Error>,
+    ) -> Result<Connection, super::Error> {
+        match result {
+            Ok(connection) => Ok(self.attach(connection)),
+            Err(error) => {
+                self.abandon();
+                Err(error)
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for Peer {

@@ -209,13 +209,7 @@ impl Endpoint {
             connecting.await.map_err(Error::Connection)
         }
         .await;
-        match result {
-            Ok(connection) => Ok(prepared.attach(connection)),
-            Err(error) => {
-                prepared.abandon();
-                Err(error)
-            }
-        }
+        prepared.settle(result)
     }
 
     /// Accepts the next incoming connection; `None` once the endpoint is closed.
@@ -247,13 +241,7 @@ impl Endpoint {
             connecting.await.map_err(Error::Connection)
         }
         .await;
-        match result {
-            Ok(connection) => Ok(prepared.attach(connection)),
-            Err(error) => {
-                prepared.abandon();
-                Err(error)
-            }
-        }
+        prepared.settle(result)
     }
 
     /// The local address.
