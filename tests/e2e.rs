@@ -110,14 +110,15 @@ async fn parking_lot_run(scheme: Scheme, bottleneck_mbit: u32, seconds: f64, min
 /// CI's short version: 12 Mbit/s, 12 s, in a debug build on a shared
 /// 2-core machine. The window laws' own operating point here is about
 /// γ·(1 + 0.875)/2 ≈ 0.90 of capacity (they back off by ×0.875 as soon as
-/// demand passes γ = 0.955 of it); 75 % leaves room for the noise of a
-/// loaded machine while still failing a scheme that does not fill the link.
+/// demand passes γ = 0.955 of it), and they measured 78–88 % in this test;
+/// 70 % leaves room for the noise of a loaded machine while still failing a
+/// scheme that does not fill the link.
 /// The 90 % is the opt-in test below.
 /// MCP gets 20 s and its own bound: it starts at 80 kbit/s, adjusts once per
 /// 2T = 400 ms and spends its first seven increase-decrease cycles in the
 /// fairing mode. Its utilization here measured 59–81 % across runs (the
 /// simulator has it at 0.80–0.84 on fast links, below the paper's 0.96); 60 %
-/// still fails a collapse. The window laws measured 78–88 %.
+/// still fails a collapse.
 macro_rules! parking_lot_tests {
     ($($name:ident: $scheme:expr, $seconds:expr, $min:expr;)*) => {$(
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -128,11 +129,11 @@ macro_rules! parking_lot_tests {
 }
 
 parking_lot_tests! {
-    parking_lot_vcp: Scheme::Vcp, 12.0, 0.75;
-    parking_lot_evcp: Scheme::Evcp, 12.0, 0.75;
-    parking_lot_dpcp: Scheme::Dpcp, 12.0, 0.75;
-    parking_lot_tpcp: Scheme::Tpcp, 12.0, 0.75;
-    parking_lot_bmcc: Scheme::Bmcc, 12.0, 0.75;
+    parking_lot_vcp: Scheme::Vcp, 12.0, 0.7;
+    parking_lot_evcp: Scheme::Evcp, 12.0, 0.7;
+    parking_lot_dpcp: Scheme::Dpcp, 12.0, 0.7;
+    parking_lot_tpcp: Scheme::Tpcp, 12.0, 0.7;
+    parking_lot_bmcc: Scheme::Bmcc, 12.0, 0.7;
     parking_lot_mcp: Scheme::Mcp, 20.0, 0.6;
 }
 
