@@ -6,7 +6,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use ecnq::signal::{Decoder, Law, LawConfig};
-use ecnq::{Ecn, Scheme, WireScheme};
+use ecnq::{Ecn, Scheme};
 
 use crate::baseline::{Cubic, NewReno};
 
@@ -93,12 +93,7 @@ impl Protocol {
     /// codepoint, which routers only raise (DESIGN.md §2).
     pub fn data_ecn(self) -> Ecn {
         match self {
-            Protocol::Ecnq(s) => match s.wire() {
-                WireScheme::Vcp | WireScheme::Dpcp | WireScheme::Tpcp => Ecn::Ect1,
-                WireScheme::Bmcc | WireScheme::Classic => Ecn::Ect0,
-                // MCP's lowest utilization code is `00` (MCP paper §IV-A.3).
-                WireScheme::Mcp => Ecn::NotEct,
-            },
+            Protocol::Ecnq(s) => s.wire().base_ecn(),
             Protocol::Baseline { ecn: true, .. } => Ecn::Ect0,
             Protocol::Baseline { ecn: false, .. } => Ecn::NotEct,
         }

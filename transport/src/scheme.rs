@@ -6,6 +6,7 @@ use std::str::FromStr;
 
 use crate::bmcc::{BmccDecoder, BmccLaw};
 use crate::classic::ClassicLaw;
+use crate::ecn::Ecn;
 use crate::evcp::EvcpLaw;
 use crate::mcp::{McpDecoder, McpLaw};
 use crate::mpcp::{Chain, MpcpDecoder, MpcpLaw};
@@ -165,6 +166,19 @@ impl WireScheme {
         self as u8
     }
 
+    /// The codepoint a sender of this scheme puts on its packets, for routers
+    /// to raise (DESIGN.md §2): `01` for the VCP family and MPCP (VCP's low
+    /// load, MPCP's digit 0), `10` for BMCC (ADPM's unmarked base, BMCC paper
+    /// §II-A), `00` for MCP (its lowest utilization code, MCP paper §IV-A.3),
+    /// and ECT(0) for classic ECN.
+    pub const fn base_ecn(self) -> Ecn {
+        match self {
+            WireScheme::Vcp | WireScheme::Dpcp | WireScheme::Tpcp => Ecn::Ect1,
+            WireScheme::Bmcc | WireScheme::Classic => Ecn::Ect0,
+            WireScheme::Mcp => Ecn::NotEct,
+        }
+    }
+
     /// A new receiver decoder for packets of this scheme; classic traffic
     /// carries no scheme feedback, so it has none.
     pub fn decoder(self) -> Option<Box<dyn Decoder>> {
@@ -191,6 +205,13 @@ mod tests {
         assert_eq!(" DPCP ".parse::<Scheme>(), Ok(Scheme::Dpcp));
         let err = "reno".parse::<Scheme>().unwrap_err();
         assert!(err.to_string().contains("unknown scheme `reno`"));
+    }
+
+    #[test]
+    fn base_codepoints() {
+        let base: Vec<Ecn> = Scheme::ALL.iter().map(|s| s.wire().base_ecn()).collect();
+        use Ecn::*;
+        assert_eq!(base, [Ect1, Ect1, Ect1, Ect1, Ect0, NotEct, Ect0]);
     }
 
     #[test]

@@ -139,11 +139,7 @@ fn decode(scheme: Scheme, path: &mut [RouterLink], packets: u32) -> (ecnq::Feedb
         let now = MS * 201 + Duration::from_micros(u64::from(i));
         let mut pkt = PacketMarks {
             // Senders start from the scheme's base codepoint.
-            ecn: match wire {
-                ecnq::WireScheme::Bmcc => Ecn::Ect0,
-                ecnq::WireScheme::Mcp => Ecn::NotEct,
-                _ => Ecn::Ect1,
-            },
+            ecn: wire.base_ecn(),
             tag: law.tag(),
             hash: fmix32(i),
             flow: 7,

@@ -4,8 +4,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::ecn::Ecn;
-use crate::scheme::{Scheme, WireScheme};
+use crate::scheme::Scheme;
 
 /// The congestion controller of a connection's sending direction: an ecnq
 /// scheme fed by router feedback, or one of quinn's own controllers.
@@ -92,17 +91,6 @@ impl FromStr for CongestionControl {
                 .map(CongestionControl::Ecnq)
                 .map_err(|_| UnknownController(s.to_owned())),
         }
-    }
-}
-
-/// The codepoint a sender of `wire` puts on its packets for routers to
-/// raise (DESIGN.md §2): `01` for the VCP family and MPCP, `10` for BMCC
-/// (ADPM's unmarked base), `00` for MCP (its lowest utilization code).
-pub(crate) const fn base_ecn(wire: WireScheme) -> Ecn {
-    match wire {
-        WireScheme::Vcp | WireScheme::Dpcp | WireScheme::Tpcp => Ecn::Ect1,
-        WireScheme::Bmcc | WireScheme::Classic => Ecn::Ect0,
-        WireScheme::Mcp => Ecn::NotEct,
     }
 }
 

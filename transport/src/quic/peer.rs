@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use quinn_proto::congestion::{Controller, NewRenoConfig};
 use tokio::sync::Notify;
 
-use super::congestion::{self, CongestionControl};
+use super::congestion::CongestionControl;
 use super::report::{FeedbackSender, Next, ReportFilter, Repr, SendPolicy};
 use crate::ecn::{Ecn, SchemeTag};
 use crate::hash::packet_hash;
@@ -154,7 +154,7 @@ impl Peer {
             mode: AtomicU8::new(mode as u8),
             dscp: AtomicU8::new(tag.dscp()),
             scheme_tag: tag,
-            send_ecn: congestion::base_ecn(WireScheme::from_id(tag.wire_id)),
+            send_ecn: WireScheme::from_id(tag.wire_id).base_ecn(),
             sending: Mutex::new(Sending {
                 active,
                 config,
