@@ -2,6 +2,7 @@
 //! throughput; Jain's fairness index over time; convergence time as the EVCP
 //! paper defines it; completion time of finite flows.
 
+use ecnq::fairness::jain_index;
 use serde::Serialize;
 
 use crate::engine::{FlowSample, FlowState, Nanos, Sim};
@@ -125,17 +126,6 @@ pub struct Summary {
     pub completion: Option<CompletionSummary>,
 }
 
-/// Jain's index (Σx)² / (n·Σx²); 1 for an empty or all-zero set.
-pub fn jain(xs: &[f64]) -> f64 {
-    let sum: f64 = xs.iter().sum();
-    let sq: f64 = xs.iter().map(|x| x * x).sum();
-    if xs.is_empty() || sq == 0.0 {
-        1.0
-    } else {
-        sum * sum / (xs.len() as f64 * sq)
-    }
-}
-
 fn secs(t: Nanos) -> f64 {
     t as f64 / 1e9
 }
@@ -250,7 +240,7 @@ impl Summary {
                 .map(|s| s.rate)
                 .collect();
             if !rates.is_empty() {
-                series.push((secs(t), jain(&rates)));
+                series.push((secs(t), jain_index(&rates)));
             }
         }
         let jain = JainSummary {
@@ -403,10 +393,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn jain_index() {
-        assert_eq!(jain(&[1.0, 1.0, 1.0]), 1.0);
-        assert!((jain(&[1.0, 0.0]) - 0.5).abs() < 1e-12);
-        assert_eq!(jain(&[]), 1.0);
+    fn jain_index_of_the_rates() {
+        assert_eq!(jain_index(&[1.0, 1.0, 1.0]), 1.0);
+        assert!((jain_index(&[1.0, 0.0]) - 0.5).abs() < 1e-12);
+        assert_eq!(jain_index(&[]), 1.0);
     }
 
     #[test]

@@ -23,6 +23,7 @@ pub mod bmcc;
 pub mod classic;
 pub mod ecn;
 pub mod evcp;
+pub mod fairness;
 pub mod flow_table;
 pub mod hash;
 pub mod load;

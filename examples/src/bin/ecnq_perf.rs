@@ -11,7 +11,7 @@ use ecnq_examples::perf::client::{self, ClientConfig};
 use ecnq_examples::perf::output;
 use ecnq_examples::perf::proto::{self, TestRequest, DEFAULT_PORT};
 use ecnq_examples::perf::report::{self, Interval, Report, Sum};
-use ecnq_examples::perf::{demo, server, stats};
+use ecnq_examples::perf::{demo, server};
 
 /// Measure ecnq's QUIC transport like iperf3 measures TCP: `ecnq-perf -s` on
 /// one side, `ecnq-perf -c HOST` on the other. `ecnq-perf demo` runs every
@@ -423,7 +423,7 @@ fn build_report(host: &str, args: &PerfArgs, runs: &[client::StreamRun]) -> Repo
             streams,
             sender_tcp_congestion: args.cc.to_string(),
             receiver_tcp_congestion: args.cc.to_string(),
-            fairness: stats::jain_index(&received),
+            fairness: ecnq::fairness::jain_index(&received),
         },
     }
 }

@@ -23,7 +23,9 @@ use tokio::time::Instant;
 use super::client::{self, ClientConfig, StreamRun};
 use super::proto::{self, TestRequest};
 use super::report::{rate, StreamInterval};
-use super::stats::{convergence_time, jain_index, percentile, FlowSeries};
+use ecnq::fairness::jain_index;
+
+use super::stats::{convergence_time, percentile, FlowSeries};
 
 /// A flow of a run.
 #[derive(Clone, Copy, Debug, PartialEq)]

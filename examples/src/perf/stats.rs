@@ -1,17 +1,6 @@
-//! The figures a run is judged by: Jain's fairness index, percentiles, and
-//! the EVCP paper's convergence time.
-
-/// Jain's fairness index (Σx)² / (n·Σx²): 1 when all shares are equal, 1/n
-/// when one flow has everything. Empty or all-zero input gives 1 (nothing is
-/// unfair about nothing).
-pub fn jain_index(shares: &[f64]) -> f64 {
-    let sum: f64 = shares.iter().sum();
-    let squares: f64 = shares.iter().map(|x| x * x).sum();
-    if shares.is_empty() || squares == 0.0 {
-        return 1.0;
-    }
-    sum * sum / (shares.len() as f64 * squares)
-}
+//! The figures a run is judged by besides Jain's index
+//! ([`ecnq::fairness::jain_index`]): percentiles and the EVCP paper's
+//! convergence time.
 
 /// The `p`-th percentile (0–100) by nearest rank, or `None` for no samples.
 /// NaN samples are ignored.
@@ -75,15 +64,6 @@ pub fn convergence_time(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn jain_extremes() {
-        assert_eq!(jain_index(&[5.0, 5.0, 5.0]), 1.0);
-        assert!((jain_index(&[1.0, 0.0, 0.0, 0.0]) - 0.25).abs() < 1e-12);
-        assert!((jain_index(&[3.0, 1.0]) - 0.8).abs() < 1e-12);
-        assert_eq!(jain_index(&[]), 1.0);
-        assert_eq!(jain_index(&[0.0, 0.0]), 1.0);
-    }
 
     #[test]
     fn percentiles_by_nearest_rank() {
