@@ -154,6 +154,11 @@ impl<P: LinkPacket, E: Egress<P>> Driver<P, E> {
         self.last_now
     }
 
+    /// Where released packets go.
+    pub fn egress_mut(&mut self) -> &mut E {
+        &mut self.egress
+    }
+
     /// Offers a packet that arrived at `at` (kept monotonic for the meter);
     /// a drop is counted by the link.
     pub fn enqueue(&mut self, at: Duration, packet: P) {

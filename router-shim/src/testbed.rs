@@ -420,26 +420,20 @@ fn build(t: &Topology, shim: &Path, shim_args: &[String]) -> Result<UpInfo, Stri
             ip_in(&ns, &["-6", "route", "add", &subnet, "via", &via])?;
         }
         start_shim(t, router, shim, shim_args, &dir)?;
-        for (side, table, device) in [
-            (Side::Left, TABLE_UP, UP_DEVICE),
-            (Side::Right, TABLE_DOWN, DOWN_DEVICE),
-        ] {
+        for (table, device) in [(TABLE_UP, UP_DEVICE), (TABLE_DOWN, DOWN_DEVICE)] {
             for family in ["-4", "-6"] {
                 let route = [
                     family, "route", "add", "default", "dev", device, "table", table,
                 ];
                 ip_in(&ns, &route)?;
             }
+        }
+        for side in [Side::Left, Side::Right] {
             for iface in t.router_ifaces(router, side) {
                 sysctl_in(&ns, &format!("net.ipv4.conf.{iface}.rp_filter=0"))?;
-                for family in ["-4", "-6"] {
-                    ip_in(
-                        &ns,
-                        &[family, "rule", "add", "iif", &iface, "lookup", table],
-                    )?;
-                }
             }
         }
+        shim_rules(t, router, "add")?;
         for device in [UP_DEVICE, DOWN_DEVICE] {
             sysctl_in(&ns, &format!("net.ipv4.conf.{device}.rp_filter=0"))?;
         }
@@ -553,19 +547,29 @@ pub fn udp_socket_in(ns: &str, addr: std::net::SocketAddr) -> std::io::Result<st
     .map_err(|_| std::io::Error::other("setns thread panicked"))?
 }
 
-/// Removes a router's policy rules so its kernel forwards directly, without
-/// the shim (for comparisons); the shim keeps running, idle.
-pub fn bypass_shims(topology: &Topology) -> Result<(), String> {
+/// Sends the routers' transit traffic through their shims (`through`, as
+/// `up` leaves it) or not: then each router's kernel forwards directly, for
+/// comparisons, and the shims keep running, idle.
+pub fn route_through_shims(topology: &Topology, through: bool) -> Result<(), String> {
+    let action = if through { "add" } else { "del" };
     for router in &topology.routers {
-        let ns = topology.ns(router);
-        for (side, table) in [(Side::Left, TABLE_UP), (Side::Right, TABLE_DOWN)] {
-            for iface in topology.router_ifaces(router, side) {
-                for family in ["-4", "-6"] {
-                    ip_in(
-                        &ns,
-                        &[family, "rule", "del", "iif", &iface, "lookup", table],
-                    )?;
-                }
+        shim_rules(topology, router, action)?;
+    }
+    Ok(())
+}
+
+/// Adds or deletes (`action`) the policy rules that send what arrives on a
+/// router's left interfaces into the up device's table and what arrives on
+/// its right interfaces into the down device's.
+fn shim_rules(t: &Topology, router: &str, action: &str) -> Result<(), String> {
+    let ns = t.ns(router);
+    for (side, table) in [(Side::Left, TABLE_UP), (Side::Right, TABLE_DOWN)] {
+        for iface in t.router_ifaces(router, side) {
+            for family in ["-4", "-6"] {
+                ip_in(
+                    &ns,
+                    &[family, "rule", action, "iif", &iface, "lookup", table],
+                )?;
             }
         }
     }

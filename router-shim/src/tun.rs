@@ -68,12 +68,10 @@ pub struct TunPacket {
 }
 
 impl TunPacket {
-    /// Copies and classifies an IP packet.
-    pub fn new(packet: &[u8]) -> TunPacket {
-        let mut buf = Vec::with_capacity(HEADROOM + packet.len());
-        buf.resize(HEADROOM, 0);
-        buf.extend_from_slice(packet);
-        let classified = match classify(packet) {
+    /// Classifies the IP packet in `buf`, which holds `HEADROOM` bytes, then
+    /// the packet (the buffer is kept: no copy).
+    pub fn new(buf: Vec<u8>) -> TunPacket {
+        let classified = match classify(buf.get(HEADROOM..).unwrap_or_default()) {
             Verdict::Udp(c) => Ok(c),
             Verdict::Pass(reason) => Err(reason),
         };
@@ -104,23 +102,65 @@ impl LinkPacket for TunPacket {
     }
 }
 
+/// Room of a write buffer: tun-rs coalesces datagrams into a buffer only
+/// when it holds twice the headroom plus the whole super-packet (at most
+/// 64 KiB), and never grows one itself.
+const WRITE_CAPACITY: usize = 2 * HEADROOM + 65_535;
+
+/// Spare packet buffers kept for the reader: a few batches' worth.
+const SPARE_BUFFERS: usize = 4 * IDEAL_BATCH_SIZE;
+
+/// Buffers of one direction's egress: write buffers with room for a
+/// super-packet, and packet buffers given back for the reader to reuse.
+#[derive(Debug, Default)]
+struct Buffers {
+    writes: Vec<Vec<u8>>,
+    spare: Vec<Vec<u8>>,
+}
+
+impl Buffers {
+    /// Copies each packet of `chunk` into a write buffer, so that GRO can
+    /// append the datagrams that follow it (a write per batch and flow
+    /// instead of a write per datagram); the packets' own buffers become
+    /// spare. Returns the write buffers, one per packet.
+    fn stage(&mut self, chunk: &mut [TunPacket]) -> &mut [Vec<u8>] {
+        if self.writes.len() < chunk.len() {
+            self.writes
+                .resize_with(chunk.len(), || Vec::with_capacity(WRITE_CAPACITY));
+        }
+        for (write, packet) in self.writes.iter_mut().zip(chunk.iter_mut()) {
+            write.clear();
+            write.extend_from_slice(&packet.buf);
+            if self.spare.len() < SPARE_BUFFERS {
+                self.spare.push(std::mem::take(&mut packet.buf));
+            }
+        }
+        &mut self.writes[..chunk.len()]
+    }
+
+    /// A buffer of `len` bytes for the reader, reused when one is spare.
+    fn buffer(&mut self, len: usize) -> Vec<u8> {
+        let mut buf = self.spare.pop().unwrap_or_default();
+        buf.resize(len, 0);
+        buf
+    }
+}
+
 /// Writes released packets into a TUN device, coalesced when offloading.
 struct TunEgress {
     device: Arc<SyncDevice>,
     gro: GROTable,
-    bufs: Vec<Vec<u8>>,
+    buffers: Buffers,
 }
 
 impl Egress<TunPacket> for TunEgress {
     fn send_batch(&mut self, batch: &mut Vec<TunPacket>) -> u64 {
         let mut failed = 0;
         for chunk in batch.chunks_mut(IDEAL_BATCH_SIZE) {
-            self.bufs.clear();
-            self.bufs
-                .extend(chunk.iter_mut().map(|p| std::mem::take(&mut p.buf)));
+            let writes = self.buffers.stage(chunk);
             if self
                 .device
-                .send_multiple(&mut self.gro, &mut self.bufs, HEADROOM)
+                .send_multiple(&mut self.gro, writes, HEADROOM)
                 .is_err()
             {
                 failed += chunk.len() as u64;
@@ -189,7 +229,7 @@ impl TunShim {
             let egress = TunEgress {
                 device: output.clone(),
                 gro: GROTable::default(),
-                bufs: Vec::with_capacity(IDEAL_BATCH_SIZE),
+                buffers: Buffers::default(),
             };
             let driver = Driver::new(name, link, egress, epoch, observers.clone());
             let (input, stop, mtu) = (input.clone(), stop.clone(), usize::from(config.mtu));
@@ -292,7 +332,9 @@ fn forward(
     raise_priority();
     let mut original = vec![0u8; VIRTIO_NET_HDR_LEN + 65_535];
     // Segments of a GSO packet are at most MTU-sized; plain reads fit too.
-    let mut bufs = vec![vec![0u8; HEADROOM + mtu.max(1280)]; IDEAL_BATCH_SIZE];
+    // Each read lands in the buffer the packet keeps through the link.
+    let len = HEADROOM + mtu.max(1280);
+    let mut bufs = vec![vec![0u8; len]; IDEAL_BATCH_SIZE];
     let mut sizes = vec![0usize; IDEAL_BATCH_SIZE];
     while !stop.load(Ordering::Relaxed) {
         driver.release();
@@ -318,8 +360,10 @@ fn forward(
                 // Interrupted, or a packet the offload layer cannot split: lost, like a bad frame.
                 Err(_) => continue,
             };
-            for (buf, &size) in bufs.iter().zip(&sizes).take(n) {
-                driver.enqueue(at, TunPacket::new(&buf[HEADROOM..HEADROOM + size]));
+            for (buf, &size) in bufs.iter_mut().zip(&sizes).take(n) {
+                let mut packet = std::mem::replace(buf, driver.egress_mut().buffers.buffer(len));
+                packet.truncate(HEADROOM + size);
+                driver.enqueue(at, TunPacket::new(packet));
             }
         }
     }
@@ -333,10 +377,17 @@ mod tests {
     use crate::wire::Ipv4Packet;
     use ecnq::{Ecn, SchemeTag};
 
+    /// A packet as the reader hands it over: headroom, then `ip`.
+    fn read(ip: &[u8]) -> TunPacket {
+        let mut buf = vec![0; HEADROOM];
+        buf.extend_from_slice(ip);
+        TunPacket::new(buf)
+    }
+
     #[test]
     fn tun_packet_rewrites_its_bytes() {
         let tos = SchemeTag::new(1).tos(Ecn::Ect1);
-        let mut p = TunPacket::new(&udp4([10, 0, 0, 1], [10, 0, 0, 2], (5, 6), tos, b"abc"));
+        let mut p = read(&udp4([10, 0, 0, 1], [10, 0, 0, 2], (5, 6), tos, b"abc"));
         assert_eq!(p.wire_len(), 31);
         let mut marks = p.marks().unwrap();
         marks.ecn = Ecn::Ce;
@@ -357,11 +408,61 @@ mod tests {
             .verify_checksum());
     }
 
+    /// A datagram with TOS byte `tos` and a valid UDP checksum (GRO merges only those).
+    fn datagram(tos: u8, payload: &[u8]) -> TunPacket {
+        let mut ip = udp4([10, 0, 0, 1], [10, 0, 0, 2], (5, 6), tos, payload);
+        let mut covered = vec![10, 0, 0, 1, 10, 0, 0, 2, 0, 17];
+        covered.extend_from_slice(&((ip.len() - 20) as u16).to_be_bytes());
+        covered.extend_from_slice(&ip[20..]);
+        let sum = crate::wire::checksum::compute(&covered);
+        ip[26..28].copy_from_slice(&sum.to_be_bytes());
+        read(&ip)
+    }
+
+    #[test]
+    fn staged_writes_coalesce_by_tos() {
+        // Five datagrams marked one way, then five marked another: what
+        // send_multiple does before writing merges each run into one
+        // super-packet, and never the two runs.
+        let payload = [7u8; 100];
+        let (a, b) = (
+            SchemeTag::new(1).tos(Ecn::Ect1),
+            SchemeTag::new(1).tos(Ecn::Ce),
+        );
+        let mut batch: Vec<_> = (0..10)
+            .map(|i| datagram(if i < 5 { a } else { b }, &payload))
+            .collect();
+        let mut buffers = Buffers::default();
+        let writes = buffers.stage(&mut batch);
+        GROTable::default()
+            .apply_gro(writes, HEADROOM, true)
+            .unwrap();
+        let super_packet = HEADROOM + 28 + 5 * payload.len();
+        assert_eq!(writes[0].len(), super_packet);
+        assert_eq!(writes[5].len(), super_packet);
+        assert_eq!(
+            Ipv4Packet::new_checked(&writes[0][HEADROOM..])
+                .unwrap()
+                .tos(),
+            a
+        );
+        assert_eq!(
+            Ipv4Packet::new_checked(&writes[5][HEADROOM..])
+                .unwrap()
+                .tos(),
+            b
+        );
+        // The packets' own buffers went back to the reader.
+        assert_eq!(buffers.spare.len(), 10);
+        assert_eq!(buffers.buffer(1500).len(), 1500);
+        assert_eq!(buffers.spare.len(), 9);
+    }
+
     #[test]
     fn tun_packet_passes_non_udp() {
         let mut raw = udp4([10, 0, 0, 1], [10, 0, 0, 2], (5, 6), 0x02, b"abc");
         raw[9] = 6;
-        let p = TunPacket::new(&raw);
+        let p = read(&raw);
         assert_eq!(p.marks(), Err(PassReason::NotUdp));
     }
 }
