@@ -13,6 +13,12 @@
 //! the median and range of the per-round ratio shim / kernel: each ratio
 //! comes from two trials a second apart, which saw about the same load.
 //!
+//! It also prints the CPU time each path costs per packet received: the
+//! bench's own (sender and receiver threads) plus the shim process's, from
+//! /proc (tick-sampled; softirq work counts for the thread it ran on). The
+//! host has two cores: when the path needs more CPU per packet than the
+//! kernel's, it forwards fewer packets/s as soon as the cores are busy.
+//!
 //! Needs root; prints "skipped" otherwise.
 //! Run: `cargo bench -p ecnq-shim --bench forwarding`.
 
@@ -55,6 +61,36 @@ struct Trial {
     sent: u64,
     received: u64,
     pps: f64,
+    /// CPU seconds of the bench and the shim per packet received.
+    cpu_per_packet: f64,
+}
+
+/// CPU time (user + system) a process has used so far, in seconds.
+fn cpu_seconds(pid: &str) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The fields after the command name, which is in parentheses: state is
+    // the first, utime the twelfth, stime the thirteenth.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or(vec![], |(_, rest)| rest.split_whitespace().collect());
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    (ticks(11) + ticks(12)) as f64 / hz
+}
+
+/// CPU seconds used so far by this process and the shims' namespace.
+fn cpu_used(router_ns: &str) -> f64 {
+    let shims: f64 = testbed::pids_in(router_ns)
+        .iter()
+        .map(|pid| cpu_seconds(&pid.to_string()))
+        .sum();
+    cpu_seconds("self") + shims
 }
 
 /// One sender blasting `payload`-byte datagrams for [`TRIAL`]; the receiver
@@ -105,7 +141,7 @@ fn report(trials: &[Trial]) {
         "{ROUNDS} rounds of {} s per path and payload; medians [min–max]",
         TRIAL.as_secs_f64()
     );
-    println!("path    payload      sent  received   loss            pkt/s                  Gbit/s");
+    println!("path    payload      sent  received   loss            pkt/s                  Gbit/s  CPU µs/pkt");
     for payload in PAYLOADS {
         for path in [Route::Kernel, Route::Shim] {
             let of = || {
@@ -116,8 +152,9 @@ fn report(trials: &[Trial]) {
             let sent: u64 = of().map(|t| t.sent).sum();
             let received: u64 = of().map(|t| t.received).sum();
             let (pps, lo, hi) = spread(of().map(|t| t.pps).collect());
+            let (cpu, _, _) = spread(of().map(|t| t.cpu_per_packet * 1e6).collect());
             println!(
-                "{:<7} {payload:>5} B {sent:>9} {received:>9} {:>5.1} % {pps:>8.0} [{lo:>6.0}–{hi:>6.0}] {:>6.3} [{:.3}–{:.3}]",
+                "{:<7} {payload:>5} B {sent:>9} {received:>9} {:>5.1} % {pps:>8.0} [{lo:>6.0}–{hi:>6.0}] {:>6.3} [{:.3}–{:.3}] {cpu:>6.2}",
                 path.name(),
                 100.0 * (1.0 - received as f64 / sent as f64),
                 gbps(pps, payload),
@@ -160,6 +197,7 @@ fn main() {
         let tx = testbed::udp_socket_in(&namespace(&name, "s1"), addr("s1", 4000)).unwrap();
         let rx = testbed::udp_socket_in(&namespace(&name, "r1"), addr("r1", 5000)).unwrap();
         ecnq_shim::tos_socket::set_buffers(&rx, 16 << 20);
+        let router_ns = namespace(&name, "rt");
         // `up` leaves transit traffic going through the shim.
         let mut current = Route::Shim;
         let mut trials = Vec::new();
@@ -175,6 +213,7 @@ fn main() {
                         testbed::route_through_shims(&topology, path == Route::Shim).unwrap();
                         current = path;
                     }
+                    let cpu = cpu_used(&router_ns);
                     let (sent, received, pps) = blast(&tx, &rx, payload);
                     trials.push(Trial {
                         path,
@@ -183,6 +222,7 @@ fn main() {
                         sent,
                         received,
                         pps,
+                        cpu_per_packet: (cpu_used(&router_ns) - cpu) / received as f64,
                     });
                 }
             }

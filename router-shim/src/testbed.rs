@@ -577,7 +577,7 @@ fn shim_rules(t: &Topology, router: &str, action: &str) -> Result<(), String> {
 }
 
 /// Processes running in a namespace.
-fn pids_in(ns: &str) -> Vec<i32> {
+pub fn pids_in(ns: &str) -> Vec<i32> {
     run("ip", &["netns", "pids", ns])
         .unwrap_or_default()
         .split_whitespace()

@@ -78,9 +78,9 @@ impl TunPacket {
         TunPacket { buf, classified }
     }
 
-    /// The IP packet.
+    /// The IP packet (empty if the buffer is shorter than the headroom).
     pub fn packet(&self) -> &[u8] {
-        &self.buf[HEADROOM..]
+        self.buf.get(HEADROOM..).unwrap_or_default()
     }
 }
 
