@@ -94,23 +94,28 @@ fn cpu_used(router_ns: &str) -> f64 {
 }
 
 /// One sender blasting `payload`-byte datagrams for [`TRIAL`]; the receiver
-/// counts what arrives between its first and last packet. Returns (sent,
-/// received, packets/s).
-fn blast(tx: &UdpSocket, rx: &UdpSocket, payload: usize) -> (u64, u64, f64) {
+/// counts what arrives between its first and last packet. Each datagram
+/// starts with the trial's number, so a straggler from an earlier trial is
+/// not counted. Returns (sent, received, packets/s).
+fn blast(tx: &UdpSocket, rx: &UdpSocket, payload: usize, trial: u32) -> (u64, u64, f64) {
     let to = rx.local_addr().unwrap();
     let rx = rx.try_clone().unwrap();
     rx.set_read_timeout(Some(DRAIN)).unwrap();
     let receiver = thread::spawn(move || {
         let mut buf = vec![0u8; 2048];
         let (mut n, mut first, mut last) = (0u64, None, Instant::now());
-        while rx.recv(&mut buf).is_ok() {
+        while let Ok(len) = rx.recv(&mut buf) {
+            if len != payload || buf[..4] != trial.to_be_bytes() {
+                continue;
+            }
             n += 1;
             last = Instant::now();
             first.get_or_insert(last);
         }
         (n, first.map(|f| last - f))
     });
-    let data = vec![0u8; payload];
+    let mut data = vec![0u8; payload];
+    data[..4].copy_from_slice(&trial.to_be_bytes());
     let start = Instant::now();
     let mut sent = 0u64;
     while start.elapsed() < TRIAL {
@@ -214,7 +219,7 @@ fn main() {
                         current = path;
                     }
                     let cpu = cpu_used(&router_ns);
-                    let (sent, received, pps) = blast(&tx, &rx, payload);
+                    let (sent, received, pps) = blast(&tx, &rx, payload, trials.len() as u32);
                     trials.push(Trial {
                         path,
                         payload,
