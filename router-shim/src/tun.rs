@@ -74,7 +74,7 @@ impl TunPacket {
         buf.resize(HEADROOM, 0);
         buf.extend_from_slice(packet);
         let classified = match classify(packet) {
-            Verdict::Udp(c) => Ok(c),
+            Verdict::Udp(c) | Verdict::Tcp(c) => Ok(c),
             Verdict::Pass(reason) => Err(reason),
         };
         TunPacket { buf, classified }
@@ -360,7 +360,7 @@ mod tests {
     #[test]
     fn tun_packet_passes_non_udp() {
         let mut raw = udp4([10, 0, 0, 1], [10, 0, 0, 2], (5, 6), 0x02, b"abc");
-        raw[9] = 6;
+        raw[9] = 1; // ICMP
         let p = TunPacket::new(&raw);
         assert_eq!(p.marks(), Err(PassReason::NotUdp));
     }
