@@ -405,6 +405,8 @@ fn build(t: &Topology, shim: &Path, shim_args: &[String]) -> Result<UpInfo, Stri
         }
     }
     let dir = state_dir(&t.name);
+    // Logs of an earlier testbed of this name go; a restarted shim appends.
+    let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     for router in &t.routers {
         let ns = t.ns(router);
