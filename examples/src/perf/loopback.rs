@@ -461,6 +461,25 @@ impl RunResult {
     }
 }
 
+/// Each flow's samples up to its scheduled end: later ones cover its
+/// wind-down (the last data draining, waiting for the result) and would make
+/// a flow look converged next to a partner that is stopping too.
+fn while_scheduled(flows: &[FlowTotal], series: &[FlowSeries]) -> Vec<FlowSeries> {
+    series
+        .iter()
+        .zip(flows)
+        .map(|(s, f)| FlowSeries {
+            start: s.start,
+            samples: s
+                .samples
+                .iter()
+                .copied()
+                .filter(|&(t, _)| t <= s.start + f.seconds + SAMPLE_WINDOW / 3.0)
+                .collect(),
+        })
+        .collect()
+}
+
 /// What one flow of a run delivered.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FlowTotal {
@@ -502,10 +521,47 @@ pub fn summarize(
         queue_p99_ms: percentile(&queue, 99.0).unwrap_or(0.0),
         loss: link.loss(),
         jain: jain_index(&tail),
-        converge_s: convergence_time(series, series.len().saturating_sub(1), 0.2, SAMPLE_WINDOW),
+        converge_s: convergence_time(
+            &while_scheduled(flows, series),
+            series.len().saturating_sub(1),
+            0.2,
+            SAMPLE_WINDOW,
+        ),
         flows: flows
             .iter()
             .map(|f| (f.label.clone(), f.received as f64 * 8.0 / f.seconds / 1e6))
             .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wind_down_samples_do_not_make_a_flow_converge() {
+        let flow = |seconds| FlowTotal {
+            label: "vcp".into(),
+            seconds,
+            received: 1_000_000,
+        };
+        let flows = [flow(10.0), flow(6.0)];
+        // The late flow stays at a tenth of the early one's rate while both
+        // send; after their scheduled ends both wind down and look alike.
+        let series = [
+            FlowSeries {
+                start: 0.0,
+                samples: vec![(9.0, 10e6), (10.0, 10e6), (10.3, 0.5e6)],
+            },
+            FlowSeries {
+                start: 4.0,
+                samples: vec![(9.05, 1e6), (10.0, 1e6), (10.35, 0.5e6)],
+            },
+        ];
+        let link = LinkSeries::default();
+        assert_eq!(convergence_time(&series, 1, 0.2, SAMPLE_WINDOW), Some(6.35));
+        let row = summarize("vcp", &flows, &series, &link, 10.4);
+        assert_eq!(row.converge_s, None);
+        assert_eq!(row.flows.len(), 2);
     }
 }
