@@ -199,7 +199,10 @@ pub async fn run(args: TestbedArgs) -> Result<(), String> {
     });
     let outcome = tokio::select! {
         result = finished => result.unwrap_or_else(|_| Err("the comparison panicked".into())),
-        _ = tokio::signal::ctrl_c() => Err("interrupted".into()),
+        _ = tokio::signal::ctrl_c() => {
+            eprintln!();
+            Err("interrupted; the testbed is removed".into())
+        }
     };
     let removed = bed::down(&name);
     let summaries = outcome?;
