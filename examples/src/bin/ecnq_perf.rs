@@ -35,6 +35,10 @@ enum Command {
     /// namespaces, a TUN shim per router; root), with kernel TCP through
     /// iperf3 (reno, cubic, bbr; ECN on) as extra baselines. Always removes
     /// the testbed again, also on an error or Ctrl-C.
+    ///
+    /// The link options describe each router's link: the parking lot's long
+    /// flow crosses two, so its round trip is twice --rtt. Plots and
+    /// summary.json go to OUT/testbed-TOPOLOGY.
     Testbed(testbed::TestbedArgs),
 }
 

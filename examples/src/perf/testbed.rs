@@ -122,15 +122,20 @@ struct Plan {
     paths: Vec<usize>,
 }
 
-/// Flow `i` takes the next path: on the parking lot the first flow is the
-/// long one and later ones alternate between the local paths.
+/// Flow `i` takes the next path: on the dumbbell the pairs take turns; on
+/// the parking lot the first flow is the long one and later ones alternate
+/// between the local paths.
 fn plan(layout: Layout, name: &str, flows: &[Flow]) -> Plan {
     let n = layout.paths().len();
     Plan {
         name: name.to_owned(),
         flows: flows.to_vec(),
         paths: (0..flows.len())
-            .map(|i| if i == 0 { 0 } else { 1 + (i - 1) % (n - 1) })
+            .map(|i| match (layout, i) {
+                (Layout::Dumbbell, _) => i % n,
+                (Layout::ParkingLot, 0) => 0,
+                (Layout::ParkingLot, _) => 1 + (i - 1) % (n - 1),
+            })
             .collect(),
     }
 }
@@ -605,4 +610,68 @@ pub fn find_shim() -> Result<PathBuf, String> {
             "cannot find ecnq-shim: build it (cargo build --release -p ecnq-shim) or pass --shim PATH"
                 .to_owned()
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: TestbedArgs,
+    }
+
+    fn args(extra: &[&str]) -> TestbedArgs {
+        Cli::try_parse_from(std::iter::once("testbed").chain(extra.iter().copied()))
+            .unwrap()
+            .args
+    }
+
+    #[test]
+    fn parking_lot_runs_the_long_flow_first_and_a_late_flow_per_bottleneck() {
+        let a = args(&["--topology", "parking-lot", "--duration", "9"]);
+        let cc = CongestionControl::Ecnq(Scheme::Vcp);
+        let p = single_plan(a.topology, &a.run, cc, "vcp");
+        assert_eq!(p.paths, [0, 1, 2]);
+        let offsets: Vec<f64> = p.flows.iter().map(|f| f.offset).collect();
+        assert_eq!(offsets, [0.0, 3.0, 3.0]);
+        let d = single_plan(Layout::Dumbbell, &a.run, cc, "vcp");
+        assert_eq!(d.paths, [0, 1]);
+        let mixed = plan(Layout::Dumbbell, "mixed", &a.run.mixed().unwrap());
+        assert_eq!(mixed.paths, vec![0, 1, 0, 1, 0, 1, 0, 1]);
+        let mixed = plan(Layout::ParkingLot, "mixed", &a.run.mixed().unwrap());
+        assert_eq!(mixed.paths, vec![0, 1, 2, 1, 2, 1, 2, 1]);
+    }
+
+    #[test]
+    fn tcp_options_are_checked() {
+        assert_eq!(args(&[]).tcp, ["reno", "cubic", "bbr"]);
+        assert_eq!(args(&["--tcp", "none"]).tcp, ["none"]);
+        let err = Cli::try_parse_from(["testbed", "--tcp", "vegas"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("expected reno, cubic, bbr or none"), "{err}");
+    }
+
+    #[test]
+    fn iperf3_reports_become_flow_totals() {
+        let flow = Flow {
+            cc: CongestionControl::Cubic,
+            offset: 2.0,
+            seconds: 4.0,
+        };
+        let json = r#"{"intervals":[{"sum":{"end":0.25,"bits_per_second":8e6}},
+            {"sum":{"end":0.5,"bits_per_second":9e6}}],
+            "end":{"sum_received":{"bytes":5000000}}}"#;
+        let (total, series) = parse_iperf3(json, "cubic", &flow).unwrap();
+        assert_eq!(total.label, "tcp-cubic");
+        assert_eq!(total.received, 5_000_000);
+        assert_eq!(series.samples, [(2.25, 8e6), (2.5, 9e6)]);
+        let err = parse_iperf3(r#"{"error":"unable to connect"}"#, "reno", &flow).unwrap_err();
+        assert_eq!(err, "iperf3: unable to connect");
+        assert!(parse_iperf3("", "reno", &flow).is_err());
+    }
 }
