@@ -4,11 +4,11 @@
 //! Short versions run in CI (`cargo test`). Longer and heavier ones are
 //! `#[ignore]`d: `cargo test -p ecnq-e2e --release -- --ignored`.
 //!
-//! Not covered yet: a shim restarted in the middle of a transfer. Through
-//! the relay a restart is a NAT rebinding (the server sees a new source
-//! port) and ecnq's server endpoints disable migration, because their
-//! socket keys per-connection state by address; the case belongs on the
-//! TUN testbed, where a restarted router keeps every address.
+//! A shim restarted in the middle of a transfer is tested in `testbed.rs`,
+//! on the TUN testbed, where a restarted router keeps every address.
+//! Through the relay a restart is a NAT rebinding (the server sees a new
+//! source port) and ecnq's server endpoints disable migration, because
+//! their socket keys per-connection state by address.
 
 use std::time::Duration;
 

@@ -1,7 +1,9 @@
 //! Classification: from a raw IP packet to the [`PacketMarks`] a marker
 //! rewrites, and back (DESIGN.md §4: parse → classify → mark).
 //!
-//! Only unfragmented UDP over IPv4 / IPv6 is classified. Fragments, other
+//! Unfragmented UDP and TCP over IPv4 / IPv6 are classified: UDP carries
+//! ecnq's QUIC, TCP gets the classic CE marking of untagged ECT traffic
+//! (kernel TCP with ECN on, the testbed's baselines). Fragments, other
 //! protocols and malformed packets pass untouched: they are queued like any
 //! packet but never re-marked, and [`PassCounters`] counts them.
 
@@ -11,12 +13,17 @@ use ecnq::{packet_hash, Ecn, PacketMarks, SchemeTag};
 
 use crate::wire::{self, Ipv4Packet, Ipv6Packet, UdpPacket, PROTO_UDP};
 
+/// IANA protocol number of TCP.
+const PROTO_TCP: u8 = 6;
+/// The shortest TCP header (RFC 9293 §3.1).
+const TCP_HEADER_MIN: usize = 20;
+
 /// Why a packet is passed without marking.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PassReason {
     /// An IPv4 fragment, or an IPv6 packet with a fragment header.
     Fragment,
-    /// Not UDP (TCP, ICMP, ESP, ...).
+    /// Neither UDP nor TCP (ICMP, ESP, ...).
     NotUdp,
     /// Not a well-formed IPv4 / IPv6 / UDP packet.
     Malformed,
@@ -31,7 +38,7 @@ pub enum IpVersion {
     V6,
 }
 
-/// A classified UDP packet.
+/// A classified UDP or TCP packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Classified {
     /// Which header holds the marks.
@@ -47,6 +54,8 @@ pub struct Classified {
 pub enum Verdict {
     /// A UDP packet the marker may rewrite.
     Udp(Classified),
+    /// A TCP segment the marker may rewrite (its ECN field).
+    Tcp(Classified),
     /// A packet to forward untouched.
     Pass(PassReason),
 }
@@ -56,7 +65,7 @@ pub enum Verdict {
 pub struct PassCounters {
     /// Fragments.
     pub fragment: u64,
-    /// Non-UDP packets.
+    /// Packets neither UDP nor TCP.
     pub not_udp: u64,
     /// Malformed packets.
     pub malformed: u64,
@@ -137,11 +146,15 @@ fn classify_v4(packet: &[u8]) -> Verdict {
     if ip.is_fragment() {
         return Verdict::Pass(PassReason::Fragment);
     }
-    if ip.protocol() != PROTO_UDP {
-        return Verdict::Pass(PassReason::NotUdp);
-    }
     let (src, dst) = (IpAddr::V4(ip.src_addr()), IpAddr::V4(ip.dst_addr()));
-    udp_verdict(IpVersion::V4, ip.tos(), src, dst, ip.payload())
+    transport_verdict(
+        IpVersion::V4,
+        ip.protocol(),
+        ip.tos(),
+        src,
+        dst,
+        ip.payload(),
+    )
 }
 
 fn classify_v6(packet: &[u8]) -> Verdict {
@@ -155,25 +168,51 @@ fn classify_v6(packet: &[u8]) -> Verdict {
     if upper.fragment {
         return Verdict::Pass(PassReason::Fragment);
     }
-    if upper.protocol != PROTO_UDP {
-        return Verdict::Pass(PassReason::NotUdp);
-    }
     let (src, dst) = (IpAddr::V6(ip.src_addr()), IpAddr::V6(ip.dst_addr()));
-    let datagram = &ip.packet_bytes()[upper.offset..];
-    udp_verdict(IpVersion::V6, ip.traffic_class(), src, dst, datagram)
+    let upper_bytes = &ip.packet_bytes()[upper.offset..];
+    let version = IpVersion::V6;
+    transport_verdict(
+        version,
+        upper.protocol,
+        ip.traffic_class(),
+        src,
+        dst,
+        upper_bytes,
+    )
 }
 
-fn udp_verdict(version: IpVersion, tos: u8, src: IpAddr, dst: IpAddr, datagram: &[u8]) -> Verdict {
-    let Ok(udp) = UdpPacket::new_checked(datagram) else {
-        return Verdict::Pass(PassReason::Malformed);
-    };
-    let src = SocketAddr::new(src, udp.src_port());
-    let dst = SocketAddr::new(dst, udp.dst_port());
-    Verdict::Udp(Classified {
+/// Classifies the UDP datagram or TCP segment `upper` of an IP packet.
+fn transport_verdict(
+    version: IpVersion,
+    protocol: u8,
+    tos: u8,
+    src: IpAddr,
+    dst: IpAddr,
+    upper: &[u8],
+) -> Verdict {
+    let classified = |src_port, dst_port, payload| Classified {
         version,
         tos,
-        marks: marks_of(tos, src, dst, udp.payload()),
-    })
+        marks: marks_of(
+            tos,
+            SocketAddr::new(src, src_port),
+            SocketAddr::new(dst, dst_port),
+            payload,
+        ),
+    };
+    match protocol {
+        PROTO_UDP => match UdpPacket::new_checked(upper) {
+            Ok(udp) => Verdict::Udp(classified(udp.src_port(), udp.dst_port(), udp.payload())),
+            Err(_) => Verdict::Pass(PassReason::Malformed),
+        },
+        // The ports lead the TCP header; the hash covers the whole segment.
+        PROTO_TCP if upper.len() >= TCP_HEADER_MIN => {
+            let port = |at: usize| u16::from_be_bytes([upper[at], upper[at + 1]]);
+            Verdict::Tcp(classified(port(0), port(2), upper))
+        }
+        PROTO_TCP => Verdict::Pass(PassReason::Malformed),
+        _ => Verdict::Pass(PassReason::NotUdp),
+    }
 }
 
 /// Writes `marks` back into a packet [`classify`] accepted. Leaves the bytes
@@ -262,17 +301,41 @@ mod tests {
     }
 
     #[test]
+    fn classifies_tcp_for_classic_marking() {
+        // A UDP packet turned TCP: its 8-byte header and 12 bytes make a
+        // 20-byte TCP header whose ports are the UDP ports.
+        let mut pkt = udp4([10, 0, 0, 1], [10, 0, 0, 2], (4000, 80), 0b10, &[7; 12]);
+        pkt[9] = PROTO_TCP;
+        let Verdict::Tcp(c) = classify(&pkt) else {
+            panic!("not classified: {:?}", classify(&pkt));
+        };
+        assert_eq!(c.marks.ecn, Ecn::Ect0);
+        assert_eq!(c.marks.tag, SchemeTag::UNTAGGED);
+        assert_eq!(c.marks.hash, packet_hash(&pkt[20..]));
+        let src: SocketAddr = "10.0.0.1:4000".parse().unwrap();
+        assert_eq!(c.marks.flow, flow_key(src, "10.0.0.2:80".parse().unwrap()));
+        let mut ce = c.marks;
+        ce.ecn = Ecn::Ce;
+        rewrite(&mut pkt, &c, &ce);
+        assert_eq!(Ipv4Packet::new_checked(&pkt[..]).unwrap().tos(), 0b11);
+        // Shorter than a TCP header.
+        let mut short = udp4([1, 1, 1, 1], [2, 2, 2, 2], (1, 2), 1, b"abc");
+        short[9] = PROTO_TCP;
+        assert_eq!(classify(&short), Verdict::Pass(PassReason::Malformed));
+    }
+
+    #[test]
     fn passes_fragments_non_udp_and_garbage() {
         let mut frag = udp4([1, 1, 1, 1], [2, 2, 2, 2], (1, 2), 1, b"abc");
         frag[6] = 0x20;
-        let mut tcp = udp4([1, 1, 1, 1], [2, 2, 2, 2], (1, 2), 1, b"abc");
-        tcp[9] = 6;
+        let mut esp = udp4([1, 1, 1, 1], [2, 2, 2, 2], (1, 2), 1, b"abc");
+        esp[9] = 50;
         let frag6 = udp6(1, 44, &[PROTO_UDP, 0, 0, 1, 0, 0, 0, 1], (1, 2), b"z");
         let icmp6 = udp6(1, 58, &[], (1, 2), b"z");
         let mut counters = PassCounters::default();
         for (pkt, want) in [
             (&frag[..], PassReason::Fragment),
-            (&tcp[..], PassReason::NotUdp),
+            (&esp[..], PassReason::NotUdp),
             (&frag6[..], PassReason::Fragment),
             (&icmp6[..], PassReason::NotUdp),
             (&[][..], PassReason::Malformed),
@@ -302,11 +365,11 @@ mod tests {
             if let Some(first) = data.first_mut() {
                 *first = version;
             }
-            if let Verdict::Udp(c) = classify(&data) {
+            if let Verdict::Udp(c) | Verdict::Tcp(c) = classify(&data) {
                 let mut marks = c.marks;
                 marks.ecn = Ecn::from_bits(ecn);
                 rewrite(&mut data, &c, &marks);
-                let Verdict::Udp(again) = classify(&data) else {
+                let (Verdict::Udp(again) | Verdict::Tcp(again)) = classify(&data) else {
                     panic!("a rewrite must keep the packet classifiable");
                 };
                 prop_assert_eq!(again.marks, marks);

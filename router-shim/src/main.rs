@@ -195,6 +195,29 @@ fn command() -> Command {
                         ),
                 )
                 .subcommand(
+                    Command::new("restart")
+                        .about(
+                            "Kill a router's shim (SIGKILL, like a crash) and start a new one: \
+                             addresses and policy rules stay, the routes into its new devices \
+                             are added again",
+                        )
+                        .arg(Arg::new("testbed").required(true).value_name("NAME|TOPOLOGY"))
+                        .arg(
+                            Arg::new("router")
+                                .long("router")
+                                .value_name("ROUTER")
+                                .default_value("rt")
+                                .help("Which router: rt (dumbbell) or rt1..rtK (parking lot)"),
+                        )
+                        .arg(
+                            Arg::new("shim-args")
+                                .num_args(0..)
+                                .last(true)
+                                .value_name("SHIM ARGS")
+                                .help("Arguments of the new shim [default: those given to `up`]"),
+                        ),
+                )
+                .subcommand(
                     Command::new("down")
                         .about("Remove a testbed")
                         .arg(Arg::new("testbed").required(true).value_name("NAME|TOPOLOGY")),
@@ -465,14 +488,23 @@ fn testbed(m: &ArgMatches) -> Result<(), String> {
                 None => name_of(topology)?,
             };
             let layout = Topology::new(name, shape)?;
-            let shim =
-                std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
+            let shim = this_program()?;
             let args: Vec<String> = m
                 .get_many::<String>("shim-args")
                 .map(|v| v.cloned().collect())
                 .unwrap_or_default();
             let info = testbed::up(&layout, &shim, &args)?;
             print!("{}", info.summary);
+            Ok(())
+        }
+        Some(("restart", m)) => {
+            let name = name_of(text(m, "testbed").unwrap_or_default())?;
+            let router = text(m, "router").unwrap_or("rt");
+            let args: Option<Vec<String>> = m
+                .get_many::<String>("shim-args")
+                .map(|v| v.cloned().collect());
+            testbed::restart(name, router, &this_program()?, args.as_deref())?;
+            println!("testbed {name}: restarted the shim of {router}");
             Ok(())
         }
         Some(("down", m)) => {
@@ -486,8 +518,13 @@ fn testbed(m: &ArgMatches) -> Result<(), String> {
             print!("{}", testbed::status(name)?);
             Ok(())
         }
-        _ => Err("testbed: expected up, down or status".to_owned()),
+        _ => Err("testbed: expected up, restart, down or status".to_owned()),
     }
+}
+
+/// This executable, which the testbed runs as each router's shim.
+fn this_program() -> Result<std::path::PathBuf, String> {
+    std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))
 }
 
 fn signal_runtime() -> Result<tokio::runtime::Runtime, String> {

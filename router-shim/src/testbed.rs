@@ -33,6 +33,9 @@ pub const UP_DEVICE: &str = "ecnq-up";
 pub const DOWN_DEVICE: &str = "ecnq-down";
 /// How long `up` waits for a shim to create its devices.
 const SHIM_START_TIMEOUT: Duration = Duration::from_secs(10);
+/// The file in the state directory holding the shims' arguments (NUL
+/// separated), for `restart`.
+const SHIM_ARGS_FILE: &str = "shim-args";
 
 /// The shapes `testbed` builds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -402,6 +405,8 @@ fn build(t: &Topology, shim: &Path, shim_args: &[String]) -> Result<UpInfo, Stri
         }
     }
     let dir = state_dir(&t.name);
+    // Logs of an earlier testbed of this name go; a restarted shim appends.
+    let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     for router in &t.routers {
         let ns = t.ns(router);
@@ -419,46 +424,64 @@ fn build(t: &Topology, shim: &Path, shim_args: &[String]) -> Result<UpInfo, Stri
         for (subnet, via) in t.router_routes6(router) {
             ip_in(&ns, &["-6", "route", "add", &subnet, "via", &via])?;
         }
-        start_shim(t, router, shim, shim_args, &dir)?;
-        for (table, device) in [(TABLE_UP, UP_DEVICE), (TABLE_DOWN, DOWN_DEVICE)] {
-            for family in ["-4", "-6"] {
-                let route = [
-                    family, "route", "add", "default", "dev", device, "table", table,
-                ];
-                ip_in(&ns, &route)?;
-            }
-        }
+        attach_shim(&ns, router, shim, shim_args, &dir)?;
         for side in [Side::Left, Side::Right] {
             for iface in t.router_ifaces(router, side) {
                 sysctl_in(&ns, &format!("net.ipv4.conf.{iface}.rp_filter=0"))?;
             }
         }
         shim_rules(t, router, "add")?;
-        for device in [UP_DEVICE, DOWN_DEVICE] {
-            sysctl_in(&ns, &format!("net.ipv4.conf.{device}.rp_filter=0"))?;
-        }
     }
+    let saved = dir.join(SHIM_ARGS_FILE);
+    fs::write(&saved, shim_args.join("\0"))
+        .map_err(|e| format!("cannot write {}: {e}", saved.display()))?;
     Ok(UpInfo {
         summary: summary(t),
     })
 }
 
-/// Starts `ecnq-shim tun` in a router's namespace, detached, logging to the
-/// state directory; waits until its devices exist.
-fn start_shim(
-    t: &Topology,
+/// Starts a router's shim and points the router's policy tables at its
+/// devices. The routes go with the devices when the shim exits, so a
+/// restarted shim needs them again; the rules (by incoming interface) stay.
+fn attach_shim(
+    ns: &str,
     router: &str,
     shim: &Path,
     shim_args: &[String],
     dir: &Path,
 ) -> Result<(), String> {
-    let ns = t.ns(router);
+    start_shim(ns, router, shim, shim_args, dir)?;
+    for (table, device) in [(TABLE_UP, UP_DEVICE), (TABLE_DOWN, DOWN_DEVICE)] {
+        for family in ["-4", "-6"] {
+            let route = [
+                family, "route", "add", "default", "dev", device, "table", table,
+            ];
+            ip_in(ns, &route)?;
+        }
+        sysctl_in(ns, &format!("net.ipv4.conf.{device}.rp_filter=0"))?;
+    }
+    Ok(())
+}
+
+/// Starts `ecnq-shim tun` in a router's namespace, detached, logging to the
+/// state directory (appending: a restarted shim's lines follow the old
+/// ones); waits until its devices exist.
+fn start_shim(
+    ns: &str,
+    router: &str,
+    shim: &Path,
+    shim_args: &[String],
+    dir: &Path,
+) -> Result<(), String> {
     let log_path = dir.join(format!("{router}.log"));
-    let log = fs::File::create(&log_path)
-        .map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
+    let log = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .map_err(|e| format!("cannot open {}: {e}", log_path.display()))?;
     let err_log = log.try_clone().map_err(|e| e.to_string())?;
     let mut cmd = Command::new("ip");
-    cmd.args(["netns", "exec", &ns])
+    cmd.args(["netns", "exec", ns])
         .arg(shim)
         .args(["tun", "--up-dev", UP_DEVICE, "--down-dev", DOWN_DEVICE])
         .args(shim_args)
@@ -471,7 +494,7 @@ fn start_shim(
         .map_err(|e| format!("cannot start {}: {e}", shim.display()))?;
     let start = Instant::now();
     loop {
-        let devices = ip_in(&ns, &["-o", "link", "show"])?;
+        let devices = ip_in(ns, &["-o", "link", "show"])?;
         if devices.contains(UP_DEVICE) && devices.contains(DOWN_DEVICE) {
             return Ok(());
         }
@@ -533,18 +556,27 @@ pub fn existing(testbed: &str) -> Result<Vec<String>, String> {
 /// A UDP socket bound to `addr` inside namespace `ns` (the socket stays in
 /// that namespace whichever thread uses it).
 pub fn udp_socket_in(ns: &str, addr: std::net::SocketAddr) -> std::io::Result<std::net::UdpSocket> {
-    let path = format!("/run/netns/{ns}");
+    let ns = ns.to_owned();
     // setns changes the calling thread only: do it on a throwaway one.
     thread::spawn(move || {
-        let ns = fs::File::open(&path)?;
-        // SAFETY: a valid namespace descriptor; affects this thread only.
-        if unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&ns), libc::CLONE_NEWNET) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
+        enter(&ns)?;
         std::net::UdpSocket::bind(addr)
     })
     .join()
     .map_err(|_| std::io::Error::other("setns thread panicked"))?
+}
+
+/// Moves the calling thread into network namespace `ns`: sockets it opens
+/// from then on (and threads it starts) live there. Other threads stay put.
+pub fn enter(ns: &str) -> std::io::Result<()> {
+    let path = format!("/run/netns/{ns}");
+    let file = fs::File::open(&path)
+        .map_err(|e| std::io::Error::new(e.kind(), format!("namespace {ns}: {e}")))?;
+    // SAFETY: a valid namespace descriptor; affects this thread only.
+    if unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&file), libc::CLONE_NEWNET) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Sends the routers' transit traffic through their shims (`through`, as
@@ -574,6 +606,54 @@ fn shim_rules(t: &Topology, router: &str, action: &str) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Kills the shim of router `router` of a running testbed with SIGKILL (a
+/// crash: no final counters), waits until it is gone and starts a new one
+/// with the arguments `up` was given (or `shim_args`, if some). The new shim
+/// appends to the same log; policy rules and addresses never went away, the
+/// routes into its devices are added again.
+pub fn restart(
+    testbed: &str,
+    router: &str,
+    shim: &Path,
+    shim_args: Option<&[String]>,
+) -> Result<(), String> {
+    let ns = namespace(testbed, router);
+    if !existing(testbed)?.contains(&ns) {
+        return Err(format!("testbed `{testbed}` has no router `{router}`"));
+    }
+    let dir = state_dir(testbed);
+    let args: Vec<String> = match shim_args {
+        Some(args) => args.to_vec(),
+        None => {
+            let saved = dir.join(SHIM_ARGS_FILE);
+            let text = fs::read_to_string(&saved)
+                .map_err(|e| format!("cannot read {}: {e}", saved.display()))?;
+            text.split('\0')
+                .filter(|a| !a.is_empty())
+                .map(str::to_owned)
+                .collect()
+        }
+    };
+    let deadline = Instant::now() + SHIM_START_TIMEOUT;
+    loop {
+        let pids = pids_in(&ns);
+        // The devices go when the dead shim's descriptors close.
+        let devices = ip_in(&ns, &["-o", "link", "show"])?;
+        if pids.is_empty() && !devices.contains(UP_DEVICE) && !devices.contains(DOWN_DEVICE) {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err(format!("the shim in {ns} does not exit (pids {pids:?})"));
+        }
+        for pid in pids {
+            // SAFETY: kill(2) with a pid the kernel just listed.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    attach_shim(&ns, router, shim, &args, &dir)
 }
 
 /// Processes running in a namespace.

@@ -72,7 +72,7 @@ impl TunPacket {
     /// the packet (the buffer is kept: no copy).
     pub fn new(buf: Vec<u8>) -> TunPacket {
         let classified = match classify(buf.get(HEADROOM..).unwrap_or_default()) {
-            Verdict::Udp(c) => Ok(c),
+            Verdict::Udp(c) | Verdict::Tcp(c) => Ok(c),
             Verdict::Pass(reason) => Err(reason),
         };
         TunPacket { buf, classified }
@@ -509,7 +509,7 @@ mod tests {
     #[test]
     fn tun_packet_passes_non_udp() {
         let mut raw = udp4([10, 0, 0, 1], [10, 0, 0, 2], (5, 6), 0x02, b"abc");
-        raw[9] = 6;
+        raw[9] = 1; // ICMP
         let p = read(&raw);
         assert_eq!(p.marks(), Err(PassReason::NotUdp));
     }

@@ -33,6 +33,10 @@ fn bad_input_gets_one_line_errors() {
         "--listen `nowhere`",
     );
     fails_with(&["testbed", "up", "star"], "unknown topology `star`");
+    fails_with(
+        &["testbed", "restart", "nosuch-bed", "--router", "rt9"],
+        "testbed `nosuch-bed` has no router `rt9`",
+    );
 }
 
 #[test]

@@ -11,7 +11,7 @@ use ecnq_examples::perf::client::{self, ClientConfig};
 use ecnq_examples::perf::output;
 use ecnq_examples::perf::proto::{self, TestRequest, DEFAULT_PORT};
 use ecnq_examples::perf::report::{self, Interval, Report, Sum};
-use ecnq_examples::perf::{demo, server};
+use ecnq_examples::perf::{demo, server, testbed};
 
 /// Measure ecnq's QUIC transport like iperf3 measures TCP: `ecnq-perf -s` on
 /// one side, `ecnq-perf -c HOST` on the other. `ecnq-perf demo` runs every
@@ -31,6 +31,15 @@ enum Command {
     /// loopback (a relay-mode shim in this process); prints a comparison and
     /// writes SVG plots.
     Demo(demo::DemoArgs),
+    /// The demo's comparison through `ecnq-shim testbed` (network
+    /// namespaces, a TUN shim per router; root), with kernel TCP through
+    /// iperf3 (reno, cubic, bbr; ECN on) as extra baselines. Always removes
+    /// the testbed again, also on an error or Ctrl-C.
+    ///
+    /// The link options describe each router's link: the parking lot's long
+    /// flow crosses two, so its round trip is twice --rtt. Plots and
+    /// summary.json go to OUT/testbed-TOPOLOGY.
+    Testbed(testbed::TestbedArgs),
 }
 
 #[derive(Args, Debug)]
@@ -126,6 +135,7 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Some(Command::Demo(args)) => demo::run(args).await,
+            Some(Command::Testbed(args)) => testbed::run(args).await,
             None => perf(cli.perf).await,
         }
     });

@@ -60,30 +60,76 @@ fn cc_arg(s: &str) -> Result<CongestionControl, String> {
     s.parse::<CongestionControl>().map_err(|e| e.to_string())
 }
 
+impl DemoArgs {
+    /// Checks the options; returns the bottleneck link (both directions)
+    /// and its buffer in bytes.
+    pub fn link(&self) -> Result<(LinkSpec, u64), String> {
+        if !(self.duration.is_finite() && self.duration >= 2.0) {
+            return Err("--duration must be at least 2 seconds".into());
+        }
+        if !(self.stagger.is_finite() && self.stagger >= 0.0) {
+            return Err("--stagger must be zero or more seconds".into());
+        }
+        if self.cc.is_empty() {
+            return Err("--cc needs at least one controller".into());
+        }
+        let buffer = match self.buffer.trim() {
+            "bdp" => ((self.rate as f64 / 8.0) * self.rtt.as_secs_f64()).max(3000.0) as u64,
+            size => parse_size(size).map_err(|e| format!("--buffer: {e}"))?,
+        };
+        let half = self.rtt / 2;
+        let spec: LinkSpec = format!(
+            "rate {}bit delay {}us limit {}b",
+            self.rate,
+            half.as_micros(),
+            buffer
+        )
+        .parse()
+        .map_err(|e| format!("bad link: {e}"))?;
+        Ok((spec, buffer))
+    }
+
+    /// One controller's run: a flow for the whole duration and a second
+    /// arriving a third of the way in.
+    pub fn single(&self, cc: CongestionControl) -> [Flow; 2] {
+        [
+            Flow {
+                cc,
+                offset: 0.0,
+                seconds: self.duration,
+            },
+            Flow {
+                cc,
+                offset: self.duration / 3.0,
+                seconds: self.duration * 2.0 / 3.0,
+            },
+        ]
+    }
+
+    /// The mixed run: one flow of every controller, arriving `--stagger`
+    /// apart, all ending together; None when skipped.
+    pub fn mixed(&self) -> Option<Vec<Flow>> {
+        if self.no_mixed || self.cc.len() < 2 {
+            return None;
+        }
+        let total = self.stagger * self.cc.len() as f64 + self.duration / 2.0;
+        Some(
+            self.cc
+                .iter()
+                .enumerate()
+                .map(|(i, &cc)| Flow {
+                    cc,
+                    offset: self.stagger * i as f64,
+                    seconds: total - self.stagger * i as f64,
+                })
+                .collect(),
+        )
+    }
+}
+
 /// Runs the demo.
 pub async fn run(args: DemoArgs) -> Result<(), String> {
-    if !(args.duration.is_finite() && args.duration >= 2.0) {
-        return Err("--duration must be at least 2 seconds".into());
-    }
-    if !(args.stagger.is_finite() && args.stagger >= 0.0) {
-        return Err("--stagger must be zero or more seconds".into());
-    }
-    if args.cc.is_empty() {
-        return Err("--cc needs at least one controller".into());
-    }
-    let buffer = match args.buffer.trim() {
-        "bdp" => ((args.rate as f64 / 8.0) * args.rtt.as_secs_f64()).max(3000.0) as u64,
-        size => parse_size(size).map_err(|e| format!("--buffer: {e}"))?,
-    };
-    let half = args.rtt / 2;
-    let spec: LinkSpec = format!(
-        "rate {}bit delay {}us limit {}b",
-        args.rate,
-        half.as_micros(),
-        buffer
-    )
-    .parse()
-    .map_err(|e| format!("bad link: {e}"))?;
+    let (spec, buffer) = args.link()?;
     std::fs::create_dir_all(&args.out)
         .map_err(|e| format!("cannot create {}: {e}", args.out.display()))?;
 
@@ -98,46 +144,27 @@ pub async fn run(args: DemoArgs) -> Result<(), String> {
     );
     let mut summaries = Vec::new();
     for &cc in &args.cc {
-        let flows = [
-            Flow {
-                cc,
-                offset: 0.0,
-                seconds: args.duration,
-            },
-            Flow {
-                cc,
-                offset: args.duration / 3.0,
-                seconds: args.duration * 2.0 / 3.0,
-            },
-        ];
         eprint!("  running {cc:<8} …");
-        let summary = run_plotted(&bed, cc.name(), &flows, &spec, &args.out).await?;
+        let summary = run_plotted(&bed, cc.name(), &args.single(cc), &spec, &args.out).await?;
         eprintln!(" {:.1} Mbit/s", summary.goodput_mbit);
         summaries.push(summary);
     }
-    if !args.no_mixed && args.cc.len() > 1 {
-        let n = args.cc.len() as f64;
-        let total = args.stagger * n + args.duration / 2.0;
-        let flows: Vec<Flow> = args
-            .cc
-            .iter()
-            .enumerate()
-            .map(|(i, &cc)| Flow {
-                cc,
-                offset: args.stagger * i as f64,
-                seconds: total - args.stagger * i as f64,
-            })
-            .collect();
+    if let Some(flows) = args.mixed() {
         eprint!("  running mixed …");
         let summary = run_plotted(&bed, "mixed", &flows, &spec, &args.out).await?;
         eprintln!(" {:.1} Mbit/s", summary.goodput_mbit);
         summaries.push(summary);
     }
-    print_table(&summaries);
-    let json = serde_json::to_string_pretty(&summaries).map_err(|e| e.to_string())?;
-    let path = args.out.join("summary.json");
+    report(&summaries, &args.out)
+}
+
+/// Prints the comparison table and writes it to `out/summary.json`.
+pub fn report(summaries: &[RunSummary], out: &Path) -> Result<(), String> {
+    print_table(summaries);
+    let json = serde_json::to_string_pretty(summaries).map_err(|e| e.to_string())?;
+    let path = out.join("summary.json");
     std::fs::write(&path, json).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    println!("Plots and summary.json in {}", args.out.display());
+    println!("Plots and summary.json in {}", out.display());
     Ok(())
 }
 
@@ -150,23 +177,26 @@ async fn run_plotted(
     out: &Path,
 ) -> Result<RunSummary, String> {
     let result = bed.run(flows, std::slice::from_ref(spec)).await?;
-    plot_run(name, flows, &result.series, &result.links[0], out)?;
+    let labels: Vec<String> = flows.iter().map(|f| f.cc.to_string()).collect();
+    plot_run(name, &labels, &result.series, &result.links[0], out)?;
     Ok(result.summary(name, 0))
 }
 
-fn plot_run(
+/// Writes a run's plots: each flow's sending rate (`labels` name the
+/// flows' controllers), the bottleneck's queue and its load factors.
+pub fn plot_run(
     name: &str,
-    flows: &[Flow],
+    labels: &[String],
     series: &[FlowSeries],
     link: &LinkSeries,
     out: &Path,
 ) -> Result<(), String> {
-    let throughput: Vec<Series> = flows
+    let throughput: Vec<Series> = labels
         .iter()
         .zip(series)
         .enumerate()
-        .map(|(i, (f, s))| Series {
-            name: format!("flow {} ({})", i + 1, f.cc),
+        .map(|(i, (label, s))| Series {
+            name: format!("flow {} ({label})", i + 1),
             points: s.samples.iter().map(|&(t, r)| (t, r / 1e6)).collect(),
         })
         .collect();
@@ -224,12 +254,12 @@ fn plot_run(
 fn print_table(rows: &[RunSummary]) {
     println!();
     println!(
-        "{:<8} {:>10} {:>7} {:>10} {:>10} {:>7} {:>6} {:>10}",
+        "{:<9} {:>10} {:>7} {:>10} {:>10} {:>7} {:>6} {:>10}",
         "run", "goodput", "util", "queue p50", "queue p99", "loss", "Jain", "converge"
     );
     for r in rows {
         println!(
-            "{:<8} {:>5.1} Mb/s {:>6.1}% {:>7.1} ms {:>7.1} ms {:>6.2}% {:>6.3} {:>10}",
+            "{:<9} {:>5.1} Mb/s {:>6.1}% {:>7.1} ms {:>7.1} ms {:>6.2}% {:>6.3} {:>10}",
             r.name,
             r.goodput_mbit,
             r.utilization * 100.0,

@@ -51,12 +51,20 @@ impl LoopbackBed {
     /// packets and reports feedback); `NewReno`/`Cubic`/`Bbr` make it a
     /// vanilla peer, for fallback tests.
     pub async fn start(server_cc: CongestionControl) -> Result<LoopbackBed, String> {
+        LoopbackBed::start_at("127.0.0.1:0".parse().expect("literal"), server_cc).await
+    }
+
+    /// Like [`LoopbackBed::start`], bound to `bind` (a testbed host's address).
+    pub async fn start_at(
+        bind: SocketAddr,
+        server_cc: CongestionControl,
+    ) -> Result<LoopbackBed, String> {
         let (identity, _) = proto::self_signed(&["localhost".to_owned()])?;
         let mut roots = RootCertStore::empty();
         roots.add_parsable_certificates(identity.chain.iter().cloned());
         let options = Options::new(server_cc).alpn(&[proto::ALPN]);
-        let endpoint = Endpoint::server("127.0.0.1:0".parse().expect("literal"), identity, options)
-            .map_err(|e| format!("cannot start the server: {e}"))?;
+        let endpoint = Endpoint::server(bind, identity, options)
+            .map_err(|e| format!("cannot start the server on {bind}: {e}"))?;
         let server = endpoint.local_addr().map_err(|e| e.to_string())?;
         let serving = tokio::spawn(super::server::serve(endpoint, false, |_| {}));
         Ok(LoopbackBed {
@@ -102,21 +110,7 @@ impl LoopbackBed {
         }
         let elapsed = start.elapsed().as_secs_f64();
         let links = chain.stop().await;
-        let series = flows
-            .iter()
-            .zip(&runs)
-            .map(|(flow, run)| FlowSeries {
-                start: flow.offset,
-                samples: sending_rate(&run.intervals, flow.offset),
-            })
-            .collect();
-        Ok(RunResult {
-            elapsed,
-            flows: flows.to_vec(),
-            runs,
-            series,
-            links,
-        })
+        Ok(RunResult::new(flows, runs, elapsed, links))
     }
 
     /// A client of this bed's server reached through `entry`.
@@ -126,20 +120,31 @@ impl LoopbackBed {
         cc: CongestionControl,
         seconds: f64,
     ) -> ClientConfig {
-        ClientConfig {
-            server: entry,
-            server_name: "localhost".into(),
-            roots: self.roots.clone(),
-            cc,
-            request: TestRequest {
-                version: 1,
-                reverse: false,
-                seconds,
-                bytes: 0,
-            },
-            interval: Duration::from_millis(250),
-            qlog: None,
-        }
+        client_config(entry, &self.roots, cc, seconds)
+    }
+}
+
+/// A client that sends to `server` for `seconds` with `cc`, sampling every
+/// 250 ms, trusting `roots` for the name `localhost`.
+pub fn client_config(
+    server: SocketAddr,
+    roots: &RootCertStore,
+    cc: CongestionControl,
+    seconds: f64,
+) -> ClientConfig {
+    ClientConfig {
+        server,
+        server_name: "localhost".into(),
+        roots: roots.clone(),
+        cc,
+        request: TestRequest {
+            version: 1,
+            reverse: false,
+            seconds,
+            bytes: 0,
+        },
+        interval: Duration::from_millis(250),
+        qlog: None,
     }
 }
 
@@ -289,7 +294,9 @@ pub struct LinkSeries {
 }
 
 impl LinkSeries {
-    fn parse(text: &str, spec: &LinkSpec) -> LinkSeries {
+    /// The `up` lines of a shim's `--stats` output (other lines are skipped)
+    /// for a link of `spec`.
+    pub fn parse(text: &str, spec: &LinkSpec) -> LinkSeries {
         let capacity_bps = spec.rate.unwrap_or(u64::MAX) as f64;
         let buffer_bytes = match spec.limit {
             ecnq_shim::spec::Limit::Bytes(b) => b as f64,
@@ -316,6 +323,20 @@ impl LinkSeries {
             capacity_bps,
             buffer_bytes,
         }
+    }
+
+    /// The series from its first sample on: times and counters counted
+    /// from that sample (for stats of a shim that ran before the run).
+    pub fn rebased(mut self) -> LinkSeries {
+        if let Some(first) = self.samples.first().copied() {
+            for s in &mut self.samples {
+                s.t -= first.t;
+                s.departure_bytes -= first.departure_bytes;
+                s.arrivals -= first.arrivals;
+                s.drops -= first.drops;
+            }
+        }
+        self
     }
 
     fn between(&self, from: f64, to: f64) -> impl Iterator<Item = &LinkSample> {
@@ -397,55 +418,150 @@ pub struct RunSummary {
 }
 
 impl RunResult {
+    /// The record of `flows` whose client runs came back as `runs`, after
+    /// `elapsed` seconds, through `links`.
+    pub fn new(flows: &[Flow], runs: Vec<StreamRun>, elapsed: f64, links: Vec<LinkSeries>) -> Self {
+        let series = flows
+            .iter()
+            .zip(&runs)
+            .map(|(flow, run)| FlowSeries {
+                start: flow.offset,
+                samples: sending_rate(&run.intervals, flow.offset),
+            })
+            .collect();
+        RunResult {
+            elapsed,
+            flows: flows.to_vec(),
+            runs,
+            series,
+            links,
+        }
+    }
+
     /// The figures of the run, judged at link `bottleneck`.
     pub fn summary(&self, name: &str, bottleneck: usize) -> RunSummary {
         let empty = LinkSeries::default();
-        let link = self.links.get(bottleneck).unwrap_or(&empty);
-        let end = self.elapsed;
-        let tail_from = end * 2.0 / 3.0;
-        let tail: Vec<f64> = self
-            .series
+        let flows: Vec<FlowTotal> = self
+            .flows
             .iter()
-            .map(|s| {
-                s.samples
-                    .iter()
-                    .filter(|(t, _)| *t > tail_from)
-                    .map(|(_, r)| r)
-                    .sum::<f64>()
+            .zip(&self.runs)
+            .map(|(f, r)| FlowTotal {
+                label: f.cc.to_string(),
+                seconds: f.seconds,
+                received: r.peer_result.bytes,
             })
             .collect();
-        let queue = link.queue_ms(0.0, end);
-        RunSummary {
-            name: name.to_owned(),
-            goodput_mbit: self
-                .runs
+        summarize(
+            name,
+            &flows,
+            &self.series,
+            self.links.get(bottleneck).unwrap_or(&empty),
+            self.elapsed,
+        )
+    }
+}
+
+/// Each flow's samples up to its scheduled end: later ones cover its
+/// wind-down (the last data draining, waiting for the result) and would make
+/// a flow look converged next to a partner that is stopping too.
+fn while_scheduled(flows: &[FlowTotal], series: &[FlowSeries]) -> Vec<FlowSeries> {
+    series
+        .iter()
+        .zip(flows)
+        .map(|(s, f)| FlowSeries {
+            start: s.start,
+            samples: s
+                .samples
                 .iter()
-                .map(|r| r.peer_result.bytes as f64 * 8.0)
-                .sum::<f64>()
-                / end
-                / 1e6,
-            utilization: link.utilization(0.0, end),
-            queue_p50_ms: percentile(&queue, 50.0).unwrap_or(0.0),
-            queue_p99_ms: percentile(&queue, 99.0).unwrap_or(0.0),
-            loss: link.loss(),
-            jain: jain_index(&tail),
-            converge_s: convergence_time(
-                &self.series,
-                self.series.len().saturating_sub(1),
-                0.2,
-                SAMPLE_WINDOW,
-            ),
-            flows: self
-                .flows
-                .iter()
-                .zip(&self.runs)
-                .map(|(f, r)| {
-                    (
-                        f.cc.to_string(),
-                        r.peer_result.bytes as f64 * 8.0 / f.seconds / 1e6,
-                    )
-                })
+                .copied()
+                .filter(|&(t, _)| t <= s.start + f.seconds + SAMPLE_WINDOW / 3.0)
                 .collect(),
-        }
+        })
+        .collect()
+}
+
+/// What one flow of a run delivered.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FlowTotal {
+    /// Its congestion control, as the table shows it.
+    pub label: String,
+    /// How long it was scheduled to send.
+    pub seconds: f64,
+    /// Bytes its receiver got.
+    pub received: u64,
+}
+
+/// The table row of a run of `flows` (their sending rates in `series`)
+/// that took `elapsed` seconds, judged at the bottleneck `link`.
+pub fn summarize(
+    name: &str,
+    flows: &[FlowTotal],
+    series: &[FlowSeries],
+    link: &LinkSeries,
+    elapsed: f64,
+) -> RunSummary {
+    let end = elapsed;
+    let tail_from = end * 2.0 / 3.0;
+    let tail: Vec<f64> = series
+        .iter()
+        .map(|s| {
+            s.samples
+                .iter()
+                .filter(|(t, _)| *t > tail_from)
+                .map(|(_, r)| r)
+                .sum::<f64>()
+        })
+        .collect();
+    let queue = link.queue_ms(0.0, end);
+    RunSummary {
+        name: name.to_owned(),
+        goodput_mbit: flows.iter().map(|f| f.received as f64 * 8.0).sum::<f64>() / end / 1e6,
+        utilization: link.utilization(0.0, end),
+        queue_p50_ms: percentile(&queue, 50.0).unwrap_or(0.0),
+        queue_p99_ms: percentile(&queue, 99.0).unwrap_or(0.0),
+        loss: link.loss(),
+        jain: jain_index(&tail),
+        converge_s: convergence_time(
+            &while_scheduled(flows, series),
+            series.len().saturating_sub(1),
+            0.2,
+            SAMPLE_WINDOW,
+        ),
+        flows: flows
+            .iter()
+            .map(|f| (f.label.clone(), f.received as f64 * 8.0 / f.seconds / 1e6))
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wind_down_samples_do_not_make_a_flow_converge() {
+        let flow = |seconds| FlowTotal {
+            label: "vcp".into(),
+            seconds,
+            received: 1_000_000,
+        };
+        let flows = [flow(10.0), flow(6.0)];
+        // The late flow stays at a tenth of the early one's rate while both
+        // send; after their scheduled ends both wind down and look alike.
+        let series = [
+            FlowSeries {
+                start: 0.0,
+                samples: vec![(9.0, 10e6), (10.0, 10e6), (10.3, 0.5e6)],
+            },
+            FlowSeries {
+                start: 4.0,
+                samples: vec![(9.05, 1e6), (10.0, 1e6), (10.35, 0.5e6)],
+            },
+        ];
+        let link = LinkSeries::default();
+        assert_eq!(convergence_time(&series, 1, 0.2, SAMPLE_WINDOW), Some(6.35));
+        let row = summarize("vcp", &flows, &series, &link, 10.4);
+        assert_eq!(row.converge_s, None);
+        assert_eq!(row.flows.len(), 2);
     }
 }

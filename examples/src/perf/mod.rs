@@ -10,3 +10,4 @@ pub mod pump;
 pub mod report;
 pub mod server;
 pub mod stats;
+pub mod testbed;

@@ -1,0 +1,677 @@
+//! `ecnq-perf testbed`: the demo's comparison through `ecnq-shim testbed`
+//! (network namespaces, one TUN shim per router, kernel forwarding), with
+//! kernel TCP (iperf3 with ECN on) as extra baselines. Root only.
+//!
+//! The topology stays up for the whole comparison and is always removed at
+//! the end, also on an error or Ctrl-C. Each run's flows go from sender
+//! hosts to receiver hosts (the shims' `up` direction): ecnq-perf clients
+//! and servers run in this process on threads moved into the hosts'
+//! namespaces; iperf3 runs as processes there. Queue, utilization, loss and
+//! load factors come from the shims' `--stats` lines.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use clap::{Args, ValueEnum};
+use ecnq::quic::CongestionControl;
+use ecnq::Scheme;
+use ecnq_shim::spec::LinkSpec;
+use ecnq_shim::testbed::{self as bed, namespace, Shape, Topology};
+use rustls::RootCertStore;
+
+use super::client::{self, StreamRun};
+use super::demo::{self, DemoArgs};
+use super::loopback::{
+    client_config, summarize, Flow, FlowTotal, LinkSeries, LoopbackBed, RunResult, RunSummary,
+};
+use super::stats::FlowSeries;
+
+/// The ecnq-perf servers' port on the receiver hosts.
+const PERF_PORT: u16 = 5201;
+/// iperf3 servers listen on this port plus the flow's index.
+const IPERF_PORT: u16 = 5301;
+/// How often the shims write a stats line.
+const STATS_INTERVAL: &str = "50ms";
+/// Longest wait for a server to listen.
+const LISTEN_TIMEOUT: Duration = Duration::from_secs(10);
+/// Kernel TCP congestion controls the iperf3 baselines may use.
+const TCP_CONTROLS: [&str; 3] = ["reno", "cubic", "bbr"];
+
+/// Topologies of `ecnq-perf testbed`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Layout {
+    /// Two sender/receiver pairs around one router: one bottleneck.
+    Dumbbell,
+    /// Two routers in a chain: a long flow crosses both bottlenecks, a
+    /// local flow crosses each one.
+    ParkingLot,
+}
+
+impl Layout {
+    fn shape(self) -> Shape {
+        match self {
+            Layout::Dumbbell => Shape::Dumbbell(2),
+            Layout::ParkingLot => Shape::ParkingLot(2),
+        }
+    }
+
+    fn routers(self) -> &'static [&'static str] {
+        match self {
+            Layout::Dumbbell => &["rt"],
+            Layout::ParkingLot => &["rt1", "rt2"],
+        }
+    }
+
+    /// (sender, receiver) host pairs; flows use them in turn.
+    fn paths(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            Layout::Dumbbell => &[("s1", "r1"), ("s2", "r2")],
+            Layout::ParkingLot => &[("s0", "r0"), ("s1", "r1"), ("s2", "r2")],
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Layout::Dumbbell => "dumbbell",
+            Layout::ParkingLot => "parking-lot",
+        }
+    }
+}
+
+/// Options of `ecnq-perf testbed`.
+#[derive(Args, Debug, Clone)]
+pub struct TestbedArgs {
+    /// The link, durations, controllers and mixed run, as for `demo`; the
+    /// link is each router's (a parking lot's long flow crosses two, so its
+    /// round trip is twice --rtt). Plots go to OUT/testbed-TOPOLOGY.
+    #[command(flatten)]
+    pub run: DemoArgs,
+    /// Topology.
+    #[arg(long, value_enum, default_value = "dumbbell")]
+    pub topology: Layout,
+    /// Kernel TCP baselines through iperf3 (ECN on), comma separated: reno,
+    /// cubic, bbr; `none` for none.
+    #[arg(long, value_delimiter = ',', default_value = "reno,cubic,bbr", value_parser = tcp_arg)]
+    pub tcp: Vec<String>,
+    /// The `ecnq-shim` program [default: next to this one, else on PATH].
+    #[arg(long, value_name = "PATH")]
+    pub shim: Option<PathBuf>,
+    /// Testbed name (namespaces are ecnq-NAME-*; at most 8 characters).
+    #[arg(long, default_value = "perf")]
+    pub name: String,
+}
+
+fn tcp_arg(s: &str) -> Result<String, String> {
+    if s == "none" || TCP_CONTROLS.contains(&s) {
+        Ok(s.to_owned())
+    } else {
+        Err(format!("`{s}`: expected reno, cubic, bbr or none"))
+    }
+}
+
+/// One run of a comparison: flows and the paths they take.
+struct Plan {
+    name: String,
+    flows: Vec<Flow>,
+    /// Per flow: index into [`Layout::paths`].
+    paths: Vec<usize>,
+}
+
+/// Flow `i` takes the next path: on the dumbbell the pairs take turns; on
+/// the parking lot the first flow is the long one and later ones alternate
+/// between the local paths.
+fn plan(layout: Layout, name: &str, flows: &[Flow]) -> Plan {
+    let n = layout.paths().len();
+    Plan {
+        name: name.to_owned(),
+        flows: flows.to_vec(),
+        paths: (0..flows.len())
+            .map(|i| match (layout, i) {
+                (Layout::Dumbbell, _) => i % n,
+                (Layout::ParkingLot, 0) => 0,
+                (Layout::ParkingLot, _) => 1 + (i - 1) % (n - 1),
+            })
+            .collect(),
+    }
+}
+
+/// A single controller's run: the demo's two flows, and on the parking lot
+/// a second late flow so that both bottlenecks get one.
+fn single_plan(layout: Layout, args: &DemoArgs, cc: CongestionControl, name: &str) -> Plan {
+    let mut flows = args.single(cc).to_vec();
+    if layout == Layout::ParkingLot {
+        flows.push(flows[1]);
+    }
+    plan(layout, name, &flows)
+}
+
+/// Runs the comparison. Needs root, `ecnq-shim` and (for `--tcp`) iperf3.
+pub async fn run(args: TestbedArgs) -> Result<(), String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err(
+            "ecnq-perf testbed needs root (network namespaces and TUN devices); try sudo".into(),
+        );
+    }
+    let (spec, buffer) = args.run.link()?;
+    let tcp: Vec<String> = args.tcp.iter().filter(|t| *t != "none").cloned().collect();
+    if !tcp.is_empty() && which("iperf3").is_none() {
+        return Err(
+            "iperf3 is not installed (apt install iperf3, or interop/setup-peers), or pass --tcp none"
+                .into(),
+        );
+    }
+    let shim = match &args.shim {
+        Some(path) => path.clone(),
+        None => find_shim()?,
+    };
+    let topology = Topology::new(&args.name, args.topology.shape())?;
+    let out = args
+        .run
+        .out
+        .join(format!("testbed-{}", args.topology.label()));
+    std::fs::create_dir_all(&out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    println!(
+        "ecnq-perf testbed {}: {} Mbit/s per router, RTT {} ms per router, buffer {} KB, {} s per controller; plots in {}",
+        args.topology.label(),
+        args.run.rate as f64 / 1e6,
+        args.run.rtt.as_millis(),
+        buffer / 1000,
+        args.run.duration,
+        out.display()
+    );
+    let shim_args = vec![
+        "--link".to_owned(),
+        spec.to_string(),
+        "--stats".to_owned(),
+        "-".to_owned(),
+        "--stats-interval".to_owned(),
+        STATS_INTERVAL.to_owned(),
+    ];
+    bed::up(&topology, &shim, &shim_args)?;
+    let name = args.name.clone();
+    // The comparison runs on its own thread so that Ctrl-C can interrupt it;
+    // either way the testbed goes.
+    let (done, finished) = tokio::sync::oneshot::channel();
+    let plots = out.clone();
+    thread::spawn(move || {
+        let _ = done.send(compare(&args, &topology, &spec, &tcp, &plots));
+    });
+    let outcome = tokio::select! {
+        result = finished => result.unwrap_or_else(|_| Err("the comparison panicked".into())),
+        _ = tokio::signal::ctrl_c() => {
+            eprintln!();
+            Err("interrupted; the testbed is removed".into())
+        }
+    };
+    let removed = bed::down(&name);
+    let summaries = outcome?;
+    removed.map_err(|e| format!("removing the testbed: {e}"))?;
+    demo::report(&summaries, &out)
+}
+
+/// Every run, one after another, on a testbed that is up.
+fn compare(
+    args: &TestbedArgs,
+    topology: &Topology,
+    spec: &LinkSpec,
+    tcp: &[String],
+    out: &Path,
+) -> Result<Vec<RunSummary>, String> {
+    let layout = args.topology;
+    for host in layout.paths().iter().flat_map(|&(s, r)| [s, r]) {
+        sysctl(&namespace(&args.name, host), "net.ipv4.tcp_ecn=1")?;
+    }
+    let servers = PerfServers::start(&args.name, topology, layout)?;
+    let mut plans: Vec<Plan> = args
+        .run
+        .cc
+        .iter()
+        .map(|&cc| single_plan(layout, &args.run, cc, cc.name()))
+        .collect();
+    if let Some(flows) = args.run.mixed() {
+        plans.push(plan(layout, "mixed", &flows));
+    }
+    let tcp_plans: Vec<(String, Plan)> = tcp
+        .iter()
+        .map(|name| {
+            // The flows' QUIC controller only schedules them; iperf3 runs `name`.
+            let cc = CongestionControl::Ecnq(Scheme::Vcp);
+            let mut plan = single_plan(layout, &args.run, cc, &format!("tcp-{name}"));
+            for flow in &mut plan.flows {
+                // iperf3 sends for whole seconds.
+                flow.seconds = flow.seconds.round().max(1.0);
+            }
+            (name.clone(), plan)
+        })
+        .collect();
+    let total = plans.len() + tcp_plans.len();
+    let mut summaries = Vec::new();
+    let logs = ShimLogs::new(&args.name, layout, spec);
+    for (i, plan) in plans.iter().enumerate() {
+        eprint!("  [{}/{total}] {:<9} …", i + 1, plan.name);
+        let mark = logs.mark()?;
+        let result = run_quic(&args.name, layout, plan, &servers)?;
+        let links = logs.since(&mark)?;
+        let result = RunResult::new(&plan.flows, result.0, result.1, links);
+        let labels: Vec<String> = plan.flows.iter().map(|f| f.cc.to_string()).collect();
+        demo::plot_run(&plan.name, &labels, &result.series, &result.links[0], out)?;
+        let summary = result.summary(&plan.name, 0);
+        eprintln!(" {:.1} Mbit/s", summary.goodput_mbit);
+        summaries.push(summary);
+    }
+    servers.stop();
+    for (i, (cc, plan)) in tcp_plans.iter().enumerate() {
+        eprint!("  [{}/{total}] {:<9} …", plans.len() + i + 1, plan.name);
+        let mark = logs.mark()?;
+        let (totals, series, elapsed) = run_tcp(&args.name, topology, layout, plan, cc)?;
+        let links = logs.since(&mark)?;
+        let labels: Vec<String> = totals.iter().map(|t| t.label.clone()).collect();
+        demo::plot_run(&plan.name, &labels, &series, &links[0], out)?;
+        let summary = summarize(&plan.name, &totals, &series, &links[0], elapsed);
+        eprintln!(" {:.1} Mbit/s", summary.goodput_mbit);
+        summaries.push(summary);
+    }
+    Ok(summaries)
+}
+
+/// The routers' shim logs, where their `--stats -` lines go.
+struct ShimLogs {
+    paths: Vec<PathBuf>,
+    spec: LinkSpec,
+}
+
+impl ShimLogs {
+    fn new(testbed: &str, layout: Layout, spec: &LinkSpec) -> ShimLogs {
+        let dir = bed::state_dir(testbed);
+        ShimLogs {
+            paths: layout
+                .routers()
+                .iter()
+                .map(|r| dir.join(format!("{r}.log")))
+                .collect(),
+            spec: *spec,
+        }
+    }
+
+    /// How long each log is now.
+    fn mark(&self) -> Result<Vec<u64>, String> {
+        self.paths
+            .iter()
+            .map(|p| {
+                std::fs::metadata(p)
+                    .map(|m| m.len())
+                    .map_err(|e| format!("cannot read {}: {e}", p.display()))
+            })
+            .collect()
+    }
+
+    /// Each router's link series written after `mark`, timed from its first
+    /// sample (within one stats interval of the run's start).
+    fn since(&self, mark: &[u64]) -> Result<Vec<LinkSeries>, String> {
+        // Let the shims write the samples that cover the run's end.
+        thread::sleep(Duration::from_millis(150));
+        self.paths
+            .iter()
+            .zip(mark)
+            .map(|(path, &from)| {
+                let text = std::fs::read(path)
+                    .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+                let new = text.get(from as usize..).unwrap_or_default();
+                let series = LinkSeries::parse(&String::from_utf8_lossy(new), &self.spec).rebased();
+                if series.samples.is_empty() {
+                    return Err(format!("the shim wrote no stats to {}", path.display()));
+                }
+                Ok(series)
+            })
+            .collect()
+    }
+}
+
+/// Runs `task` on a new thread inside namespace `ns`, on a runtime of its own.
+pub fn spawn_in<T, F, Fut>(ns: String, task: F) -> JoinHandle<Result<T, String>>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: Future<Output = Result<T, String>>,
+{
+    thread::spawn(move || {
+        bed::enter(&ns).map_err(|e| format!("cannot enter {ns}: {e}"))?;
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start a runtime: {e}"))?
+            .block_on(task())
+    })
+}
+
+/// ecnq-perf servers (an ecnq peer each) on the receiver hosts.
+pub struct PerfServers {
+    /// Per receiver host: where its server listens and the roots that trust it.
+    pub servers: Vec<(SocketAddr, RootCertStore)>,
+    stops: Vec<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl PerfServers {
+    /// Starts a server on every receiver host of `layout`.
+    fn start(testbed: &str, topology: &Topology, layout: Layout) -> Result<PerfServers, String> {
+        let hosts: Vec<&str> = layout.paths().iter().map(|&(_, r)| r).collect();
+        PerfServers::on(testbed, topology, &hosts)
+    }
+
+    /// Starts a server on each of `hosts`.
+    pub fn on(testbed: &str, topology: &Topology, hosts: &[&str]) -> Result<PerfServers, String> {
+        let mut servers = PerfServers {
+            servers: Vec::new(),
+            stops: Vec::new(),
+        };
+        for host in hosts {
+            let addr: SocketAddr = format!("{}:{PERF_PORT}", host_addr(topology, host)?)
+                .parse()
+                .map_err(|e| format!("bad address of {host}: {e}"))?;
+            let (ready, listening) = mpsc::channel();
+            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+            spawn_in(namespace(testbed, host), move || async move {
+                let started =
+                    LoopbackBed::start_at(addr, CongestionControl::Ecnq(Scheme::Vcp)).await;
+                let roots = started.as_ref().map(|s| s.roots().clone());
+                let _ = ready.send(roots.map_err(String::clone));
+                let _server = started?;
+                let _ = stopped.await;
+                Ok(())
+            });
+            let roots = listening
+                .recv_timeout(LISTEN_TIMEOUT)
+                .map_err(|_| format!("the ecnq-perf server on {host} did not start"))??;
+            servers.servers.push((addr, roots));
+            servers.stops.push(stop);
+        }
+        Ok(servers)
+    }
+
+    /// Stops every server.
+    pub fn stop(self) {
+        for stop in self.stops {
+            let _ = stop.send(());
+        }
+    }
+}
+
+fn host_addr(topology: &Topology, host: &str) -> Result<String, String> {
+    topology
+        .host_addr(host)
+        .ok_or_else(|| format!("the topology has no host {host}"))
+}
+
+/// The ecnq-perf flows of `plan`; returns their client records and the
+/// seconds from the first start to the last end.
+fn run_quic(
+    testbed: &str,
+    layout: Layout,
+    plan: &Plan,
+    servers: &PerfServers,
+) -> Result<(Vec<StreamRun>, f64), String> {
+    let start = Instant::now() + Duration::from_millis(100);
+    let receivers: Vec<&str> = layout.paths().iter().map(|&(_, r)| r).collect();
+    let tasks: Vec<_> = plan
+        .flows
+        .iter()
+        .zip(&plan.paths)
+        .enumerate()
+        .map(|(i, (flow, &path))| {
+            let (sender, receiver) = layout.paths()[path];
+            let index = receivers.iter().position(|r| *r == receiver).unwrap_or(0);
+            let (server, roots) = &servers.servers[index];
+            let config = client_config(*server, roots, flow.cc, flow.seconds);
+            let at = start + Duration::from_secs_f64(flow.offset);
+            spawn_in(namespace(testbed, sender), move || async move {
+                tokio::time::sleep_until(at.into()).await;
+                let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+                client::run_stream(&config, i as u32 + 1, tokio::time::Instant::now(), tx).await
+            })
+        })
+        .collect();
+    let mut runs = Vec::new();
+    for task in tasks {
+        runs.push(task.join().map_err(|_| "a flow panicked".to_owned())??);
+    }
+    Ok((runs, start.elapsed().as_secs_f64()))
+}
+
+/// The iperf3 flows of `plan` with TCP congestion control `cc`; returns
+/// each flow's total, its sending rate over time and the run's length.
+fn run_tcp(
+    testbed: &str,
+    topology: &Topology,
+    layout: Layout,
+    plan: &Plan,
+    cc: &str,
+) -> Result<(Vec<FlowTotal>, Vec<FlowSeries>, f64), String> {
+    let mut servers: Vec<Child> = Vec::new();
+    let result = (|| {
+        for (i, &path) in plan.paths.iter().enumerate() {
+            let receiver = namespace(testbed, layout.paths()[path].1);
+            let port = (IPERF_PORT + i as u16).to_string();
+            servers.push(
+                Command::new("ip")
+                    .args([
+                        "netns", "exec", &receiver, "iperf3", "-s", "-1", "-p", &port,
+                    ])
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .map_err(|e| format!("cannot start iperf3: {e}"))?,
+            );
+            wait_listening(&receiver, &port)?;
+        }
+        let start = Instant::now() + Duration::from_millis(100);
+        let tasks: Vec<JoinHandle<Result<String, String>>> = plan
+            .flows
+            .iter()
+            .zip(&plan.paths)
+            .enumerate()
+            .map(|(i, (flow, &path))| {
+                let (sender, receiver) = layout.paths()[path];
+                let sender = namespace(testbed, sender);
+                let to = host_addr(topology, receiver);
+                let port = (IPERF_PORT + i as u16).to_string();
+                let (at, seconds, cc) = (
+                    start + Duration::from_secs_f64(flow.offset),
+                    format!("{}", flow.seconds),
+                    cc.to_owned(),
+                );
+                thread::spawn(move || {
+                    let to = to?;
+                    thread::sleep(at.saturating_duration_since(Instant::now()));
+                    let args = [
+                        "netns", "exec", &sender, "iperf3", "-c", &to, "-p", &port, "-t", &seconds,
+                        "-C", &cc, "-J", "-i", "0.25",
+                    ];
+                    let out = Command::new("ip")
+                        .args(args)
+                        .stdin(Stdio::null())
+                        .output()
+                        .map_err(|e| format!("cannot run iperf3: {e}"))?;
+                    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+                })
+            })
+            .collect();
+        let mut totals = Vec::new();
+        let mut series = Vec::new();
+        for (task, flow) in tasks.into_iter().zip(&plan.flows) {
+            let json = task
+                .join()
+                .map_err(|_| "an iperf3 flow panicked".to_owned())??;
+            let (total, samples) = parse_iperf3(&json, cc, flow)?;
+            totals.push(total);
+            series.push(samples);
+        }
+        Ok((totals, series, start.elapsed().as_secs_f64()))
+    })();
+    for mut server in servers {
+        let _ = server.kill();
+        let _ = server.wait();
+    }
+    result
+}
+
+/// A flow's total and sending-rate series from iperf3's `-J` report.
+fn parse_iperf3(json: &str, cc: &str, flow: &Flow) -> Result<(FlowTotal, FlowSeries), String> {
+    let report: serde_json::Value =
+        serde_json::from_str(json).map_err(|e| format!("iperf3 printed no JSON report: {e}"))?;
+    if let Some(error) = report["error"].as_str() {
+        return Err(format!("iperf3: {error}"));
+    }
+    let received = report["end"]["sum_received"]["bytes"]
+        .as_u64()
+        .ok_or("iperf3's report has no end.sum_received.bytes")?;
+    let samples = report["intervals"]
+        .as_array()
+        .map(|intervals| {
+            intervals
+                .iter()
+                .filter_map(|i| {
+                    let sum = &i["sum"];
+                    Some((
+                        flow.offset + sum["end"].as_f64()?,
+                        sum["bits_per_second"].as_f64()?,
+                    ))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok((
+        FlowTotal {
+            label: format!("tcp-{cc}"),
+            seconds: flow.seconds,
+            received,
+        },
+        FlowSeries {
+            start: flow.offset,
+            samples,
+        },
+    ))
+}
+
+/// Waits until a TCP server listens on `port` in namespace `ns`.
+fn wait_listening(ns: &str, port: &str) -> Result<(), String> {
+    let deadline = Instant::now() + LISTEN_TIMEOUT;
+    let filter = format!("sport = :{port}");
+    while Instant::now() < deadline {
+        let out = Command::new("ip")
+            .args(["netns", "exec", ns, "ss", "-Hltn", &filter])
+            .stderr(Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot run ss: {e}"))?;
+        if !out.stdout.is_empty() {
+            return Ok(());
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    Err(format!("iperf3 did not listen on port {port} in {ns}"))
+}
+
+fn sysctl(ns: &str, setting: &str) -> Result<(), String> {
+    let ok = Command::new("ip")
+        .args(["netns", "exec", ns, "sysctl", "-qw", setting])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    ok.then_some(())
+        .ok_or_else(|| format!("cannot set {setting} in {ns}"))
+}
+
+/// A program on PATH.
+fn which(program: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join(program))
+            .find(|p| p.is_file())
+    })
+}
+
+/// `ecnq-shim` next to this program (or one directory up, for test
+/// binaries in `deps/`), else on PATH.
+pub fn find_shim() -> Result<PathBuf, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
+    exe.ancestors()
+        .skip(1)
+        .take(2)
+        .map(|dir| dir.join("ecnq-shim"))
+        .find(|p| p.is_file())
+        .or_else(|| which("ecnq-shim"))
+        .ok_or_else(|| {
+            "cannot find ecnq-shim: build it (cargo build --release -p ecnq-shim) or pass --shim PATH"
+                .to_owned()
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: TestbedArgs,
+    }
+
+    fn args(extra: &[&str]) -> TestbedArgs {
+        Cli::try_parse_from(std::iter::once("testbed").chain(extra.iter().copied()))
+            .unwrap()
+            .args
+    }
+
+    #[test]
+    fn parking_lot_runs_the_long_flow_first_and_a_late_flow_per_bottleneck() {
+        let a = args(&["--topology", "parking-lot", "--duration", "9"]);
+        let cc = CongestionControl::Ecnq(Scheme::Vcp);
+        let p = single_plan(a.topology, &a.run, cc, "vcp");
+        assert_eq!(p.paths, [0, 1, 2]);
+        let offsets: Vec<f64> = p.flows.iter().map(|f| f.offset).collect();
+        assert_eq!(offsets, [0.0, 3.0, 3.0]);
+        let d = single_plan(Layout::Dumbbell, &a.run, cc, "vcp");
+        assert_eq!(d.paths, [0, 1]);
+        let mixed = plan(Layout::Dumbbell, "mixed", &a.run.mixed().unwrap());
+        assert_eq!(mixed.paths, vec![0, 1, 0, 1, 0, 1, 0, 1]);
+        let mixed = plan(Layout::ParkingLot, "mixed", &a.run.mixed().unwrap());
+        assert_eq!(mixed.paths, vec![0, 1, 2, 1, 2, 1, 2, 1]);
+    }
+
+    #[test]
+    fn tcp_options_are_checked() {
+        assert_eq!(args(&[]).tcp, ["reno", "cubic", "bbr"]);
+        assert_eq!(args(&["--tcp", "none"]).tcp, ["none"]);
+        let err = Cli::try_parse_from(["testbed", "--tcp", "vegas"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("expected reno, cubic, bbr or none"), "{err}");
+    }
+
+    #[test]
+    fn iperf3_reports_become_flow_totals() {
+        let flow = Flow {
+            cc: CongestionControl::Cubic,
+            offset: 2.0,
+            seconds: 4.0,
+        };
+        let json = r#"{"intervals":[{"sum":{"end":0.25,"bits_per_second":8e6}},
+            {"sum":{"end":0.5,"bits_per_second":9e6}}],
+            "end":{"sum_received":{"bytes":5000000}}}"#;
+        let (total, series) = parse_iperf3(json, "cubic", &flow).unwrap();
+        assert_eq!(total.label, "tcp-cubic");
+        assert_eq!(total.received, 5_000_000);
+        assert_eq!(series.samples, [(2.25, 8e6), (2.5, 9e6)]);
+        let err = parse_iperf3(r#"{"error":"unable to connect"}"#, "reno", &flow).unwrap_err();
+        assert_eq!(err, "iperf3: unable to connect");
+        assert!(parse_iperf3("", "reno", &flow).is_err());
+    }
+}

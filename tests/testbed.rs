@@ -1,0 +1,217 @@
+//! On the namespace testbed (`ecnq-shim testbed`, root only; skipped with a
+//! message otherwise): a short `ecnq-perf testbed` comparison, and a
+//! transfer that survives its router's shim being killed and restarted.
+//!
+//! Both need the `ecnq-shim` program: the tests build it with cargo (a no-op
+//! when it is fresh, as after `cargo test --workspace`).
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use ecnq::quic::{CongestionControl, PeerMode};
+use ecnq::Scheme;
+use ecnq_examples::perf::client;
+use ecnq_examples::perf::demo::DemoArgs;
+use ecnq_examples::perf::loopback::{client_config, LinkSeries};
+use ecnq_examples::perf::testbed::{self as perf_testbed, spawn_in, Layout, PerfServers};
+use ecnq_shim::spec::LinkSpec;
+use ecnq_shim::testbed::{self, namespace, Shape, Topology};
+
+/// The testbed tests build and tear down namespaces: one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The shim program, or None (with the reason printed) when this machine
+/// cannot run testbeds: not root, no TUN device, no `ip`, no shim.
+fn shim_if_possible() -> Option<PathBuf> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 || !std::path::Path::new("/dev/net/tun").exists() {
+        eprintln!("skipped: needs root and /dev/net/tun");
+        return None;
+    }
+    if !Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        eprintln!("skipped: needs iproute2 and network namespaces");
+        return None;
+    }
+    let mut build = Command::new(env!("CARGO"));
+    build.args(["build", "--quiet", "-p", "ecnq-shim", "--bin", "ecnq-shim"]);
+    if !cfg!(debug_assertions) {
+        build.arg("--release");
+    }
+    if !build.status().is_ok_and(|s| s.success()) {
+        eprintln!("building ecnq-shim failed; looking for a built one");
+    }
+    match perf_testbed::find_shim() {
+        Ok(shim) => Some(shim),
+        Err(e) => {
+            eprintln!("skipped: {e}");
+            None
+        }
+    }
+}
+
+/// A testbed name unique to this process (namespaces are ecnq-NAME-*).
+fn unique(prefix: &str) -> String {
+    format!("{prefix}{}", std::process::id() % 100_000)
+}
+
+/// The final `up` line a shim printed to its log when it was stopped.
+fn final_up_line(log: &str) -> serde_json::Value {
+    log.lines()
+        .rev()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["dir"] == "up" && v["final"] == true)
+        .unwrap_or_else(|| panic!("no final stats line in the shim's log:\n{log}"))
+}
+
+#[test]
+fn short_testbed_comparison_with_a_tcp_baseline() {
+    let _serial = serial();
+    let Some(shim) = shim_if_possible() else {
+        return;
+    };
+    if Command::new("iperf3").arg("-v").output().is_err() {
+        eprintln!("skipped: needs iperf3 (interop/setup-peers installs it)");
+        return;
+    }
+    let name = unique("tc");
+    let out = std::env::temp_dir().join(format!("ecnq-testbed-test-{name}"));
+    let args = perf_testbed::TestbedArgs {
+        run: DemoArgs {
+            rate: 20_000_000,
+            rtt: Duration::from_millis(20),
+            buffer: "bdp".into(),
+            duration: 4.0,
+            stagger: 1.0,
+            cc: vec![CongestionControl::Ecnq(Scheme::Bmcc)],
+            no_mixed: true,
+            out: out.clone(),
+        },
+        topology: Layout::Dumbbell,
+        tcp: vec!["cubic".into()],
+        shim: Some(shim),
+        name: name.clone(),
+    };
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(perf_testbed::run(args))
+        .expect("comparison");
+    assert!(
+        testbed::existing(&name).unwrap().is_empty(),
+        "the testbed must be gone"
+    );
+    let dir = out.join("testbed-dumbbell");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    let rows = summary.as_array().unwrap();
+    let names: Vec<&str> = rows.iter().map(|r| r["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["bmcc", "tcp-cubic"]);
+    for row in rows {
+        let utilization = row["utilization"].as_f64().unwrap();
+        println!("{}: utilization {:.1} %", row["name"], utilization * 100.0);
+        assert!(utilization > 0.2, "{row}");
+        for flow in row["flows"].as_array().unwrap() {
+            assert!(flow[1].as_f64().unwrap() > 0.5, "a flow starved: {row}");
+        }
+    }
+    for plot in ["bmcc-throughput.svg", "tcp-cubic-queue.svg"] {
+        assert!(dir.join(plot).is_file(), "{plot}");
+    }
+    // The shim marked BMCC-tagged packets, and saw TCP's ECT packets as
+    // classic traffic (ECT(0) or CE).
+    let log = std::fs::read_to_string(testbed::state_dir(&name).join("rt.log")).unwrap();
+    let marks = &final_up_line(&log)["marks"];
+    let count = |scheme: &str, codepoint: usize| marks[scheme][codepoint].as_u64().unwrap();
+    assert!(
+        (0..4).map(|c| count("bmcc", c)).sum::<u64>() > 1000,
+        "{marks}"
+    );
+    assert!(count("classic", 2) + count("classic", 3) > 1000, "{marks}");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// Removes a testbed when dropped, also after a failed assertion.
+struct Down(String);
+
+impl Drop for Down {
+    fn drop(&mut self) {
+        if let Err(e) = testbed::down(&self.0) {
+            eprintln!("cleanup of {}: {e}", self.0);
+        }
+    }
+}
+
+#[test]
+fn transfer_survives_a_shim_restart() {
+    const SIZE: u64 = 6 << 20;
+    let _serial = serial();
+    let Some(shim) = shim_if_possible() else {
+        return;
+    };
+    let name = unique("rs");
+    let link = "rate 20mbit delay 10ms limit 50kb";
+    let spec: LinkSpec = link.parse().unwrap();
+    let topology = Topology::new(&name, Shape::Dumbbell(1)).unwrap();
+    let args: Vec<String> = ["--link", link, "--stats", "-", "--stats-interval", "50ms"]
+        .map(String::from)
+        .to_vec();
+    testbed::up(&topology, &shim, &args).expect("testbed up");
+    let _down = Down(name.clone());
+    let servers = PerfServers::on(&name, &topology, &["r1"]).expect("server");
+    let (server, roots) = &servers.servers[0];
+    let mut config = client_config(*server, roots, CongestionControl::Ecnq(Scheme::Dpcp), 0.0);
+    config.request.bytes = SIZE;
+    let (tx, mut intervals) = tokio::sync::mpsc::unbounded_channel();
+    let start = Instant::now();
+    let transfer = spawn_in(namespace(&name, "s1"), move || async move {
+        client::run_stream(&config, 1, tokio::time::Instant::now(), tx).await
+    });
+    // Restart the shim once a quarter of the transfer is through.
+    let mut moved = 0;
+    while moved < SIZE / 4 {
+        match intervals.blocking_recv() {
+            Some(interval) => moved += interval.bytes,
+            None => panic!("the transfer ended before the restart ({moved} bytes)"),
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "no progress");
+    }
+    let log_path = testbed::state_dir(&name).join("rt.log");
+    let before = std::fs::metadata(&log_path).unwrap().len() as usize;
+    testbed::restart(&name, "rt", &shim, None).expect("restart");
+    println!(
+        "restarted the shim after {moved} of {SIZE} bytes, {:.1} s in",
+        start.elapsed().as_secs_f64()
+    );
+    while intervals.blocking_recv().is_some() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the transfer did not finish in 60 s"
+        );
+    }
+    let run = transfer.join().unwrap().expect("the transfer failed");
+    servers.stop();
+    println!(
+        "transfer done in {:.1} s, {} packets lost",
+        start.elapsed().as_secs_f64(),
+        run.local_total.retransmits
+    );
+    assert_eq!(run.peer_result.bytes, SIZE, "the server got every byte");
+    assert_eq!(run.local_total.bytes, SIZE);
+    assert_eq!(run.stats.mode, PeerMode::Ecnq, "feedback still in use");
+    // The new shim carried the rest of the transfer.
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    let after = LinkSeries::parse(&log[before..], &spec);
+    let carried = after.samples.last().map_or(0.0, |s| s.departure_bytes);
+    assert!(
+        carried > (SIZE / 2) as f64,
+        "the restarted shim forwarded only {carried} bytes"
+    );
+}
