@@ -14,11 +14,13 @@ use super::socket::EcnSocket;
 use super::tls::{self, Identity};
 use super::Error;
 
-/// Per-stream flow-control credit ecnq gives its peers: 16 MiB, enough for
-/// about 670 Mbit/s at a 200 ms round trip. quinn's default (1.25 MB) caps
+/// Per-stream flow-control credit ecnq gives its peers: 8 MiB, enough for
+/// about 330 Mbit/s at a 200 ms round trip. quinn's default (1.25 MB) caps
 /// one stream at 50 Mbit/s on such a path, whatever the congestion
-/// controller allows.
-pub const STREAM_RECEIVE_WINDOW: u32 = 16 << 20;
+/// controller allows. It is also how far a sender can write ahead of the
+/// network, so it is not made larger than that. A [`TransportHook`] can
+/// change it.
+pub const STREAM_RECEIVE_WINDOW: u32 = 8 << 20;
 /// Unacknowledged bytes a connection may have in flight or buffered for
 /// sending: twice the stream window, so two streams can each fill theirs.
 pub const SEND_WINDOW: u64 = 2 * STREAM_RECEIVE_WINDOW as u64;
