@@ -31,8 +31,15 @@ impl Limit {
 /// Write and read size: small enough that interval counts stay smooth at low rates.
 const CHUNK: usize = 16 * 1024;
 
+/// The stream reset code a timed sender ends with: "time is up". Bytes it
+/// wrote but the network has not yet carried are dropped rather than
+/// drained, so a `-t` test ends on time even when flow control lets the
+/// sender buffer many seconds of data on a slow path.
+pub const TIME_UP: quinn::VarInt = quinn::VarInt::from_u32(0x7469);
+
 /// Writes zeros to `send` until the limit, counting bytes into `counter` as
-/// they are accepted, then finishes the stream. Returns bytes and seconds.
+/// they are accepted, then finishes the stream (a byte limit) or resets it
+/// with [`TIME_UP`] (a time limit). Returns bytes and seconds.
 pub async fn send_until(
     send: &mut quinn::SendStream,
     limit: Limit,
@@ -66,13 +73,19 @@ pub async fn send_until(
             break;
         }
     }
-    send.finish()
-        .map_err(|e| format!("cannot finish the data stream: {e}"))?;
+    match limit {
+        Limit::Time(_) => send
+            .reset(TIME_UP)
+            .map_err(|e| format!("cannot end the data stream: {e}"))?,
+        Limit::Bytes(_) => send
+            .finish()
+            .map_err(|e| format!("cannot finish the data stream: {e}"))?,
+    }
     Ok((sent, start.elapsed().as_secs_f64()))
 }
 
-/// Reads `recv` to its end, counting bytes into `counter`. Returns bytes and
-/// the seconds from the first to the last byte.
+/// Reads `recv` to its end (or to a [`TIME_UP`] reset), counting bytes into
+/// `counter`. Returns bytes and the seconds from the first to the last byte.
 pub async fn receive_all(
     recv: &mut quinn::RecvStream,
     counter: &AtomicU64,
@@ -80,11 +93,13 @@ pub async fn receive_all(
     let mut buf = vec![0u8; CHUNK];
     let mut received = 0u64;
     let mut first: Option<Instant> = None;
-    while let Some(n) = recv
-        .read(&mut buf)
-        .await
-        .map_err(|e| format!("receiving failed: {e}"))?
-    {
+    loop {
+        let n = match recv.read(&mut buf).await {
+            Ok(Some(n)) => n,
+            Ok(None) => break,
+            Err(quinn::ReadError::Reset(code)) if code == TIME_UP => break,
+            Err(e) => return Err(format!("receiving failed: {e}")),
+        };
         first.get_or_insert_with(Instant::now);
         received += n as u64;
         counter.fetch_add(n as u64, Ordering::Relaxed);
