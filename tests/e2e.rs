@@ -164,7 +164,14 @@ parking_lot_tests! {
 }
 
 /// The goal, opt-in: every scheme ≥ 90 % at 100 Mbit/s (γ = 0.975)
-/// over 30 s. `cargo test -p ecnq-e2e --release -- --ignored parking_lot_goal`
+/// over the last 12 s of 30. `cargo test -p ecnq-e2e --release -- --ignored parking_lot_goal`
+///
+/// Not met by every scheme. On a quiet machine it measured DPCP 92.0 %,
+/// TPCP 90.9 %, MCP 90.1 %, VCP 87.3 %, EVCP 87.2 % and BMCC 86.2 %. The
+/// simulator, running the same law code on this path over the same window,
+/// has 0.906, 0.911, 0.899, 0.889, 0.889 and 0.927: the laws run at about
+/// γ·(1 + β)/2 ≈ 0.91 of capacity by design, and VCP's MI takes most of the
+/// run to fill a 2.5 MB window from ten packets.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "long: run with --release -- --ignored"]
 async fn parking_lot_goal_every_scheme() {
