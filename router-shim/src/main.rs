@@ -92,7 +92,7 @@ fn link_args() -> Vec<Arg> {
         Arg::new("seed")
             .long("seed")
             .value_name("N")
-            .help("Seed for loss, jitter, reordering and duplication [default: from the clock]"),
+            .help("Seed for loss, corruption, jitter, reordering and duplication [default: from the clock]"),
         Arg::new("stats")
             .long("stats")
             .value_name("FILE")
