@@ -123,11 +123,11 @@ pub async fn fetch(
         .map_err(|e| format!("{}: {e}", target.display()))?;
     let mut total = 0u64;
     let mut on_data = on_data;
-    while let Some(chunk) = recv
-        .read_chunk(CHUNK, true)
-        .await
-        .map_err(|e| format!("receiving {path}: {e}"))?
-    {
+    while let Some(chunk) = recv.read_chunk(CHUNK, true).await.map_err(|e| match e {
+        // Say why the connection went away (timed out, reset, closed...).
+        quinn::ReadError::ConnectionLost(cause) => format!("receiving {path}: {cause}"),
+        e => format!("receiving {path}: {e}"),
+    })? {
         if let Some(f) = on_data.take() {
             f();
         }

@@ -97,8 +97,12 @@ async fn serve(stack: &dyn Stack, config: &Config, live: Live) -> Result<(), Str
             let pending = match hooks.prepare(remote, false, &mut transport) {
                 Ok(p) => p,
                 Err(e) => {
-                    incoming.refuse();
-                    return eprintln!("{name}: refused {remote}: {e}");
+                    // In practice: this address already has a connection, so
+                    // the Initial is a stray copy with a damaged connection ID
+                    // (corruption). Answering it with CONNECTION_REFUSED would
+                    // start a second server handshake; stay silent.
+                    incoming.ignore();
+                    return eprintln!("{name}: ignored {remote}: {e}");
                 }
             };
             let per_connection = server_config(crypto, &config, Some(transport));

@@ -11,7 +11,8 @@ use std::net::{IpAddr, SocketAddr};
 
 use ecnq::{packet_hash, Ecn, PacketMarks, SchemeTag};
 
-use crate::wire::{self, Ipv4Packet, Ipv6Packet, UdpPacket, PROTO_UDP};
+use crate::link::Corruption;
+use crate::wire::{self, checksum, Ipv4Packet, Ipv6Packet, UdpPacket, PROTO_UDP};
 
 /// IANA protocol number of TCP.
 const PROTO_TCP: u8 = 6;
@@ -228,6 +229,45 @@ pub fn rewrite(packet: &mut [u8], classified: &Classified, marks: &PacketMarks) 
     }
 }
 
+/// Offset of the UDP checksum field in the UDP header.
+const UDP_CHECKSUM: usize = 6;
+/// Length of the UDP header.
+const UDP_HEADER: usize = 8;
+
+/// Applies `hit` to the UDP payload of a packet [`classify`] accepted and
+/// updates the UDP checksum (RFC 1624), so the packet is still delivered
+/// and only the transport above notices. Returns whether a byte changed.
+pub fn corrupt_udp(packet: &mut [u8], classified: &Classified, hit: Corruption) -> bool {
+    let offset = match classified.version {
+        IpVersion::V4 => Ipv4Packet::new_unchecked(&*packet).header_len(),
+        IpVersion::V6 => match Ipv6Packet::new_unchecked(&*packet).upper_layer() {
+            Ok(upper) => upper.offset,
+            Err(_) => return false,
+        },
+    };
+    let Some(datagram) = packet.get_mut(offset..) else {
+        return false;
+    };
+    let Ok(len) = UdpPacket::new_checked(&*datagram).map(|u| usize::from(u.len())) else {
+        return false;
+    };
+    let Some((i, old)) = hit.apply(&mut datagram[UDP_HEADER..len]) else {
+        return false;
+    };
+    let sum = u16::from_be_bytes([datagram[UDP_CHECKSUM], datagram[UDP_CHECKSUM + 1]]);
+    if sum != 0 || classified.version == IpVersion::V6 {
+        // The header is 8 bytes: payload byte i is the high half of a
+        // 16-bit word when i is even.
+        let shift = if i % 2 == 0 { 8 } else { 0 };
+        let new = datagram[UDP_HEADER + i];
+        let sum = checksum::update(sum, u16::from(old) << shift, u16::from(new) << shift);
+        // RFC 768: a computed zero is sent as all ones.
+        let sum = if sum == 0 { 0xffff } else { sum };
+        datagram[UDP_CHECKSUM..UDP_CHECKSUM + 2].copy_from_slice(&sum.to_be_bytes());
+    }
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -298,6 +338,103 @@ mod tests {
         let mut unfair = c.marks;
         unfair.tag.fairing = false;
         assert_eq!(remarked_tos(original, &unfair), 0b0001_0001);
+    }
+
+    /// Ones'-complement sum over the UDP pseudo-header (RFC 768 / RFC 8200
+    /// §8.1) and the datagram: 0xffff when the checksum is right.
+    fn udp_sum(packet: &[u8]) -> u16 {
+        let (pseudo, datagram) = match packet[0] >> 4 {
+            4 => {
+                let mut p = packet[12..20].to_vec(); // addresses
+                p.extend_from_slice(&[0, PROTO_UDP]);
+                p.extend_from_slice(&packet[24..26]); // UDP length
+                (p, &packet[20..])
+            }
+            _ => {
+                let mut p = packet[8..40].to_vec();
+                p.extend_from_slice(&[0, 0]);
+                p.extend_from_slice(&packet[44..46]);
+                p.extend_from_slice(&[0, 0, 0, PROTO_UDP]);
+                (p, &packet[40..])
+            }
+        };
+        checksum::fold(u32::from(checksum::sum(&pseudo)) + u32::from(checksum::sum(datagram)))
+    }
+
+    fn with_checksum(mut packet: Vec<u8>, at: usize) -> Vec<u8> {
+        packet[at..at + 2].fill(0);
+        let sum = !udp_sum(&packet);
+        packet[at..at + 2].copy_from_slice(&sum.to_be_bytes());
+        assert_eq!(udp_sum(&packet), 0xffff);
+        packet
+    }
+
+    #[test]
+    fn corruption_keeps_the_udp_checksum_valid() {
+        // A 1-RTT-like payload of 81 bytes (odd: the last word is padded).
+        let payload: Vec<u8> = (0..81u8).map(|b| b.wrapping_mul(37) | 0x40).collect();
+        let v4 = with_checksum(
+            udp4([10, 0, 0, 1], [10, 0, 0, 2], (4000, 443), 2, &payload),
+            26,
+        );
+        let v6 = with_checksum(udp6(2, PROTO_UDP, &[], (4000, 443), &payload), 46);
+        for (original, udp) in [(v4, 20), (v6, 40)] {
+            let Verdict::Udp(c) = classify(&original) else {
+                panic!("not UDP")
+            };
+            let mut hit_positions = std::collections::BTreeSet::new();
+            for pick in 0..120u64 {
+                for mask in [1u8, 0x80, 0xff, 0x5a] {
+                    let mut pkt = original.clone();
+                    let hit = Corruption::new(pick, std::num::NonZeroU8::new(mask).unwrap());
+                    assert!(corrupt_udp(&mut pkt, &c, hit));
+                    assert_eq!(udp_sum(&pkt), 0xffff, "pick {pick} mask {mask:#x}");
+                    let changed: Vec<usize> =
+                        (0..pkt.len()).filter(|&i| pkt[i] != original[i]).collect();
+                    // One byte of the UDP payload (past the 8-byte header), never
+                    // beyond the first CORRUPT_SPAN, plus the checksum field.
+                    let body: Vec<usize> =
+                        changed.iter().copied().filter(|&i| i >= udp + 8).collect();
+                    assert_eq!(body.len(), 1, "{changed:?}");
+                    assert!(body[0] - udp - 8 < crate::link::CORRUPT_SPAN);
+                    assert!(changed
+                        .iter()
+                        .all(|&i| i >= udp + 8 || i == udp + 6 || i == udp + 7));
+                    hit_positions.insert(body[0] - udp - 8);
+                }
+            }
+            assert_eq!(
+                hit_positions.len(),
+                crate::link::CORRUPT_SPAN,
+                "every position reachable"
+            );
+        }
+    }
+
+    #[test]
+    fn corruption_spares_what_it_must() {
+        let one = Corruption::new(3, std::num::NonZeroU8::MIN);
+        // IPv4 without a UDP checksum: corrupted, and the zero stays.
+        let mut pkt = udp4([10, 0, 0, 1], [10, 0, 0, 2], (1, 443), 0, b"0123456789");
+        let Verdict::Udp(c) = classify(&pkt) else {
+            panic!("not UDP")
+        };
+        assert!(corrupt_udp(&mut pkt, &c, one));
+        assert_eq!(&pkt[26..28], &[0, 0]);
+        assert_eq!(&pkt[28..], b"0122456789");
+        // A Version Negotiation packet (long header, version 0) and an empty datagram.
+        let mut vn = udp4(
+            [10, 0, 0, 1],
+            [10, 0, 0, 2],
+            (443, 1),
+            0,
+            &[0x80, 0, 0, 0, 0, 8, 1],
+        );
+        let before = vn.clone();
+        assert!(!corrupt_udp(&mut vn, &c, one));
+        assert_eq!(vn, before);
+        let mut empty = udp4([10, 0, 0, 1], [10, 0, 0, 2], (443, 1), 0, b"");
+        assert!(!corrupt_udp(&mut empty, &c, one));
     }
 
     #[test]

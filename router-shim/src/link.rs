@@ -1,7 +1,7 @@
 //! One direction of an emulated link, sans-IO (DESIGN.md §4): mark at
 //! enqueue → drop-tail queue → serialization at the link rate →
-//! propagation delay (+ jitter, reordering) → out. Random loss and
-//! duplication happen at enqueue, as in netem.
+//! propagation delay (+ jitter, reordering) → out. Outages (blackhole),
+//! loss, corruption and duplication happen at enqueue, as in netem.
 //!
 //! Departure times are computed exactly when a packet is enqueued:
 //! `departure = max(now, previous departure) + len·8 / rate`, in integer
@@ -11,6 +11,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
+use std::num::NonZeroU8;
 use std::time::Duration;
 
 use ecnq::router::{RouterConfig, RouterLink};
@@ -18,7 +19,7 @@ use ecnq::{Ecn, PacketMarks, SchemeTag};
 
 use crate::classify::{PassCounters, PassReason};
 
-use crate::spec::{Limit, LinkSpec};
+use crate::spec::{Limit, LinkSpec, Pattern};
 
 /// What a link carries.
 pub trait LinkPacket: Clone {
@@ -28,6 +29,47 @@ pub trait LinkPacket: Clone {
     fn marks(&self) -> Result<PacketMarks, PassReason>;
     /// Stores rewritten marks.
     fn set_marks(&mut self, marks: &PacketMarks);
+    /// Applies `hit` to the UDP payload (see [`Corruption::apply`]), keeping
+    /// any checksum valid so the packet still reaches its endpoint. Returns
+    /// whether a byte changed (not for non-UDP packets).
+    fn corrupt(&mut self, hit: Corruption) -> bool;
+}
+
+/// How many leading bytes of a UDP payload a corruption may hit: the QUIC
+/// header and the first bytes after it, as in the quic-interop-runner's
+/// `corrupt-rate` scenario (it picks one of the first 51 bytes).
+pub const CORRUPT_SPAN: usize = 51;
+
+/// One corruption: which byte changes, and to what.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Corruption {
+    pick: u64,
+    /// The byte always changes: XOR with a uniform non-zero mask makes it a
+    /// uniformly random other value, as the runner's model draws it.
+    mask: NonZeroU8,
+}
+
+impl Corruption {
+    /// A corruption that hits byte `pick mod span` and XORs it with `mask`.
+    pub fn new(pick: u64, mask: NonZeroU8) -> Corruption {
+        Corruption { pick, mask }
+    }
+
+    /// Changes one of the first [`CORRUPT_SPAN`] bytes of a UDP payload and
+    /// returns its index and former value. An empty payload and a QUIC Version Negotiation
+    /// packet (which the runner spares, since a corrupted version field
+    /// legitimately elicits one) are left alone.
+    pub fn apply(&self, payload: &mut [u8]) -> Option<(usize, u8)> {
+        let version_negotiation =
+            payload.len() >= 5 && payload[0] & 0x80 != 0 && payload[1..5] == [0; 4];
+        if payload.is_empty() || version_negotiation {
+            return None;
+        }
+        let i = (self.pick % payload.len().min(CORRUPT_SPAN) as u64) as usize;
+        let old = payload[i];
+        payload[i] ^= self.mask.get();
+        Some((i, old))
+    }
 }
 
 /// Why a packet did not make it into the queue.
@@ -35,8 +77,10 @@ pub trait LinkPacket: Clone {
 pub enum DropCause {
     /// The buffer was full (drop-tail).
     Overflow,
-    /// Emulated random loss.
+    /// Emulated loss.
     Loss,
+    /// The link was in an outage (`blackhole`).
+    Blackhole,
 }
 
 /// Per-link counters.
@@ -52,8 +96,12 @@ pub struct LinkCounters {
     pub departure_bytes: u64,
     /// Drop-tail drops.
     pub drops_overflow: u64,
-    /// Random-loss drops.
+    /// Emulated-loss drops.
     pub drops_loss: u64,
+    /// Drops during outages.
+    pub drops_blackhole: u64,
+    /// Packets corrupted.
+    pub corrupted: u64,
     /// Duplicates made.
     pub duplicates: u64,
     /// Packets that skipped the delay (reordered).
@@ -68,6 +116,7 @@ impl LinkCounters {
         match cause {
             DropCause::Overflow => self.drops_overflow += 1,
             DropCause::Loss => self.drops_loss += 1,
+            DropCause::Blackhole => self.drops_blackhole += 1,
         }
     }
 }
@@ -93,6 +142,47 @@ impl Rng {
     /// True with probability `p` (never draws for p = 0).
     fn chance(&mut self, p: f64) -> bool {
         p > 0.0 && self.unit() < p
+    }
+}
+
+/// Draws which packets a [`Pattern`] strikes.
+#[derive(Clone, Debug)]
+struct Strikes {
+    pattern: Pattern,
+    /// Packets struck in a row so far.
+    run: u32,
+    /// Gilbert-Elliott: in the bad state.
+    bad: bool,
+}
+
+impl Strikes {
+    fn new(pattern: Pattern) -> Strikes {
+        Strikes {
+            pattern,
+            run: 0,
+            bad: false,
+        }
+    }
+
+    /// Whether the next packet is struck.
+    fn next(&mut self, rng: &mut Rng) -> bool {
+        let struck = match self.pattern {
+            Pattern::Random { p, max_run } => max_run.is_none_or(|n| self.run < n) && rng.chance(p),
+            Pattern::GilbertElliott { p, r, bad, good } => {
+                let (strike, leave) = if self.bad { (bad, r) } else { (good, p) };
+                let struck = rng.chance(strike);
+                if rng.chance(leave) {
+                    self.bad = !self.bad;
+                }
+                struck
+            }
+        };
+        self.run = if struck {
+            self.run.saturating_add(1)
+        } else {
+            0
+        };
+        struck
     }
 }
 
@@ -168,7 +258,11 @@ const UNMARKABLE: PacketMarks = PacketMarks {
 #[derive(Debug)]
 pub struct Link<P> {
     spec: LinkSpec,
+    /// When the link started (the blackhole schedule's origin).
+    start: Duration,
     rng: Rng,
+    loss: Strikes,
+    corrupt: Strikes,
     router: RouterLink,
     queue: VecDeque<Serializing<P>>,
     queue_bytes: u64,
@@ -184,11 +278,14 @@ pub struct Link<P> {
 
 impl<P: LinkPacket> Link<P> {
     /// A link starting at `now`. `router` meters and marks; `seed` drives
-    /// loss, jitter, reordering and duplication.
+    /// loss, corruption, jitter, reordering and duplication.
     pub fn new(spec: LinkSpec, router: RouterConfig, seed: u64, now: Duration) -> Link<P> {
         Link {
             spec,
+            start: now,
             rng: Rng(seed),
+            loss: Strikes::new(spec.loss),
+            corrupt: Strikes::new(spec.corrupt),
             router: RouterLink::new(router, now),
             queue: VecDeque::new(),
             queue_bytes: 0,
@@ -230,7 +327,13 @@ impl<P: LinkPacket> Link<P> {
                 self.router.on_arrival(now, len, &mut UNMARKABLE.clone());
             }
         }
-        let cause = if self.rng.chance(self.spec.loss) {
+        let dark = self
+            .spec
+            .blackhole
+            .is_some_and(|b| b.is_dark(now.saturating_sub(self.start)));
+        let cause = if dark {
+            Some(DropCause::Blackhole)
+        } else if self.loss.next(&mut self.rng) {
             Some(DropCause::Loss)
         } else if self.is_full(len) {
             Some(DropCause::Overflow)
@@ -240,6 +343,14 @@ impl<P: LinkPacket> Link<P> {
         if let Some(cause) = cause {
             self.counters.drop(cause);
             return Err(cause);
+        }
+        if self.corrupt.next(&mut self.rng) {
+            let pick = self.rng.next_u64();
+            let mask = NonZeroU8::MIN.saturating_add((self.rng.next_u64() % 255) as u8);
+            let hit = Corruption::new(pick, mask);
+            if packet.corrupt(hit) {
+                self.counters.corrupted += 1;
+            }
         }
         let start = now.max(self.busy_until);
         if start > self.busy_until {
@@ -374,12 +485,13 @@ mod tests {
     use super::*;
     use ecnq::WireScheme;
 
-    /// A test packet: a size, an id, and VCP-tagged marks.
+    /// A test packet: a size, an id, VCP-tagged marks and a UDP payload.
     #[derive(Clone, Debug, PartialEq)]
     struct Pkt {
         len: u32,
         id: u64,
         marks: PacketMarks,
+        payload: Vec<u8>,
     }
 
     impl LinkPacket for Pkt {
@@ -391,6 +503,9 @@ mod tests {
         }
         fn set_marks(&mut self, marks: &PacketMarks) {
             self.marks = *marks;
+        }
+        fn corrupt(&mut self, hit: Corruption) -> bool {
+            hit.apply(&mut self.payload).is_some()
         }
     }
 
@@ -404,7 +519,29 @@ mod tests {
                 hash: id as u32,
                 flow: 7,
             },
+            payload: vec![0x40; 72],
         }
+    }
+
+    /// Offers `n` packets 1 ms apart from `start` and returns, per packet,
+    /// whether it was dropped for `cause`.
+    fn fates(l: &mut Link<Pkt>, start: Duration, n: u64, cause: DropCause) -> Vec<bool> {
+        (0..n)
+            .map(|i| {
+                let at = start + Duration::from_millis(i);
+                let fate = l.enqueue(at, pkt(i, 100));
+                while l.dequeue(at).is_some() {}
+                fate == Err(cause)
+            })
+            .collect()
+    }
+
+    /// Lengths of the runs of `true`.
+    fn run_lengths(hits: &[bool]) -> Vec<usize> {
+        hits.split(|h| !h)
+            .map(<[bool]>::len)
+            .filter(|&n| n > 0)
+            .collect()
     }
 
     fn link(spec: &str) -> Link<Pkt> {
@@ -556,6 +693,117 @@ mod tests {
             out.windows(2).any(|w| w[0].1.id > w[1].1.id),
             "some reordering"
         );
+    }
+
+    #[test]
+    fn capped_random_loss_as_the_interop_runner() {
+        // The runner's drop-rate with --rate=30 --burst=3: 30 % per packet,
+        // a packet spared after 4 in a row.
+        let mut l = link("loss 30% maxrun 4 limit 1000000");
+        let n = 200_000;
+        let lost = fates(&mut l, Duration::ZERO, n, DropCause::Loss);
+        let rate = lost.iter().filter(|&&x| x).count() as f64 / n as f64;
+        let want = l.spec().loss.mean_rate();
+        assert!((want - 0.2983).abs() < 1e-4, "closed form {want}");
+        assert!(
+            (rate - want).abs() < 0.005,
+            "measured {rate}, expected {want}"
+        );
+        let runs = run_lengths(&lost);
+        let count = |k: usize| runs.iter().filter(|&&r| r == k).count() as f64 / runs.len() as f64;
+        // Run lengths are geometric (ratio 0.3) truncated at 4.
+        for (k, expect) in [(1, 0.7), (2, 0.21), (3, 0.063), (4, 0.027)] {
+            assert!(
+                (count(k) - expect).abs() < 0.01,
+                "runs of {k}: {} vs {expect}",
+                count(k)
+            );
+        }
+        assert_eq!(runs.iter().max(), Some(&4));
+        assert_eq!(l.counters().drops_loss as usize, runs.iter().sum::<usize>());
+    }
+
+    #[test]
+    fn gilbert_elliott_loss_comes_in_bursts() {
+        // Good → bad 2 %, bad → good 25 %, loss only in the bad state: 7.4 %
+        // of packets lost, in bursts of 1/r = 4 on average.
+        let mut l = link("loss gemodel 2% 25% limit 1000000");
+        let n = 400_000;
+        let lost = fates(&mut l, Duration::ZERO, n, DropCause::Loss);
+        let rate = lost.iter().filter(|&&x| x).count() as f64 / n as f64;
+        assert!((rate - 0.02 / 0.27).abs() < 0.005, "loss {rate}");
+        let runs = run_lengths(&lost);
+        let mean = runs.iter().sum::<usize>() as f64 / runs.len() as f64;
+        assert!((mean - 4.0).abs() < 0.2, "mean burst {mean}");
+        let single = runs.iter().filter(|&&r| r == 1).count() as f64 / runs.len() as f64;
+        assert!((single - 0.25).abs() < 0.02, "bursts of one {single}");
+        // Random loss of the same rate has bursts of 1.08 on average.
+        let mut random = link("loss 7.4% limit 1000000");
+        let random_runs = run_lengths(&fates(&mut random, Duration::ZERO, n, DropCause::Loss));
+        let random_mean = random_runs.iter().sum::<usize>() as f64 / random_runs.len() as f64;
+        assert!(random_mean < 1.2, "{random_mean}");
+    }
+
+    #[test]
+    fn corruption_rate_and_bytes() {
+        let mut l = link("corrupt 10% limit 1000000");
+        let n = 50_000;
+        for i in 0..n {
+            l.enqueue(Duration::from_micros(i), pkt(i, 100)).unwrap();
+        }
+        let out = drain(&mut l);
+        assert_eq!(out.len() as u64, n, "corrupted packets are delivered");
+        let clean = pkt(0, 100).payload;
+        let mut corrupted = 0;
+        let mut positions = [0u32; CORRUPT_SPAN];
+        for (_, p) in &out {
+            let changed: Vec<usize> = (0..clean.len())
+                .filter(|&i| p.payload[i] != clean[i])
+                .collect();
+            match changed[..] {
+                [] => {}
+                [i] => {
+                    corrupted += 1;
+                    positions[i] += 1;
+                }
+                _ => panic!("more than one byte changed: {changed:?}"),
+            }
+        }
+        assert_eq!(corrupted, l.counters().corrupted);
+        let rate = corrupted as f64 / n as f64;
+        assert!((rate - 0.1).abs() < 0.005, "corrupted {rate}");
+        // Uniform over the first CORRUPT_SPAN bytes (≈ 98 each).
+        let expect = corrupted as f64 / CORRUPT_SPAN as f64;
+        assert!(
+            positions
+                .iter()
+                .all(|&c| (f64::from(c) - expect).abs() < 0.4 * expect),
+            "{positions:?}"
+        );
+    }
+
+    #[test]
+    fn blackhole_follows_its_schedule() {
+        // Up 5 s, down 2 s, once, from when the link started (t = 3 s here).
+        let start = Duration::from_secs(3);
+        for (words, outages) in [
+            ("blackhole 5s 2s 1", vec![(5_000, 7_000)]),
+            (
+                "blackhole 5s 2s",
+                vec![(5_000, 7_000), (12_000, 14_000), (19_000, 20_000)],
+            ),
+        ] {
+            let spec: LinkSpec = words.parse().unwrap();
+            let mut l: Link<Pkt> = Link::new(spec, router_config(&spec), 1, start);
+            let dropped = fates(&mut l, start, 20_000, DropCause::Blackhole);
+            for (ms, &d) in dropped.iter().enumerate() {
+                let dark = outages.iter().any(|&(a, b)| (a..b).contains(&ms));
+                assert_eq!(d, dark, "{words}: packet at {ms} ms");
+            }
+            let total: usize = outages.iter().map(|(a, b)| b - a).sum();
+            assert_eq!(l.counters().drops_blackhole as usize, total);
+            assert_eq!(l.counters().departures as usize, 20_000 - total);
+        }
     }
 
     #[test]

@@ -27,7 +27,11 @@ factor every t_p and re-marks ECN for router-assisted congestion control (VCP fa
 const LINK_HELP: &str = "Link in tc/netem words, for both directions unless --link-up/--link-down \
 override it: rate RATE (bit, kbit, mbit, gbit; kbps = kbytes/s), delay TIME [JITTER] \
 (s, ms, us), loss P%, reorder P%, duplicate P%, limit N (packets) or limit SIZE (b, kb, mb: bytes). \
-Example: \"rate 20mbit delay 20ms 2ms loss 0.5% limit 100\". Empty: unlimited.";
+loss and corrupt (change one of the first 51 UDP payload bytes, checksum kept valid) take P% \
+[maxrun N] (at most N packets in a row) or gemodel P [R [1-H [1-K]]] (Gilbert-Elliott, as netem). \
+blackhole ON OFF [COUNT]: up for ON, then every packet dropped for OFF, COUNT times (default: forever). \
+Example: \"rate 20mbit delay 20ms 2ms loss 0.5% limit 100\"; the interop runner's handshakeloss: \
+\"rate 10mbit delay 15ms limit 25 loss 30% maxrun 4\". Empty: unlimited.";
 
 fn link_args() -> Vec<Arg> {
     vec![
@@ -88,7 +92,7 @@ fn link_args() -> Vec<Arg> {
         Arg::new("seed")
             .long("seed")
             .value_name("N")
-            .help("Seed for loss, jitter, reordering and duplication [default: from the clock]"),
+            .help("Seed for loss, corruption, jitter, reordering and duplication [default: from the clock]"),
         Arg::new("stats")
             .long("stats")
             .value_name("FILE")

@@ -91,7 +91,7 @@ type Counter = (&'static str, &'static str, fn(&LinkSnapshot) -> u64);
 /// The Prometheus text for a set of link snapshots.
 pub fn prometheus_text(links: &[LinkSnapshot]) -> String {
     let mut out = String::new();
-    let counters: [Counter; 8] = [
+    let counters: [Counter; 9] = [
         (
             "arrivals_total",
             "Packets offered to the link (before drops).",
@@ -112,6 +112,9 @@ pub fn prometheus_text(links: &[LinkSnapshot]) -> String {
         ("reordered_total", "Packets that skipped the delay.", |s| {
             s.counters.reordered
         }),
+        ("corrupted_total", "Emulated corruptions.", |s| {
+            s.counters.corrupted
+        }),
         (
             "rewritten_total",
             "Packets whose marks the router changed.",
@@ -131,6 +134,7 @@ pub fn prometheus_text(links: &[LinkSnapshot]) -> String {
         for (cause, n) in [
             ("overflow", s.counters.drops_overflow),
             ("loss", s.counters.drops_loss),
+            ("blackhole", s.counters.drops_blackhole),
         ] {
             let _ = writeln!(
                 out,

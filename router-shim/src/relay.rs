@@ -25,7 +25,7 @@ use tokio::net::UdpSocket;
 use tokio::task::JoinHandle;
 
 use crate::classify::{marks_of, remarked_tos, PassReason};
-use crate::link::{Direction, Link, LinkPacket};
+use crate::link::{Corruption, Direction, Link, LinkPacket};
 use crate::pump::{Egress, LinkMsg, LinkThread, Observers};
 use crate::stats::LinkSnapshot;
 use crate::tos_socket::{
@@ -82,6 +82,9 @@ impl LinkPacket for Datagram {
     }
     fn set_marks(&mut self, marks: &PacketMarks) {
         self.marks = *marks;
+    }
+    fn corrupt(&mut self, hit: Corruption) -> bool {
+        hit.apply(&mut self.payload).is_some()
     }
 }
 

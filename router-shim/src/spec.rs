@@ -1,6 +1,13 @@
 //! Link specifications in tc / netem words (DESIGN.md §4):
 //! `rate 20mbit delay 20ms 2ms loss 0.5% reorder 1% duplicate 0.1% limit 100`.
 //!
+//! Loss and corruption take a percentage (`loss 2%`, `corrupt 2%`), netem's
+//! Gilbert-Elliott model (`loss gemodel P [R [1-H [1-K]]]`), and, beyond
+//! netem, `maxrun N` after a percentage: never more than N packets in a row
+//! (the quic-interop-runner's `drop-rate` / `corrupt-rate` bursts).
+//! `blackhole ON OFF [COUNT]`, also beyond netem, keeps the link up for ON,
+//! then drops everything for OFF, COUNT times (forever without COUNT).
+//!
 //! Units follow tc(8): rates in `bit`, `kbit`, `mbit`, `gbit`, `tbit` (powers
 //! of 1000; a bare number is bit/s) or `bps`, `kbps`, `mbps`, `gbps` (bytes
 //! per second); times in `s`, `ms`, `us`, `ns` (a bare number is µs, as in
@@ -34,8 +41,12 @@ pub struct LinkSpec {
     /// Delay jitter: each packet's delay is uniform in delay ± jitter
     /// (never below zero; packet order is kept).
     pub jitter: Duration,
-    /// Random loss probability, 0..=1.
-    pub loss: f64,
+    /// Which packets are lost.
+    pub loss: Pattern,
+    /// Which packets are corrupted (one byte of the UDP payload changed).
+    pub corrupt: Pattern,
+    /// Periodic outages.
+    pub blackhole: Option<Blackhole>,
     /// Probability that a packet skips the propagation delay (netem's
     /// `reorder`: it overtakes the packets still in flight).
     pub reorder: f64,
@@ -52,11 +63,107 @@ impl Default for LinkSpec {
             rate: None,
             delay: Duration::ZERO,
             jitter: Duration::ZERO,
-            loss: 0.0,
+            loss: Pattern::NONE,
+            corrupt: Pattern::NONE,
+            blackhole: None,
             reorder: 0.0,
             duplicate: 0.0,
             limit: DEFAULT_LIMIT,
         }
+    }
+}
+
+/// Which packets an impairment (loss, corruption) strikes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Pattern {
+    /// Each packet with probability `p`, independently, except that after
+    /// `max_run` struck packets in a row the next one is spared.
+    Random {
+        /// Probability, 0..=1.
+        p: f64,
+        /// Longest run of struck packets; `None`: unbounded (netem).
+        max_run: Option<u32>,
+    },
+    /// netem's `gemodel`: a good and a bad state; each packet is struck with
+    /// the current state's probability, then the state may change.
+    GilbertElliott {
+        /// Good → bad transition probability per packet.
+        p: f64,
+        /// Bad → good transition probability per packet.
+        r: f64,
+        /// Strike probability in the bad state (netem's 1-h).
+        bad: f64,
+        /// Strike probability in the good state (netem's 1-k).
+        good: f64,
+    },
+}
+
+impl Pattern {
+    /// Strikes nothing.
+    pub const NONE: Pattern = Pattern::Random {
+        p: 0.0,
+        max_run: None,
+    };
+
+    /// Whether this pattern never strikes.
+    pub fn is_none(&self) -> bool {
+        match *self {
+            Pattern::Random { p, .. } => p == 0.0,
+            Pattern::GilbertElliott { p, bad, good, .. } => good == 0.0 && (p == 0.0 || bad == 0.0),
+        }
+    }
+
+    /// The long-run fraction of packets struck. Gilbert-Elliott: the bad
+    /// state's stationary share p / (p + r) (Gilbert 1960, Elliott 1963).
+    /// Random capped at n in a row: the run length is a Markov chain whose
+    /// stationary law is geometric, π_k ∝ p^k for k = 0..=n, so the share
+    /// struck is p (1 − pⁿ) / (1 − pⁿ⁺¹).
+    pub fn mean_rate(&self) -> f64 {
+        match *self {
+            Pattern::Random { p, max_run: None } => p,
+            Pattern::Random {
+                p,
+                max_run: Some(n),
+            } => {
+                if p >= 1.0 {
+                    return f64::from(n) / (f64::from(n) + 1.0);
+                }
+                let n = n.min(i32::MAX as u32) as i32;
+                p * (1.0 - p.powi(n)) / (1.0 - p.powi(n + 1))
+            }
+            Pattern::GilbertElliott { p, r, bad, good } => {
+                if p + r == 0.0 {
+                    return good;
+                }
+                let share_bad = p / (p + r);
+                share_bad * bad + (1.0 - share_bad) * good
+            }
+        }
+    }
+}
+
+/// Periodic outages: the link is up for `on`, then drops every packet for
+/// `off`, `count` times (forever if `None`), then stays up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Blackhole {
+    /// Time up before each outage.
+    pub on: Duration,
+    /// Length of each outage.
+    pub off: Duration,
+    /// Number of outages; `None`: they repeat forever.
+    pub count: Option<u32>,
+}
+
+impl Blackhole {
+    /// Whether the link is down `elapsed` after it started.
+    pub fn is_dark(&self, elapsed: Duration) -> bool {
+        let cycle = (self.on + self.off).as_nanos();
+        let t = elapsed.as_nanos();
+        let round = t / cycle;
+        if self.count.is_some_and(|n| round >= u128::from(n)) {
+            return false;
+        }
+        t % cycle >= self.on.as_nanos()
     }
 }
 
@@ -166,8 +273,99 @@ fn looks_numeric(word: &str) -> bool {
     word.starts_with(|c: char| c.is_ascii_digit() || c == '.')
 }
 
+/// The rest of `loss` or `corrupt`: `[random] P% [maxrun N]` or
+/// `gemodel P [R [1-H [1-K]]]`.
+fn parse_pattern<'a, I>(
+    keyword: &str,
+    words: &mut std::iter::Peekable<I>,
+) -> Result<Pattern, SpecError>
+where
+    I: Iterator<Item = &'a str>,
+{
+    if words
+        .next_if(|w| w.eq_ignore_ascii_case("gemodel"))
+        .is_some()
+    {
+        let Some(p) = words.next() else {
+            return err(format!(
+                "`{keyword} gemodel` needs P [R [1-H [1-K]]] (percentages)"
+            ));
+        };
+        let p = parse_percent(p, &format!("{keyword} gemodel P"))?;
+        let mut optional = |name: &str, default: f64| -> Result<f64, SpecError> {
+            match words.next_if(|w| looks_numeric(w)) {
+                Some(w) => parse_percent(w, &format!("{keyword} gemodel {name}")),
+                None => Ok(default),
+            }
+        };
+        // tc-netem(8): the omitted parameters default to R = 1-P, 1-H = 100 %,
+        // 1-K = 0 %, which is Bernoulli loss with probability P.
+        let r = optional("R", 1.0 - p)?;
+        let bad = optional("1-H", 1.0)?;
+        let good = optional("1-K", 0.0)?;
+        return Ok(Pattern::GilbertElliott { p, r, bad, good });
+    }
+    words.next_if(|w| w.eq_ignore_ascii_case("random"));
+    let Some(value) = words.next() else {
+        return err(format!("`{keyword}` needs a value"));
+    };
+    let p = parse_percent(value, keyword)?;
+    let max_run = if words
+        .next_if(|w| w.eq_ignore_ascii_case("maxrun"))
+        .is_some()
+    {
+        let n = words.next().unwrap_or_default();
+        match n.parse::<u32>() {
+            Ok(n) if n > 0 => Some(n),
+            _ => {
+                return err(format!(
+                    "`maxrun` needs a whole number of packets above 0, got `{n}`"
+                ))
+            }
+        }
+    } else {
+        None
+    };
+    Ok(Pattern::Random { p, max_run })
+}
+
+/// The rest of `blackhole`: `ON OFF [COUNT]`.
+fn parse_blackhole<'a, I>(words: &mut std::iter::Peekable<I>) -> Result<Blackhole, SpecError>
+where
+    I: Iterator<Item = &'a str>,
+{
+    let (Some(on), Some(off)) = (words.next(), words.next()) else {
+        return err("`blackhole` needs ON OFF [COUNT] (e.g. blackhole 5s 2s 1)");
+    };
+    let (on, off) = (parse_time(on)?, parse_time(off)?);
+    if on.is_zero() || off.is_zero() {
+        return err("blackhole ON and OFF must be longer than zero");
+    }
+    let count = match words.next_if(|w| looks_numeric(w)) {
+        Some(w) => match w.parse::<u32>() {
+            Ok(n) if n > 0 => Some(n),
+            _ => {
+                return err(format!(
+                    "blackhole COUNT must be a whole number above 0, got `{w}`"
+                ))
+            }
+        },
+        None => None,
+    };
+    Ok(Blackhole { on, off, count })
+}
+
 /// The words a spec may contain.
-const KEYWORDS: [&str; 6] = ["rate", "delay", "loss", "reorder", "duplicate", "limit"];
+const KEYWORDS: [&str; 8] = [
+    "rate",
+    "delay",
+    "loss",
+    "corrupt",
+    "reorder",
+    "duplicate",
+    "limit",
+    "blackhole",
+];
 
 impl FromStr for LinkSpec {
     type Err = SpecError;
@@ -182,15 +380,28 @@ impl FromStr for LinkSpec {
                 .find(|k| k.eq_ignore_ascii_case(keyword))
             else {
                 return err(format!(
-                    "unknown word `{keyword}` (expected rate, delay, loss, reorder, duplicate or limit)"
+                    "unknown word `{keyword}` (expected rate, delay, loss, corrupt, reorder, duplicate, limit or blackhole)"
                 ));
             };
             if seen.contains(&keyword) {
                 return err(format!("`{keyword}` given twice"));
             }
             seen.push(keyword);
-            if keyword == "loss" && words.peek() == Some(&"random") {
-                words.next();
+            match keyword {
+                "loss" | "corrupt" => {
+                    let pattern = parse_pattern(keyword, &mut words)?;
+                    if keyword == "loss" {
+                        spec.loss = pattern;
+                    } else {
+                        spec.corrupt = pattern;
+                    }
+                    continue;
+                }
+                "blackhole" => {
+                    spec.blackhole = Some(parse_blackhole(&mut words)?);
+                    continue;
+                }
+                _ => {}
             }
             let Some(value) = words.next() else {
                 return err(format!("`{keyword}` needs a value"));
@@ -203,7 +414,6 @@ impl FromStr for LinkSpec {
                         spec.jitter = parse_time(jitter)?;
                     }
                 }
-                "loss" => spec.loss = parse_percent(value, "loss")?,
                 "reorder" => spec.reorder = parse_percent(value, "reorder")?,
                 "duplicate" => spec.duplicate = parse_percent(value, "duplicate")?,
                 _ => {
@@ -244,11 +454,12 @@ impl fmt::Display for LinkSpec {
             }
             parts.push(delay);
         }
-        for (name, p) in [
-            ("loss", self.loss),
-            ("reorder", self.reorder),
-            ("duplicate", self.duplicate),
-        ] {
+        for (name, pattern) in [("loss", self.loss), ("corrupt", self.corrupt)] {
+            if !pattern.is_none() {
+                parts.push(format!("{name} {pattern}"));
+            }
+        }
+        for (name, p) in [("reorder", self.reorder), ("duplicate", self.duplicate)] {
             if p > 0.0 {
                 parts.push(format!("{name} {}%", p * 100.0));
             }
@@ -257,7 +468,37 @@ impl fmt::Display for LinkSpec {
             Limit::Packets(n) => format!("limit {n}"),
             Limit::Bytes(n) => format!("limit {n}b"),
         });
+        if let Some(b) = self.blackhole {
+            let mut words = format!("blackhole {}us {}us", b.on.as_micros(), b.off.as_micros());
+            if let Some(n) = b.count {
+                words += &format!(" {n}");
+            }
+            parts.push(words);
+        }
         f.write_str(&parts.join(" "))
+    }
+}
+
+impl fmt::Display for Pattern {
+    /// The words after `loss` / `corrupt`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Pattern::Random { p, max_run } => {
+                write!(f, "{}%", p * 100.0)?;
+                if let Some(n) = max_run {
+                    write!(f, " maxrun {n}")?;
+                }
+                Ok(())
+            }
+            Pattern::GilbertElliott { p, r, bad, good } => write!(
+                f,
+                "gemodel {}% {}% {}% {}%",
+                p * 100.0,
+                r * 100.0,
+                bad * 100.0,
+                good * 100.0
+            ),
+        }
     }
 }
 
@@ -273,7 +514,13 @@ mod tests {
         assert_eq!(spec.rate, Some(20_000_000));
         assert_eq!(spec.delay, Duration::from_millis(20));
         assert_eq!(spec.jitter, Duration::from_millis(2));
-        assert!((spec.loss - 0.005).abs() < 1e-12);
+        assert_eq!(
+            spec.loss,
+            Pattern::Random {
+                p: 0.005,
+                max_run: None
+            }
+        );
         assert_eq!(spec.limit, Limit::Packets(100));
         assert_eq!(spec.reorder, 0.0);
     }
@@ -291,10 +538,63 @@ mod tests {
             .parse()
             .unwrap();
         assert_eq!(spec.limit, Limit::Bytes(65_536));
-        assert!((spec.loss - 0.01).abs() < 1e-12);
+        assert_eq!(spec.loss.mean_rate(), 0.01);
         assert!((spec.reorder - 0.25).abs() < 1e-12);
         assert_eq!(spec.rate, None);
         assert_eq!("".parse::<LinkSpec>(), Ok(LinkSpec::default()));
+    }
+
+    #[test]
+    fn impairment_words() {
+        let spec: LinkSpec = "loss gemodel 1% corrupt random 30% maxrun 4 blackhole 5s 2s"
+            .parse()
+            .unwrap();
+        // tc-netem(8) defaults: R = 1-P, 1-H = 100 %, 1-K = 0 %.
+        assert_eq!(
+            spec.loss,
+            Pattern::GilbertElliott {
+                p: 0.01,
+                r: 0.99,
+                bad: 1.0,
+                good: 0.0
+            }
+        );
+        assert!((spec.loss.mean_rate() - 0.01).abs() < 1e-12, "Bernoulli");
+        assert_eq!(
+            spec.corrupt,
+            Pattern::Random {
+                p: 0.3,
+                max_run: Some(4)
+            }
+        );
+        let b = spec.blackhole.unwrap();
+        assert_eq!(
+            (b.on, b.off, b.count),
+            (Duration::from_secs(5), Duration::from_secs(2), None)
+        );
+        let gemodel: LinkSpec = "loss gemodel 1% 10% 70% 0.1%".parse().unwrap();
+        let share_bad = 0.01 / 0.11;
+        let want = share_bad * 0.7 + (1.0 - share_bad) * 0.001;
+        assert!((gemodel.loss.mean_rate() - want).abs() < 1e-12);
+        assert!(LinkSpec::default().loss.is_none() && LinkSpec::default().corrupt.is_none());
+    }
+
+    #[test]
+    fn blackhole_schedule() {
+        let b = Blackhole {
+            on: Duration::from_secs(5),
+            off: Duration::from_secs(2),
+            count: Some(2),
+        };
+        let dark = |ms: u64| b.is_dark(Duration::from_millis(ms));
+        assert!(!dark(0) && !dark(4_999));
+        assert!(dark(5_000) && dark(6_999));
+        assert!(!dark(7_000) && !dark(11_999));
+        assert!(dark(12_000) && dark(13_999));
+        assert!(!dark(14_000) && !dark(19_000), "two outages only");
+        let forever = Blackhole { count: None, ..b };
+        assert!(forever.is_dark(Duration::from_millis(19_000)));
+        assert!(forever.is_dark(Duration::from_secs(7 * 1000 + 6)));
     }
 
     #[test]
@@ -302,6 +602,8 @@ mod tests {
         for text in [
             "rate 20mbit delay 20ms 2ms loss 0.5% limit 100",
             "delay 5ms reorder 25% duplicate 1% limit 64kb",
+            "loss 30% maxrun 4 corrupt 2% maxrun 4 blackhole 5s 2s 1",
+            "loss gemodel 1% 25% 50% 0.5% corrupt gemodel 2% blackhole 100ms 30ms",
             "",
         ] {
             let spec: LinkSpec = text.parse().unwrap();
@@ -325,6 +627,21 @@ mod tests {
             ("limit 10parsecs", "unknown size unit"),
             ("reorder 5%", "reorder needs a delay"),
             ("bandwidth 10mbit", "unknown word `bandwidth`"),
+            ("corrupt", "`corrupt` needs a value"),
+            ("corrupt 2% maxrun", "`maxrun` needs a whole number"),
+            ("loss 30% maxrun 0", "`maxrun` needs a whole number"),
+            ("loss 30% maxrun 2.5", "got `2.5`"),
+            ("loss gemodel", "needs P [R [1-H [1-K]]]"),
+            (
+                "loss gemodel 1% 200%",
+                "loss gemodel R `200%` must be between",
+            ),
+            ("loss gemodel 1% 10% x", "unknown word `x`"),
+            ("blackhole 5s", "needs ON OFF [COUNT]"),
+            ("blackhole 5s 0s", "longer than zero"),
+            ("blackhole 5s 2parsecs", "unknown time unit"),
+            ("blackhole 5s 2s 0", "COUNT must be a whole number above 0"),
+            ("blackhole 1s 1s blackhole 1s 1s", "`blackhole` given twice"),
         ];
         for (text, want) in cases {
             let e = text.parse::<LinkSpec>().unwrap_err().to_string();

@@ -74,6 +74,8 @@ impl LinkSnapshot {
             ("departure_bytes", c.departure_bytes),
             ("drops_overflow", c.drops_overflow),
             ("drops_loss", c.drops_loss),
+            ("drops_blackhole", c.drops_blackhole),
+            ("corrupted", c.corrupted),
             ("duplicates", c.duplicates),
             ("reordered", c.reordered),
             ("passed_fragment", c.passed.fragment),

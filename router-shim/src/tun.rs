@@ -27,8 +27,8 @@ use std::time::{Duration, Instant};
 use ecnq::PacketMarks;
 use tun_rs::{DeviceBuilder, GROTable, SyncDevice, IDEAL_BATCH_SIZE, VIRTIO_NET_HDR_LEN};
 
-use crate::classify::{classify, rewrite, Classified, PassReason, Verdict};
-use crate::link::{Direction, Link, LinkPacket};
+use crate::classify::{classify, corrupt_udp, rewrite, Classified, PassReason, Verdict};
+use crate::link::{Corruption, Direction, Link, LinkPacket};
 use crate::pump::{Driver, Egress, Observers};
 use crate::stats::LinkSnapshot;
 
@@ -98,6 +98,13 @@ impl LinkPacket for TunPacket {
             rewrite(&mut self.buf[HEADROOM..], c, marks);
             c.tos = crate::classify::remarked_tos(c.tos, marks);
             c.marks = *marks;
+        }
+    }
+
+    fn corrupt(&mut self, hit: Corruption) -> bool {
+        match &self.classified {
+            Ok(c) => corrupt_udp(&mut self.buf[HEADROOM..], c, hit),
+            Err(_) => false,
         }
     }
 }

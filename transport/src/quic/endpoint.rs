@@ -241,7 +241,14 @@ impl Endpoint {
         let prepared = match self.socket.prepare(remote, self.options.cc) {
             Ok(prepared) => prepared,
             Err(error) => {
-                incoming.refuse();
+                if matches!(error, Error::Busy(_)) {
+                    // A second Initial from a connected address carries a
+                    // damaged connection ID: answering would start a second
+                    // server handshake the client never asked for.
+                    incoming.ignore();
+                } else {
+                    incoming.refuse();
+                }
                 return Err(error);
             }
         };
