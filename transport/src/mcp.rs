@@ -236,14 +236,6 @@ impl Decoder for McpDecoder {
 /// * Loss and unexplained CE act as overload: MD(0.5) at once, timer
 ///   restarted, at most once per round trip — a packet sent before the last
 ///   decrease of any cause is part of the event that decrease answered.
-/// * An overload code received less than srtt + T after a decrease cannot
-///   describe traffic sent after it (the router reports its last completed
-///   period, and the report takes a round trip): it neither decreases again
-///   nor lets the flow increase. The paper adjusts "only after the feedback
-///   reflects the impact of the previous adjustment" (§IV-H) and picks 2T
-///   for that; at round trips near T, 2T is not enough, and each overload
-///   onset halved twice. If an adjustment instant passes while the code is
-///   stale, the first fresh overload code decreases at once.
 /// * The rate stays within one MSS per 2T (so that feedback keeps coming) and
 ///   [`MAX_RATE`].
 #[derive(Clone, Debug)]
@@ -259,11 +251,6 @@ pub struct McpLaw {
     mode: Mode,
     next_adjustment: Option<Duration>,
     last_decrease: Option<Duration>,
-    /// The latest overload code arrived too soon after the last decrease
-    /// to describe it.
-    overload_stale: bool,
-    /// An adjustment instant passed while the overload code was stale.
-    overload_deferred: bool,
     /// The latest non-zero smoothed RTT.
     srtt: Option<Duration>,
     /// An increase happened since the last decrease.
@@ -291,8 +278,6 @@ impl McpLaw {
             mode: Mode::Scaling,
             next_adjustment: None,
             last_decrease: None,
-            overload_stale: false,
-            overload_deferred: false,
             srtt: None,
             increased: false,
             cycles: 0,
@@ -347,14 +332,6 @@ impl McpLaw {
         }
     }
 
-    /// Whether feedback received at `now` may still describe traffic sent
-    /// before the last decrease: srtt + T have not passed since.
-    fn before_feedback_reflects_decrease(&self, now: Duration) -> bool {
-        let lag = self.srtt.unwrap_or_default() + self.config.interval;
-        self.last_decrease
-            .is_some_and(|d| now < d.checked_add(lag).unwrap_or(Duration::MAX))
-    }
-
     fn restart_timer(&mut self, now: Duration) {
         self.next_adjustment = Some(now.checked_add(self.period).unwrap_or(Duration::MAX));
     }
@@ -381,12 +358,8 @@ impl McpLaw {
     /// One scheduled adjustment by the mode of Fig. 2.
     fn adjust(&mut self, now: Duration) {
         if self.code == McpCode::Overload {
-            if self.overload_stale {
-                self.overload_deferred = true;
-            } else {
-                // Sustained overload: one decrease per 2T (§IV-H).
-                self.on_overload(now);
-            }
+            // Sustained overload: one decrease per 2T (§IV-H).
+            self.on_overload(now);
             return;
         }
         self.mode = self.mode_for_feedback();
@@ -453,16 +426,8 @@ impl crate::signal::Law for McpLaw {
         // that was current then.
         self.advance(now);
         let code = McpCode::from_level(feedback.level);
-        let overload = code == McpCode::Overload;
-        let stale = overload && self.before_feedback_reflects_decrease(now);
-        let nascent = overload
-            && !stale
-            && (self.code != McpCode::Overload || self.overload_stale && self.overload_deferred);
+        let nascent = code == McpCode::Overload && self.code != McpCode::Overload;
         self.code = code;
-        self.overload_stale = stale;
-        if !stale {
-            self.overload_deferred = false;
-        }
         self.fairing_echo = feedback.fairing;
         if nascent {
             // Curb at once and restart the adjustment timer (§IV-H).
@@ -906,41 +871,6 @@ mod tests {
             }
         }
         assert_eq!(decreases, [0, 400, 800, 1200, 1600, 2000]);
-    }
-
-    #[test]
-    fn overload_codes_older_than_the_decrease_do_not_halve_again() {
-        // Round trip = T: feedback describes traffic from srtt + T = 400 ms
-        // earlier, so the instant 2T after the decrease still sees 11.
-        let long = RttSample::uniform(MS * 200);
-        let mut law = scaled_up(4);
-        law.on_ack(MS * 1650, 0, &long);
-        let peak = law.rate();
-        law.on_feedback(MS * 1700, feedback(McpCode::Overload, false), &long);
-        assert_eq!(law.rate(), peak / 2.0);
-        for t in (1750..=2050).step_by(50) {
-            law.on_feedback(MS * t, feedback(McpCode::Overload, false), &long);
-        }
-        law.on_ack(MS * 2100, 0, &long);
-        assert_eq!(law.rate(), peak / 2.0, "stale 11 at the 2100 ms instant");
-        // srtt + T have passed: a fresh 11 acts at once.
-        law.on_feedback(MS * 2150, feedback(McpCode::Overload, false), &long);
-        assert_eq!(law.rate(), peak / 4.0);
-        assert_eq!(law.next_adjustment(), Some(MS * 2550));
-    }
-
-    #[test]
-    fn a_decrease_answered_in_time_leaves_the_flow_alone() {
-        let long = RttSample::uniform(MS * 200);
-        let mut law = scaled_up(4);
-        law.on_ack(MS * 1650, 0, &long);
-        let peak = law.rate();
-        law.on_feedback(MS * 1700, feedback(McpCode::Overload, false), &long);
-        law.on_feedback(MS * 1900, feedback(McpCode::Overload, false), &long);
-        // The decrease shows before the next instant: smoothing resumes.
-        law.on_feedback(MS * 2050, feedback(McpCode::High, false), &long);
-        law.on_ack(MS * 2100, 0, &long);
-        assert!(close(law.rate(), peak / 2.0 + RATE_STEP));
     }
 
     #[test]

@@ -14,19 +14,8 @@ use super::socket::EcnSocket;
 use super::tls::{self, Identity};
 use super::Error;
 
-/// Per-stream flow-control credit ecnq gives its peers: 8 MiB, enough for
-/// about 330 Mbit/s at a 200 ms round trip. quinn's default (1.25 MB) caps
-/// one stream at 50 Mbit/s on such a path, whatever the congestion
-/// controller allows. It is also how far a sender can write ahead of the
-/// network, so it is not made larger than that. A [`TransportHook`] can
-/// change it.
-pub const STREAM_RECEIVE_WINDOW: u32 = 8 << 20;
-/// Unacknowledged bytes a connection may have in flight or buffered for
-/// sending: twice the stream window, so two streams can each fill theirs.
-pub const SEND_WINDOW: u64 = 2 * STREAM_RECEIVE_WINDOW as u64;
-
-/// A hook that adjusts each connection's `TransportConfig` after ecnq's
-/// flow-control defaults (ecnq sets the congestion controller after it runs).
+/// A hook that adjusts each connection's `TransportConfig` (ecnq sets the
+/// congestion controller after it runs).
 pub type TransportHook = Arc<dyn Fn(&mut TransportConfig) + Send + Sync>;
 
 /// How an [`Endpoint`] runs its connections.
@@ -92,9 +81,6 @@ impl Options {
         remote: SocketAddr,
     ) -> Result<TransportConfig, Error> {
         let mut transport = TransportConfig::default();
-        transport
-            .stream_receive_window(STREAM_RECEIVE_WINDOW.into())
-            .send_window(SEND_WINDOW);
         if let Some(hook) = &self.transport {
             hook(&mut transport);
         }
