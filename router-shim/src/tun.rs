@@ -388,7 +388,6 @@ fn forward(
                 Readiness::Gone => return driver.finish(),
             },
         }
-        let at = driver.now();
         let mut read = 0;
         wait = Wait::None;
         for _ in 0..IDEAL_BATCH_SIZE {
@@ -415,6 +414,9 @@ fn forward(
                 Err(_) => continue,
             };
             read += n;
+            // Stamped per read, never earlier: a packet that arrived while
+            // this thread was descheduled mid-batch must not leave early.
+            let at = driver.now();
             for (buf, &size) in bufs.iter_mut().zip(&sizes).take(n) {
                 let mut packet = std::mem::replace(buf, driver.egress_mut().buffers.buffer(len));
                 packet.truncate(HEADROOM + size);

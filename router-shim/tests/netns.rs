@@ -277,13 +277,18 @@ fn tun_link_rate_and_delay_are_accurate() {
         .collect();
     delays.sort_by(f64::total_cmp);
     let median = delays[delays.len() / 2];
+    // Scheduling noise on a shared host only ever adds delay (to the shim
+    // and to this receiver), so the lower decile measures what the link
+    // adds; no packet may arrive early.
+    let p10 = delays[delays.len() / 10];
     eprintln!(
-        "tun delay 20ms: min {:.3} ms, median {median:.3} ms",
+        "tun delay 20ms: min {:.3} ms, p10 {p10:.3} ms, median {median:.3} ms",
         delays[0]
     );
     assert!(
-        delays[0] >= 20.0 && median - 20.0 < 1.0,
-        "median {median:.3} ms"
+        delays[0] >= 20.0 && p10 - 20.0 < 1.0,
+        "min {:.3} ms, p10 {p10:.3} ms",
+        delays[0]
     );
 }
 
