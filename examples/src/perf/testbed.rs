@@ -122,6 +122,23 @@ struct Plan {
     paths: Vec<usize>,
 }
 
+impl Plan {
+    /// Each flow with its index and its sender and receiver hosts.
+    fn placed(
+        &self,
+        layout: Layout,
+    ) -> impl Iterator<Item = (usize, &Flow, &'static str, &'static str)> {
+        self.flows
+            .iter()
+            .zip(&self.paths)
+            .enumerate()
+            .map(move |(i, (flow, &path))| {
+                let (sender, receiver) = layout.paths()[path];
+                (i, flow, sender, receiver)
+            })
+    }
+}
+
 /// Flow `i` takes the next path: on the dumbbell the pairs take turns; on
 /// the parking lot the first flow is the long one and later ones alternate
 /// between the local paths.
@@ -419,12 +436,8 @@ fn run_quic(
     let start = Instant::now() + Duration::from_millis(100);
     let receivers: Vec<&str> = layout.paths().iter().map(|&(_, r)| r).collect();
     let tasks: Vec<_> = plan
-        .flows
-        .iter()
-        .zip(&plan.paths)
-        .enumerate()
-        .map(|(i, (flow, &path))| {
-            let (sender, receiver) = layout.paths()[path];
+        .placed(layout)
+        .map(|(i, flow, sender, receiver)| {
             let index = receivers.iter().position(|r| *r == receiver).unwrap_or(0);
             let (server, roots) = &servers.servers[index];
             let config = client_config(*server, roots, flow.cc, flow.seconds);
@@ -454,8 +467,8 @@ fn run_tcp(
 ) -> Result<(Vec<FlowTotal>, Vec<FlowSeries>, f64), String> {
     let mut servers: Vec<Child> = Vec::new();
     let result = (|| {
-        for (i, &path) in plan.paths.iter().enumerate() {
-            let receiver = namespace(testbed, layout.paths()[path].1);
+        for (i, _, _, receiver) in plan.placed(layout) {
+            let receiver = namespace(testbed, receiver);
             let port = (IPERF_PORT + i as u16).to_string();
             servers.push(
                 Command::new("ip")
@@ -472,12 +485,8 @@ fn run_tcp(
         }
         let start = Instant::now() + Duration::from_millis(100);
         let tasks: Vec<JoinHandle<Result<String, String>>> = plan
-            .flows
-            .iter()
-            .zip(&plan.paths)
-            .enumerate()
-            .map(|(i, (flow, &path))| {
-                let (sender, receiver) = layout.paths()[path];
+            .placed(layout)
+            .map(|(i, flow, sender, receiver)| {
                 let sender = namespace(testbed, sender);
                 let to = host_addr(topology, receiver);
                 let port = (IPERF_PORT + i as u16).to_string();
