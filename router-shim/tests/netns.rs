@@ -233,7 +233,7 @@ fn tun_rate(bed: &Testbed, rate: f64) -> f64 {
         );
     }
     let got = rx.join().unwrap();
-    steady_rate(&got, wire)
+    steady_rate(&got, wire, rate)
 }
 
 #[test]

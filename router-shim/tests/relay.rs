@@ -247,7 +247,7 @@ fn measured_rate(spec: &str, rate: f64, duration: Duration) -> f64 {
         "the buffer must hold the excess"
     );
     assert!(got.iter().all(|r| r.len == 1200));
-    steady_rate(&got, wire)
+    steady_rate(&got, wire, rate)
 }
 
 #[test]
