@@ -60,7 +60,7 @@ mod tls;
 pub use congestion::{CongestionControl, UnknownController};
 pub use connection::{CongestionStats, Connection, DatagramError, Prepared};
 pub use controller::EcnqControllerFactory;
-pub use endpoint::{Endpoint, Options, TransportHook};
+pub use endpoint::{Endpoint, Options, TransportHook, STREAM_RECEIVE_WINDOW};
 pub use peer::PeerMode;
 pub use socket::{EcnSocket, SocketStats};
 pub use tls::{Identity, SelfSigned};
