@@ -26,38 +26,89 @@ fn link(spec: &str) -> LinkSpec {
         .unwrap_or_else(|e| panic!("bad test link `{spec}`: {e}"))
 }
 
-/// Two chained shims: an access link at 5/3 of the bottleneck's rate, then
-/// the bottleneck with one bandwidth-delay product of buffer. The round trip
-/// (200 ms) equals the routers' t_p, the regime the papers' laws are scaled to.
-fn parking_lot(bottleneck_mbit: u32) -> [LinkSpec; 2] {
-    let bdp_kb = bottleneck_mbit * 200 / 8;
-    [
-        link(&format!(
-            "rate {}mbit delay 50ms limit {}kb",
-            bottleneck_mbit * 5 / 3,
-            bdp_kb * 2
-        )),
-        link(&format!(
-            "rate {bottleneck_mbit}mbit delay 50ms limit {bdp_kb}kb"
-        )),
-    ]
+/// A parking lot of two chained shims and the flows through it: an access
+/// link at 5/3 of the bottleneck's rate with two bandwidth-delay products
+/// of buffer, then the bottleneck with one; each link carries a quarter of
+/// the round trip each way.
+#[derive(Clone, Copy, Debug)]
+struct ParkingLotPath {
+    bottleneck_mbit: u32,
+    rtt_ms: u32,
+    /// Flows of one scheme, all sending for the whole run.
+    flows: usize,
 }
 
-/// Two flows of `scheme` sharing the path for the whole run.
-fn two_flows(scheme: Scheme, seconds: f64) -> [Flow; 2] {
-    let cc = CongestionControl::Ecnq(scheme);
-    [
-        Flow {
-            cc,
+impl ParkingLotPath {
+    /// CI's path and the utilization goal's: the round trip (200 ms) equals
+    /// the routers' t_p, the regime the papers' laws are scaled to.
+    fn long_rtt(bottleneck_mbit: u32) -> ParkingLotPath {
+        ParkingLotPath {
+            bottleneck_mbit,
+            rtt_ms: 200,
+            flows: 2,
+        }
+    }
+
+    fn bdp_kb(&self) -> u32 {
+        self.bottleneck_mbit * self.rtt_ms / 8
+    }
+
+    fn links(&self) -> [LinkSpec; 2] {
+        let (mbit, delay, bdp_kb) = (self.bottleneck_mbit, self.rtt_ms / 4, self.bdp_kb());
+        [
+            link(&format!(
+                "rate {}mbit delay {delay}ms limit {}kb",
+                mbit * 5 / 3,
+                bdp_kb * 2
+            )),
+            link(&format!("rate {mbit}mbit delay {delay}ms limit {bdp_kb}kb")),
+        ]
+    }
+
+    fn flows(&self, scheme: Scheme, seconds: f64) -> Vec<Flow> {
+        let flow = Flow {
+            cc: CongestionControl::Ecnq(scheme),
             offset: 0.0,
             seconds,
-        },
-        Flow {
-            cc,
-            offset: 0.0,
-            seconds,
-        },
-    ]
+        };
+        vec![flow; self.flows]
+    }
+
+    /// The same path and flows as an `ecnq-sim` scenario, judged over the
+    /// last 40 % of `seconds`.
+    fn scenario(&self, scheme: Scheme, seconds: f64) -> String {
+        let (mbit, delay, bdp_kb) = (self.bottleneck_mbit, self.rtt_ms / 4, self.bdp_kb());
+        format!(
+            r#"
+title = "e2e parking lot"
+scheme = "{scheme}"
+duration = "{seconds}s"
+measure_from = "{from}s"
+mss = "1200B"
+
+[[links]]
+name = "access"
+rate = "{access}Mbit"
+delay = "{delay}ms"
+buffer = "{access_buffer}KB"
+
+[[links]]
+name = "bottleneck"
+rate = "{mbit}Mbit"
+delay = "{delay}ms"
+buffer = "{bdp_kb}KB"
+
+[[flows]]
+count = {count}
+rtt = "{rtt}ms"
+"#,
+            from = seconds * 0.6,
+            access = mbit * 5 / 3,
+            access_buffer = bdp_kb * 2,
+            count = self.flows,
+            rtt = self.rtt_ms,
+        )
+    }
 }
 
 /// Held by every test here for its whole run. cargo runs tests in parallel,
@@ -141,8 +192,8 @@ impl ParkingLot {
 }
 
 /// Flows of `scheme` through the parking lot, with feedback in use (asserted).
-async fn parking_lot_run(scheme: Scheme, bottleneck_mbit: u32, seconds: f64) -> ParkingLot {
-    let result = measured_run(&two_flows(scheme, seconds), &parking_lot(bottleneck_mbit)).await;
+async fn parking_lot_run(scheme: Scheme, path: ParkingLotPath, seconds: f64) -> ParkingLot {
+    let result = measured_run(&path.flows(scheme, seconds), &path.links()).await;
     let (utilization, p99, buffer) = judge(&result);
     println!(
         "{scheme}: utilization {:.1} %, p99 queue {p99:.0} B of {buffer:.0} B",
@@ -186,7 +237,7 @@ macro_rules! parking_lot_tests {
     ($($name:ident: $scheme:expr, $seconds:expr, $min:expr, $judge_queue:expr;)*) => {$(
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn $name() {
-            let run = parking_lot_run($scheme, 12, $seconds).await;
+            let run = parking_lot_run($scheme, ParkingLotPath::long_rtt(12), $seconds).await;
             if let Some(why) = run.shortfall($min, $judge_queue) {
                 panic!("{why}");
             }
@@ -204,38 +255,10 @@ parking_lot_tests! {
 }
 
 /// What the simulator, running the same law, marker and meter code in
-/// virtual time, measures on the parking lot of [`parking_lot`] over the
-/// same window (the last 40 % of `seconds`): the bottleneck's utilization.
-fn simulated_utilization(scheme: Scheme, bottleneck_mbit: u32, seconds: f64) -> f64 {
-    let bdp_kb = bottleneck_mbit * 200 / 8;
-    let scenario = format!(
-        r#"
-title = "e2e parking lot"
-scheme = "{scheme}"
-duration = "{seconds}s"
-measure_from = "{from}s"
-mss = "1200B"
-
-[[links]]
-name = "access"
-rate = "{access}Mbit"
-delay = "50ms"
-buffer = "{access_buffer}KB"
-
-[[links]]
-name = "bottleneck"
-rate = "{bottleneck_mbit}Mbit"
-delay = "50ms"
-buffer = "{bdp_kb}KB"
-
-[[flows]]
-count = 2
-rtt = "200ms"
-"#,
-        from = seconds * 0.6,
-        access = bottleneck_mbit * 5 / 3,
-        access_buffer = bdp_kb * 2,
-    );
+/// virtual time, measures on `path` over the same window (the last 40 % of
+/// `seconds`): the bottleneck's utilization.
+fn simulated_utilization(scheme: Scheme, path: ParkingLotPath, seconds: f64) -> f64 {
+    let scenario = path.scenario(scheme, seconds);
     let scenario = ecnq_sim::scenario::Scenario::parse("e2e", "tests/e2e.rs", &scenario, &[])
         .expect("scenario");
     let run = ecnq_sim::runner::run(&scenario, &Default::default()).expect("simulation");
@@ -261,7 +284,9 @@ rtt = "200ms"
 /// increase-decrease cycles are AIMD(80 kbit/s, 0.5) "fairing" (MCP paper
 /// §IV-D.1), between about 49 % and 98 % of capacity, and with two flows
 /// at 100 Mbit/s one cycle takes (0.98 - 0.49) × 100 Mbit/s over
-/// 2 × 80 kbit/s per 400 ms, about two minutes. Its queue is judged.
+/// 2 × 80 kbit/s per 400 ms, about two minutes. Its queue is judged, and
+/// its 90 % in `parking_lot_goal_mcp_after_fairing`, on a path where the
+/// fairing cycles end early in the run.
 /// Each scheme's figure from the simulator (same law code, same path and
 /// window) is printed next to the measured one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -270,15 +295,50 @@ async fn parking_lot_goal_every_scheme() {
     const SECONDS: f64 = 90.0;
     let mut misses = Vec::new();
     for scheme in Scheme::ROUTER_ASSISTED {
-        let run = parking_lot_run(scheme, 100, SECONDS).await;
+        let path = ParkingLotPath::long_rtt(100);
+        let run = parking_lot_run(scheme, path, SECONDS).await;
         println!(
             "{scheme}: simulator {:.1} % on the same path and window",
-            simulated_utilization(scheme, 100, SECONDS) * 100.0
+            simulated_utilization(scheme, path, SECONDS) * 100.0
         );
         let min_utilization = if scheme == Scheme::Mcp { 0.0 } else { 0.9 };
         misses.extend(run.shortfall(min_utilization, true));
     }
     assert!(misses.is_empty(), "{}", misses.join("; "));
+}
+
+/// The utilization goal for MCP, opt-in, on a path where its fairing ends
+/// early in the run: 12 Mbit/s, 40 ms round trip, six flows. A fairing
+/// cycle climbs from about 49 % to 98 % of capacity at 6 × 80 kbit/s per
+/// 2T = 400 ms, about 5 s, so the seven cycles are over after some 35 s and
+/// the flows hold still in the stable mode (88-98 %, MCP paper Fig. 2).
+/// 90 s, judged over the last 36 s. The simulator has 95.0 % here.
+/// `cargo test -p ecnq-e2e --release -- --ignored parking_lot_goal_mcp`
+///
+/// Not met: the real stack measured 79.6 % with a p99 queue of 44 KB of
+/// 61 KB, and 83.7 % in a second run (judged up to the run's end). The flows' rates summed to about the
+/// capacity, but one flow held 3.4 Mbit/s while another sat at 0.3 with a
+/// two-packet window; the simulator keeps them within a few percent of
+/// each other. Asking the receivers to acknowledge every packet (QUIC ACK
+/// frequency, as MCP's receiver does) gave 85.4 % and the same split, so
+/// it is not in. The cause is open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "long: run with --release -- --ignored"]
+async fn parking_lot_goal_mcp_after_fairing() {
+    const SECONDS: f64 = 90.0;
+    let path = ParkingLotPath {
+        bottleneck_mbit: 12,
+        rtt_ms: 40,
+        flows: 6,
+    };
+    let run = parking_lot_run(Scheme::Mcp, path, SECONDS).await;
+    println!(
+        "mcp: simulator {:.1} % on the same path and window",
+        simulated_utilization(Scheme::Mcp, path, SECONDS) * 100.0
+    );
+    if let Some(why) = run.shortfall(0.9, true) {
+        panic!("{why}");
+    }
 }
 
 /// A late-arrival run: two flows of `scheme` over `link`, the second
