@@ -272,7 +272,7 @@ fn simulated_utilization(scheme: Scheme, path: ParkingLotPath, seconds: f64) -> 
 
 /// The goal, opt-in: every scheme's flows reach ≥ 90 % utilization
 /// of a 100 Mbit/s bottleneck with p99 queue below a third of its buffer.
-/// `cargo test -p ecnq-e2e --release -- --ignored parking_lot_goal`
+/// `cargo test -p ecnq-e2e --release -- --ignored parking_lot_goal_every_scheme`
 ///
 /// Runs of 90 s judged over their last 36 s: VCP's MI start takes about
 /// 15 s to fill 2.5 MB, and a window law's increase-decrease cycle lasts
