@@ -60,11 +60,11 @@ pub fn steady_rate(got: &[Received], wire: f64, nominal: f64) -> f64 {
     let spacing = wire * 8.0 / nominal;
     let first = got[0].at;
     let lower_decile = |from: usize, to: usize| {
-        let mut late: Vec<f64> = (from..to)
+        let mut behind_schedule: Vec<f64> = (from..to)
             .map(|i| (got[i].at - first).as_secs_f64() - i as f64 * spacing)
             .collect();
-        late.sort_by(f64::total_cmp);
-        late[late.len() / 10]
+        behind_schedule.sort_by(f64::total_cmp);
+        behind_schedule[behind_schedule.len() / 10]
     };
     let n = got.len();
     let early = lower_decile(n / 10, n * 3 / 10);
