@@ -82,8 +82,17 @@ impl EcnqController {
 
 impl Controller for EcnqController {
     fn on_sent(&mut self, now: Instant, bytes: u64, last_packet_number: u64) {
-        if let Active::Quinn(c) = &mut self.peer.sending().active {
-            c.on_sent(now, bytes, last_packet_number);
+        let mut tx = self.peer.sending();
+        let tx = &mut *tx;
+        tx.in_flight = tx.in_flight.saturating_add(bytes);
+        match &mut tx.active {
+            Active::Law(law) => {
+                if let Some(rate) = law.pacing_rate() {
+                    let since = self.peer.since_epoch(now);
+                    tx.gate.on_sent(since, bytes, rate, tx.config.mss);
+                }
+            }
+            Active::Quinn(c) => c.on_sent(now, bytes, last_packet_number),
         }
     }
 
@@ -98,6 +107,7 @@ impl Controller for EcnqController {
         let mut tx = self.peer.sending();
         let tx = &mut *tx;
         tx.rtt = rtt_sample(rtt);
+        tx.in_flight = tx.in_flight.saturating_sub(bytes);
         let since = self.peer.since_epoch(now);
         self.peer.check_report_timeout(tx, since);
         self.follow_mode(tx);
@@ -121,6 +131,7 @@ impl Controller for EcnqController {
         largest_packet_num_acked: Option<u64>,
     ) {
         let mut tx = self.peer.sending();
+        tx.in_flight = in_flight;
         if let Active::Quinn(c) = &mut tx.active {
             c.on_end_acks(now, in_flight, app_limited, largest_packet_num_acked);
         }
@@ -137,6 +148,7 @@ impl Controller for EcnqController {
         let mut tx = self.peer.sending();
         let tx = &mut *tx;
         self.follow_mode(tx);
+        tx.in_flight = tx.in_flight.saturating_sub(lost_bytes);
         let ce = lost_bytes == 0;
         match &mut tx.active {
             // CE on an ecnq path is the scheme's own overload code; the
@@ -164,7 +176,7 @@ impl Controller for EcnqController {
     }
 
     fn window(&self) -> u64 {
-        self.peer.window()
+        self.peer.quinn_window(Instant::now())
     }
 
     fn metrics(&self) -> ControllerMetrics {

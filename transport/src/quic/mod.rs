@@ -53,6 +53,7 @@ mod connection;
 mod controller;
 mod endpoint;
 mod peer;
+mod rate_gate;
 pub mod report;
 mod socket;
 mod tls;

@@ -14,6 +14,7 @@ use quinn_proto::congestion::{Controller, NewRenoConfig};
 use tokio::sync::Notify;
 
 use super::congestion::CongestionControl;
+use super::rate_gate::RateGate;
 use super::report::{FeedbackSender, Next, ReportFilter, Repr, SendPolicy};
 use crate::ecn::{Ecn, SchemeTag};
 use crate::hash::packet_hash;
@@ -94,6 +95,10 @@ pub(crate) struct Sending {
     /// The data-sent progress counter and when it last moved.
     pub data_sent: (u64, Duration),
     pub md_events: u64,
+    /// Holds a rate law to its rate (none of the other controllers use it).
+    pub gate: RateGate,
+    /// Bytes in flight as quinn counts them, for the gate.
+    pub in_flight: u64,
 }
 
 /// The receiving direction: what the socket feeds.
@@ -117,6 +122,8 @@ pub(crate) struct Peer {
     sending: Mutex<Sending>,
     receiving: Mutex<Receiving>,
     window: AtomicU64,
+    /// The sender runs a rate law: quinn's window comes from its gate.
+    rate_gated: AtomicBool,
     pub notify: Notify,
     wake_on_packet: AtomicBool,
     attached: AtomicBool,
@@ -164,6 +171,8 @@ impl Peer {
                 last_ack: Duration::ZERO,
                 data_sent: (0, Duration::ZERO),
                 md_events: 0,
+                gate: RateGate::default(),
+                in_flight: 0,
             }),
             receiving: Mutex::new(Receiving {
                 decoder: None,
@@ -172,6 +181,7 @@ impl Peer {
                 reports_sent: 0,
             }),
             window: AtomicU64::new(window),
+            rate_gated: AtomicBool::new(false),
             notify: Notify::new(),
             wake_on_packet: AtomicBool::new(false),
             attached: AtomicBool::new(false),
@@ -226,14 +236,42 @@ impl Peer {
     }
 
     /// Publishes what the socket and quinn read without locking: the window
-    /// quinn may use and the tag the next packets carry.
+    /// quinn may use (for a rate law, the one its gate opens up to) and the
+    /// tag the next packets carry.
     pub fn publish(&self, tx: &Sending) {
-        let (window, tag) = match &tx.active {
-            Active::Law(law) => (law_window(law.as_ref(), &tx.rtt, &tx.config), law.tag()),
-            Active::Quinn(c) => (c.window(), SchemeTag::UNTAGGED),
+        let (window, tag, gated) = match &tx.active {
+            Active::Law(law) => (
+                law_window(law.as_ref(), &tx.rtt, &tx.config),
+                law.tag(),
+                law.pacing_rate().is_some(),
+            ),
+            Active::Quinn(c) => (c.window(), SchemeTag::UNTAGGED, false),
         };
         self.window.store(window, Ordering::Relaxed);
+        self.rate_gated.store(gated, Ordering::Relaxed);
         self.dscp.store(tag.dscp(), Ordering::Relaxed);
+    }
+
+    /// The window quinn may use at `at`. A rate law's goes through its
+    /// gate, up to [`GATED_WINDOW_CAP`] times the published rate × srtt.
+    pub fn quinn_window(&self, at: Instant) -> u64 {
+        if !self.rate_gated.load(Ordering::Relaxed) {
+            return self.window();
+        }
+        let tx = self.sending();
+        match &tx.active {
+            Active::Law(law) => match law.pacing_rate() {
+                Some(rate) => tx.gate.window(
+                    self.since_epoch(at),
+                    rate,
+                    tx.config.mss,
+                    tx.in_flight,
+                    self.window().saturating_mul(GATED_WINDOW_CAP),
+                ),
+                None => self.window(),
+            },
+            Active::Quinn(_) => self.window(),
+        }
     }
 
     /// The whole TOS byte for a packet quinn wants sent with `quinn_ecn`.
@@ -426,10 +464,14 @@ fn quinn_view(ecn: Ecn, tag: SchemeTag) -> Ecn {
     }
 }
 
-/// The window quinn gets. For a rate law it is rate × srtt: the window also
-/// caps the bytes in flight, so throughput is at most window / RTT, and
-/// quinn's pacer (1.25 × window / srtt) then only smooths bursts. DESIGN.md's
-/// rate × srtt / 1.25 would cap a rate law at 80 % of its own rate.
+/// A rate law's gated window reaches at most this many times rate × srtt:
+/// room for the ACK delay and a queue, while the gate spaces the sending.
+const GATED_WINDOW_CAP: u64 = 2;
+
+/// The window published for a law. For a rate law it is rate × srtt, what
+/// stats show; quinn gets the gate's window ([`Peer::quinn_window`]), which
+/// this caps. DESIGN.md's rate × srtt / 1.25 (for quinn's pacer to run at
+/// the rate) would cap a rate law at 80 % of its own rate.
 fn law_window(law: &dyn Law, rtt: &RttSample, config: &LawConfig) -> u64 {
     match law.pacing_rate() {
         Some(rate) => config.clamp(rate * rtt.smoothed.as_secs_f64()) as u64,
