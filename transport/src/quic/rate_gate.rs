@@ -2,11 +2,12 @@
 //!
 //! quinn sends whenever its congestion window allows, and paces at 1.25 ×
 //! window / srtt. A window of rate × srtt therefore lets through rate ×
-//! srtt / (RTT + ACK delay): measured at 85–95 % of the rate on a 12 Mbit/s,
-//! 40 ms path, and varying with the ACK delay and the queue. MCP routers read
-//! that variation as load: per 200 ms period, six flows at constant law rates
-//! arrived at 90–105 % of the link, and MCP's 98 % overload line cut stable
-//! states short. The paper's sender spaces packets at exactly 8S/R (MCP §IV-H).
+//! srtt / (RTT + ACK delay): measured at 82–98 % of the rate per 250 ms on
+//! a 12 Mbit/s, 40 ms path, varying with the ACK delay and the queue. MCP
+//! routers read that variation as load: per 200 ms period, six flows at
+//! constant law rates arrived at 90–105 % of the link, and MCP's 98 %
+//! overload line cut stable states short. The paper's sender spaces packets
+//! at exactly 8S/R (MCP §IV-H).
 //!
 //! The gate gives quinn a window of what is in flight plus a token balance
 //! that fills at the law's rate, so over any stretch longer than the spacing
