@@ -236,8 +236,8 @@ impl Peer {
     }
 
     /// Publishes what the socket and quinn read without locking: the window
-    /// quinn may use (for a rate law, the one its gate opens up to) and the
-    /// tag the next packets carry.
+    /// quinn may use (for a rate law, rate × srtt, the base of its gate's
+    /// cap) and the tag the next packets carry.
     pub fn publish(&self, tx: &Sending) {
         let (window, tag, gated) = match &tx.active {
             Active::Law(law) => (
