@@ -288,6 +288,23 @@ fn simulated_utilization(scheme: Scheme, path: ParkingLotPath, seconds: f64) -> 
         .utilization
 }
 
+/// A goal run of `scheme` on `path`, with the simulator's figure for the
+/// same path and window printed beside the measured one: what falls short
+/// of `min_utilization` or of the queue bound.
+async fn goal_shortfall(
+    scheme: Scheme,
+    path: ParkingLotPath,
+    seconds: f64,
+    min_utilization: f64,
+) -> Option<String> {
+    let run = parking_lot_run(scheme, path, seconds).await;
+    println!(
+        "{scheme}: simulator {:.1} % on the same path and window",
+        simulated_utilization(scheme, path, seconds) * 100.0
+    );
+    run.shortfall(min_utilization, true)
+}
+
 /// The goal, opt-in: every scheme's flows reach ≥ 90 % utilization
 /// of a 100 Mbit/s bottleneck with p99 queue below a third of its buffer.
 /// `cargo test -p ecnq-e2e --release -- --ignored parking_lot_goal_every_scheme`
@@ -314,13 +331,8 @@ async fn parking_lot_goal_every_scheme() {
     let path = ParkingLotPath::long_rtt(100);
     let mut misses = Vec::new();
     for scheme in Scheme::ROUTER_ASSISTED {
-        let run = parking_lot_run(scheme, path, SECONDS).await;
-        println!(
-            "{scheme}: simulator {:.1} % on the same path and window",
-            simulated_utilization(scheme, path, SECONDS) * 100.0
-        );
         let min_utilization = if scheme == Scheme::Mcp { 0.0 } else { 0.9 };
-        misses.extend(run.shortfall(min_utilization, true));
+        misses.extend(goal_shortfall(scheme, path, SECONDS, min_utilization).await);
     }
     assert!(misses.is_empty(), "{}", misses.join("; "));
 }
@@ -333,13 +345,15 @@ async fn parking_lot_goal_every_scheme() {
 /// 90 s, judged over the last 36 s. The simulator has 95.0 % here.
 /// `cargo test -p ecnq-e2e --release -- --ignored parking_lot_goal_mcp`
 ///
-/// Measured 94.6 %, 94.8 % and 91.1 % (p99 queue 7.4, 8.9 and 19.2 KB of
-/// 61 KB) on a quiet host. Under 50 % steal time it measured 81.9 % with a full queue:
-/// the relay, starved, served the link below its rate. This needs MCP's
-/// senders paced at their rate (`ecnq::quic`'s rate gate) and its stable
-/// mode to ride out one-period overload readings (see `McpLaw`). Without
-/// the gate this test measured 79.6 %; with the gate and the paper's stable
-/// mode, 60 s runs of the same path measured 84.1 % and 84.3 %.
+/// Not met reliably: measured 94.6 %, 94.8 %, 91.1 %, 89.2 %, 88.0 % and
+/// 85.9 % (p99 queue 7.4–31 KB of 61 KB) in six runs, the last two with
+/// host stalls of 36–37 ms. Under 50 % steal time it measured 81.9 % with a
+/// full queue: the relay, starved, served the link below its rate. This
+/// needs MCP's senders paced at their rate (`ecnq::quic`'s rate gate) and
+/// its stable mode to ride out one-period overload readings (see
+/// `McpLaw`). Without the gate this test measured 79.6 %; with the gate and
+/// the paper's stable mode, 60 s runs of the same path measured 84.1 % and
+/// 84.3 %.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "long: run with --release -- --ignored"]
 async fn parking_lot_goal_mcp_after_fairing() {
@@ -349,12 +363,7 @@ async fn parking_lot_goal_mcp_after_fairing() {
         rtt_ms: 40,
         flows: 6,
     };
-    let run = parking_lot_run(Scheme::Mcp, path, SECONDS).await;
-    println!(
-        "mcp: simulator {:.1} % on the same path and window",
-        simulated_utilization(Scheme::Mcp, path, SECONDS) * 100.0
-    );
-    if let Some(why) = run.shortfall(0.9, true) {
+    if let Some(why) = goal_shortfall(Scheme::Mcp, path, SECONDS, 0.9).await {
         panic!("{why}");
     }
 }

@@ -248,11 +248,12 @@ impl Decoder for McpDecoder {
 /// * A stable flow without a fairing request halves only for an overload
 ///   code that holds for a whole period T (two measurements in a row), and
 ///   then at once, restarting the timer (right after its AD backtrack, the
-///   overload must hold until the next adjustment instant, as in the paper). The paper halves at the first one,
-///   and the smoothing mode's stable state sits one AD step (80 kbit/s per
-///   flow) under the 98 % line, within that noise: a single high reading
-///   then costs half the rate and seconds of recovery. Lower codes end the
-///   stable state at once, as in the paper.
+///   overload must hold until the next adjustment instant, as in the
+///   paper). The paper halves at the first one, and the smoothing mode's
+///   stable state sits one AD step (80 kbit/s per flow) under the 98 %
+///   line, within that noise: a single high reading then costs half the
+///   rate and seconds of recovery. Lower codes end the stable state at
+///   once, as in the paper.
 /// * After MD(0.5), code `00` means the halving overshot the 49 % it aims at
 ///   (§IV-C: U counts the queue, which the halving drains), not that the
 ///   link is lightly used: the flow enhances, MI(1.1), instead of doubling,

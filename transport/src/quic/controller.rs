@@ -107,7 +107,6 @@ impl Controller for EcnqController {
         let mut tx = self.peer.sending();
         let tx = &mut *tx;
         tx.rtt = rtt_sample(rtt);
-        tx.in_flight = tx.in_flight.saturating_sub(bytes);
         let since = self.peer.since_epoch(now);
         self.peer.check_report_timeout(tx, since);
         self.follow_mode(tx);

@@ -97,7 +97,9 @@ pub(crate) struct Sending {
     pub md_events: u64,
     /// Holds a rate law to its rate (none of the other controllers use it).
     pub gate: RateGate,
-    /// Bytes in flight as quinn counts them, for the gate.
+    /// Bytes in flight as quinn counts them, for the gate: quinn's own
+    /// figure at the end of each ACK, plus what was sent and less what was
+    /// declared lost since.
     pub in_flight: u64,
 }
 
@@ -259,19 +261,21 @@ impl Peer {
             return self.window();
         }
         let tx = self.sending();
-        match &tx.active {
-            Active::Law(law) => match law.pacing_rate() {
-                Some(rate) => tx.gate.window(
-                    self.since_epoch(at),
-                    rate,
-                    tx.config.mss,
-                    tx.in_flight,
-                    self.window().saturating_mul(GATED_WINDOW_CAP),
-                ),
-                None => self.window(),
-            },
-            Active::Quinn(_) => self.window(),
-        }
+        // The law may have changed since the flag was read.
+        let rate = match &tx.active {
+            Active::Law(law) => law.pacing_rate(),
+            Active::Quinn(_) => None,
+        };
+        let published = self.window();
+        rate.map_or(published, |rate| {
+            tx.gate.window(
+                self.since_epoch(at),
+                rate,
+                tx.config.mss,
+                tx.in_flight,
+                published.saturating_mul(GATED_WINDOW_CAP),
+            )
+        })
     }
 
     /// The whole TOS byte for a packet quinn wants sent with `quinn_ecn`.
