@@ -395,7 +395,12 @@ async fn sender_falls_back_when_reports_stop_and_resumes_when_they_return() {
     assert_eq!(s.congestion_stats().mode, PeerMode::Ecnq);
     // Still tagged, but with quinn's own codepoint: quinn's ECN validation
     // kept passing while the client sent VCP's ECT(1) (the server's socket
-    // told its quinn ECT(0)), or quinn would now send Not-ECT.
+    // told its quinn ECT(0)), or quinn would now send Not-ECT. The fallback
+    // may come with the transfer's last ACK, after the client's last packet,
+    // so one more transfer shows what the client sends now.
+    transfer(&c, &s, MB, seed).await;
+    seed += 1;
+    assert_eq!(c.congestion_stats().mode, PeerMode::ClassicReportsStopped);
     let sent = relay.tos(Dir::ToServer);
     assert!(sent.contains(&vcp_tos(Ecn::Ect1)));
     assert_eq!(sent.last(), Some(&vcp_tos(Ecn::Ect0)));
