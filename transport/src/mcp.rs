@@ -239,21 +239,24 @@ impl Decoder for McpDecoder {
 /// * The rate stays within one MSS per 2T (so that feedback keeps coming) and
 ///   [`MAX_RATE`].
 ///
-/// Two departures from the paper, for real links, where the utilization a
-/// router measures per period wanders by a point or two even at constant
-/// rates (ecnq's QUIC senders, paced at their rate: 0.92–0.98 over 20 s of a
-/// stable state measured on a 12 Mbit/s, 40 ms path with six flows; ns-2's
-/// was exact):
+/// Two departures from the paper, for links where the utilization a router
+/// measures per period wanders by a point or two even at constant rates
+/// (ecnq's QUIC senders, paced at their rate: 0.92–0.98 over 20 s of a
+/// stable state measured on a 12 Mbit/s, 40 ms path with six flows; in the
+/// simulator, whole packets per period do the same on a smaller scale):
 ///
 /// * A stable flow without a fairing request halves only for an overload
-///   code that holds for a whole period T (two measurements in a row), and
-///   then at once, restarting the timer (right after its AD backtrack, the
-///   overload must hold until the next adjustment instant, as in the
-///   paper). The paper halves at the first one, and the smoothing mode's
-///   stable state sits one AD step (80 kbit/s per flow) under the 98 %
-///   line, within that noise: a single high reading then costs half the
-///   rate and seconds of recovery. Lower codes end the stable state at
-///   once, as in the paper.
+///   code that holds for 2T (three measurements in a row), and then at
+///   once, restarting the timer (right after its AD backtrack, the overload
+///   must hold until the next adjustment instant, as in the paper). The
+///   paper halves at the first one, and the smoothing mode's stable state
+///   sits one AD step (80 kbit/s per flow) under the 98 % line, within that
+///   noise: a single high reading then costs half the rate and seconds of
+///   recovery, and a stable state held for tens of seconds also meets two
+///   in a row. In the simulator this raised the MCP paper's Fig. 4 (20
+///   Mbit/s) from 0.919 to 0.969 utilization, and its Fig. 9 (1000 flows)
+///   from 0.883 to 0.962 with the p99 queue down from 437 to 173 packets.
+///   Lower codes end the stable state at once, as in the paper.
 /// * After MD(0.5), code `00` means the halving overshot the 49 % it aims at
 ///   (§IV-C: U counts the queue, which the halving drains), not that the
 ///   link is lightly used: the flow enhances, MI(1.1), instead of doubling,
@@ -486,9 +489,9 @@ impl crate::signal::Law for McpLaw {
             self.halved = false;
         }
         if self.holds_stable() && code == McpCode::Overload {
-            // Confirmed if it still holds one period T from now.
+            // Confirmed if it still holds 2T from now.
             if self.overload_confirmed_at.is_none() {
-                self.overload_confirmed_at = now.checked_add(self.config.interval);
+                self.overload_confirmed_at = now.checked_add(self.period);
             }
             return;
         }
@@ -896,10 +899,13 @@ mod tests {
 
     #[test]
     fn a_stable_flow_rides_out_a_one_period_overload() {
+        // Two overload readings in a row (2000 ms and 2200 ms), then 10.
         let (mut law, rate) = stable_law_overloaded();
         law.on_ack(MS * 2150, 0, &rtt());
-        law.on_feedback(MS * 2190, feedback(McpCode::High, false), &rtt());
-        for t in [2200, 2500, 3000, 4000] {
+        law.on_feedback(MS * 2200, feedback(McpCode::Overload, false), &rtt());
+        law.on_ack(MS * 2350, 0, &rtt());
+        law.on_feedback(MS * 2390, feedback(McpCode::High, false), &rtt());
+        for t in [2400, 2500, 3000, 4000] {
             law.on_ack(MS * t, 0, &rtt());
             assert_eq!(law.rate(), rate, "{t} ms");
             assert_eq!(law.mode(), Mode::Stable);
@@ -907,14 +913,14 @@ mod tests {
     }
 
     #[test]
-    fn a_stable_flow_halves_an_overload_that_holds_a_period() {
+    fn a_stable_flow_halves_an_overload_that_holds_2t() {
         let (mut law, rate) = stable_law_overloaded();
-        law.on_ack(MS * 2199, 0, &rtt());
+        law.on_ack(MS * 2399, 0, &rtt());
         assert_eq!(law.rate(), rate);
-        law.on_ack(MS * 2200, 0, &rtt());
+        law.on_ack(MS * 2400, 0, &rtt());
         assert!(close(law.rate(), rate * DECREASE_FACTOR));
         assert_eq!(law.mode(), Mode::Overloaded);
-        assert_eq!(law.next_adjustment(), Some(MS * 2600));
+        assert_eq!(law.next_adjustment(), Some(MS * 2800));
     }
 
     #[test]
