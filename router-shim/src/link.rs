@@ -608,21 +608,6 @@ mod tests {
     }
 
     #[test]
-    fn a_packet_dated_before_the_last_poll_is_served_from_its_arrival() {
-        // The relay dates a packet back to its kernel receive time when its
-        // reader ran late: the link, idle then, serves it from that time.
-        let mut l = link("rate 1mbit limit 1000");
-        assert!(l.dequeue(Duration::from_millis(10)).is_none());
-        l.enqueue(Duration::from_millis(4), pkt(0, 125)).unwrap(); // 1 ms
-        l.enqueue(Duration::from_millis(4), pkt(1, 125)).unwrap();
-        assert_eq!(l.next_wakeup(), Some(Duration::from_millis(5)));
-        let out = drain(&mut l);
-        let times: Vec<_> = out.iter().map(|(t, _)| t.as_millis()).collect();
-        assert_eq!(times, [5, 6]);
-        assert_eq!(l.router().meter().queue_bytes(), 0);
-    }
-
-    #[test]
     fn drop_tail_in_packets_and_bytes() {
         let mut l = link("rate 1mbit limit 3");
         let results: Vec<_> = (0..5)

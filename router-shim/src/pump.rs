@@ -159,13 +159,11 @@ impl<P: LinkPacket, E: Egress<P>> Driver<P, E> {
         &mut self.egress
     }
 
-    /// Offers a packet that arrived at `at`; a drop is counted by the link.
-    /// `at` may lie before the last release (the relay dates arrivals back
-    /// to their kernel receive time): the link then serves the packet from
-    /// when it arrived, as a real link would have.
+    /// Offers a packet that arrived at `at` (kept monotonic for the meter);
+    /// a drop is counted by the link.
     pub fn enqueue(&mut self, at: Duration, packet: P) {
         self.last_now = at.max(self.last_now);
-        let _ = self.link.enqueue(at, packet);
+        let _ = self.link.enqueue(self.last_now, packet);
     }
 
     /// Releases every packet due by now into the egress, and reports when a

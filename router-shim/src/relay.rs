@@ -29,8 +29,7 @@ use crate::link::{Corruption, Direction, Link, LinkPacket};
 use crate::pump::{Egress, LinkMsg, LinkThread, Observers};
 use crate::stats::LinkSnapshot;
 use crate::tos_socket::{
-    enable_receive_time, enable_recv_tos, recv_with_tos, send_with_tos, set_buffers, wait_writable,
-    RecvMeta,
+    enable_recv_tos, recv_with_tos, send_with_tos, set_buffers, wait_writable,
 };
 use crate::wire::{Ipv4Repr, Ipv6Repr, UdpRepr, PROTO_UDP};
 
@@ -40,9 +39,6 @@ const MAX_DATAGRAM: usize = 65_535;
 const SOCKET_BUFFER: i32 = 4 << 20;
 /// How often idle sessions are swept.
 const SWEEP_PERIOD: Duration = Duration::from_secs(1);
-/// The longest a datagram's arrival is dated back to its kernel receive
-/// time (see [`arrival`]).
-const MAX_BACKDATE: Duration = Duration::from_millis(100);
 
 /// Relay configuration.
 #[derive(Clone, Debug)]
@@ -185,21 +181,13 @@ impl Relay {
 }
 
 /// A UDP socket bound to `addr`, non-blocking, registered with tokio,
-/// reporting the TOS byte and receive time of what it receives.
+/// reporting the TOS byte of what it receives.
 fn bind_tos_socket(addr: SocketAddr) -> io::Result<UdpSocket> {
     let socket = std::net::UdpSocket::bind(addr)?;
-    prepare(&socket, addr.is_ipv6())?;
-    UdpSocket::from_std(socket)
-}
-
-/// Non-blocking, reporting the TOS byte and receive time of what it
-/// receives, with large buffers.
-fn prepare(socket: &std::net::UdpSocket, ipv6: bool) -> io::Result<()> {
     socket.set_nonblocking(true)?;
-    enable_recv_tos(socket, ipv6)?;
-    enable_receive_time(socket)?;
-    set_buffers(socket, SOCKET_BUFFER);
-    Ok(())
+    enable_recv_tos(&socket, addr.is_ipv6())?;
+    set_buffers(&socket, SOCKET_BUFFER);
+    UdpSocket::from_std(socket)
 }
 
 struct Session {
@@ -213,18 +201,6 @@ struct Sessions {
     table: HashMap<SocketAddr, Session>,
     opened: u64,
     refused: u64,
-}
-
-/// When a datagram reached the relay, on the links' clock: its kernel
-/// receive time. A reader task that runs late (every worker thread busy)
-/// would otherwise hand the link a burst stamped with one late time: the
-/// link would idle through the lateness and serve below its rate, and its
-/// router would count the burst in the wrong period. Waits beyond
-/// [`MAX_BACKDATE`] are taken as a system clock step, not lateness.
-fn arrival(epoch: Instant, meta: &RecvMeta) -> Duration {
-    epoch
-        .elapsed()
-        .saturating_sub(meta.waited().min(MAX_BACKDATE))
 }
 
 fn millis(d: Duration) -> u64 {
@@ -258,7 +234,7 @@ async fn serve(
                 continue;
             }
         };
-        let arrived = arrival(epoch, &meta);
+        let arrived = epoch.elapsed();
         if !sessions.table.contains_key(&meta.from) {
             if sessions.table.len() >= config.max_sessions {
                 sessions.refused += 1;
@@ -305,7 +281,9 @@ fn open_session(
     };
     let std_socket = std::net::UdpSocket::bind(any)?;
     std_socket.connect(config.target)?;
-    prepare(&std_socket, config.target.is_ipv6())?;
+    std_socket.set_nonblocking(true)?;
+    enable_recv_tos(&std_socket, config.target.is_ipv6())?;
+    set_buffers(&std_socket, SOCKET_BUFFER);
     let upstream = Arc::new(UdpSocket::from_std(std_socket)?);
     let last_active = Arc::new(AtomicU64::new(millis(epoch.elapsed())));
     let reader = tokio::spawn(read_replies(
@@ -344,7 +322,7 @@ async fn read_replies(
             tokio::task::yield_now().await;
             continue;
         };
-        let arrived = arrival(epoch, &meta);
+        let arrived = epoch.elapsed();
         last_active.store(millis(arrived), Ordering::Relaxed);
         let payload = buf[..meta.len].to_vec();
         let datagram = Datagram {

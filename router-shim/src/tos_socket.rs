@@ -9,11 +9,9 @@ use std::io;
 use std::mem;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::{AsRawFd, RawFd};
-use std::time::{Duration, SystemTime};
 
-/// Control-message space: the TOS and TCLASS messages and a receive
-/// timestamp, with headroom.
-const CMSG_SPACE: usize = 128;
+/// Control-message space: one int-sized TOS/TCLASS message plus headroom.
+const CMSG_SPACE: usize = 64;
 
 fn setsockopt_int(fd: RawFd, level: i32, name: i32, value: i32) -> io::Result<()> {
     // SAFETY: `value` outlives the call and its size is passed.
@@ -45,17 +43,6 @@ pub fn enable_recv_tos(socket: &impl AsRawFd, ipv6: bool) -> io::Result<()> {
     } else {
         setsockopt_int(fd, libc::IPPROTO_IP, libc::IP_RECVTOS, 1)
     }
-}
-
-/// Asks the kernel to stamp each received datagram with the time it arrived
-/// (`SO_TIMESTAMPNS`), reported in [`RecvMeta::received`].
-pub fn enable_receive_time(socket: &impl AsRawFd) -> io::Result<()> {
-    setsockopt_int(
-        socket.as_raw_fd(),
-        libc::SOL_SOCKET,
-        libc::SO_TIMESTAMPNS,
-        1,
-    )
 }
 
 /// Sets a socket's send and receive buffers. Best effort: beyond
@@ -152,19 +139,6 @@ pub struct RecvMeta {
     pub from: SocketAddr,
     /// The TOS / traffic-class byte (0 if the kernel did not report one).
     pub tos: u8,
-    /// When the kernel received the datagram, if the socket asks for it
-    /// ([`enable_receive_time`]).
-    pub received: Option<SystemTime>,
-}
-
-impl RecvMeta {
-    /// How long the datagram waited in the socket before this read, by the
-    /// system clock (zero if unknown or if the clock stepped back).
-    pub fn waited(&self) -> Duration {
-        self.received
-            .and_then(|at| SystemTime::now().duration_since(at).ok())
-            .unwrap_or_default()
-    }
 }
 
 /// One non-blocking `recvmsg`: payload into `buf`, sender and TOS byte.
@@ -196,7 +170,6 @@ pub fn recv_with_tos(socket: &impl AsRawFd, buf: &mut [u8]) -> io::Result<RecvMe
         )
     })?;
     let mut tos = 0;
-    let mut received = None;
     // SAFETY: the kernel filled `msg_control` up to `msg_controllen`; the
     // CMSG macros stay inside it.
     unsafe {
@@ -208,17 +181,6 @@ pub fn recv_with_tos(socket: &impl AsRawFd, buf: &mut [u8]) -> io::Result<RecvMe
                 tos = *data;
             } else if level == libc::IPPROTO_IPV6 && kind == libc::IPV6_TCLASS {
                 tos = data.cast::<i32>().read_unaligned() as u8;
-            } else if level == libc::SOL_SOCKET && kind == libc::SCM_TIMESTAMPNS {
-                let at = data.cast::<libc::timespec>().read_unaligned();
-                let since_epoch = u64::try_from(at.tv_sec)
-                    .ok()
-                    .zip(
-                        u32::try_from(at.tv_nsec)
-                            .ok()
-                            .filter(|n| *n < 1_000_000_000),
-                    )
-                    .map(|(secs, nanos)| Duration::new(secs, nanos));
-                received = since_epoch.and_then(|d| SystemTime::UNIX_EPOCH.checked_add(d));
             }
             cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
         }
@@ -227,7 +189,6 @@ pub fn recv_with_tos(socket: &impl AsRawFd, buf: &mut [u8]) -> io::Result<RecvMe
         len: n as usize,
         from,
         tos,
-        received,
     })
 }
 
@@ -334,33 +295,6 @@ mod tests {
     #[test]
     fn tos_byte_round_trips_ipv6() {
         round_trip("[::1]:0", true);
-    }
-
-    #[test]
-    fn kernel_receive_time_is_reported() {
-        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
-        enable_receive_time(&rx).unwrap();
-        let sent = SystemTime::now();
-        tx.send_to(b"x", rx.local_addr().unwrap()).unwrap();
-        std::thread::sleep(Duration::from_millis(30));
-        let meta = recv_with_tos(&rx, &mut [0; 8]).unwrap();
-        let received = meta.received.expect("SO_TIMESTAMPNS time");
-        // Stamped on arrival, not on this late read.
-        assert!(received >= sent - Duration::from_millis(1), "{received:?}");
-        assert!(
-            meta.waited() >= Duration::from_millis(25),
-            "{:?}",
-            meta.waited()
-        );
-        // Without the option, no time.
-        let plain = UdpSocket::bind("127.0.0.1:0").unwrap();
-        tx.send_to(b"x", plain.local_addr().unwrap()).unwrap();
-        plain.set_nonblocking(false).unwrap();
-        plain.peek(&mut [0; 1]).unwrap();
-        let meta = recv_with_tos(&plain, &mut [0; 8]).unwrap();
-        assert_eq!(meta.received, None);
-        assert_eq!(meta.waited(), Duration::ZERO);
     }
 
     #[test]
