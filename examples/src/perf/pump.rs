@@ -66,7 +66,13 @@ pub async fn send_until(
             },
             None => write.await,
         }
-        .map_err(|e| format!("sending failed: {e}"))?;
+        .map_err(|e| match e {
+            // quinn's message leaves out why the connection was lost.
+            quinn::WriteError::ConnectionLost(why) => {
+                format!("sending failed: connection lost: {why}")
+            }
+            e => format!("sending failed: {e}"),
+        })?;
         sent += written as u64;
         counter.fetch_add(written as u64, Ordering::Relaxed);
         if deadline.is_some_and(|d| Instant::now() >= d) {
