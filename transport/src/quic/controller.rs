@@ -85,14 +85,12 @@ impl Controller for EcnqController {
         let mut tx = self.peer.sending();
         let tx = &mut *tx;
         tx.in_flight = tx.in_flight.saturating_add(bytes);
-        match &mut tx.active {
-            Active::Law(law) => {
-                if let Some(rate) = law.pacing_rate() {
-                    let since = self.peer.since_epoch(now);
-                    tx.gate.on_sent(since, bytes, rate, tx.config.mss);
-                }
-            }
-            Active::Quinn(c) => c.on_sent(now, bytes, last_packet_number),
+        if let Some(rate) = tx.law_rate() {
+            let since = self.peer.since_epoch(now);
+            tx.gate.on_sent(since, bytes, rate, tx.config.mss);
+        }
+        if let Active::Quinn(c) = &mut tx.active {
+            c.on_sent(now, bytes, last_packet_number);
         }
     }
 

@@ -103,6 +103,16 @@ pub(crate) struct Sending {
     pub in_flight: u64,
 }
 
+impl Sending {
+    /// The rate the active law sends at, if it is a rate law (its gate's fill rate).
+    pub fn law_rate(&self) -> Option<f64> {
+        match &self.active {
+            Active::Law(law) => law.pacing_rate(),
+            Active::Quinn(_) => None,
+        }
+    }
+}
+
 /// The receiving direction: what the socket feeds.
 struct Receiving {
     decoder: Option<(WireScheme, Box<dyn Decoder>)>,
@@ -241,16 +251,13 @@ impl Peer {
     /// quinn may use (for a rate law, rate × srtt, the base of its gate's
     /// cap) and the tag the next packets carry.
     pub fn publish(&self, tx: &Sending) {
-        let (window, tag, gated) = match &tx.active {
-            Active::Law(law) => (
-                law_window(law.as_ref(), &tx.rtt, &tx.config),
-                law.tag(),
-                law.pacing_rate().is_some(),
-            ),
-            Active::Quinn(c) => (c.window(), SchemeTag::UNTAGGED, false),
+        let (window, tag) = match &tx.active {
+            Active::Law(law) => (law_window(law.as_ref(), &tx.rtt, &tx.config), law.tag()),
+            Active::Quinn(c) => (c.window(), SchemeTag::UNTAGGED),
         };
         self.window.store(window, Ordering::Relaxed);
-        self.rate_gated.store(gated, Ordering::Relaxed);
+        self.rate_gated
+            .store(tx.law_rate().is_some(), Ordering::Relaxed);
         self.dscp.store(tag.dscp(), Ordering::Relaxed);
     }
 
@@ -261,13 +268,9 @@ impl Peer {
             return self.window();
         }
         let tx = self.sending();
-        // The law may have changed since the flag was read.
-        let rate = match &tx.active {
-            Active::Law(law) => law.pacing_rate(),
-            Active::Quinn(_) => None,
-        };
         let published = self.window();
-        rate.map_or(published, |rate| {
+        // The law may have changed since the flag was read.
+        tx.law_rate().map_or(published, |rate| {
             tx.gate.window(
                 self.since_epoch(at),
                 rate,
