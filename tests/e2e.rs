@@ -152,6 +152,10 @@ async fn measured_run(flows: &[Flow], links: &[LinkSpec]) -> RunResult {
         let watch = StallWatch::start();
         let result = bed.run(flows, links).await.expect("run");
         let stall = watch.worst();
+        assert!(
+            result.runs.iter().all(Option::is_some),
+            "a flow's handshake never got through"
+        );
         if stall <= MAX_STALL || attempt == ATTEMPTS {
             println!("run {attempt}: longest host stall {stall:?}");
             return result;
@@ -216,7 +220,7 @@ async fn parking_lot_run(scheme: Scheme, path: ParkingLotPath, seconds: f64) -> 
         "{scheme}: utilization {:.1} %, p99 queue {p99:.0} B of {buffer:.0} B",
         utilization * 100.0
     );
-    for run in &result.runs {
+    for run in result.runs.iter().flatten() {
         assert_eq!(
             run.stats.mode,
             PeerMode::Ecnq,
@@ -479,6 +483,82 @@ async fn transfer_survives_ten_percent_loss() {
         "the link really lost about 10 % ({:.1} %)",
         loss * 100.0
     );
+}
+
+/// A UDP forwarder to `server` that drops everything clients send during
+/// its first `mute`: a path on which handshakes get lost.
+async fn muted_forwarder(server: std::net::SocketAddr, mute: Duration) -> std::net::SocketAddr {
+    use std::sync::{Arc, Mutex};
+    let front = Arc::new(tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap());
+    let back = Arc::new(tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap());
+    back.connect(server).await.unwrap();
+    let client = Arc::new(Mutex::new(None));
+    let start = Instant::now();
+    let (to_server, latest) = (back.clone(), client.clone());
+    let entry = front.local_addr().unwrap();
+    let from_clients = front.clone();
+    tokio::spawn(async move {
+        let mut buf = vec![0u8; 65536];
+        while let Ok((n, from)) = from_clients.recv_from(&mut buf).await {
+            *latest.lock().unwrap() = Some(from);
+            if start.elapsed() >= mute {
+                let _ = to_server.send(&buf[..n]).await;
+            }
+        }
+    });
+    tokio::spawn(async move {
+        let mut buf = vec![0u8; 65536];
+        while let Ok(n) = back.recv(&mut buf).await {
+            let to = *client.lock().unwrap();
+            if let Some(to) = to {
+                let _ = front.send_to(&buf[..n], to).await;
+            }
+        }
+    });
+    entry
+}
+
+/// A scheduled flow whose handshakes are lost for longer than one
+/// connection attempt waits keeps trying with a fresh connection, joins
+/// late and still ends on schedule.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scheduled_flow_joins_late_through_lost_handshakes() {
+    let bed = LoopbackBed::ecnq().await.expect("bed");
+    let mute = client::CONNECT_TIMEOUT + Duration::from_millis(500);
+    let entry = muted_forwarder(bed.server(), mute).await;
+    let config = bed.client_config(entry, CongestionControl::Cubic, 0.0);
+    let scheduled = Duration::from_secs(8);
+    let start = Instant::now();
+    let run = client::run_scheduled(&config, 1, start + scheduled)
+        .await
+        .expect("no error")
+        .expect("the flow gets in once the path carries its handshake");
+    let first = run.intervals.first().expect("intervals");
+    assert!(
+        first.start >= mute.as_secs_f64(),
+        "interval times count from the scheduled start ({first:?})"
+    );
+    assert!(run.peer_result.bytes > 0, "the late flow sent data");
+    assert!(
+        run.peer_result.seconds < (scheduled - mute).as_secs_f64(),
+        "it sent only for the time left ({} s)",
+        run.peer_result.seconds
+    );
+}
+
+/// A scheduled flow that never gets an answer is reported as never joined
+/// once its time is up, not as an error that would end the whole run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scheduled_flow_that_never_gets_in_comes_back_empty() {
+    let bed = LoopbackBed::ecnq().await.expect("bed");
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let config = bed.client_config(silent.local_addr().unwrap(), CongestionControl::Cubic, 0.0);
+    let start = Instant::now();
+    let run = client::run_scheduled(&config, 1, start + Duration::from_millis(1500))
+        .await
+        .expect("no error");
+    assert!(run.is_none());
+    assert!(start.elapsed() >= Duration::from_millis(1500));
 }
 
 /// A perf server on plain quinn (its own socket, Cubic, no DSCP tag, no

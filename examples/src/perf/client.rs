@@ -55,14 +55,20 @@ pub struct StreamRun {
     pub stats: CongestionStats,
 }
 
-/// Runs stream `socket` of a test whose clock started at `start`, sending
-/// each interval to `intervals` as it completes.
-pub async fn run_stream(
+/// Why no connection came about.
+enum NotConnected {
+    /// The server did not answer the handshake in time.
+    NoAnswer,
+    /// Anything else, said in words.
+    Failed(String),
+}
+
+/// A client endpoint and its connection to the server, or why not, waiting
+/// at most `timeout` for the handshake.
+async fn connect(
     config: &ClientConfig,
-    socket: u32,
-    start: Instant,
-    intervals: mpsc::UnboundedSender<StreamInterval>,
-) -> Result<StreamRun, String> {
+    timeout: Duration,
+) -> Result<(Endpoint, Connection), NotConnected> {
     let mut options = Options::new(config.cc).alpn(&[ALPN]);
     if let Some(dir) = &config.qlog {
         options = options.qlog_dir(dir.clone());
@@ -75,24 +81,91 @@ pub async fn run_stream(
     .parse()
     .expect("literal address");
     let endpoint = Endpoint::client(bind, config.roots.clone(), options)
-        .map_err(|e| format!("cannot open a client socket: {e}"))?;
-    let local = endpoint.local_addr().map_err(|e| e.to_string())?;
-    let connection = match tokio::time::timeout(
-        CONNECT_TIMEOUT,
+        .map_err(|e| NotConnected::Failed(format!("cannot open a client socket: {e}")))?;
+    match tokio::time::timeout(
+        timeout,
         endpoint.connect(config.server, &config.server_name),
     )
     .await
     {
-        Ok(Ok(c)) => c,
-        Ok(Err(e)) => return Err(format!("cannot connect to {}: {e}", config.server)),
-        Err(_) => {
-            return Err(format!(
-                "cannot reach {}: no answer within {} s (is `ecnq-perf -s` running there?)",
-                config.server,
-                CONNECT_TIMEOUT.as_secs()
-            ))
+        Ok(Ok(c)) => Ok((endpoint, c)),
+        Ok(Err(e)) => Err(NotConnected::Failed(format!(
+            "cannot connect to {}: {e}",
+            config.server
+        ))),
+        Err(_) => Err(NotConnected::NoAnswer),
+    }
+}
+
+/// Runs stream `socket` of a test whose clock started at `start`, sending
+/// each interval to `intervals` as it completes.
+pub async fn run_stream(
+    config: &ClientConfig,
+    socket: u32,
+    start: Instant,
+    intervals: mpsc::UnboundedSender<StreamInterval>,
+) -> Result<StreamRun, String> {
+    match connect(config, CONNECT_TIMEOUT).await {
+        Ok((endpoint, connection)) => {
+            run_test(config, socket, start, intervals, endpoint, connection).await
+        }
+        Err(NotConnected::Failed(e)) => Err(e),
+        Err(NotConnected::NoAnswer) => Err(format!(
+            "cannot reach {}: no answer within {} s (is `ecnq-perf -s` running there?)",
+            config.server,
+            CONNECT_TIMEOUT.as_secs()
+        )),
+    }
+}
+
+/// Runs a flow of a scheduled run (the demo, the testbeds) that starts now
+/// and is scheduled to end at `end`. A flow joining a bottleneck that others
+/// flood (quinn's BBR loses half its packets there) can lose handshake after
+/// handshake: it keeps trying, with a fresh connection every
+/// [`CONNECT_TIMEOUT`], until `end`, then sends for the time left. None if it
+/// never got in. Interval times count from now, like its schedule's.
+pub async fn run_scheduled(
+    config: &ClientConfig,
+    socket: u32,
+    end: Instant,
+) -> Result<Option<StreamRun>, String> {
+    let scheduled = Instant::now();
+    let (endpoint, connection) = loop {
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(None);
+        }
+        match connect(config, left.min(CONNECT_TIMEOUT)).await {
+            Ok(connected) => break connected,
+            Err(NotConnected::NoAnswer) => continue,
+            Err(NotConnected::Failed(e)) => return Err(e),
         }
     };
+    let joined = Instant::now();
+    let mut config = config.clone();
+    if config.request.bytes == 0 {
+        config.request.seconds = end.saturating_duration_since(joined).as_secs_f64();
+    }
+    let (tx, _rx) = mpsc::unbounded_channel();
+    let mut run = run_test(&config, socket, joined, tx, endpoint, connection).await?;
+    let late = (joined - scheduled).as_secs_f64();
+    for interval in &mut run.intervals {
+        interval.start += late;
+        interval.end += late;
+    }
+    Ok(Some(run))
+}
+
+/// The test over a fresh `connection` of `endpoint`.
+async fn run_test(
+    config: &ClientConfig,
+    socket: u32,
+    start: Instant,
+    intervals: mpsc::UnboundedSender<StreamInterval>,
+    endpoint: Endpoint,
+    connection: Connection,
+) -> Result<StreamRun, String> {
+    let local = endpoint.local_addr().map_err(|e| e.to_string())?;
     let (mut control_send, mut control_recv) = connection
         .open_bi()
         .await

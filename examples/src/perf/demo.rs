@@ -271,6 +271,16 @@ fn print_table(rows: &[RunSummary]) {
                 .map_or("never".to_owned(), |s| format!("{s:.1} s"))
         );
     }
+    for r in rows {
+        for &n in &r.unjoined {
+            let cc = r.flows.get(n - 1).map_or("", |(cc, _)| cc.as_str());
+            println!(
+                "{}: flow {n} ({cc}) never got in: every handshake was lost at the bottleneck ({:.1} % of packets dropped)",
+                r.name,
+                r.loss * 100.0
+            );
+        }
+    }
     if let Some(mixed) = rows.iter().find(|r| r.name == "mixed") {
         let list: Vec<String> = mixed
             .flows

@@ -97,11 +97,11 @@ impl LoopbackBed {
         let mut tasks = Vec::new();
         for (i, flow) in flows.iter().enumerate() {
             let config = self.client_config(chain.entry, flow.cc, flow.seconds);
-            let offset = flow.offset;
+            let at = start + Duration::from_secs_f64(flow.offset);
+            let end = at + Duration::from_secs_f64(flow.seconds);
             tasks.push(tokio::spawn(async move {
-                tokio::time::sleep_until(start + Duration::from_secs_f64(offset)).await;
-                let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
-                client::run_stream(&config, i as u32 + 1, Instant::now(), tx).await
+                tokio::time::sleep_until(at).await;
+                client::run_scheduled(&config, i as u32 + 1, end).await
             }));
         }
         let mut runs = Vec::new();
@@ -385,8 +385,9 @@ pub struct RunResult {
     pub elapsed: f64,
     /// The flows as scheduled.
     pub flows: Vec<Flow>,
-    /// Each flow's client-side record.
-    pub runs: Vec<StreamRun>,
+    /// Each flow's client-side record; None for a flow whose handshake never
+    /// got through.
+    pub runs: Vec<Option<StreamRun>>,
     /// Each flow's sending rate over time.
     pub series: Vec<FlowSeries>,
     /// Each link, in path order.
@@ -415,18 +416,28 @@ pub struct RunSummary {
     pub converge_s: Option<f64>,
     /// Per flow: controller and goodput in Mbit/s.
     pub flows: Vec<(String, f64)>,
+    /// Flows (numbered from 1) whose handshake never got through.
+    pub unjoined: Vec<usize>,
 }
 
 impl RunResult {
     /// The record of `flows` whose client runs came back as `runs`, after
     /// `elapsed` seconds, through `links`.
-    pub fn new(flows: &[Flow], runs: Vec<StreamRun>, elapsed: f64, links: Vec<LinkSeries>) -> Self {
+    pub fn new(
+        flows: &[Flow],
+        runs: Vec<Option<StreamRun>>,
+        elapsed: f64,
+        links: Vec<LinkSeries>,
+    ) -> Self {
         let series = flows
             .iter()
             .zip(&runs)
             .map(|(flow, run)| FlowSeries {
                 start: flow.offset,
-                samples: sending_rate(&run.intervals, flow.offset),
+                samples: run
+                    .as_ref()
+                    .map(|r| sending_rate(&r.intervals, flow.offset))
+                    .unwrap_or_default(),
             })
             .collect();
         RunResult {
@@ -448,7 +459,8 @@ impl RunResult {
             .map(|(f, r)| FlowTotal {
                 label: f.cc.to_string(),
                 seconds: f.seconds,
-                received: r.peer_result.bytes,
+                received: r.as_ref().map_or(0, |r| r.peer_result.bytes),
+                joined: r.is_some(),
             })
             .collect();
         summarize(
@@ -489,6 +501,8 @@ pub struct FlowTotal {
     pub seconds: f64,
     /// Bytes its receiver got.
     pub received: u64,
+    /// Whether it got in at all (its handshake went through).
+    pub joined: bool,
 }
 
 /// The table row of a run of `flows` (their sending rates in `series`)
@@ -531,6 +545,9 @@ pub fn summarize(
             .iter()
             .map(|f| (f.label.clone(), f.received as f64 * 8.0 / f.seconds / 1e6))
             .collect(),
+        unjoined: (1..=flows.len())
+            .filter(|&n| !flows[n - 1].joined)
+            .collect(),
     }
 }
 
@@ -544,6 +561,7 @@ mod tests {
             label: "vcp".into(),
             seconds,
             received: 1_000_000,
+            joined: true,
         };
         let flows = [flow(10.0), flow(6.0)];
         // The late flow stays at a tenth of the early one's rate while both
@@ -563,5 +581,39 @@ mod tests {
         let row = summarize("vcp", &flows, &series, &link, 10.4);
         assert_eq!(row.converge_s, None);
         assert_eq!(row.flows.len(), 2);
+        assert!(row.unjoined.is_empty());
+    }
+
+    #[test]
+    fn a_flow_that_never_got_in_is_named_and_counts_as_nothing() {
+        let flows = [
+            FlowTotal {
+                label: "bbr".into(),
+                seconds: 10.0,
+                received: 50_000_000,
+                joined: true,
+            },
+            FlowTotal {
+                label: "bbr".into(),
+                seconds: 6.0,
+                received: 0,
+                joined: false,
+            },
+        ];
+        let series = [
+            FlowSeries {
+                start: 0.0,
+                samples: vec![(8.0, 40e6), (9.0, 40e6)],
+            },
+            FlowSeries {
+                start: 4.0,
+                samples: vec![],
+            },
+        ];
+        let row = summarize("bbr", &flows, &series, &LinkSeries::default(), 10.0);
+        assert_eq!(row.unjoined, vec![2]);
+        assert_eq!(row.flows[1].1, 0.0);
+        assert!((row.jain - 0.5).abs() < 1e-9, "Jain {}", row.jain);
+        assert_eq!(row.converge_s, None);
     }
 }

@@ -425,14 +425,15 @@ fn host_addr(topology: &Topology, host: &str) -> Result<String, String> {
         .ok_or_else(|| format!("the topology has no host {host}"))
 }
 
-/// The ecnq-perf flows of `plan`; returns their client records and the
-/// seconds from the first start to the last end.
+/// The ecnq-perf flows of `plan`; returns their client records (None for
+/// a flow that never got in) and the seconds from the first start to the
+/// last end.
 fn run_quic(
     testbed: &str,
     layout: Layout,
     plan: &Plan,
     servers: &PerfServers,
-) -> Result<(Vec<StreamRun>, f64), String> {
+) -> Result<(Vec<Option<StreamRun>>, f64), String> {
     let start = Instant::now() + Duration::from_millis(100);
     let receivers: Vec<&str> = layout.paths().iter().map(|&(_, r)| r).collect();
     let tasks: Vec<_> = plan
@@ -442,10 +443,10 @@ fn run_quic(
             let (server, roots) = &servers.servers[index];
             let config = client_config(*server, roots, flow.cc, flow.seconds);
             let at = start + Duration::from_secs_f64(flow.offset);
+            let end = at + Duration::from_secs_f64(flow.seconds);
             spawn_in(namespace(testbed, sender), move || async move {
                 tokio::time::sleep_until(at.into()).await;
-                let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
-                client::run_stream(&config, i as u32 + 1, tokio::time::Instant::now(), tx).await
+                client::run_scheduled(&config, i as u32 + 1, end.into()).await
             })
         })
         .collect();
@@ -560,6 +561,7 @@ fn parse_iperf3(json: &str, cc: &str, flow: &Flow) -> Result<(FlowTotal, FlowSer
             label: format!("tcp-{cc}"),
             seconds: flow.seconds,
             received,
+            joined: true,
         },
         FlowSeries {
             start: flow.offset,
