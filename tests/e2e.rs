@@ -313,11 +313,18 @@ async fn goal_shortfall(
 /// of a 100 Mbit/s bottleneck with p99 queue below a third of its buffer.
 /// `cargo test -p ecnq-e2e --release -- --ignored parking_lot_goal_every_scheme`
 ///
-/// Runs of 90 s judged over their last 36 s: VCP's MI start takes about
-/// 15 s to fill 2.5 MB, and a window law's increase-decrease cycle lasts
-/// about 16 s here (it backs off ×0.875 once demand passes γ = 0.975 of
-/// capacity, then climbs back by AI), so the window holds two cycles.
-/// The laws average about γ(1 + 0.875)/2 ≈ 0.91 of capacity by design.
+/// Runs of 180 s judged over their last 72 s. VCP's MI start takes about
+/// 15 s to fill 2.5 MB. A window law then climbs by AI from about 85 % of
+/// capacity, backs off ×0.875 once demand passes γ = 0.975 of it, and
+/// climbs again: a sawtooth averaging about 91 % of capacity by design,
+/// whose cycle lasts 26 s here for VCP and BMCC (6 s for DPCP). A window
+/// cutting a cycle lands on either side of that mean by phase: over the
+/// 36 s of 90 s runs, VCP's sawtooth alone gives 90.2–92.2 %, so one
+/// disturbance (an extra back-off after a host stall) took EVCP, DPCP or
+/// BMCC under 90 % in three of six runs of every scheme. 72 s hold nearly
+/// three such cycles, and a disturbance costs half as much. Three 180 s
+/// runs measured 90.3–93.2 % for every window law but BMCC, which measured
+/// 90.9, 90.0 and 89.9 % (the simulator: 91.6 %; README).
 ///
 /// MCP's utilization is printed, not judged: its first seven
 /// increase-decrease cycles are AIMD(80 kbit/s, 0.5) "fairing" (MCP paper
@@ -331,7 +338,7 @@ async fn goal_shortfall(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "long: run with --release -- --ignored"]
 async fn parking_lot_goal_every_scheme() {
-    const SECONDS: f64 = 90.0;
+    const SECONDS: f64 = 180.0;
     let path = ParkingLotPath::long_rtt(100);
     let mut misses = Vec::new();
     for scheme in Scheme::ROUTER_ASSISTED {
