@@ -298,9 +298,9 @@ impl VcpLaw {
 
     /// One ack's worth of MIAIMD: `step` says what the current level asks for.
     /// During the RTT after a hold only AI (α = 1) applies (DESIGN.md §2, from
-    /// the VCP ns-2 release) — and nothing at all on overload, which is still
-    /// the episode the MD answered; MI also becomes AI while EVCP's
-    /// controller forbids it.
+    /// the VCP ns-2 release); overload goes to [`VcpLaw::decrease_if_due`],
+    /// which ignores it while it still belongs to the last MD's episode. MI
+    /// also becomes AI while EVCP's controller forbids it.
     pub fn apply(&mut self, now: Duration, acked_bytes: u64, rtt: &RttSample, step: Step) {
         if now < self.hold_until {
             self.mode = Mode::Hold;
@@ -308,8 +308,6 @@ impl VcpLaw {
         }
         let ai_only = now < self.ai_only_until;
         let (xi, alpha) = match step {
-            // Overload right after an MD: it is still the same episode.
-            Step::Decrease { .. } if now < self.episode_until => return,
             Step::Decrease { beta } => return self.decrease_if_due(now, rtt, beta),
             Step::Increase { .. } if ai_only => (0.0, ALPHA),
             Step::Increase { xi, alpha } if xi > 0.0 && !self.mi_allowed() => {
