@@ -136,18 +136,24 @@ static MACHINE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 /// The longest the host may stall this process during a judged run: half
 /// the routers' measurement period, t_p = 200 ms.
 const MAX_STALL: Duration = Duration::from_millis(100);
-/// Runs made at most; the last one is judged whatever the host did.
-const ATTEMPTS: u32 = 3;
+/// Runs made at most; when the host stalled every one of them, the one it
+/// stalled least is judged.
+const ATTEMPTS: u32 = 5;
+/// The pause before a run is made again: the host's stalls come in episodes
+/// that last seconds.
+const RETRY_PAUSE: Duration = Duration::from_secs(5);
 
 /// Runs `flows` over `links`, alone on the machine. A run during which the
 /// host stalled the process longer than [`MAX_STALL`] is discarded and made
 /// again: on a shared virtual machine the host takes the CPU away for
 /// hundreds of milliseconds at times (steal time), and such a run measures
-/// the host, not ecnq.
+/// the host, not ecnq (a CI run on such a host measured VCP at 40 % with
+/// stalls of 250–330 ms in three runs in a row; stopping this process for
+/// 0.3 s every 1.3 s here took it from 84 % to 57 %).
 async fn measured_run(flows: &[Flow], links: &[LinkSpec]) -> RunResult {
     let _machine = MACHINE.lock().await;
-    let mut attempt = 1;
-    loop {
+    let mut least_stalled: Option<(Duration, RunResult)> = None;
+    for attempt in 1..=ATTEMPTS {
         let bed = LoopbackBed::ecnq().await.expect("bed");
         let watch = StallWatch::start();
         let result = bed.run(flows, links).await.expect("run");
@@ -156,21 +162,49 @@ async fn measured_run(flows: &[Flow], links: &[LinkSpec]) -> RunResult {
             result.runs.iter().all(Option::is_some),
             "a flow's handshake never got through"
         );
-        if stall <= MAX_STALL || attempt == ATTEMPTS {
+        if stall <= MAX_STALL {
             println!("run {attempt}: longest host stall {stall:?}");
             return result;
         }
-        println!("run {attempt}: the host stalled this process for {stall:?}; run discarded");
-        attempt += 1;
+        let judged = judge(&result);
+        println!(
+            "run {attempt}: the host stalled this process for {stall:?}; run discarded \
+             (it measured {:.1} %, p99 queue {:.0} B)",
+            judged.utilization * 100.0,
+            judged.p99
+        );
+        if least_stalled
+            .as_ref()
+            .is_none_or(|(least, _)| stall < *least)
+        {
+            least_stalled = Some((stall, result));
+        }
+        if attempt < ATTEMPTS {
+            tokio::time::sleep(RETRY_PAUSE).await;
+        }
     }
+    let (stall, result) = least_stalled.expect("at least one run was made");
+    println!("the host stalled every run; judging the one it stalled least ({stall:?})");
+    result
 }
 
-/// The bottleneck's utilization and p99 queue (bytes) over the last 40 % of
-/// the time every flow was scheduled to send, and its buffer. The run goes
-/// on after that while the flows stop and report (the link idles for a
-/// round trip or two): judging up to the run's end cost a 60 s run about a
-/// point and a half of utilization.
-fn judge(result: &RunResult) -> (f64, f64, f64) {
+/// What a run measured at the bottleneck over the last 40 % of the time
+/// every flow was scheduled to send. The run goes on after that while the
+/// flows stop and report (the link idles for a round trip or two): judging
+/// up to the run's end cost a 60 s run about a point and a half of
+/// utilization.
+struct Judged {
+    utilization: f64,
+    /// p99 queue, bytes.
+    p99: f64,
+    /// The buffer, bytes.
+    buffer: f64,
+    /// When the queue first held a third of the buffer or more, and for how
+    /// many seconds in all: where to look when the p99 goal is missed.
+    deep_queue: Option<(f64, f64)>,
+}
+
+fn judge(result: &RunResult) -> Judged {
     let bottleneck = &result.links[1];
     let to = result
         .flows
@@ -178,33 +212,49 @@ fn judge(result: &RunResult) -> (f64, f64, f64) {
         .map(|f| f.offset + f.seconds)
         .fold(result.elapsed, f64::min);
     let from = to * JUDGED_FROM;
-    let utilization = bottleneck.utilization(from, to);
-    let p99 = percentile(&bottleneck.queue_bytes(from, to), 99.0).unwrap_or(f64::INFINITY);
-    (utilization, p99, bottleneck.buffer_bytes)
+    let buffer = bottleneck.buffer_bytes;
+    let window: Vec<_> = bottleneck
+        .samples
+        .windows(2)
+        .filter(|w| w[0].t >= from && w[1].t <= to)
+        .collect();
+    let deep: Vec<_> = window
+        .iter()
+        .filter(|w| w[0].queue_bytes >= buffer / 3.0)
+        .collect();
+    Judged {
+        utilization: bottleneck.utilization(from, to),
+        p99: percentile(&bottleneck.queue_bytes(from, to), 99.0).unwrap_or(f64::INFINITY),
+        buffer,
+        deep_queue: deep
+            .first()
+            .map(|w| (w[0].t, deep.iter().map(|w| w[1].t - w[0].t).sum())),
+    }
 }
 
-/// What a parking-lot run measured at the bottleneck.
+/// What a parking-lot run of one scheme measured at the bottleneck.
 struct ParkingLot {
     scheme: Scheme,
-    utilization: f64,
-    p99: f64,
-    buffer: f64,
+    judged: Judged,
 }
 
 impl ParkingLot {
     /// Why the run misses the goal (utilization at least `min_utilization`,
     /// p99 queue below a third of the buffer when `judge_queue`), if it does.
     fn shortfall(&self, min_utilization: f64, judge_queue: bool) -> Option<String> {
-        let (scheme, u) = (self.scheme, self.utilization * 100.0);
-        if self.utilization < min_utilization {
+        let (scheme, j) = (self.scheme, &self.judged);
+        if j.utilization < min_utilization {
             Some(format!(
-                "{scheme}: bottleneck utilization {u:.1} % < {:.1} %",
+                "{scheme}: bottleneck utilization {:.1} % < {:.1} %",
+                j.utilization * 100.0,
                 min_utilization * 100.0
             ))
-        } else if judge_queue && self.p99 >= self.buffer / 3.0 {
+        } else if judge_queue && j.p99 >= j.buffer / 3.0 {
+            let (first, seconds) = j.deep_queue.unwrap_or_default();
             Some(format!(
-                "{scheme}: p99 queue {:.0} B ≥ a third of the {:.0} B buffer",
-                self.p99, self.buffer
+                "{scheme}: p99 queue {:.0} B ≥ a third of the {:.0} B buffer \
+                 (a third or more for {seconds:.2} s, first at {first:.1} s)",
+                j.p99, j.buffer
             ))
         } else {
             None
@@ -212,14 +262,55 @@ impl ParkingLot {
     }
 }
 
+/// The bottleneck and every flow from 5 s before `t` to 5 s after, in
+/// half seconds: largest queue, utilization and drops at the bottleneck;
+/// each flow's window, load-factor estimate, mode and losses.
+fn print_around(result: &RunResult, t: f64) {
+    let bottleneck = &result.links[1];
+    let mut from = (t - 5.0).max(0.0);
+    while from < t + 5.0 {
+        let to = from + 0.5;
+        let span: Vec<_> = bottleneck
+            .samples
+            .iter()
+            .filter(|s| s.t >= from && s.t < to)
+            .collect();
+        let queue = span.iter().map(|s| s.queue_bytes).fold(0.0, f64::max);
+        let drops = match (span.first(), span.last()) {
+            (Some(a), Some(b)) => b.drops - a.drops,
+            _ => 0.0,
+        };
+        print!(
+            "{from:6.1} s: queue ≤ {queue:8.0} B, {:5.1} %, {drops:4.0} dropped",
+            bottleneck.utilization(from, to) * 100.0
+        );
+        for run in result.runs.iter().flatten() {
+            if let Some(i) = run.intervals.iter().find(|i| i.end > from && i.start < to) {
+                print!(
+                    " | {:8} B {:?} {} lost {}",
+                    i.snd_cwnd, i.load_factor, i.mode, i.retransmits
+                );
+            }
+        }
+        println!();
+        from = to;
+    }
+}
+
 /// Flows of `scheme` through the parking lot, with feedback in use (asserted).
 async fn parking_lot_run(scheme: Scheme, path: ParkingLotPath, seconds: f64) -> ParkingLot {
     let result = measured_run(&path.flows(scheme, seconds), &path.links()).await;
-    let (utilization, p99, buffer) = judge(&result);
+    let judged = judge(&result);
     println!(
-        "{scheme}: utilization {:.1} %, p99 queue {p99:.0} B of {buffer:.0} B",
-        utilization * 100.0
+        "{scheme}: utilization {:.1} %, p99 queue {:.0} B of {:.0} B",
+        judged.utilization * 100.0,
+        judged.p99,
+        judged.buffer
     );
+    if let Some((first, seconds)) = judged.deep_queue {
+        println!("{scheme}: queue a third of the buffer or more for {seconds:.2} s, first at {first:.1} s");
+        print_around(&result, first);
+    }
     for run in result.runs.iter().flatten() {
         assert_eq!(
             run.stats.mode,
@@ -231,12 +322,7 @@ async fn parking_lot_run(scheme: Scheme, path: ParkingLotPath, seconds: f64) -> 
             "{scheme}: no feedback arrived"
         );
     }
-    ParkingLot {
-        scheme,
-        utilization,
-        p99,
-        buffer,
-    }
+    ParkingLot { scheme, judged }
 }
 
 /// CI's short version: 12 Mbit/s, 12 s, in a debug build on a shared
@@ -326,7 +412,8 @@ async fn goal_shortfall(
 /// runs measured 90.3–93.2 % for every window law but BMCC, which measured
 /// 90.9, 90.0 and 89.9 % (the simulator: 91.6 %; README). A fourth, after
 /// VCP's law stopped decreasing twice for one episode: VCP 90.1, EVCP 91.2,
-/// DPCP 93.9, TPCP 92.6, BMCC 91.4 %.
+/// DPCP 93.9, TPCP 92.6, BMCC 91.4 %. Later runs and their misses are in
+/// the README.
 ///
 /// MCP's utilization is printed, not judged: its first seven
 /// increase-decrease cycles are AIMD(80 kbit/s, 0.5) "fairing" (MCP paper
@@ -494,23 +581,26 @@ async fn transfer_survives_ten_percent_loss() {
     );
 }
 
-/// A UDP forwarder to `server` that drops everything clients send during
-/// its first `mute`: a path on which handshakes get lost.
-async fn muted_forwarder(server: std::net::SocketAddr, mute: Duration) -> std::net::SocketAddr {
+/// A UDP forwarder to `server` that passes a datagram when `keep` says so;
+/// `keep` is told whether the datagram goes to the server.
+async fn forwarder(
+    server: std::net::SocketAddr,
+    keep: impl Fn(bool) -> bool + Send + Sync + 'static,
+) -> std::net::SocketAddr {
     use std::sync::{Arc, Mutex};
     let front = Arc::new(tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap());
     let back = Arc::new(tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap());
     back.connect(server).await.unwrap();
     let client = Arc::new(Mutex::new(None));
-    let start = Instant::now();
-    let (to_server, latest) = (back.clone(), client.clone());
+    let keep = Arc::new(keep);
+    let (to_server, latest, keep_up) = (back.clone(), client.clone(), keep.clone());
     let entry = front.local_addr().unwrap();
     let from_clients = front.clone();
     tokio::spawn(async move {
         let mut buf = vec![0u8; 65536];
         while let Ok((n, from)) = from_clients.recv_from(&mut buf).await {
             *latest.lock().unwrap() = Some(from);
-            if start.elapsed() >= mute {
+            if keep_up(true) {
                 let _ = to_server.send(&buf[..n]).await;
             }
         }
@@ -519,12 +609,22 @@ async fn muted_forwarder(server: std::net::SocketAddr, mute: Duration) -> std::n
         let mut buf = vec![0u8; 65536];
         while let Ok(n) = back.recv(&mut buf).await {
             let to = *client.lock().unwrap();
-            if let Some(to) = to {
+            if let Some(to) = to.filter(|_| keep(false)) {
                 let _ = front.send_to(&buf[..n], to).await;
             }
         }
     });
     entry
+}
+
+/// A forwarder to `server` that drops everything clients send during its
+/// first `mute`: a path on which handshakes get lost.
+async fn muted_forwarder(server: std::net::SocketAddr, mute: Duration) -> std::net::SocketAddr {
+    let start = Instant::now();
+    forwarder(server, move |to_server| {
+        !to_server || start.elapsed() >= mute
+    })
+    .await
 }
 
 /// A scheduled flow whose handshakes are lost for longer than one
@@ -568,6 +668,140 @@ async fn a_scheduled_flow_that_never_gets_in_comes_back_empty() {
         .expect("no error");
     assert!(run.is_none());
     assert!(start.elapsed() >= Duration::from_millis(1500));
+}
+
+/// A congestion controller that keeps a fixed window and ignores losses: a
+/// sender that puts the receiver's whole flow-control credit in flight at
+/// once, whatever the path drops.
+#[derive(Clone)]
+struct FixedWindow;
+
+/// [`FixedWindow`]'s window: more than ecnq's stream credit, so the credit
+/// is what limits it.
+const FIXED_WINDOW: u64 = 4 * ecnq::quic::STREAM_RECEIVE_WINDOW as u64;
+
+impl quinn::congestion::Controller for FixedWindow {
+    fn on_congestion_event(
+        &mut self,
+        _: std::time::Instant,
+        _: std::time::Instant,
+        _: bool,
+        _: u64,
+    ) {
+    }
+    fn on_mtu_update(&mut self, _: u16) {}
+    fn window(&self) -> u64 {
+        FIXED_WINDOW
+    }
+    fn clone_box(&self) -> Box<dyn quinn::congestion::Controller> {
+        Box::new(self.clone())
+    }
+    fn initial_window(&self) -> u64 {
+        FIXED_WINDOW
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
+        self
+    }
+}
+
+impl quinn::congestion::ControllerFactory for FixedWindow {
+    fn build(
+        self: std::sync::Arc<Self>,
+        _: std::time::Instant,
+        _: u16,
+    ) -> Box<dyn quinn::congestion::Controller> {
+        Box::new(FixedWindow)
+    }
+}
+
+/// A perf server keeps a transfer through a loss burst that leaves thousands
+/// of holes in its data stream. For one second the path drops every other
+/// datagram the client sends and every acknowledgement, while a client with
+/// a fixed window sends the server's whole 8 MiB stream credit: an in-order
+/// reader would hold every piece behind the first hole, and quinn ends the
+/// connection once a stream holds more than 1024 pieces ("too many gaps in
+/// stream buffer", which ended an MCP goal run). The server reads out of
+/// order and must count every byte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transfer_survives_a_loss_burst_of_thousands_of_holes() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::{Arc, Mutex};
+    const BURST: Duration = Duration::from_secs(1);
+    const BYTES: u64 = 2 * ecnq::quic::STREAM_RECEIVE_WINDOW as u64;
+    let bed = LoopbackBed::ecnq().await.expect("bed");
+    let burst_from: Arc<Mutex<Option<Instant>>> = Arc::default();
+    let (armed, sent) = (burst_from.clone(), Arc::new(AtomicU64::new(0)));
+    let entry = forwarder(bed.server(), move |to_server| {
+        match *armed.lock().unwrap() {
+            Some(from) if from.elapsed() < BURST => {
+                to_server && sent.fetch_add(1, Ordering::Relaxed) % 2 == 0
+            }
+            _ => true,
+        }
+    })
+    .await;
+
+    let config = bed.client_config(entry, CongestionControl::Cubic, 0.0);
+    let mut crypto = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_protocol_versions(&[&rustls::version::TLS13])
+    .expect("TLS 1.3")
+    .with_root_certificates(config.roots.clone())
+    .with_no_client_auth();
+    crypto.alpn_protocols = vec![ecnq_examples::perf::proto::ALPN.to_vec()];
+    let mut client = quinn::ClientConfig::new(Arc::new(
+        quinn::crypto::rustls::QuicClientConfig::try_from(crypto).expect("quic crypto"),
+    ));
+    let mut transport = quinn::TransportConfig::default();
+    transport.congestion_controller_factory(Arc::new(FixedWindow));
+    client.transport_config(Arc::new(transport));
+    let endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).expect("client");
+
+    let transfer = async {
+        let connection = endpoint
+            .connect_with(client, entry, &config.server_name)
+            .expect("connect")
+            .await
+            .expect("handshake");
+        let (mut control_send, mut control_recv) = connection.open_bi().await.expect("control");
+        let request = ecnq_examples::perf::proto::TestRequest {
+            version: 1,
+            reverse: false,
+            seconds: 0.0,
+            bytes: BYTES,
+        };
+        control_send
+            .write_all(&ecnq_examples::perf::proto::encode(&request))
+            .await
+            .expect("request");
+        control_send.finish().expect("request");
+        let mut data = connection.open_uni().await.expect("data stream");
+        *burst_from.lock().unwrap() = Some(Instant::now());
+        data.write_all(&vec![0u8; BYTES as usize])
+            .await
+            .expect("the connection outlives the burst");
+        data.finish().expect("finish");
+        let result = control_recv
+            .read_to_end(4096)
+            .await
+            .expect("the server's result");
+        let result: ecnq_examples::perf::proto::TestResult =
+            ecnq_examples::perf::proto::decode(&result).expect("result");
+        (result, connection.stats().path.lost_packets)
+    };
+    let (result, lost) = tokio::time::timeout(Duration::from_secs(60), transfer)
+        .await
+        .expect("the transfer ends within a minute");
+    println!(
+        "server received {} B; the client lost {lost} packets",
+        result.bytes
+    );
+    assert_eq!(result.bytes, BYTES, "the server counted every byte");
+    assert!(
+        lost > 2048,
+        "the burst must leave more holes than quinn keeps pieces ({lost} packets lost)"
+    );
 }
 
 /// A perf server on plain quinn (its own socket, Cubic, no DSCP tag, no

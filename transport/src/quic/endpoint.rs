@@ -19,6 +19,14 @@ use super::Error;
 /// one stream at 50 Mbit/s on such a path, whatever the congestion
 /// controller allows. quinn's send window (10 MB) already exceeds it.
 /// A [`TransportHook`] can change it.
+///
+/// An application that reads a stream in order over a lossy path should
+/// know one limit of quinn: a stream whose buffer holds more than 1024
+/// separate pieces (data received beyond holes not yet repaired) ends the
+/// connection with "too many gaps in stream buffer", and a loss burst across
+/// a window this large can leave that many holes. Reading with
+/// `read_chunk(_, false)` where order does not matter, or a smaller window,
+/// avoids it.
 pub const STREAM_RECEIVE_WINDOW: u32 = 8 << 20;
 
 /// A hook that adjusts each connection's `TransportConfig` after ecnq's
