@@ -301,8 +301,12 @@ fn print_around(result: &RunResult, t: f64) {
 async fn parking_lot_run(scheme: Scheme, path: ParkingLotPath, seconds: f64) -> ParkingLot {
     let result = measured_run(&path.flows(scheme, seconds), &path.links()).await;
     let judged = judge(&result);
+    let disregarded: Vec<_> = (result.links.iter())
+        .map(|l| l.samples.last().map_or(0.0, |s| s.intervals_disregarded))
+        .collect();
     println!(
-        "{scheme}: utilization {:.1} %, p99 queue {:.0} B of {:.0} B",
+        "{scheme}: utilization {:.1} %, p99 queue {:.0} B of {:.0} B; \
+         measurement intervals disregarded for shim stalls, per link: {disregarded:?}",
         judged.utilization * 100.0,
         judged.p99,
         judged.buffer

@@ -481,13 +481,13 @@ impl<P: LinkPacket> Link<P> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use ecnq::WireScheme;
 
     /// A test packet: a size, an id, VCP-tagged marks and a UDP payload.
     #[derive(Clone, Debug, PartialEq)]
-    struct Pkt {
+    pub(crate) struct Pkt {
         len: u32,
         id: u64,
         marks: PacketMarks,
@@ -509,7 +509,7 @@ mod tests {
         }
     }
 
-    fn pkt(id: u64, len: u32) -> Pkt {
+    pub(crate) fn pkt(id: u64, len: u32) -> Pkt {
         Pkt {
             len,
             id,
@@ -544,7 +544,7 @@ mod tests {
             .collect()
     }
 
-    fn link(spec: &str) -> Link<Pkt> {
+    pub(crate) fn link(spec: &str) -> Link<Pkt> {
         let spec: LinkSpec = spec.parse().unwrap();
         Link::new(spec, router_config(&spec), 1, Duration::ZERO)
     }

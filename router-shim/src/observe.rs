@@ -91,7 +91,7 @@ type Counter = (&'static str, &'static str, fn(&LinkSnapshot) -> u64);
 /// The Prometheus text for a set of link snapshots.
 pub fn prometheus_text(links: &[LinkSnapshot]) -> String {
     let mut out = String::new();
-    let counters: [Counter; 9] = [
+    let counters: [Counter; 10] = [
         (
             "arrivals_total",
             "Packets offered to the link (before drops).",
@@ -124,6 +124,11 @@ pub fn prometheus_text(links: &[LinkSnapshot]) -> String {
             "send_errors_total",
             "Packets the shim failed to write.",
             |s| s.send_errors,
+        ),
+        (
+            "intervals_disregarded_total",
+            "Measurement intervals that kept the previous load because the shim was stalled.",
+            |s| s.intervals_disregarded,
         ),
     ];
     for (name, help, get) in counters {
@@ -291,6 +296,7 @@ mod tests {
             load: LinkLoad::default(),
             capacity: 1e6,
             send_errors: 0,
+            intervals_disregarded: 0,
         }
     }
 

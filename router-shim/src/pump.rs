@@ -20,6 +20,14 @@ use crate::stats::{LinkSnapshot, StatsSink};
 /// Packets waiting between the readers and a link thread.
 const CHANNEL_DEPTH: usize = 8192;
 
+/// A link thread that runs this much later than it was due has stalled
+/// (the host took its core, or every core was busy): the shim did not
+/// watch the link meanwhile, and the measurement intervals the gap touches
+/// are disregarded. A tenth of the routers' t_p of 200 ms (DESIGN.md §2),
+/// so a shorter gap moves at most a tenth of a period's arrivals into the
+/// next period.
+pub const STALL: Duration = Duration::from_millis(20);
+
 /// Where a link's released packets go.
 pub trait Egress<P>: Send + 'static {
     /// Sends a batch of released packets (in order); returns how many failed.
@@ -154,6 +162,16 @@ impl<P: LinkPacket, E: Egress<P>> Driver<P, E> {
         self.last_now
     }
 
+    /// The thread, due to run at `due`, runs now: a gap longer than
+    /// [`STALL`] was time nobody watched the link, and the meter
+    /// disregards it.
+    pub fn resumed(&mut self, due: Duration) {
+        let now = self.now();
+        if now.saturating_sub(due) > STALL {
+            self.link.router_mut().disregard(due, now);
+        }
+    }
+
     /// Where released packets go.
     pub fn egress_mut(&mut self) -> &mut E {
         &mut self.egress
@@ -229,8 +247,19 @@ fn run<P: LinkPacket>(
 ) -> LinkSnapshot {
     let mut driver = Driver::new(name, link, egress, epoch, observers);
     loop {
+        let began = driver.now();
         driver.release();
-        let stop = match rx.recv_timeout(driver.timeout()) {
+        let timeout = driver.timeout();
+        let deadline = driver.now() + timeout;
+        let msg = rx.recv_timeout(timeout);
+        // The thread was due back at the deadline, or as soon as a packet
+        // came (the reader stamped it on arrival), whichever was first.
+        let due = match &msg {
+            Ok(LinkMsg::Packet(at, _)) => (*at).max(began).min(deadline),
+            _ => deadline,
+        };
+        driver.resumed(due);
+        let stop = match msg {
             Ok(LinkMsg::Packet(at, p)) => {
                 driver.enqueue(at, p);
                 // Take the whole backlog before sleeping again.
@@ -251,4 +280,84 @@ fn run<P: LinkPacket>(
         }
     }
     driver.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::link::tests::{link, pkt, Pkt};
+
+    /// Counts what the link released.
+    struct Count(Arc<std::sync::atomic::AtomicU64>);
+
+    impl Egress<Pkt> for Count {
+        fn send_batch(&mut self, batch: &mut Vec<Pkt>) -> u64 {
+            let n = batch.len() as u64;
+            self.0.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+            0
+        }
+        fn ip_image(&self, _packet: &Pkt, _out: &mut Vec<u8>) -> bool {
+            false
+        }
+    }
+
+    /// A packet the reader stamped 100 ms before the link thread took it
+    /// shows that the thread was not running: the measurement interval of
+    /// that time keeps the load figures it had.
+    #[test]
+    fn a_packet_that_waited_for_the_link_thread_voids_its_interval() {
+        let sent = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let epoch = Instant::now();
+        let thread = LinkThread::spawn(
+            "up",
+            link("rate 10mbit"),
+            Count(sent.clone()),
+            epoch,
+            Observers::default(),
+        )
+        .unwrap();
+        let stamped = epoch.elapsed();
+        thread::sleep(Duration::from_millis(100));
+        thread
+            .sender()
+            .send(LinkMsg::Packet(stamped, pkt(1, 1000)))
+            .unwrap();
+        // Past the end of the first 200 ms interval, so the final snapshot
+        // has closed it.
+        thread::sleep(Duration::from_millis(250));
+        let last = thread.stop().unwrap();
+        assert_eq!(sent.load(std::sync::atomic::Ordering::Relaxed), 1);
+        assert!(last.intervals_disregarded >= 1, "{last:?}");
+        assert_eq!(
+            last.load.vcp.get(),
+            0.0,
+            "the void interval kept the start's figures"
+        );
+    }
+
+    /// A driver that resumes within [`STALL`] of when it was due measures
+    /// as usual; one that resumes later voids the interval.
+    #[test]
+    fn only_a_resume_later_than_a_stall_disregards() {
+        let epoch = Instant::now() - Duration::from_millis(500);
+        let intervals_disregarded = |late: Duration| {
+            let egress = Count(Arc::default());
+            let mut driver = Driver::new(
+                "up",
+                link("rate 10mbit"),
+                egress,
+                epoch,
+                Observers::default(),
+            );
+            let now = driver.now();
+            driver.resumed(now - late);
+            driver
+                .link
+                .router_mut()
+                .advance(now + Duration::from_secs(1));
+            driver.link.router().meter().disregarded()
+        };
+        assert_eq!(intervals_disregarded(STALL / 2), 0);
+        assert!(intervals_disregarded(STALL * 2) >= 1);
+    }
 }

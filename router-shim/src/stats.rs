@@ -34,6 +34,9 @@ pub struct LinkSnapshot {
     pub capacity: f64,
     /// Sends that failed (socket errors), counted by the I/O layer.
     pub send_errors: u64,
+    /// Measurement intervals whose load figures were kept from the one
+    /// before because the shim was stalled during them.
+    pub intervals_disregarded: u64,
 }
 
 impl LinkSnapshot {
@@ -54,6 +57,7 @@ impl LinkSnapshot {
             queue_packets: link.queue_packets(),
             interval: meter.last_interval().copied(),
             load: *meter.load(),
+            intervals_disregarded: meter.disregarded(),
             capacity: meter.config().capacity,
             send_errors,
         }
@@ -85,6 +89,7 @@ impl LinkSnapshot {
             ("rewritten", self.marks.rewritten),
             ("queue_bytes", self.queue_bytes),
             ("queue_packets", self.queue_packets as u64),
+            ("intervals_disregarded", self.intervals_disregarded),
         ];
         for (name, value) in fields {
             let _ = write!(s, ",\"{name}\":{value}");
@@ -169,6 +174,7 @@ mod tests {
             load: LinkLoad::default(),
             capacity: 1e6,
             send_errors: 0,
+            intervals_disregarded: 1,
         };
         snap.marks.by_scheme[1][3] = 7;
         let line = snap.to_json(true);
@@ -179,6 +185,7 @@ mod tests {
             "\"arrivals\":10",
             "\"drops_overflow\":2",
             "\"queue_bytes\":3000",
+            "\"intervals_disregarded\":1",
             "\"vcp\":[0,0,0,7]",
             "\"classic\":[0,0,0,0]",
         ] {

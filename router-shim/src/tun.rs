@@ -379,12 +379,22 @@ fn forward(
     while !stop.load(Ordering::Relaxed) {
         driver.release();
         let timeout = driver.timeout().min(STOP_CHECK);
+        // A wait that ends by its timeout shows whether the thread stalled
+        // (one that ends on a readable device cannot: it reads as on time).
+        let waited = driver.now();
         match wait {
             Wait::None => {}
-            Wait::Pause => thread::sleep(BATCH_PAUSE.min(timeout)),
+            Wait::Pause => {
+                let pause = BATCH_PAUSE.min(timeout);
+                thread::sleep(pause);
+                driver.resumed(waited + pause);
+            }
             Wait::Poll => match wait_readable(input, timeout) {
                 Readiness::Readable => {}
-                Readiness::TimedOut => continue,
+                Readiness::TimedOut => {
+                    driver.resumed(waited + timeout);
+                    continue;
+                }
                 Readiness::Gone => return driver.finish(),
             },
         }

@@ -70,6 +70,10 @@ pub struct IntervalStats {
     /// Persistent queue: the smallest of the queue samples taken every t_q,
     /// in bytes — the part of the queue that did not drain (VCP's q̃).
     pub queue_persistent: u64,
+    /// Whether the router could not watch the link for part of the
+    /// interval ([`LoadFactorMeter::disregard`]): its load figures are the
+    /// previous interval's.
+    pub disregarded: bool,
 }
 
 impl IntervalStats {
@@ -137,6 +141,9 @@ pub struct LoadFactorMeter {
     last: Option<IntervalStats>,
     load: LinkLoad,
     fresh: bool,
+    /// Intervals that start before this are disregarded.
+    disregard_until: Duration,
+    disregarded: u64,
 }
 
 impl LoadFactorMeter {
@@ -162,8 +169,26 @@ impl LoadFactorMeter {
             last: None,
             load: LinkLoad::default(),
             fresh: false,
+            disregard_until: Duration::ZERO,
+            disregarded: 0,
             config,
         }
+    }
+
+    /// The router could not watch the link from `from` to `to` (its thread
+    /// was descheduled): packets that came then were counted late or not at
+    /// all, so every interval overlapping that time would read too low and
+    /// the next too high. Those intervals keep the previous interval's load
+    /// figures, as if no measurement had been taken. Routers in the papers
+    /// never stop; a userspace one on a shared host does.
+    pub fn disregard(&mut self, from: Duration, to: Duration) {
+        self.advance(from);
+        self.disregard_until = self.disregard_until.max(to);
+    }
+
+    /// How many intervals [`LoadFactorMeter::disregard`] has voided so far.
+    pub fn disregarded(&self) -> u64 {
+        self.disregarded
     }
 
     /// The configuration in force.
@@ -240,6 +265,7 @@ impl LoadFactorMeter {
         }
         let length = self.config.interval;
         self.acc.area += self.queue as f64 * end.saturating_sub(self.last_change).as_secs_f64();
+        let disregarded = end.saturating_sub(length) < self.disregard_until;
         let stats = IntervalStats {
             epoch: self.epoch,
             length,
@@ -254,13 +280,22 @@ impl LoadFactorMeter {
             } else {
                 self.acc.persistent
             },
+            disregarded,
         };
         let capacity = self.config.capacity;
-        self.load = LinkLoad {
-            epoch: self.epoch,
-            vcp: self.config.vcp.load_factor(&stats, capacity),
-            bmcc: self.config.bmcc.load_factor(&stats, capacity),
-            mcp: mcp::utilization(&stats, capacity),
+        self.load = if disregarded {
+            self.disregarded += 1;
+            LinkLoad {
+                epoch: self.epoch,
+                ..self.load
+            }
+        } else {
+            LinkLoad {
+                epoch: self.epoch,
+                vcp: self.config.vcp.load_factor(&stats, capacity),
+                bmcc: self.config.bmcc.load_factor(&stats, capacity),
+                mcp: mcp::utilization(&stats, capacity),
+            }
         };
         self.last = Some(stats);
         self.fresh = true;
@@ -361,6 +396,58 @@ mod tests {
         let p = m.config().vcp;
         let want = 0.5 * 20_000.0 / (p.gamma * 1e6 * 0.2);
         assert!((m.load().vcp.get() - want).abs() < 1e-9);
+    }
+
+    /// Offers 1500-byte packets every 2 ms over `[from, to)` ms: 75 % of
+    /// the link.
+    fn offer(m: &mut LoadFactorMeter, from: u32, to: u32) {
+        for t in (from..to).step_by(2) {
+            m.on_arrival(MS * t, 1500);
+        }
+    }
+
+    #[test]
+    fn a_stalled_router_keeps_its_last_load_over_the_stall() {
+        let mut m = meter();
+        offer(&mut m, 0, 200);
+        m.advance(MS * 200);
+        let steady = *m.load();
+        assert!((steady.mcp.get() - 0.75).abs() < 1e-9);
+        // From 350 to 450 ms nothing was seen; the backlog then counts late.
+        offer(&mut m, 200, 350);
+        m.disregard(MS * 350, MS * 450);
+        for _ in 0..50 {
+            m.on_arrival(MS * 450, 1500);
+        }
+        offer(&mut m, 450, 600);
+        m.advance(MS * 400);
+        assert!(m.last_interval().unwrap().disregarded);
+        assert_eq!(m.load().vcp, steady.vcp, "the low reading is disregarded");
+        assert_eq!(m.load().epoch, 1);
+        m.advance(MS * 600);
+        assert!(m.last_interval().unwrap().disregarded);
+        assert_eq!(m.load().bmcc, steady.bmcc, "the backlog's high one too");
+        assert_eq!(m.disregarded(), 2);
+        // The next interval is measured again.
+        offer(&mut m, 600, 800);
+        m.on_arrival(MS * 800, 1500);
+        assert!(!m.last_interval().unwrap().disregarded);
+        assert!((m.load().mcp.get() - 0.75).abs() < 1e-9);
+    }
+
+    #[test]
+    fn without_disregard_a_stall_reads_low_then_high() {
+        let mut m = meter();
+        offer(&mut m, 0, 350);
+        for _ in 0..50 {
+            m.on_arrival(MS * 450, 1500);
+        }
+        offer(&mut m, 450, 600);
+        m.advance(MS * 400);
+        assert!((m.load().mcp.get() - 0.5625).abs() < 1e-9, "{:?}", m.load());
+        m.advance(MS * 600);
+        assert!((m.load().mcp.get() - 0.9375).abs() < 1e-9, "{:?}", m.load());
+        assert_eq!(m.disregarded(), 0);
     }
 
     #[test]

@@ -192,6 +192,12 @@ impl RouterLink {
         &self.meter
     }
 
+    /// The router could not watch the link from `from` to `to`
+    /// ([`LoadFactorMeter::disregard`]).
+    pub fn disregard(&mut self, from: Duration, to: Duration) {
+        self.meter.disregard(from, to);
+    }
+
     /// Closes measurement intervals up to `now` (for idle links).
     pub fn advance(&mut self, now: Duration) {
         self.meter.advance(now);

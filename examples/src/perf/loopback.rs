@@ -280,6 +280,9 @@ pub struct LinkSample {
     pub drops: f64,
     /// Load figures of the last interval: VCP ρ, BMCC f, MCP U.
     pub load: [f64; 3],
+    /// Cumulative measurement intervals the relay disregarded because it
+    /// was stalled.
+    pub intervals_disregarded: f64,
 }
 
 /// A link's client-to-server direction as its relay reported it.
@@ -315,6 +318,7 @@ impl LinkSeries {
                     arrivals: f("arrivals"),
                     drops: f("drops_overflow") + f("drops_loss"),
                     load: [f("load_vcp"), f("load_bmcc"), f("load_mcp")],
+                    intervals_disregarded: f("intervals_disregarded"),
                 }
             })
             .collect();
@@ -334,6 +338,7 @@ impl LinkSeries {
                 s.departure_bytes -= first.departure_bytes;
                 s.arrivals -= first.arrivals;
                 s.drops -= first.drops;
+                s.intervals_disregarded -= first.intervals_disregarded;
             }
         }
         self
