@@ -178,8 +178,14 @@ impl<P: LinkPacket, E: Egress<P>> Driver<P, E> {
     }
 
     /// Offers a packet that arrived at `at` (kept monotonic for the meter);
-    /// a drop is counted by the link.
+    /// a drop is counted by the link. A packet that reaches the link more
+    /// than [`STALL`] after it arrived was read or taken late: the meter
+    /// disregards that time.
     pub fn enqueue(&mut self, at: Duration, packet: P) {
+        let now = self.epoch.elapsed();
+        if now.saturating_sub(at) > STALL {
+            self.link.router_mut().disregard(at, now);
+        }
         self.last_now = at.max(self.last_now);
         let _ = self.link.enqueue(self.last_now, packet);
     }
@@ -247,18 +253,14 @@ fn run<P: LinkPacket>(
 ) -> LinkSnapshot {
     let mut driver = Driver::new(name, link, egress, epoch, observers);
     loop {
-        let began = driver.now();
         driver.release();
         let timeout = driver.timeout();
         let deadline = driver.now() + timeout;
         let msg = rx.recv_timeout(timeout);
-        // The thread was due back at the deadline, or as soon as a packet
-        // came (the reader stamped it on arrival), whichever was first.
-        let due = match &msg {
-            Ok(LinkMsg::Packet(at, _)) => (*at).max(began).min(deadline),
-            _ => deadline,
-        };
-        driver.resumed(due);
+        // A packet that waited shows a late thread in `enqueue`.
+        if let Err(RecvTimeoutError::Timeout) = msg {
+            driver.resumed(deadline);
+        }
         let stop = match msg {
             Ok(LinkMsg::Packet(at, p)) => {
                 driver.enqueue(at, p);
@@ -301,9 +303,9 @@ mod tests {
         }
     }
 
-    /// A packet the reader stamped 100 ms before the link thread took it
-    /// shows that the thread was not running: the measurement interval of
-    /// that time keeps the load figures it had.
+    /// A packet that arrived 100 ms before the link thread took it shows
+    /// that the time was not watched: the measurement interval of that
+    /// time keeps the load figures it had.
     #[test]
     fn a_packet_that_waited_for_the_link_thread_voids_its_interval() {
         let sent = Arc::new(std::sync::atomic::AtomicU64::new(0));

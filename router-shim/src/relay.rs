@@ -29,7 +29,8 @@ use crate::link::{Corruption, Direction, Link, LinkPacket};
 use crate::pump::{Egress, LinkMsg, LinkThread, Observers};
 use crate::stats::LinkSnapshot;
 use crate::tos_socket::{
-    enable_recv_tos, recv_with_tos, send_with_tos, set_buffers, wait_writable,
+    enable_recv_time, enable_recv_tos, recv_with_tos, send_with_tos, set_buffers, wait_writable,
+    RecvMeta,
 };
 use crate::wire::{Ipv4Repr, Ipv6Repr, UdpRepr, PROTO_UDP};
 
@@ -186,6 +187,7 @@ fn bind_tos_socket(addr: SocketAddr) -> io::Result<UdpSocket> {
     let socket = std::net::UdpSocket::bind(addr)?;
     socket.set_nonblocking(true)?;
     enable_recv_tos(&socket, addr.is_ipv6())?;
+    enable_recv_time(&socket);
     set_buffers(&socket, SOCKET_BUFFER);
     UdpSocket::from_std(socket)
 }
@@ -201,6 +203,15 @@ struct Sessions {
     table: HashMap<SocketAddr, Session>,
     opened: u64,
     refused: u64,
+}
+
+/// When a datagram reached the socket: now, less the time the kernel says
+/// it waited there. The link thread disregards the measurement of a time
+/// whose packets were read late (`pump::STALL`).
+fn arrival(epoch: Instant, meta: &RecvMeta) -> Duration {
+    epoch
+        .elapsed()
+        .saturating_sub(meta.waited.unwrap_or_default())
 }
 
 fn millis(d: Duration) -> u64 {
@@ -234,7 +245,7 @@ async fn serve(
                 continue;
             }
         };
-        let arrived = epoch.elapsed();
+        let arrived = arrival(epoch, &meta);
         if !sessions.table.contains_key(&meta.from) {
             if sessions.table.len() >= config.max_sessions {
                 sessions.refused += 1;
@@ -283,6 +294,7 @@ fn open_session(
     std_socket.connect(config.target)?;
     std_socket.set_nonblocking(true)?;
     enable_recv_tos(&std_socket, config.target.is_ipv6())?;
+    enable_recv_time(&std_socket);
     set_buffers(&std_socket, SOCKET_BUFFER);
     let upstream = Arc::new(UdpSocket::from_std(std_socket)?);
     let last_active = Arc::new(AtomicU64::new(millis(epoch.elapsed())));
@@ -322,7 +334,7 @@ async fn read_replies(
             tokio::task::yield_now().await;
             continue;
         };
-        let arrived = epoch.elapsed();
+        let arrived = arrival(epoch, &meta);
         last_active.store(millis(arrived), Ordering::Relaxed);
         let payload = buf[..meta.len].to_vec();
         let datagram = Datagram {

@@ -9,9 +9,11 @@ use std::io;
 use std::mem;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::{AsRawFd, RawFd};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// Control-message space: one int-sized TOS/TCLASS message plus headroom.
-const CMSG_SPACE: usize = 64;
+/// Control-message space: an int-sized TOS/TCLASS message and a timespec
+/// receive time, plus headroom.
+const CMSG_SPACE: usize = 128;
 
 fn setsockopt_int(fd: RawFd, level: i32, name: i32, value: i32) -> io::Result<()> {
     // SAFETY: `value` outlives the call and its size is passed.
@@ -43,6 +45,18 @@ pub fn enable_recv_tos(socket: &impl AsRawFd, ipv6: bool) -> io::Result<()> {
     } else {
         setsockopt_int(fd, libc::IPPROTO_IP, libc::IP_RECVTOS, 1)
     }
+}
+
+/// Asks the kernel to stamp received datagrams with their arrival time
+/// (`SO_TIMESTAMPNS`), so a reader that ran late knows how long each one
+/// waited ([`RecvMeta::waited`]). Best effort: without it, `waited` is None.
+pub fn enable_recv_time(socket: &impl AsRawFd) {
+    let _ = setsockopt_int(
+        socket.as_raw_fd(),
+        libc::SOL_SOCKET,
+        libc::SO_TIMESTAMPNS,
+        1,
+    );
 }
 
 /// Sets a socket's send and receive buffers. Best effort: beyond
@@ -139,6 +153,9 @@ pub struct RecvMeta {
     pub from: SocketAddr,
     /// The TOS / traffic-class byte (0 if the kernel did not report one).
     pub tos: u8,
+    /// How long the datagram waited in the socket before this read, from
+    /// the kernel's receive time ([`enable_recv_time`]; None without it).
+    pub waited: Option<Duration>,
 }
 
 /// One non-blocking `recvmsg`: payload into `buf`, sender and TOS byte.
@@ -169,7 +186,7 @@ pub fn recv_with_tos(socket: &impl AsRawFd, buf: &mut [u8]) -> io::Result<RecvMe
             "datagram from an unknown address family",
         )
     })?;
-    let mut tos = 0;
+    let (mut tos, mut received) = (0, None);
     // SAFETY: the kernel filled `msg_control` up to `msg_controllen`; the
     // CMSG macros stay inside it.
     unsafe {
@@ -181,6 +198,8 @@ pub fn recv_with_tos(socket: &impl AsRawFd, buf: &mut [u8]) -> io::Result<RecvMe
                 tos = *data;
             } else if level == libc::IPPROTO_IPV6 && kind == libc::IPV6_TCLASS {
                 tos = data.cast::<i32>().read_unaligned() as u8;
+            } else if level == libc::SOL_SOCKET && kind == libc::SCM_TIMESTAMPNS {
+                received = Some(data.cast::<libc::timespec>().read_unaligned());
             }
             cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
         }
@@ -189,7 +208,17 @@ pub fn recv_with_tos(socket: &impl AsRawFd, buf: &mut [u8]) -> io::Result<RecvMe
         len: n as usize,
         from,
         tos,
+        waited: received.and_then(waited_since),
     })
+}
+
+/// How long ago the kernel's receive time `ts` (wall clock) was; None if
+/// it lies in the future (the clock was set back).
+fn waited_since(ts: libc::timespec) -> Option<Duration> {
+    let secs = u64::try_from(ts.tv_sec).ok()?;
+    let nanos = u32::try_from(ts.tv_nsec).ok()?;
+    let received = UNIX_EPOCH + Duration::new(secs, nanos);
+    SystemTime::now().duration_since(received).ok()
 }
 
 /// One non-blocking `sendmsg` of `payload` with the TOS byte `tos`, to `to`
@@ -295,6 +324,23 @@ mod tests {
     #[test]
     fn tos_byte_round_trips_ipv6() {
         round_trip("[::1]:0", true);
+    }
+
+    /// A datagram read 50 ms after it arrived says it waited that long.
+    #[test]
+    fn a_late_read_knows_how_long_the_datagram_waited() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut buf = [0u8; 8];
+        tx.send_to(b"x", rx.local_addr().unwrap()).unwrap();
+        rx.peek(&mut buf).unwrap();
+        assert_eq!(recv_with_tos(&rx, &mut buf).unwrap().waited, None);
+        enable_recv_time(&rx);
+        tx.send_to(b"y", rx.local_addr().unwrap()).unwrap();
+        rx.peek(&mut buf).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        let waited = recv_with_tos(&rx, &mut buf).unwrap().waited.unwrap();
+        assert!(waited >= Duration::from_millis(50), "{waited:?}");
     }
 
     #[test]

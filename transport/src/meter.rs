@@ -144,6 +144,9 @@ pub struct LoadFactorMeter {
     /// Intervals that start before this are disregarded.
     disregard_until: Duration,
     disregarded: u64,
+    /// When the last completed interval ended, and the load before it.
+    last_end: Duration,
+    load_before_last: LinkLoad,
 }
 
 impl LoadFactorMeter {
@@ -171,18 +174,31 @@ impl LoadFactorMeter {
             fresh: false,
             disregard_until: Duration::ZERO,
             disregarded: 0,
+            last_end: now,
+            load_before_last: LinkLoad::default(),
             config,
         }
     }
 
     /// The router could not watch the link from `from` to `to` (its thread
-    /// was descheduled): packets that came then were counted late or not at
-    /// all, so every interval overlapping that time would read too low and
-    /// the next too high. Those intervals keep the previous interval's load
-    /// figures, as if no measurement had been taken. Routers in the papers
+    /// was descheduled, or packets that arrived then were read late): they
+    /// were counted late or not at all, so every interval overlapping that
+    /// time would read too low and the next too high. Those intervals keep
+    /// the load figures from before them, as if no measurement had been
+    /// taken; one that already closed is taken back. Routers in the papers
     /// never stop; a userspace one on a shared host does.
     pub fn disregard(&mut self, from: Duration, to: Duration) {
         self.advance(from);
+        if let Some(last) = self.last.as_mut() {
+            if self.last_end > from && !last.disregarded {
+                last.disregarded = true;
+                self.disregarded += 1;
+                self.load = LinkLoad {
+                    epoch: self.load.epoch,
+                    ..self.load_before_last
+                };
+            }
+        }
         self.disregard_until = self.disregard_until.max(to);
     }
 
@@ -283,6 +299,8 @@ impl LoadFactorMeter {
             disregarded,
         };
         let capacity = self.config.capacity;
+        self.load_before_last = self.load;
+        self.last_end = end;
         self.load = if disregarded {
             self.disregarded += 1;
             LinkLoad {
@@ -406,20 +424,33 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_stalled_router_keeps_its_last_load_over_the_stall() {
+    /// A meter that measured one interval at 75 % and was then offered the
+    /// traffic up to 350 ms; returns it and that first reading.
+    fn steady_until_350_ms() -> (LoadFactorMeter, LinkLoad) {
         let mut m = meter();
         offer(&mut m, 0, 200);
         m.advance(MS * 200);
         let steady = *m.load();
         assert!((steady.mcp.get() - 0.75).abs() < 1e-9);
-        // From 350 to 450 ms nothing was seen; the backlog then counts late.
         offer(&mut m, 200, 350);
-        m.disregard(MS * 350, MS * 450);
+        (m, steady)
+    }
+
+    /// The 50 packets of 350–450 ms, read only at 450 ms, then on time to
+    /// 600 ms.
+    fn late_backlog_until_600_ms(m: &mut LoadFactorMeter) {
         for _ in 0..50 {
             m.on_arrival(MS * 450, 1500);
         }
-        offer(&mut m, 450, 600);
+        offer(m, 450, 600);
+    }
+
+    #[test]
+    fn a_stalled_router_keeps_its_last_load_over_the_stall() {
+        let (mut m, steady) = steady_until_350_ms();
+        // From 350 to 450 ms nothing was seen; the backlog then counts late.
+        m.disregard(MS * 350, MS * 450);
+        late_backlog_until_600_ms(&mut m);
         m.advance(MS * 400);
         assert!(m.last_interval().unwrap().disregarded);
         assert_eq!(m.load().vcp, steady.vcp, "the low reading is disregarded");
@@ -436,13 +467,31 @@ mod tests {
     }
 
     #[test]
+    fn a_reading_taken_during_a_stall_is_taken_back() {
+        let (mut m, steady) = steady_until_350_ms();
+        // Packets from 350 ms on were read only at 450 ms, after the
+        // interval ending at 400 ms closed on their absence.
+        m.advance(MS * 400);
+        assert!((m.load().mcp.get() - 0.5625).abs() < 1e-9);
+        m.disregard(MS * 350, MS * 450);
+        assert_eq!(m.load().vcp, steady.vcp, "the low reading is taken back");
+        assert_eq!(m.load().epoch, 1);
+        assert!(m.last_interval().unwrap().disregarded);
+        // The interval the late packets are counted in is disregarded too.
+        late_backlog_until_600_ms(&mut m);
+        m.advance(MS * 600);
+        assert_eq!(m.load().bmcc, steady.bmcc);
+        assert_eq!(m.disregarded(), 2);
+        // A later gap in the open interval does not take back a closed one.
+        offer(&mut m, 600, 700);
+        m.disregard(MS * 650, MS * 690);
+        assert_eq!(m.disregarded(), 2);
+    }
+
+    #[test]
     fn without_disregard_a_stall_reads_low_then_high() {
-        let mut m = meter();
-        offer(&mut m, 0, 350);
-        for _ in 0..50 {
-            m.on_arrival(MS * 450, 1500);
-        }
-        offer(&mut m, 450, 600);
+        let (mut m, _) = steady_until_350_ms();
+        late_backlog_until_600_ms(&mut m);
         m.advance(MS * 400);
         assert!((m.load().mcp.get() - 0.5625).abs() < 1e-9, "{:?}", m.load());
         m.advance(MS * 600);
