@@ -47,22 +47,48 @@ where
 async fn run_test(connection: Connection) -> Result<Finished, String> {
     let peer = connection.remote_address();
     let fail = |what: &str, e: &dyn std::fmt::Display| format!("{peer}: {what}: {e}");
-    let (mut control_send, mut control_recv) = connection
-        .accept_bi()
-        .await
-        .map_err(|e| fail("no control stream", &e))?;
-    let bytes = control_recv
-        .read_to_end(MAX_CONTROL)
-        .await
-        .map_err(|e| fail("bad control stream", &e))?;
-    let request: TestRequest = proto::decode(&bytes).map_err(|e| format!("{peer}: {e}"))?;
+    let counter = AtomicU64::new(0);
+    // The client's data stream is drained from the moment it opens, before
+    // the request is read: a client sends its data right behind the
+    // request, and a lost request packet (repaired a round trip later at
+    // best, later still when acknowledgements are lost too) would otherwise
+    // leave that data unread in quinn, which ends the connection once an
+    // unread stream holds more than 1024 separate pieces ("too many gaps in
+    // stream buffer").
+    let upload = async {
+        let mut recv = connection
+            .accept_uni()
+            .await
+            .map_err(|e| fail("no data stream", &e))?;
+        pump::receive_all(&mut recv, &counter).await
+    };
+    tokio::pin!(upload);
+    let mut uploaded = None;
+    let request = async {
+        let (control_send, mut control_recv) = connection
+            .accept_bi()
+            .await
+            .map_err(|e| fail("no control stream", &e))?;
+        let bytes = control_recv
+            .read_to_end(MAX_CONTROL)
+            .await
+            .map_err(|e| fail("bad control stream", &e))?;
+        let request: TestRequest = proto::decode(&bytes).map_err(|e| format!("{peer}: {e}"))?;
+        Ok::<_, String>((control_send, request))
+    };
+    tokio::pin!(request);
+    let (mut control_send, request) = loop {
+        tokio::select! {
+            request = &mut request => break request?,
+            done = &mut upload, if uploaded.is_none() => uploaded = Some(done),
+        }
+    };
     if request.version != 1 {
         return Err(format!(
             "{peer}: unsupported protocol version {}",
             request.version
         ));
     }
-    let counter = AtomicU64::new(0);
     let (bytes, seconds) = if request.reverse {
         let mut send = connection
             .open_uni()
@@ -70,11 +96,10 @@ async fn run_test(connection: Connection) -> Result<Finished, String> {
             .map_err(|e| fail("cannot open the data stream", &e))?;
         pump::send_until(&mut send, Limit::of(&request), &counter).await?
     } else {
-        let mut recv = connection
-            .accept_uni()
-            .await
-            .map_err(|e| fail("no data stream", &e))?;
-        pump::receive_all(&mut recv, &counter).await?
+        match uploaded {
+            Some(done) => done?,
+            None => upload.await?,
+        }
     };
     let result = TestResult { bytes, seconds };
     control_send
