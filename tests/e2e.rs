@@ -471,8 +471,8 @@ async fn parking_lot_goal_every_scheme() {
 /// 90 s, judged over the last 36 s. The simulator has 95.0 % here.
 /// `cargo test -p ecnq-e2e --release -- --ignored parking_lot_goal_mcp`
 ///
-/// Measured 96.0 %, 95.2 %, 94.6 %, 92.4 %, 94.1 %, 95.6 %, 95.6 %, 94.8 %
-/// and 95.3 % (p99 queue 7.4–10.4 KB of 61 KB) in nine runs, the lowest
+/// Measured 96.0 %, 95.2 %, 94.6 %, 92.4 %, 94.1 %, 95.6 %, 95.6 %, 94.8 %,
+/// 95.3 % and 94.4 % (p99 queue 7.4–10.4 KB of 61 KB) in ten runs, the lowest
 /// with a host stall of 53 ms (one attempt with a 113 ms stall was
 /// discarded, as `measured_run` does). It needs MCP's senders paced at
 /// their rate (`ecnq::quic`'s rate gate) and its stable mode to ride out
@@ -533,14 +533,17 @@ async fn late_flow_convergence(scheme: Scheme, seconds: f64) -> Option<f64> {
         0.2,
         ecnq_examples::perf::loopback::SAMPLE_WINDOW,
     );
-    println!("{scheme}: late flow within 20 % of its fair share after {converge:?} s");
+    match converge {
+        Some(t) => println!("{scheme}: late flow within 20 % of its fair share after {t:.1} s"),
+        None => println!("{scheme}: late flow never within 20 % of its fair share"),
+    }
     converge
 }
 
 /// The goal, opt-in: a late flow gets within 20 % of its fair share
 /// within 20 s, for every scheme. Measured 0.5 s (BMCC) to 11.5 s (MCP),
-/// 1.0 s to 11.8 s after MCP's rate gate, and 0.3 s to 12.3 s after its
-/// stable mode's 2T hold.
+/// 1.0 s to 11.8 s after MCP's rate gate, and 0.3 s to 13.1 s after its
+/// stable mode's 2T hold (MCP 12.3 s and 13.1 s in two runs).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "long: run with --release -- --ignored"]
 async fn late_flow_converges_every_scheme() {
