@@ -56,6 +56,11 @@ pub const BETA_MIN: f64 = 0.65;
 pub const ETA0: f64 = 0.15;
 /// η = 0.75, the low / medium load threshold (BMCC paper Table 1).
 pub const ETA: f64 = 0.75;
+/// How many router periods t_p a reading under η must hold before a flow
+/// past its start switches to MI; until then it holds its window. A stray reading lasts one period
+/// at the router and reaches the sender spread over about one more; two
+/// outlast it. ecnq's own rule (see [`BmccLaw`]); the BMCC paper has none.
+pub const LOW_LOAD_HOLD: u32 = 2;
 /// u = 1.2, the "severely congested" load ADPM signals with `11` (ADPM
 /// paper's (1.2, 1) map point; DESIGN.md §2).
 pub const U: f64 = 1.2;
@@ -163,6 +168,21 @@ impl Decoder for BmccDecoder {
 /// Mbit/s, RTT = t_p = 200 ms) the simulator had a second ×0.875 for one
 /// episode in 4 of 24 jittered seeds (0.903 utilization in one), and a real
 /// run one flow decreasing twice 0.4 s apart; with 2 t_p + RTT, none.
+///
+/// Once past its start, a flow takes a reading under η to mean spare
+/// capacity only after it has held for [`LOW_LOAD_HOLD`] periods; until
+/// then it holds its window. The paper switches to MI at once. A decrease
+/// never takes the load under η (f̂·β(f̂) ≥ 0.78 for f̂ in [1, u]), so in
+/// steady state a low reading comes from senders that fell silent for part
+/// of a period, not from free capacity: a host that stalls both senders'
+/// ACKs for 30 ms reads 0.68. Taken at once, such a reading grew both
+/// windows by MI for a period, then both decreased by up to 0.71 instead
+/// of 0.875, and a real 180 s run lost 1.5 points of utilization. After a
+/// loss the low readings are real but come while the halving drains the
+/// queue; waiting them out also stops long-RTT flows from MI-ing into the
+/// next loss (simulator, `bmcc-fig5-7` at 400 ms: 35 % loss before, none
+/// after; `sim/REPRODUCTION.md`). Holding, not AI, because AI's
+/// (T/t_p)² packets per RTT outgrows MI when queueing stretches T.
 #[derive(Clone, Debug)]
 pub struct BmccLaw {
     config: LawConfig,
@@ -170,6 +190,8 @@ pub struct BmccLaw {
     estimate: f64,
     /// New flows stay in MI until the estimate first reaches 1.
     starting: bool,
+    /// Since when the estimate has been under η (after the start).
+    low_since: Option<Duration>,
     last_decrease: Option<Duration>,
     loss: LossEpoch,
     mode: Mode,
@@ -183,6 +205,7 @@ impl BmccLaw {
             config,
             estimate: ETA0,
             starting: true,
+            low_since: None,
             last_decrease: None,
             loss: LossEpoch::default(),
             mode: Mode::MultiplicativeIncrease,
@@ -218,8 +241,16 @@ impl Law for BmccLaw {
             }
             return;
         }
+        // Set only while the estimate is under η.
+        let low_held = self
+            .low_since
+            .is_some_and(|t| now >= t + self.config.interval * LOW_LOAD_HOLD);
+        if !self.starting && self.estimate < ETA && !low_held {
+            self.mode = Mode::Hold;
+            return;
+        }
         let acked = acked_bytes as f64;
-        let grown = if self.starting || self.estimate < ETA {
+        let grown = if self.starting || low_held {
             self.mode = Mode::MultiplicativeIncrease;
             self.cwnd + Self::mi_growth(self.estimate, rtt.smoothed, self.config.interval) * acked
         } else {
@@ -233,6 +264,11 @@ impl Law for BmccLaw {
 
     fn on_feedback(&mut self, now: Duration, feedback: Feedback, rtt: &RttSample) {
         self.estimate = feedback.load.get();
+        if self.estimate >= ETA {
+            self.low_since = None;
+        } else if self.low_since.is_none() {
+            self.low_since = Some(now);
+        }
         if self.estimate >= 1.0 {
             self.starting = false;
             if self.decrease_due(now, rtt) {
@@ -426,5 +462,37 @@ mod tests {
         law.on_ack(MS * 700, w, &rtt);
         assert_eq!(law.mode(), Mode::AdditiveIncrease);
         assert!((law.window() as i64 - (w + 1000) as i64).abs() <= 1);
+    }
+
+    #[test]
+    fn past_its_start_a_flow_takes_a_low_reading_to_mi_only_once_it_holds() {
+        let cfg = LawConfig::with_mss(1000);
+        let rtt = RttSample::uniform(MS * 200);
+        let fb = |f: f64| Feedback {
+            load: LoadFactor::new(f),
+            ..Feedback::default()
+        };
+        let grows_by = |law: &mut BmccLaw, now: Duration| {
+            let w = law.window();
+            law.on_ack(now, w, &rtt);
+            (law.mode(), law.window() - w)
+        };
+        let mut law = BmccLaw::new(cfg);
+        law.on_feedback(MS, fb(1.0), &rtt);
+        // A stray reading of 0.68 for one period: the window holds.
+        law.on_feedback(MS * 1_000, fb(0.68), &rtt);
+        assert_eq!(grows_by(&mut law, MS * 1_150), (Mode::Hold, 0));
+        // Back at η, AI; and the hold starts over: 0.68 again is new.
+        law.on_feedback(MS * 1_250, fb(0.8), &rtt);
+        let (mode, step) = grows_by(&mut law, MS * 1_250);
+        assert_eq!(mode, Mode::AdditiveIncrease);
+        assert!((999..=1_001).contains(&step), "{step}");
+        law.on_feedback(MS * 1_300, fb(0.68), &rtt);
+        assert_eq!(grows_by(&mut law, MS * 1_650), (Mode::Hold, 0));
+        // Two periods under η: spare capacity, MI by k2(1-f)/f per RTT.
+        let w = law.window() as f64;
+        let (mode, step) = grows_by(&mut law, MS * 1_700);
+        assert_eq!(mode, Mode::MultiplicativeIncrease);
+        assert!((step as f64 - w * K2 * 0.32 / 0.68).abs() <= 1.0, "{step}");
     }
 }

@@ -110,7 +110,8 @@ pub enum Mode {
     MultiplicativeIncrease,
     /// Additive increase (VCP family high load, BMCC medium load).
     AdditiveIncrease,
-    /// Window frozen after a multiplicative decrease.
+    /// Window frozen: after a multiplicative decrease (VCP family), or while
+    /// BMCC waits to see whether a low reading holds.
     Hold,
     /// MCP scaling mode: MI(2).
     Scaling,
