@@ -57,9 +57,10 @@ pub const ETA0: f64 = 0.15;
 /// η = 0.75, the low / medium load threshold (BMCC paper Table 1).
 pub const ETA: f64 = 0.75;
 /// How many router periods t_p a reading under η must hold before a flow
-/// past its start switches to MI; until then it holds its window. A stray reading lasts one period
-/// at the router and reaches the sender spread over about one more; two
-/// outlast it. ecnq's own rule (see [`BmccLaw`]); the BMCC paper has none.
+/// past its start switches to MI; until then it holds its window. A stray
+/// reading lasts one period at the router and reaches the sender spread
+/// over about one more; two outlast it. ecnq's own rule (see [`BmccLaw`]);
+/// the BMCC paper has none.
 pub const LOW_LOAD_HOLD: u32 = 2;
 /// u = 1.2, the "severely congested" load ADPM signals with `11` (ADPM
 /// paper's (1.2, 1) map point; DESIGN.md §2).
