@@ -1032,7 +1032,8 @@ impl Sim {
         let rtt = flow.rtt.sample();
         if flow.router_assisted {
             flow.law.on_feedback(t, ack.feedback, &rtt);
-        } else if ack.ce {
+        }
+        if ack.ce && flow.spec.protocol.ce_is_congestion() {
             flow.law.on_congestion(t, dur(sent), Congestion::Ce, &rtt);
         }
         flow.law.on_ack(t, u64::from(len), &rtt);

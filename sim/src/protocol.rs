@@ -35,7 +35,8 @@ pub enum Protocol {
 
 impl Protocol {
     /// Every protocol, in the order `compare` prints them.
-    pub const ALL: [Protocol; 11] = [
+    pub const ALL: [Protocol; 12] = [
+        Protocol::Ecnq(Scheme::Erc),
         Protocol::Ecnq(Scheme::Vcp),
         Protocol::Ecnq(Scheme::Evcp),
         Protocol::Ecnq(Scheme::Dpcp),
@@ -89,6 +90,15 @@ impl Protocol {
         matches!(self, Protocol::Ecnq(s) if s != Scheme::Classic)
     }
 
+    /// Whether the sender answers a CE mark as congestion: baselines do, and
+    /// so do schemes that never use CE as one of their codes.
+    pub fn ce_is_congestion(self) -> bool {
+        match self {
+            Protocol::Ecnq(s) => s.ce_is_congestion(),
+            Protocol::Baseline { .. } => true,
+        }
+    }
+
     /// The codepoint a sender puts on fresh data packets: each scheme's base
     /// codepoint, which routers only raise (DESIGN.md §2).
     pub fn data_ecn(self) -> Ecn {
@@ -139,7 +149,10 @@ impl FromStr for Protocol {
             .find(|p| p.name().eq_ignore_ascii_case(s))
             .or_else(|| {
                 s.eq_ignore_ascii_case("newreno")
-                    .then_some(Protocol::ALL[7])
+                    .then_some(Protocol::Baseline {
+                        model: Baseline::Reno,
+                        ecn: false,
+                    })
             })
             .ok_or_else(|| {
                 let names: Vec<&str> = Protocol::ALL.iter().map(|p| p.name()).collect();

@@ -365,6 +365,7 @@ mod tests {
                 ..LinkLoad::default()
             },
             queue_bytes: 0,
+            ..LinkState::default()
         }
     }
 

@@ -123,6 +123,7 @@ mod tests {
         let below = LinkState {
             load: LinkLoad::default(),
             queue_bytes: 9_999,
+            ..LinkState::default()
         };
         let over = LinkState {
             queue_bytes: 10_000,

@@ -81,6 +81,17 @@ impl<V: Copy + Default> FlowTable<V> {
             .and_then(|s| s.as_ref().map(|s| s.value))
     }
 
+    /// The state of `key` for updating if it is held and not expired,
+    /// without marking it as seen.
+    pub fn get_mut(&mut self, now: Duration, key: u64) -> Option<&mut V> {
+        let base = self.set_of(key);
+        let i = (0..2).find(|&i| {
+            let slot = &self.slots[base + i];
+            slot.as_ref().is_some_and(|s| s.key == key) && self.live(slot, now)
+        })?;
+        self.slots[base + i].as_mut().map(|s| &mut s.value)
+    }
+
     /// The state of `key` for updating, inserting the default state if the
     /// flow is new or expired. Marks the flow as seen at `now`.
     pub fn entry(&mut self, now: Duration, key: u64) -> &mut V {

@@ -21,7 +21,9 @@
 
 pub mod bmcc;
 pub mod classic;
+pub mod cubic;
 pub mod ecn;
+pub mod erc;
 pub mod evcp;
 pub mod fairness;
 pub mod flow_table;

@@ -632,6 +632,7 @@ mod tests {
                 ..LinkLoad::default()
             },
             queue_bytes: 0,
+            ..LinkState::default()
         }
     }
 
@@ -1233,6 +1234,7 @@ mod tests {
                     let state = LinkState {
                         load: *meter.load(),
                         queue_bytes: queue,
+                        ..LinkState::default()
                     };
                     let mut pkt = packet(Ecn::NotEct, false, false, flow as u64);
                     pkt.tag = law.tag();

@@ -147,6 +147,8 @@ pub struct LoadFactorMeter {
     /// When the last completed interval ended, and the load before it.
     last_end: Duration,
     load_before_last: LinkLoad,
+    /// Bytes offered since the meter started.
+    arrived_total: u64,
 }
 
 impl LoadFactorMeter {
@@ -176,6 +178,7 @@ impl LoadFactorMeter {
             disregarded: 0,
             last_end: now,
             load_before_last: LinkLoad::default(),
+            arrived_total: 0,
             config,
         }
     }
@@ -207,6 +210,11 @@ impl LoadFactorMeter {
         self.disregarded
     }
 
+    /// Bytes offered to the link since the meter started.
+    pub fn arrived_total(&self) -> u64 {
+        self.arrived_total
+    }
+
     /// The configuration in force.
     pub fn config(&self) -> &MeterConfig {
         &self.config
@@ -218,6 +226,7 @@ impl LoadFactorMeter {
         self.advance(now);
         self.acc.arrived_bytes += u64::from(bytes);
         self.acc.arrived_packets += 1;
+        self.arrived_total += u64::from(bytes);
     }
 
     /// A packet of `bytes` left the link.

@@ -10,6 +10,7 @@ use std::time::Duration;
 use crate::bmcc::BmccMarker;
 use crate::classic::ClassicMarker;
 use crate::ecn::Ecn;
+use crate::erc::{ErcConfig, ErcMarker};
 use crate::flow_table::FlowTableConfig;
 use crate::mcp::McpMarker;
 use crate::meter::{IntervalStats, LoadFactorMeter, MeterConfig};
@@ -68,6 +69,7 @@ pub fn wire_name(wire: WireScheme) -> &'static str {
         WireScheme::Tpcp => "tpcp",
         WireScheme::Bmcc => "bmcc",
         WireScheme::Mcp => "mcp",
+        WireScheme::Erc => "erc",
     }
 }
 
@@ -104,7 +106,7 @@ impl RouterConfig {
 pub struct MarkCounters {
     /// `[wire id][codepoint]`: packets by the scheme they were marked as and
     /// the codepoint they left with.
-    pub by_scheme: [[u64; 4]; 6],
+    pub by_scheme: [[u64; 4]; 7],
     /// Packets whose ECN or tag the marker rewrote.
     pub rewritten: u64,
 }
@@ -126,6 +128,7 @@ pub struct RouterLink {
     tpcp: MpcpMarker,
     bmcc: BmccMarker,
     mcp: McpMarker,
+    erc: ErcMarker,
     classic: ClassicMarker,
     counters: MarkCounters,
 }
@@ -141,6 +144,7 @@ impl RouterLink {
             tpcp: MpcpMarker::new(Chain::Three, config.flows),
             bmcc: BmccMarker,
             mcp: McpMarker::default(),
+            erc: ErcMarker::new(ErcConfig::default(), config.flows),
             classic: ClassicMarker {
                 threshold: config.classic_threshold,
             },
@@ -161,6 +165,9 @@ impl RouterLink {
         let link = LinkState {
             load: *self.meter.load(),
             queue_bytes: self.meter.queue_bytes(),
+            packet_len: len,
+            capacity: self.meter.config().capacity,
+            arrived_bytes: self.meter.arrived_total(),
         };
         let before = *pkt;
         match wire {
@@ -170,6 +177,7 @@ impl RouterLink {
             WireScheme::Tpcp => self.tpcp.mark(now, &link, pkt),
             WireScheme::Bmcc => self.bmcc.mark(now, &link, pkt),
             WireScheme::Mcp => self.mcp.mark(now, &link, pkt),
+            WireScheme::Erc => self.erc.mark(now, &link, pkt),
         }
         self.counters.by_scheme[usize::from(wire.id())][usize::from(pkt.ecn.bits())] += 1;
         self.counters.rewritten += u64::from(*pkt != before);

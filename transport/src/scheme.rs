@@ -7,6 +7,7 @@ use std::str::FromStr;
 use crate::bmcc::{BmccDecoder, BmccLaw};
 use crate::classic::ClassicLaw;
 use crate::ecn::Ecn;
+use crate::erc::{ErcDecoder, ErcLaw};
 use crate::evcp::EvcpLaw;
 use crate::mcp::{McpDecoder, McpLaw};
 use crate::mpcp::{Chain, MpcpDecoder, MpcpLaw};
@@ -28,13 +29,16 @@ pub enum Scheme {
     Bmcc,
     /// MCP: rate-based multimodal control with fairing (Podlesny & Gorinsky, 2006).
     Mcp,
+    /// erc: routers advertise the max-min fair rate (ecnq's own).
+    Erc,
     /// No router feedback: NewReno-like, CE and loss as congestion.
     Classic,
 }
 
 impl Scheme {
     /// Every scheme, ecnq schemes first.
-    pub const ALL: [Scheme; 7] = [
+    pub const ALL: [Scheme; 8] = [
+        Scheme::Erc,
         Scheme::Vcp,
         Scheme::Evcp,
         Scheme::Dpcp,
@@ -45,7 +49,8 @@ impl Scheme {
     ];
 
     /// The schemes that need router feedback: all but classic.
-    pub const ROUTER_ASSISTED: [Scheme; 6] = [
+    pub const ROUTER_ASSISTED: [Scheme; 7] = [
+        Scheme::Erc,
         Scheme::Vcp,
         Scheme::Evcp,
         Scheme::Dpcp,
@@ -63,6 +68,7 @@ impl Scheme {
             Scheme::Tpcp => "tpcp",
             Scheme::Bmcc => "bmcc",
             Scheme::Mcp => "mcp",
+            Scheme::Erc => "erc",
             Scheme::Classic => "classic",
         }
     }
@@ -76,12 +82,20 @@ impl Scheme {
             Scheme::Tpcp => WireScheme::Tpcp,
             Scheme::Bmcc => WireScheme::Bmcc,
             Scheme::Mcp => WireScheme::Mcp,
+            Scheme::Erc => WireScheme::Erc,
             Scheme::Classic => WireScheme::Classic,
         }
     }
 }
 
 impl Scheme {
+    /// Whether a CE mark is congestion for this scheme's law: for erc and
+    /// classic it is (CE is never one of their codes); for the others it is
+    /// a code the receiver's report carries.
+    pub const fn ce_is_congestion(self) -> bool {
+        matches!(self, Scheme::Erc | Scheme::Classic)
+    }
+
     /// A new sender law of this scheme.
     pub fn law(self, config: LawConfig) -> Box<dyn Law> {
         match self {
@@ -91,6 +105,7 @@ impl Scheme {
             Scheme::Tpcp => Box::new(MpcpLaw::new(Chain::Three, config)),
             Scheme::Bmcc => Box::new(BmccLaw::new(config)),
             Scheme::Mcp => Box::new(McpLaw::new(config)),
+            Scheme::Erc => Box::new(ErcLaw::new(config)),
             Scheme::Classic => Box::new(ClassicLaw::new(config)),
         }
     }
@@ -145,6 +160,8 @@ pub enum WireScheme {
     Bmcc = 4,
     /// Id 5: MCP.
     Mcp = 5,
+    /// Id 6: erc.
+    Erc = 6,
 }
 
 impl WireScheme {
@@ -157,6 +174,7 @@ impl WireScheme {
             3 => WireScheme::Tpcp,
             4 => WireScheme::Bmcc,
             5 => WireScheme::Mcp,
+            6 => WireScheme::Erc,
             _ => WireScheme::Classic,
         }
     }
@@ -175,6 +193,7 @@ impl WireScheme {
         match self {
             WireScheme::Vcp | WireScheme::Dpcp | WireScheme::Tpcp => Ecn::Ect1,
             WireScheme::Bmcc | WireScheme::Classic => Ecn::Ect0,
+            WireScheme::Erc => Ecn::Ect1,
             WireScheme::Mcp => Ecn::NotEct,
         }
     }
@@ -189,6 +208,7 @@ impl WireScheme {
             WireScheme::Tpcp => Some(Box::new(MpcpDecoder::new(Chain::Three))),
             WireScheme::Bmcc => Some(Box::new(BmccDecoder::default())),
             WireScheme::Mcp => Some(Box::new(McpDecoder::default())),
+            WireScheme::Erc => Some(Box::new(ErcDecoder::default())),
         }
     }
 }

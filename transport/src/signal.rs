@@ -35,6 +35,13 @@ pub struct LinkState {
     pub load: LinkLoad,
     /// The queue in bytes when the packet arrives.
     pub queue_bytes: u64,
+    /// The length of the packet being marked, in bytes.
+    pub packet_len: u32,
+    /// The link's capacity, in bytes per second.
+    pub capacity: f64,
+    /// Bytes offered to the link since it started, this packet included:
+    /// erc tells other schemes' traffic from its own with it.
+    pub arrived_bytes: u64,
 }
 
 /// The router half of a scheme: rewrites a packet's marks as it enters a link.
@@ -125,6 +132,8 @@ pub enum Mode {
     Stable,
     /// Overload: multiplicative decrease (MCP MD(0.5), VCP family MD).
     Overloaded,
+    /// erc: sending at the rate the routers advertise.
+    ExplicitRate,
 }
 
 impl Mode {
@@ -143,6 +152,7 @@ impl Mode {
             Mode::Smoothing => "smoothing",
             Mode::Stable => "stable",
             Mode::Overloaded => "overloaded",
+            Mode::ExplicitRate => "explicit-rate",
         }
     }
 }

@@ -416,6 +416,7 @@ mod tests {
                 ..LinkLoad::default()
             },
             queue_bytes: 0,
+            ..LinkState::default()
         }
     }
 
