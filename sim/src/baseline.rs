@@ -1,173 +1,22 @@
-//! The simulator's loss-based baselines: NewReno (the core's classic law)
-//! and Cubic (RFC 8312). Both react to a loss or a CE mark
-//! at most once per round trip, and both start in slow start.
-
-use std::time::Duration;
-
-use ecnq::signal::{Congestion, Feedback, Law, LawConfig, LossEpoch, Mode, RttSample};
-use ecnq::SchemeTag;
-
-/// Cubic's C = 0.4 (RFC 8312 §5).
-pub const CUBIC_C: f64 = 0.4;
-/// Cubic's multiplicative decrease β = 0.7 (RFC 8312 §4.5).
-pub const CUBIC_BETA: f64 = 0.7;
+//! The simulator's loss-based baselines: NewReno and Cubic, both the core's
+//! own laws. Both react to a loss or a CE mark at most once per round trip,
+//! and both start in slow start.
 
 /// The NewReno baseline is the core's classic law (RFC 6582 window
 /// arithmetic, loss and CE as congestion), the same one ecnq senders fall
 /// back to.
 pub type NewReno = ecnq::classic::ClassicLaw;
 
-/// Cubic's window state: slow start and NewReno's once-per-RTT reaction.
-#[derive(Clone, Debug)]
-struct LossWindow {
-    config: LawConfig,
-    cwnd: f64,
-    ssthresh: f64,
-    loss: LossEpoch,
-}
-
-impl LossWindow {
-    fn new(config: LawConfig) -> LossWindow {
-        LossWindow {
-            cwnd: config.clamp(config.initial_window as f64),
-            ssthresh: f64::INFINITY,
-            loss: LossEpoch::default(),
-            config,
-        }
-    }
-
-    fn in_slow_start(&self) -> bool {
-        self.cwnd < self.ssthresh
-    }
-
-    fn set(&mut self, cwnd: f64) {
-        self.cwnd = self.config.clamp(cwnd);
-    }
-}
-
-/// Cubic (RFC 8312): window W(t) = C·(t − K)³ + W_max after a decrease by β,
-/// never below the Reno-friendly estimate, with fast convergence.
-#[derive(Clone, Debug)]
-pub struct Cubic {
-    w: LossWindow,
-    /// W_max in packets.
-    w_max: f64,
-    /// The previous W_max, for fast convergence (RFC 8312 §4.6).
-    w_last_max: f64,
-    /// Start of the current congestion-avoidance epoch.
-    epoch_start: Option<Duration>,
-    /// K in seconds.
-    k: f64,
-    /// The Reno-friendly window estimate in packets (RFC 8312 §4.2).
-    w_est: f64,
-}
-
-impl Cubic {
-    /// A Cubic sender.
-    pub fn new(config: LawConfig) -> Cubic {
-        Cubic {
-            w: LossWindow::new(config),
-            w_max: 0.0,
-            w_last_max: 0.0,
-            epoch_start: None,
-            k: 0.0,
-            w_est: 0.0,
-        }
-    }
-
-    fn mss(&self) -> f64 {
-        self.w.config.mss as f64
-    }
-}
-
-impl Law for Cubic {
-    fn on_ack(&mut self, now: Duration, acked_bytes: u64, rtt: &RttSample) {
-        if self.w.loss.in_recovery(now, rtt) {
-            return;
-        }
-        let acked = acked_bytes as f64;
-        if self.w.in_slow_start() {
-            self.w.set(self.w.cwnd + acked);
-            return;
-        }
-        let mss = self.mss();
-        let cwnd_pkts = self.w.cwnd / mss;
-        let start = *self.epoch_start.get_or_insert_with(|| {
-            // An epoch that starts without a loss (after slow start) grows from here.
-            if self.w_max < cwnd_pkts {
-                self.w_max = cwnd_pkts;
-                self.k = 0.0;
-            }
-            self.w_est = cwnd_pkts;
-            now
-        });
-        let t = (now - start).as_secs_f64();
-        let rtt_s = rtt.smoothed.as_secs_f64().max(1e-6);
-        // RFC 8312 eq. 1, evaluated one RTT ahead (§4.1).
-        let target = CUBIC_C * (t + rtt_s - self.k).powi(3) + self.w_max;
-        // RFC 8312 eq. 4: the Reno-friendly estimate grows by
-        // 3(1−β)/(1+β) packets per RTT.
-        let alpha = 3.0 * (1.0 - CUBIC_BETA) / (1.0 + CUBIC_BETA);
-        self.w_est += alpha * (acked / mss) / cwnd_pkts;
-        let next = if self.w_est > target {
-            self.w_est
-        } else if target > cwnd_pkts {
-            cwnd_pkts + (target - cwnd_pkts) / cwnd_pkts * (acked / mss)
-        } else {
-            // Below the plateau: grow very slowly (RFC 8312 §4.1: 1/(100·cwnd)).
-            cwnd_pkts + 0.01 * (acked / mss) / cwnd_pkts
-        };
-        self.w.set(next.max(cwnd_pkts) * mss);
-    }
-
-    fn on_feedback(&mut self, _now: Duration, _feedback: Feedback, _rtt: &RttSample) {}
-
-    fn on_congestion(
-        &mut self,
-        now: Duration,
-        sent: Duration,
-        _kind: Congestion,
-        _rtt: &RttSample,
-    ) {
-        if !self.w.loss.begins(now, sent) {
-            return;
-        }
-        let cwnd_pkts = self.w.cwnd / self.mss();
-        // Fast convergence (RFC 8312 §4.6).
-        self.w_max = if cwnd_pkts < self.w_last_max {
-            cwnd_pkts * (1.0 + CUBIC_BETA) / 2.0
-        } else {
-            cwnd_pkts
-        };
-        self.w_last_max = cwnd_pkts;
-        self.w.ssthresh = self.w.config.clamp(self.w.cwnd * CUBIC_BETA);
-        self.w.set(self.w.ssthresh);
-        // RFC 8312 eq. 2.
-        self.k = (self.w_max * (1.0 - CUBIC_BETA) / CUBIC_C).cbrt();
-        self.w_est = self.w.cwnd / self.mss();
-        // The epoch starts at the first ACK after recovery; keep K relative to it.
-        self.epoch_start = Some(now);
-    }
-
-    fn window(&self) -> u64 {
-        self.w.cwnd as u64
-    }
-
-    fn mode(&self) -> Mode {
-        if self.w.in_slow_start() {
-            Mode::SlowStart
-        } else {
-            Mode::CongestionAvoidance
-        }
-    }
-
-    fn tag(&self) -> SchemeTag {
-        SchemeTag::UNTAGGED
-    }
-}
+/// The Cubic baseline is the core's Cubic law (RFC 8312), the one erc keeps
+/// beside its advertised rate.
+pub type Cubic = ecnq::cubic::CubicLaw;
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    use ecnq::signal::{Congestion, Law, LawConfig, Mode, RttSample};
+
     use super::*;
 
     const MSS: u64 = 1000;
@@ -192,23 +41,5 @@ mod tests {
         law.on_ack(later, 10 * MSS, &rtt());
         assert_eq!(law.window(), 11 * MSS);
         assert_eq!(law.mode(), Mode::CongestionAvoidance);
-    }
-
-    #[test]
-    fn cubic_decreases_by_beta_and_regrows_to_w_max() {
-        let mut law = Cubic::new(LawConfig::with_mss(MSS));
-        let mut now = Duration::from_secs(1);
-        law.on_ack(now, 90 * MSS, &rtt());
-        assert_eq!(law.window(), 100 * MSS);
-        law.on_congestion(now, now, Congestion::Loss, &rtt());
-        assert_eq!(law.window(), 70 * MSS);
-        // K = cbrt(100·0.3/0.4) ≈ 4.2 s: after K the window is back near W_max.
-        let step = Duration::from_millis(10);
-        while now < Duration::from_millis(5_300) {
-            now += step;
-            law.on_ack(now, law.window() / 10, &rtt());
-        }
-        let w = law.window() / MSS;
-        assert!((95..=110).contains(&w), "window {w} packets");
     }
 }

@@ -65,6 +65,14 @@ impl CubicLaw {
         self.cwnd < self.ssthresh
     }
 
+    /// Holds the window at or under `max` bytes without ending slow start:
+    /// growth goes on under a cap set by someone who knows better.
+    pub fn limit(&mut self, max: f64) {
+        if self.cwnd > max {
+            self.set(max);
+        }
+    }
+
     /// Sets the window to `window` bytes, for a caller whose sending is
     /// limited by something else (erc's advertised rate): a window that
     /// does not limit the flow must neither grow while unused nor lag when

@@ -28,10 +28,11 @@
 //! targets: `η·C`, less the traffic of other schemes on the link, less what
 //! drains the queue it saw within [`ErcConfig::drain_time`]. Flows that send
 //! well under the share are limited elsewhere (or by their application)
-//! and keep their rate; the rest split what is left (water-filling). A flow
-//! seen for the first time counts at once as one more bottlenecked flow, and
-//! stays so while young, so that the share drops before the newcomer sends
-//! at it (a safe start). The router writes its own index's digit into a
+//! and keep their rate; the rest split what is left (water-filling). A new
+//! flow counts as one more bottlenecked flow from its tenth packet on (no
+//! receiver reads a chain from fewer), and stays so while young, so that
+//! the share drops before the newcomer sends at it (a safe start); a short
+//! flow that ends sooner never takes a share from the others. The router writes its own index's digit into a
 //! packet only when its index is above the flow's incoming one, which it
 //! learns per flow from the digits it sees: the path maximum of the index,
 //! the path minimum of the rate.
@@ -176,7 +177,39 @@ impl Digits {
     pub fn index(&self) -> u16 {
         from_gray(self.code)
     }
+
+    /// The largest index any completion of the seen digits spells: the
+    /// slowest rate the chain can still turn out to advertise. An index
+    /// bit is the parity of the Gray digits above and at it, so an unseen
+    /// digit can always make its bit 1.
+    pub fn largest_index(&self) -> u16 {
+        let mut index = 0;
+        let mut parity = 0;
+        for position in 0..DIGITS {
+            let bit = Self::bit(position);
+            parity = if self.seen & bit == 0 {
+                1
+            } else {
+                parity ^ u16::from(self.code & bit != 0)
+            };
+            index = index << 1 | parity;
+        }
+        index
+    }
+
+    /// Whether any seen digit is 1: some router writes this flow's chain.
+    pub fn any_set(&self) -> bool {
+        self.code & self.seen != 0
+    }
 }
+
+/// Feedback levels from [`PARTIAL`] up are bounds, not readings: the receiver
+/// has not seen a whole chain yet, and level − [`PARTIAL`] is the largest
+/// index the digits seen so far can still spell. A sender holds its start
+/// under that index's rate.
+pub const PARTIAL: u16 = 1 << DIGITS;
+/// The highest level an erc receiver reports.
+pub const MAX_LEVEL: u16 = PARTIAL + MAX_INDEX;
 
 // ---- router ----
 
@@ -200,25 +233,30 @@ pub struct ErcConfig {
     /// this many packets (clamped to the bounds above), so that per-flow
     /// rates are measured from enough packets at any speed.
     pub interval_packets: f64,
-    /// A new flow counts as bottlenecked here for this long, whatever it
-    /// sends: it needs a handshake and a round trip of feedback before it can
-    /// send at the share.
+    /// A new flow counts as bottlenecked here until it first sends at the
+    /// share, whatever it sends before: it needs a chain and a round trip
+    /// before it can, which on a long path takes seconds. A flow that has
+    /// not reached the share after this long is limited elsewhere.
     pub young: Duration,
     /// A flow sending at least this fraction of the smallest share the
-    /// router advertised over the last [`ErcConfig::young`] is bottlenecked
-    /// here; one below it is limited elsewhere.
+    /// router advertised over the last [`ErcConfig::reference_span`] is
+    /// bottlenecked here; one below it is limited elsewhere.
     pub bottlenecked_fraction: f64,
+    /// How far back the smallest advertised share is looked for: a flow's
+    /// rate reflects what it was told up to a round trip ago.
+    pub reference_span: Duration,
 }
 
 impl Default for ErcConfig {
     fn default() -> ErcConfig {
         ErcConfig {
             target_utilization: 0.98,
-            drain_time: Duration::from_millis(200),
+            drain_time: Duration::from_millis(1000),
             min_interval: Duration::from_millis(10),
             max_interval: Duration::from_millis(250),
             interval_packets: 16.0,
-            young: Duration::from_millis(500),
+            young: Duration::from_secs(3),
+            reference_span: Duration::from_secs(1),
             bottlenecked_fraction: 0.8,
         }
     }
@@ -238,8 +276,10 @@ struct FlowState {
     bytes: u64,
     /// Arrival rate, averaged over intervals (bytes per second).
     rate: f64,
-    /// When the router first saw the flow.
-    first_seen: Duration,
+    /// Packets seen since the flow was listed (saturating).
+    packets: u32,
+    /// When the flow had sent enough packets to learn its rate.
+    arrived: Option<Duration>,
     /// Intervals in a row with no packet.
     idle: u32,
     /// Whether the flow's key is in the router's list of flows.
@@ -320,13 +360,13 @@ impl ErcMarker {
     fn advertise(&mut self, now: Duration, share: f64) {
         self.share = share.clamp(RATE_MIN, RATE_MAX);
         self.index = index_of(self.share);
-        let keep_from = now.saturating_sub(self.config.young);
+        let keep_from = now.saturating_sub(self.config.reference_span);
         self.history.retain(|&(at, _)| at >= keep_from);
         self.history.push((now, self.share));
     }
 
-    /// The smallest share advertised over the last [`ErcConfig::young`]: a
-    /// flow's rate reflects what it was told up to a round trip ago.
+    /// The smallest share advertised over the last
+    /// [`ErcConfig::reference_span`].
     fn reference_share(&self) -> f64 {
         self.history
             .iter()
@@ -378,12 +418,18 @@ impl ErcMarker {
             state.rate += RATE_GAIN * (sample - state.rate);
             state.idle = if state.bytes == 0 { state.idle + 1 } else { 0 };
             state.bytes = 0;
-            let is_young = now.saturating_sub(state.first_seen) < young;
-            if state.idle >= IDLE_INTERVALS && !is_young {
+            if state.idle >= IDLE_INTERVALS {
                 state.listed = false;
                 return false;
             }
-            let mut demand = if is_young || state.rate >= reference {
+            let at_share = state.rate >= reference;
+            if at_share {
+                state.arrived = None;
+            }
+            let is_young = state
+                .arrived
+                .is_some_and(|at| now.saturating_sub(at) < young);
+            let mut demand = if is_young || at_share {
                 f64::INFINITY
             } else {
                 state.rate
@@ -435,7 +481,8 @@ impl ErcMarker {
         largest + remaining / near_largest.max(1) as f64
     }
 
-    /// A flow seen for the first time joins the bottlenecked flows at once.
+    /// A flow that can learn its rate from now on joins the bottlenecked
+    /// flows at once.
     fn on_new_flow(&mut self, now: Duration) {
         self.bottlenecked += 1;
         let share = self.bottleneck_capacity / self.bottlenecked as f64;
@@ -458,31 +505,31 @@ impl Marker for ErcMarker {
         self.queue_min = self.queue_min.min(link.queue_bytes);
 
         let state = self.flows.entry(now, pkt.flow);
-        let new = !state.listed;
-        if new {
+        if !state.listed {
             *state = FlowState {
-                first_seen: now,
                 listed: true,
                 counted: self.epoch,
                 ..FlowState::default()
             };
+            self.listed.push(pkt.flow);
         }
         state.bytes += u64::from(link.packet_len);
+        state.packets = state.packets.saturating_add(1);
+        // No receiver can read a chain from fewer packets than it has
+        // digits: from here on the flow may learn its rate at any time.
+        let arrived = state.packets == DIGITS;
+        if arrived {
+            state.arrived = Some(now);
+        }
         let position = position(pkt.hash);
-        let Some(incoming) = digit_of(pkt.ecn) else {
-            if new {
-                self.listed.push(pkt.flow);
-                self.on_new_flow(now);
-            }
-            return;
-        };
-        state.incoming.set(position, incoming);
-        let upstream_slower = state.incoming.complete() && state.incoming.index() >= self.index;
-        if new {
-            self.listed.push(pkt.flow);
+        let write = digit_of(pkt.ecn).is_some_and(|incoming| {
+            state.incoming.set(position, incoming);
+            !(state.incoming.complete() && state.incoming.index() >= self.index)
+        });
+        if arrived {
             self.on_new_flow(now);
         }
-        if !upstream_slower {
+        if write {
             pkt.ecn = ecn_of(digit(self.index, position));
         }
     }
@@ -494,22 +541,37 @@ impl Marker for ErcMarker {
 #[derive(Clone, Debug, Default)]
 pub struct ErcDecoder {
     digits: Digits,
-    /// Positions seen since the last digit change.
+    /// Positions seen since the digits last stopped spelling one reading.
     fresh: Digits,
-    /// The smallest rate reported since the chain was last complete.
-    held: u16,
+    /// The last index the digits spelled whole; 0 before the first.
+    complete: u16,
 }
 
 impl ErcDecoder {
+    /// The level the decoder reports: its index once every position has
+    /// been seen, before that a bound ([`PARTIAL`]) if a router writes the
+    /// chain, else 0.
+    pub fn level(&self) -> u16 {
+        if self.digits.complete() {
+            self.index()
+        } else if self.digits.any_set() {
+            PARTIAL + self.digits.largest_index()
+        } else {
+            0
+        }
+    }
+
     /// The index the decoder reports: none (0) until every position has
-    /// been seen once, since a partial chain spells any index at all.
+    /// been seen once, since a partial chain spells any index at all; while
+    /// digits seen since a change are missing, the slower of the last whole
+    /// reading and what the digits spell.
     pub fn index(&self) -> u16 {
         if !self.digits.complete() {
-            self.held
+            self.complete
         } else if self.fresh.complete() {
-            self.digits.index()
+            self.complete
         } else {
-            self.held.max(self.digits.index())
+            self.complete.max(self.digits.index())
         }
     }
 }
@@ -519,19 +581,28 @@ impl Decoder for ErcDecoder {
         let Some(digit) = digit_of(ecn) else {
             return false;
         };
-        let before = self.index();
+        let level = self.level();
         let position = position(hash);
+        let whole = self.fresh.complete();
         if self.digits.set(position, digit) {
-            self.fresh = Digits::default();
-            self.held = before;
+            let spelled = self.digits.index();
+            // From a whole reading, one changed digit that spells a
+            // neighbouring index is that index: Gray neighbours differ in
+            // one digit. Anything else waits for every position again.
+            if !(whole && spelled.abs_diff(self.complete) == 1) {
+                self.fresh = Digits::default();
+            }
         }
         self.fresh.set(position, digit);
-        self.index() != before
+        if self.fresh.complete() {
+            self.complete = self.digits.index();
+        }
+        self.level() != level
     }
 
     fn estimate(&self, _now: Duration) -> Feedback {
         Feedback {
-            level: self.index(),
+            level: self.level(),
             ..Feedback::default()
         }
     }
@@ -572,6 +643,9 @@ pub struct ErcLaw {
     ramp: Option<Ramp>,
     /// The advertised part of the rate, as of the last event.
     rate: f64,
+    /// While the first chain is incomplete: the largest rate it can still
+    /// advertise, which the Cubic start stays under.
+    bound: Option<f64>,
     /// Whether the Cubic window limits the flow below the advertised rate
     /// (after a loss or CE, until it has grown back); otherwise it follows
     /// the rate.
@@ -588,6 +662,7 @@ impl ErcLaw {
             ramp: None,
             rate: 0.0,
             cubic_binds: false,
+            bound: None,
             rtt: RttSample::uniform(Duration::from_millis(100)),
             config,
         }
@@ -605,6 +680,20 @@ impl ErcLaw {
     /// Cubic window binds; none while no router speaks.
     fn sending_rate(&self) -> Option<f64> {
         self.ramp.map(|_| self.rate.min(self.cubic_rate()))
+    }
+
+    /// Stops a Cubic start from growing past the partial chain's bound. It
+    /// never shrinks the window: the bound is loose until most digits are
+    /// in, and a flow held under it would receive the rest of its chain
+    /// ever more slowly.
+    fn limit_start(&mut self, before: u64) {
+        if let Some(bound) = self.bound {
+            self.cubic.limit(
+                (bound * self.srtt())
+                    .max(before as f64)
+                    .max(self.config.min_window as f64),
+            );
+        }
     }
 
     fn advance(&mut self, now: Duration, rtt: &RttSample) {
@@ -629,12 +718,21 @@ impl ErcLaw {
 
 impl Law for ErcLaw {
     fn on_ack(&mut self, now: Duration, acked_bytes: u64, rtt: &RttSample) {
+        let before = self.cubic.window();
         self.cubic.on_ack(now, acked_bytes, rtt);
         self.advance(now, rtt);
+        self.limit_start(before);
     }
 
     fn on_feedback(&mut self, now: Duration, feedback: Feedback, rtt: &RttSample) {
         self.advance(now, rtt);
+        if feedback.level >= PARTIAL {
+            if self.ramp.is_none() {
+                self.bound = rate_of(feedback.level.min(MAX_LEVEL) - PARTIAL);
+            }
+            return;
+        }
+        self.bound = None;
         let index = feedback.level.min(MAX_INDEX);
         if index == self.index {
             return;
@@ -757,20 +855,55 @@ mod tests {
     }
 
     #[test]
+    fn the_largest_completion_of_a_partial_chain_bounds_the_index() {
+        for index in [1, 2, 300, 511, 512, 777, MAX_INDEX] {
+            let mut digits = Digits::default();
+            let mut bound = digits.largest_index();
+            assert_eq!(bound, MAX_INDEX);
+            for p in [3, 0, 7, 1, 9, 2, 8, 4, 6, 5] {
+                digits.set(p, digit(index, p));
+                let next = digits.largest_index();
+                assert!(
+                    next >= index && next <= bound,
+                    "{index}: {next} after {bound}"
+                );
+                bound = next;
+            }
+            assert_eq!(bound, index);
+        }
+    }
+
+    #[test]
     fn the_decoder_reads_a_whole_chain_and_is_cautious_in_between() {
         let mut d = ErcDecoder::default();
         assert_eq!(d.estimate(MS).level, 0, "no router yet");
         send_chain(&mut d, 400, 0..DIGITS - 1);
         assert_eq!(d.index(), 0, "a partial chain is no reading");
+        // ... but a bound: index 400 or 401, whichever the last digit makes.
+        let bound = d.estimate(MS).level - PARTIAL;
+        assert!(bound >= 400 && bound <= 401, "{bound}");
         send_chain(&mut d, 400, DIGITS - 1..DIGITS);
         assert_eq!(d.index(), 400);
         // A smaller rate (larger index) is heard from the first changed digit on.
         send_chain(&mut d, 401, 0..DIGITS);
         assert_eq!(d.index(), 401);
-        // A much larger rate: nothing above the old index is reported until
-        // every position was seen again.
+        // A much larger rate: nothing above the last whole reading is
+        // reported until every position was seen again.
         send_chain(&mut d, 100, 0..5);
         assert!(d.index() >= 401, "{}", d.index());
+        // A stream of one-step changes is followed step by step, never
+        // ratcheting down the rate.
+        let mut steady = ErcDecoder::default();
+        send_chain(&mut steady, 600, 0..DIGITS);
+        for (i, index) in [601, 600, 601, 602, 601, 600, 599].into_iter().enumerate() {
+            send_chain(
+                &mut steady,
+                index,
+                (0..DIGITS).map(|p| (p + i as u32 * 3) % DIGITS).take(4),
+            );
+            send_chain(&mut steady, index, 0..DIGITS);
+            assert_eq!(steady.index(), index);
+        }
         // Complete again once every position has been seen since the last
         // changed digit.
         send_chain(&mut d, 100, 5..DIGITS);
@@ -825,14 +958,10 @@ mod tests {
         let capacity = 1e6;
         let mut r = ErcMarker::new(ErcConfig::default(), FlowTableConfig::default());
         // Two flows bottlenecked here (sending more than any share) and one
-        // limited elsewhere to 100 kB/s.
-        drive(
-            &mut r,
-            capacity,
-            &[2e6, 2e6, 1e5],
-            Duration::ZERO,
-            MS * 2_000,
-        );
+        // limited elsewhere to 100 kB/s, which counts as bottlenecked until
+        // [`ErcConfig::young`] has passed without it reaching the share.
+        let span = ErcConfig::default().young + MS * 1_000;
+        drive(&mut r, capacity, &[2e6, 2e6, 1e5], Duration::ZERO, span);
         let expected = (0.98 * capacity - 1e5) / 2.0;
         assert!(
             (r.share() / expected - 1.0).abs() < 0.02,
@@ -850,7 +979,7 @@ mod tests {
         for p in 0..DIGITS {
             pkt.ecn = Ecn::Ect1;
             pkt.hash = p;
-            r.mark(MS * 2_001, &link(capacity, 0, 0), &mut pkt);
+            r.mark(span, &link(capacity, 0, 0), &mut pkt);
             d.on_packet(MS, pkt.ecn, pkt.tag, pkt.hash);
         }
         assert_eq!(d.index(), r.index());
@@ -869,6 +998,12 @@ mod tests {
             hash: 0,
             flow: 99,
         };
+        // A flow too short to read a chain takes nothing from the others ...
+        for _ in 1..DIGITS {
+            r.mark(MS * 1_000, &link(capacity, 0, 0), &mut pkt);
+        }
+        assert_eq!(r.share(), alone);
+        // ... from its tenth packet on it is one of two.
         r.mark(MS * 1_000, &link(capacity, 0, 0), &mut pkt);
         assert!(
             (r.share() / (alone / 2.0) - 1.0).abs() < 0.02,
@@ -891,8 +1026,8 @@ mod tests {
             pkt.ecn = Ecn::Ect1;
             r.mark(MS * i as u32, &link(capacity, i * 1_000, 100_000), &mut pkt);
         }
-        // 100 kB over 200 ms is half the capacity.
-        let expected = 0.98 * capacity - 100_000.0 / 0.2;
+        let drain = ErcConfig::default().drain_time.as_secs_f64();
+        let expected = 0.98 * capacity - 100_000.0 / drain;
         assert!((r.share() / expected - 1.0).abs() < 0.05, "{}", r.share());
     }
 

@@ -200,7 +200,7 @@ pub const fn max_level(scheme: WireScheme) -> u16 {
         WireScheme::Tpcp => 26,
         WireScheme::Mcp => 3,
         WireScheme::Bmcc => u16::MAX,
-        WireScheme::Erc => crate::erc::MAX_INDEX,
+        WireScheme::Erc => crate::erc::MAX_LEVEL,
     }
 }
 
