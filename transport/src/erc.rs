@@ -266,6 +266,9 @@ impl Default for ErcConfig {
 const RATE_GAIN: f64 = 0.5;
 /// A flow that sent nothing for this many intervals leaves the computation.
 const IDLE_INTERVALS: u32 = 4;
+/// ... unless it is a newcomer waiting for its rate, which on a long path
+/// sends a window and then nothing for a round trip.
+const IDLE_NEWCOMER: Duration = Duration::from_secs(1);
 /// Packet size assumed before the router has seen any packets.
 const DEFAULT_PACKET: f64 = 1_200.0;
 
@@ -280,8 +283,8 @@ struct FlowState {
     packets: u32,
     /// When the flow had sent enough packets to learn its rate.
     arrived: Option<Duration>,
-    /// Intervals in a row with no packet.
-    idle: u32,
+    /// When its last packet arrived.
+    last_packet: Duration,
     /// Whether the flow's key is in the router's list of flows.
     listed: bool,
     /// The interval the flow was last counted in (a key listed twice counts once).
@@ -404,6 +407,7 @@ impl ErcMarker {
         let reference = self.reference_share() * self.config.bottlenecked_fraction;
         let own = self.index;
         let (epoch, young) = (self.epoch, self.config.young);
+        let idle = self.interval * IDLE_INTERVALS;
         let mut demands: Vec<f64> = Vec::with_capacity(self.listed.len());
         let flows = &mut self.flows;
         self.listed.retain(|&key| {
@@ -416,12 +420,7 @@ impl ErcMarker {
             state.counted = epoch;
             let sample = state.bytes as f64 / elapsed;
             state.rate += RATE_GAIN * (sample - state.rate);
-            state.idle = if state.bytes == 0 { state.idle + 1 } else { 0 };
             state.bytes = 0;
-            if state.idle >= IDLE_INTERVALS {
-                state.listed = false;
-                return false;
-            }
             let at_share = state.rate >= reference;
             if at_share {
                 state.arrived = None;
@@ -429,6 +428,11 @@ impl ErcMarker {
             let is_young = state
                 .arrived
                 .is_some_and(|at| now.saturating_sub(at) < young);
+            let idle_limit = if is_young { IDLE_NEWCOMER } else { idle };
+            if now.saturating_sub(state.last_packet) >= idle_limit {
+                state.listed = false;
+                return false;
+            }
             let mut demand = if is_young || at_share {
                 f64::INFINITY
             } else {
@@ -515,6 +519,7 @@ impl Marker for ErcMarker {
         }
         state.bytes += u64::from(link.packet_len);
         state.packets = state.packets.saturating_add(1);
+        state.last_packet = now;
         // No receiver can read a chain from fewer packets than it has
         // digits: from here on the flow may learn its rate at any time.
         let arrived = state.packets == DIGITS;
