@@ -148,9 +148,11 @@ impl Controller for EcnqController {
         tx.in_flight = tx.in_flight.saturating_sub(lost_bytes);
         let ce = lost_bytes == 0;
         match &mut tx.active {
-            // CE on an ecnq path is the scheme's own overload code; the
-            // receiver's report carries it to the law.
-            Active::Law(_) if ce && self.peer.mode() == PeerMode::Ecnq => {}
+            // CE on an ecnq path is the scheme's own overload code (the
+            // receiver's report carries it to the law), unless the scheme
+            // never uses CE as a code.
+            Active::Law(_)
+                if ce && self.peer.mode() == PeerMode::Ecnq && !self.peer.ce_is_congestion() => {}
             Active::Law(law) => {
                 let kind = if ce { Congestion::Ce } else { Congestion::Loss };
                 let before = law_level(law.as_ref());

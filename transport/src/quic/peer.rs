@@ -201,6 +201,15 @@ impl Peer {
         }
     }
 
+    /// Whether CE marks are congestion for this connection's law even on an
+    /// ecnq path (schemes that never use CE as a code).
+    pub fn ce_is_congestion(&self) -> bool {
+        match self.cc {
+            CongestionControl::Ecnq(scheme) => scheme.ce_is_congestion(),
+            _ => true,
+        }
+    }
+
     /// Time since this connection's epoch: the `now` of the sans-IO core.
     pub fn since_epoch(&self, at: Instant) -> Duration {
         at.saturating_duration_since(self.epoch)
