@@ -571,9 +571,7 @@ impl ErcDecoder {
     /// digits seen since a change are missing, the slower of the last whole
     /// reading and what the digits spell.
     pub fn index(&self) -> u16 {
-        if !self.digits.complete() {
-            self.complete
-        } else if self.fresh.complete() {
+        if !self.digits.complete() || self.fresh.complete() {
             self.complete
         } else {
             self.complete.max(self.digits.index())
@@ -886,7 +884,7 @@ mod tests {
         assert_eq!(d.index(), 0, "a partial chain is no reading");
         // ... but a bound: index 400 or 401, whichever the last digit makes.
         let bound = d.estimate(MS).level - PARTIAL;
-        assert!(bound >= 400 && bound <= 401, "{bound}");
+        assert!((400..=401).contains(&bound), "{bound}");
         send_chain(&mut d, 400, DIGITS - 1..DIGITS);
         assert_eq!(d.index(), 400);
         // A smaller rate (larger index) is heard from the first changed digit on.
