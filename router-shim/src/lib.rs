@@ -13,6 +13,7 @@
 //! * [`observe`]: Prometheus metrics and pcap capture.
 //! * [`stats`]: per-link snapshots as JSON lines.
 //! * [`relay`]: the UDP relay data path.
+//! * [`sessions`]: the relay's bounded session table.
 //! * [`tos_socket`]: UDP send/receive with the TOS byte (relay mode).
 //! * [`tun`]: the TUN data path (`ecnq-shim tun`).
 //! * [`testbed`]: network-namespace topologies with a shim per router.
@@ -24,6 +25,7 @@ pub mod link;
 pub mod observe;
 pub mod pump;
 pub mod relay;
+pub mod sessions;
 pub mod spec;
 pub mod stats;
 pub mod testbed;

@@ -15,7 +15,8 @@ use ecnq_shim::link::router_config;
 use ecnq_shim::link::Direction;
 use ecnq_shim::observe::{PcapWriter, SnapshotBoard};
 use ecnq_shim::pump::Observers;
-use ecnq_shim::relay::{Relay, RelayConfig, RelayReport};
+use ecnq_shim::relay::{raise_fd_limit, sessions_within, Relay, RelayConfig, RelayReport};
+use ecnq_shim::sessions::SessionLimits;
 use ecnq_shim::spec::{parse_rate, parse_size, parse_time, LinkSpec};
 use ecnq_shim::stats::{LinkSnapshot, StatsSink};
 use ecnq_shim::testbed::{self, name_of, Shape, Topology};
@@ -145,14 +146,28 @@ fn command() -> Command {
                         .long("session-idle")
                         .value_name("TIME")
                         .default_value("60s")
-                        .help("Close a client's session after this long without traffic"),
+                        .help("Close a client's session after this long without traffic (1ms to 1h)"),
                 )
                 .arg(
                     Arg::new("max-sessions")
                         .long("max-sessions")
                         .value_name("N")
                         .default_value("4096")
-                        .help("Most clients served at once; datagrams from more are dropped"),
+                        .help(
+                            "Most clients served at once (1 to 1048576, and at most the open-file \
+                             limit less 64: a socket each); when full, the idlest session is \
+                             closed for a new client",
+                        ),
+                )
+                .arg(
+                    Arg::new("max-sessions-per-source")
+                        .long("max-sessions-per-source")
+                        .value_name("N")
+                        .default_value("1024")
+                        .help(
+                            "Most sessions from one IP address (1 to 1048576); datagrams opening \
+                             more are dropped and counted",
+                        ),
                 )
                 .arg(
                     Arg::new("verbose")
@@ -542,18 +557,31 @@ fn relay(m: &ArgMatches) -> Result<(), String> {
     let listen = parsed::<SocketAddr>(m, "listen")?.ok_or("--listen is required")?;
     let target = parsed::<SocketAddr>(m, "to")?.ok_or("--to is required")?;
     let (up, down) = directions(m)?;
-    let max_sessions = parsed::<usize>(m, "max-sessions")?.unwrap_or(4096);
-    if max_sessions == 0 {
-        return Err("--max-sessions must be at least 1".to_owned());
-    }
+    let defaults = SessionLimits::default();
+    let mut sessions = SessionLimits {
+        max: parsed(m, "max-sessions")?.unwrap_or(defaults.max),
+        per_source: parsed(m, "max-sessions-per-source")?.unwrap_or(defaults.per_source),
+        idle: with(m, "session-idle", parse_time)?.unwrap_or(defaults.idle),
+    };
+    sessions.validate()?;
+    // A socket per session: a descriptor limit under --max-sessions would
+    // refuse clients instead of evicting idle ones.
+    let fd_limit = raise_fd_limit().map_err(|e| format!("cannot read the open-file limit: {e}"))?;
+    let fd_room = sessions_within(fd_limit);
+    let fd_note = (sessions.max > fd_room).then(|| {
+        sessions.max = fd_room.max(1);
+        format!(
+            "ecnq-shim relay: at most {} sessions (open-file limit {fd_limit})",
+            sessions.max
+        )
+    });
     let config = RelayConfig {
         listen,
         target,
         up,
         down,
         seed: seed(m)?,
-        session_idle: with(m, "session-idle", parse_time)?.unwrap_or(Duration::from_secs(60)),
-        max_sessions,
+        sessions,
     };
     let observers = observers(m)?;
     let runtime = signal_runtime()?;
@@ -565,6 +593,9 @@ fn relay(m: &ArgMatches) -> Result<(), String> {
             "ecnq-shim relay: listening on {local}, forwarding to {target}; scheme {}",
             config.up.router.mode
         );
+        if let Some(note) = &fd_note {
+            eprintln!("{note}");
+        }
         if m.get_flag("verbose") {
             eprintln!(
                 "  up:   {} (capacity {} bit/s)",
@@ -583,10 +614,7 @@ fn relay(m: &ArgMatches) -> Result<(), String> {
             .map_err(|e| format!("relay failed: {e}"))
     })?;
     print_final(&report.up, &report.down);
-    println!(
-        "{{\"sessions\":{},\"sessions_refused\":{}}}",
-        report.sessions, report.refused
-    );
+    println!("{}", report.sessions.to_json(report.time, true));
     Ok(())
 }
 

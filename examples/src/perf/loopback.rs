@@ -13,6 +13,7 @@ use ecnq::Scheme;
 use ecnq_shim::link::{router_config, Direction};
 use ecnq_shim::pump::Observers;
 use ecnq_shim::relay::{Relay, RelayConfig};
+use ecnq_shim::sessions::SessionLimits;
 use ecnq_shim::spec::LinkSpec;
 use ecnq_shim::stats::StatsSink;
 use rustls::RootCertStore;
@@ -216,8 +217,11 @@ fn bind_relay(spec: &LinkSpec, target: SocketAddr) -> Result<(Relay, Lines), Str
         up: direction.clone(),
         down: direction,
         seed: 1,
-        session_idle: Duration::from_secs(30),
-        max_sessions: 256,
+        sessions: SessionLimits {
+            max: 256,
+            idle: Duration::from_secs(30),
+            ..SessionLimits::default()
+        },
     };
     let lines = Lines::default();
     let observers = Observers {
