@@ -10,6 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::{Arg, ArgAction, ArgMatches, Command};
 use ecnq::router::{MarkingMode, RouterConfig};
+use ecnq::FlowTableConfig;
 
 use ecnq_shim::link::router_config;
 use ecnq_shim::link::Direction;
@@ -85,7 +86,7 @@ fn link_args() -> Vec<Arg> {
         Arg::new("flows")
             .long("flows")
             .value_name("N")
-            .help("Per-flow state entries (MPCP), a fixed bound on memory [default: 65536]"),
+            .help("Per-flow state entries (MPCP), a fixed bound on memory (1 to 16777216) [default: 65536]"),
         Arg::new("flow-idle")
             .long("flow-idle")
             .value_name("TIME")
@@ -269,7 +270,7 @@ fn command() -> Command {
                         .default_value("ecnq-down")
                         .help("TUN device for right → left traffic"),
                 )
-                .arg(Arg::new("mtu").long("mtu").value_name("BYTES").default_value("1500").help("MTU of both devices"))
+                .arg(Arg::new("mtu").long("mtu").value_name("BYTES").default_value("1500").help("MTU of both devices (576 to 65535)"))
                 .arg(
                     Arg::new("no-offload")
                         .long("no-offload")
@@ -281,7 +282,7 @@ fn command() -> Command {
                         .long("tx-queue-len")
                         .value_name("N")
                         .default_value("10000")
-                        .help("Device transmit queue (the kernel default of 500 drops bursts)"),
+                        .help("Device transmit queue, 1 to 1048576 (the kernel default of 500 drops bursts)"),
                 )
                 .args(link_args()),
         )
@@ -327,6 +328,20 @@ fn with<T>(
         .transpose()
 }
 
+/// `--name`, if given, within `min..=max`.
+fn in_range<T>(m: &ArgMatches, name: &str, min: T, max: T) -> Result<Option<T>, String>
+where
+    T: std::str::FromStr + PartialOrd + std::fmt::Display,
+    T::Err: std::fmt::Display,
+{
+    match parsed::<T>(m, name)? {
+        Some(v) if v < min || v > max => Err(format!(
+            "--{name} must be between {min} and {max}, got {v}"
+        )),
+        other => Ok(other),
+    }
+}
+
 fn factor(m: &ArgMatches, name: &str) -> Result<Option<f64>, String> {
     match parsed::<f64>(m, name)? {
         Some(x) if !(x.is_finite() && x > 0.0) => {
@@ -348,10 +363,7 @@ fn directions(m: &ArgMatches) -> Result<(Direction, Direction), String> {
     let capacity = with(m, "capacity", parse_rate)?;
     let threshold = with(m, "classic-threshold", parse_size)?;
     let (gamma, kappa_q, k1) = (factor(m, "gamma")?, factor(m, "kappa-q")?, factor(m, "k1")?);
-    let flows = parsed::<usize>(m, "flows")?;
-    if flows == Some(0) {
-        return Err("--flows must be at least 1".to_owned());
-    }
+    let flows = in_range::<usize>(m, "flows", 1, FlowTableConfig::MAX_CAPACITY)?;
     let flow_idle = with(m, "flow-idle", parse_time)?;
     if tp.is_some_and(|t| t.is_zero()) {
         return Err("--tp must be longer than zero".to_owned());
@@ -466,9 +478,9 @@ fn tun(m: &ArgMatches) -> Result<(), String> {
     let config = TunConfig {
         up_device: text(m, "up-dev").unwrap_or("ecnq-up").to_owned(),
         down_device: text(m, "down-dev").unwrap_or("ecnq-down").to_owned(),
-        mtu: parsed::<u16>(m, "mtu")?.unwrap_or(1500).max(576),
+        mtu: in_range::<u16>(m, "mtu", 576, 65_535)?.unwrap_or(1500),
         offload: !m.get_flag("no-offload"),
-        tx_queue_len: parsed::<u32>(m, "tx-queue-len")?.unwrap_or(10_000),
+        tx_queue_len: in_range::<u32>(m, "tx-queue-len", 1, 1 << 20)?.unwrap_or(10_000),
         up,
         down,
         seed: seed(m)?,
