@@ -11,7 +11,7 @@ use ecnq_examples::perf::client::{self, ClientConfig};
 use ecnq_examples::perf::output;
 use ecnq_examples::perf::proto::{self, TestRequest, DEFAULT_PORT};
 use ecnq_examples::perf::report::{self, Interval, Report, Sum};
-use ecnq_examples::perf::{demo, server, testbed};
+use ecnq_examples::perf::{check_seconds, demo, server, testbed, MAX_SECONDS};
 
 /// Measure ecnq's QUIC transport like iperf3 measures TCP: `ecnq-perf -s` on
 /// one side, `ecnq-perf -c HOST` on the other. `ecnq-perf demo` runs every
@@ -53,10 +53,10 @@ struct PerfArgs {
     /// Server port.
     #[arg(short = 'p', long, default_value_t = DEFAULT_PORT)]
     port: u16,
-    /// Seconds to send for.
+    /// Seconds to send for (0.001 to 86400).
     #[arg(short = 't', long, default_value_t = 10.0, value_name = "SECONDS")]
     time: f64,
-    /// Bytes to send instead of a time (K, M, G suffixes: 1024-based).
+    /// Bytes to send instead of a time (K, M, G, T suffixes: 1024-based; at most 1T).
     #[arg(short = 'n', long, value_name = "SIZE", value_parser = parse_size)]
     bytes: Option<u64>,
     /// Parallel streams, each its own QUIC connection and congestion controller.
@@ -65,7 +65,7 @@ struct PerfArgs {
     /// Reverse: the server sends (with the server's --cc).
     #[arg(short = 'R', long)]
     reverse: bool,
-    /// Seconds between interval reports (0 for none).
+    /// Seconds between interval reports: 0 for none, else 0.01 to 3600.
     #[arg(short = 'i', long, default_value_t = 1.0, value_name = "SECONDS")]
     interval: f64,
     /// Print one JSON report, shaped like iperf3's, at the end.
@@ -106,21 +106,26 @@ fn parse_cc(s: &str) -> Result<CongestionControl, String> {
     s.parse::<CongestionControl>().map_err(|e| e.to_string())
 }
 
+/// Most bytes a test may ask for (`-n`).
+const MAX_BYTES: u64 = 1 << 40;
+
 fn parse_size(s: &str) -> Result<u64, String> {
     let s = s.trim();
     let (digits, scale) = match s.char_indices().last() {
         Some((i, c)) if c.eq_ignore_ascii_case(&'k') => (&s[..i], 1u64 << 10),
         Some((i, c)) if c.eq_ignore_ascii_case(&'m') => (&s[..i], 1 << 20),
         Some((i, c)) if c.eq_ignore_ascii_case(&'g') => (&s[..i], 1 << 30),
+        Some((i, c)) if c.eq_ignore_ascii_case(&'t') => (&s[..i], 1 << 40),
         _ => (s, 1),
     };
     let value: f64 = digits
         .parse()
         .map_err(|_| format!("`{s}` is not a size (e.g. 10M)"))?;
-    if !(value.is_finite() && value > 0.0) {
-        return Err(format!("`{s}` must be a positive size"));
+    let bytes = value * scale as f64;
+    if !(value.is_finite() && value > 0.0 && bytes <= MAX_BYTES as f64) {
+        return Err(format!("`{s}` must be a size from 1 byte to 1T"));
     }
-    Ok((value * scale as f64) as u64)
+    Ok(bytes.max(1.0) as u64)
 }
 
 fn main() -> ExitCode {
@@ -159,11 +164,9 @@ async fn perf(args: PerfArgs) -> Result<(), String> {
             .with_writer(std::io::stderr)
             .try_init();
     }
-    if !(args.time.is_finite() && args.time > 0.0) {
-        return Err("-t must be a positive number of seconds".into());
-    }
-    if !(args.interval.is_finite() && args.interval >= 0.0) {
-        return Err("-i must be zero or a positive number of seconds".into());
+    check_seconds("-t", args.time, 0.001, MAX_SECONDS)?;
+    if args.interval != 0.0 {
+        check_seconds("-i (0 for none)", args.interval, 0.01, 3600.0)?;
     }
     match (&args.client, args.server) {
         (Some(host), false) => run_client(host.clone(), &args).await,
