@@ -1,7 +1,8 @@
 //! `ecnq-perf` on hostile input: every bad flag ends with a non-zero exit
 //! and a message naming it, never a panic or an endless run.
 
-use std::process::Command;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
 
 const BIN: &str = env!("CARGO_BIN_EXE_ecnq-perf");
 
@@ -39,4 +40,58 @@ fn hostile_flags_fail_cleanly() {
     ] {
         fails_with(args, message);
     }
+}
+
+/// A free UDP port on loopback (free when this returns, most likely still).
+fn free_port() -> u16 {
+    std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The server writes its self-signed certificate, after binding, into a
+/// private directory and prints the path; the client finds it from the
+/// address it names; a second server that cannot bind leaves it alone.
+#[test]
+fn a_client_trusts_the_certificate_its_server_left() {
+    let tmp = std::env::temp_dir().join(format!("ecnq-perf-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let port = free_port().to_string();
+    let server_args = ["-s", "-1", "-B", "127.0.0.1", "-p", &port];
+    let mut server = Command::new(BIN)
+        .args(server_args)
+        .env("TMPDIR", &tmp)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(server.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    let path = first
+        .split(" in ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no path in {first:?}"));
+    assert!(path.starts_with(tmp.to_str().unwrap()), "{path}");
+    let pem = std::fs::read_to_string(path).unwrap();
+    let second = Command::new(BIN)
+        .args(server_args)
+        .env("TMPDIR", &tmp)
+        .output()
+        .unwrap();
+    assert!(!second.status.success());
+    assert!(String::from_utf8_lossy(&second.stderr).contains("cannot listen"));
+    assert_eq!(std::fs::read_to_string(path).unwrap(), pem, "overwritten");
+    let client = Command::new(BIN)
+        .args(["-c", "127.0.0.1", "-p", &port, "-t", "0.3", "-i", "0"])
+        .env("TMPDIR", &tmp)
+        .output()
+        .unwrap();
+    assert!(
+        client.status.success(),
+        "{}",
+        String::from_utf8_lossy(&client.stderr)
+    );
+    assert!(server.wait().unwrap().success());
+    std::fs::remove_dir_all(&tmp).unwrap();
 }

@@ -94,7 +94,8 @@ struct PerfArgs {
     #[arg(long, requires = "cert", value_name = "FILE")]
     key: Option<PathBuf>,
     /// Client: trust this CA (PEM). Default: the certificate a server on this
-    /// machine left in the temporary directory.
+    /// machine left for the address named, in the private directory
+    /// $TMPDIR/ecnq-perf-UID (0700).
     #[arg(long, value_name = "FILE")]
     ca: Option<PathBuf>,
     /// Name the server's certificate is for (and the client checks).
@@ -191,19 +192,11 @@ async fn run_server(args: &PerfArgs) -> Result<(), String> {
         args.bind.unwrap_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED)),
         args.port,
     );
-    let identity = match (&args.cert, &args.key) {
-        (Some(cert), Some(key)) => proto::load_identity(cert, key)?,
+    let (identity, self_signed) = match (&args.cert, &args.key) {
+        (Some(cert), Some(key)) => (proto::load_identity(cert, key)?, None),
         _ => {
             let (identity, pem) = proto::self_signed(std::slice::from_ref(&args.server_name))?;
-            let path = proto::default_cert_path(args.port);
-            std::fs::write(&path, pem)
-                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-            println!(
-                "Self-signed certificate for `{}` in {}",
-                args.server_name,
-                path.display()
-            );
-            identity
+            (identity, Some(pem))
         }
     };
     let mut options = Options::new(args.cc).alpn(&[proto::ALPN]);
@@ -212,6 +205,17 @@ async fn run_server(args: &PerfArgs) -> Result<(), String> {
     }
     let endpoint = Endpoint::server(bind, identity, options)
         .map_err(|e| format!("cannot listen on {bind}: {e}"))?;
+    // Only once the address is ours: a server that cannot bind leaves the
+    // certificate of the one that did alone.
+    if let Some(pem) = self_signed {
+        let local = endpoint.local_addr().map_err(|e| e.to_string())?;
+        let path = proto::store_cert(&proto::cert_dir(), local, &pem)?;
+        println!(
+            "Self-signed certificate for `{}` in {}",
+            args.server_name,
+            path.display()
+        );
+    }
     println!(
         "Server listening on {} (congestion control {} when sending)",
         bind, args.cc
@@ -252,16 +256,7 @@ async fn run_client(host: String, args: &PerfArgs) -> Result<(), String> {
         .ok_or_else(|| format!("{host} has no address"))?;
     let ca = match &args.ca {
         Some(ca) => ca.clone(),
-        None => {
-            let path = proto::default_cert_path(args.port);
-            if !path.exists() {
-                return Err(format!(
-                    "no certificate to trust: pass --ca FILE (a server on this machine leaves its certificate in {})",
-                    path.display()
-                ));
-            }
-            path
-        }
+        None => proto::find_cert(&proto::cert_dir(), server)?,
     };
     let config = ClientConfig {
         server,
