@@ -32,3 +32,22 @@ pub mod testbed;
 pub mod tos_socket;
 pub mod tun;
 pub mod wire;
+
+/// Completes on SIGINT or SIGTERM (never if they cannot be watched): how
+/// the shim and the tools know to close down cleanly.
+pub async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) {
+        (Ok(mut int), Ok(mut term)) => {
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            }
+        }
+        // No signal handling: run until killed.
+        _ => std::future::pending().await,
+    }
+}

@@ -18,6 +18,7 @@ use ecnq_shim::observe::{PcapWriter, SnapshotBoard};
 use ecnq_shim::pump::Observers;
 use ecnq_shim::relay::{raise_fd_limit, sessions_within, Relay, RelayConfig, RelayReport};
 use ecnq_shim::sessions::SessionLimits;
+use ecnq_shim::shutdown_signal;
 use ecnq_shim::spec::{parse_rate, parse_size, parse_time, LinkSpec};
 use ecnq_shim::stats::{LinkSnapshot, StatsSink};
 use ecnq_shim::testbed::{self, name_of, Shape, Topology};
@@ -335,9 +336,9 @@ where
     T::Err: std::fmt::Display,
 {
     match parsed::<T>(m, name)? {
-        Some(v) if v < min || v > max => Err(format!(
-            "--{name} must be between {min} and {max}, got {v}"
-        )),
+        Some(v) if v < min || v > max => {
+            Err(format!("--{name} must be between {min} and {max}, got {v}"))
+        }
         other => Ok(other),
     }
 }
@@ -628,22 +629,4 @@ fn relay(m: &ArgMatches) -> Result<(), String> {
     print_final(&report.up, &report.down);
     println!("{}", report.sessions.to_json(report.time, true));
     Ok(())
-}
-
-/// Completes on SIGINT or SIGTERM.
-async fn shutdown_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    match (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) {
-        (Ok(mut int), Ok(mut term)) => {
-            tokio::select! {
-                _ = int.recv() => {}
-                _ = term.recv() => {}
-            }
-        }
-        // No signal handling: run until killed.
-        _ => std::future::pending().await,
-    }
 }

@@ -60,25 +60,27 @@ impl SnapshotBoard {
         let local = listener.local_addr()?;
         let board = self.clone();
         let scrapes = Arc::new(AtomicUsize::new(0));
-        thread::Builder::new().name("metrics".into()).spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(stream) = stream else {
-                    // Out of descriptors, say: do not spin.
-                    thread::sleep(Duration::from_millis(10));
-                    continue;
-                };
-                let Some(slot) = ScrapeSlot::take(&scrapes) else {
-                    continue;
-                };
-                let board = board.clone();
-                let _ = thread::Builder::new()
-                    .name("metrics-scrape".into())
-                    .spawn(move || {
-                        let _slot = slot;
-                        board.answer(stream);
-                    });
-            }
-        })?;
+        thread::Builder::new()
+            .name("metrics".into())
+            .spawn(move || {
+                for stream in listener.incoming() {
+                    let Ok(stream) = stream else {
+                        // Out of descriptors, say: do not spin.
+                        thread::sleep(Duration::from_millis(10));
+                        continue;
+                    };
+                    let Some(slot) = ScrapeSlot::take(&scrapes) else {
+                        continue;
+                    };
+                    let board = board.clone();
+                    let _ = thread::Builder::new()
+                        .name("metrics-scrape".into())
+                        .spawn(move || {
+                            let _slot = slot;
+                            board.answer(stream);
+                        });
+                }
+            })?;
         Ok(local)
     }
 
@@ -282,7 +284,12 @@ pub fn prometheus_text(links: &[LinkSnapshot]) -> String {
 fn session_text(out: &mut String, c: &SessionCounters) {
     for (name, kind, help, value) in [
         ("sessions_active", "gauge", "Relay sessions open.", c.active),
-        ("sessions_opened_total", "counter", "Relay sessions opened.", c.opened),
+        (
+            "sessions_opened_total",
+            "counter",
+            "Relay sessions opened.",
+            c.opened,
+        ),
         (
             "sessions_evicted_total",
             "counter",
@@ -437,7 +444,11 @@ mod tests {
         conn.read_to_string(&mut response).unwrap();
         assert!(response.starts_with("HTTP/1.1 200 OK"));
         assert!(response.contains("ecnq_shim_arrivals_total{dir=\"up\"} 42"));
-        assert!(started.elapsed() < SCRAPE_TIMEOUT, "{:?}", started.elapsed());
+        assert!(
+            started.elapsed() < SCRAPE_TIMEOUT,
+            "{:?}",
+            started.elapsed()
+        );
     }
 
     #[test]

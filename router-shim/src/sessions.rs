@@ -285,7 +285,11 @@ mod tests {
             assert_eq!(open(&mut table, addr(1, port), now), Admission::Open);
         }
         // Port 1 turns active again: port 2 is the idlest.
-        table.get(&addr(1, 1)).unwrap().1.store(30, Ordering::Relaxed);
+        table
+            .get(&addr(1, 1))
+            .unwrap()
+            .1
+            .store(30, Ordering::Relaxed);
         assert_eq!(
             open(&mut table, addr(2, 9), 40),
             Admission::OpenAfterEvicting(2)

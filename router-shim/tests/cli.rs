@@ -39,16 +39,31 @@ fn bad_input_gets_one_line_errors() {
         &with(&["--flows", "18446744073709551615"]),
         "--flows must be between 1 and 16777216",
     );
-    fails_with(&with(&["--session-idle", "0s"]), "--session-idle must be between");
-    fails_with(&with(&["--session-idle", "99999999s"]), "longer than an hour");
-    fails_with(&with(&["--max-sessions", "0"]), "--max-sessions must be between");
+    fails_with(
+        &with(&["--session-idle", "0s"]),
+        "--session-idle must be between",
+    );
+    fails_with(
+        &with(&["--session-idle", "99999999s"]),
+        "longer than an hour",
+    );
+    fails_with(
+        &with(&["--max-sessions", "0"]),
+        "--max-sessions must be between",
+    );
     fails_with(
         &with(&["--max-sessions-per-source", "99999999999"]),
         "--max-sessions-per-source must be between",
     );
     fails_with(&with(&["--stats-interval", "0s"]), "longer than zero");
-    fails_with(&["tun", "--mtu", "100"], "--mtu must be between 576 and 65535");
-    fails_with(&["tun", "--tx-queue-len", "0"], "--tx-queue-len must be between");
+    fails_with(
+        &["tun", "--mtu", "100"],
+        "--mtu must be between 576 and 65535",
+    );
+    fails_with(
+        &["tun", "--tx-queue-len", "0"],
+        "--tx-queue-len must be between",
+    );
     fails_with(&["testbed", "up", "star"], "unknown topology `star`");
     fails_with(
         &["testbed", "restart", "nosuch-bed", "--router", "rt9"],
@@ -87,7 +102,9 @@ fn sigterm_prints_final_counters() {
     assert!(lines[0].contains("\"arrivals\":3") && lines[0].contains("\"departures\":3"));
     assert!(lines[1].contains("\"dir\":\"down\""));
     assert!(
-        lines[2].contains("\"final\":true,\"sessions\":1,\"sessions_active\":1,\"sessions_refused\":0,"),
+        lines[2].contains(
+            "\"final\":true,\"sessions\":1,\"sessions_active\":1,\"sessions_refused\":0,"
+        ),
         "{}",
         lines[2]
     );
@@ -163,7 +180,9 @@ fn rss(pid: u32) -> u64 {
 
 /// Open descriptors of a process.
 fn open_fds(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count()
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count()
 }
 
 /// SIGTERM; the exit status must be success. Returns the final session line.

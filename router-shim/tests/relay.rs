@@ -431,10 +431,16 @@ fn a_full_session_table_evicts_the_idlest() {
     let got = receive_all(&server, Duration::from_millis(500), 20);
     // The last client's session is still there: its reply gets back.
     send(&server, got[19].from, b"back", 0);
-    assert_eq!(receive_all(&clients[19], Duration::from_millis(500), 1).len(), 1);
+    assert_eq!(
+        receive_all(&clients[19], Duration::from_millis(500), 1).len(),
+        1
+    );
     let report = relay.stop();
     let s = report.sessions;
-    assert_eq!((got.len(), s.opened, s.evicted, s.refused()), (20, 20, 4, 0));
+    assert_eq!(
+        (got.len(), s.opened, s.evicted, s.refused()),
+        (20, 20, 4, 0)
+    );
     assert_eq!(s.active, 16, "open at the end");
 }
 

@@ -629,7 +629,10 @@ rtt = ["20ms", "40ms"]
             Scenario::parse("t", "t", TEXT, &set)?.build(&Overrides::default())
         };
         let err = build(&["flows.0.count=10000000"]).unwrap_err();
-        assert!(err.contains("10000000 flows") && err.contains("MB allowed"), "{err}");
+        assert!(
+            err.contains("10000000 flows") && err.contains("MB allowed"),
+            "{err}"
+        );
         let err = build(&["duration=1e30s"]).unwrap_err();
         assert!(err.contains("duration: must be"), "{err}");
         let err = build(&["duration=0s"]).unwrap_err();

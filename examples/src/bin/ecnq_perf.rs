@@ -12,6 +12,7 @@ use ecnq_examples::perf::output;
 use ecnq_examples::perf::proto::{self, TestRequest, DEFAULT_PORT};
 use ecnq_examples::perf::report::{self, Interval, Report, Sum};
 use ecnq_examples::perf::{check_seconds, demo, server, testbed, MAX_SECONDS};
+use ecnq_shim::shutdown_signal;
 
 /// Measure ecnq's QUIC transport like iperf3 measures TCP: `ecnq-perf -s` on
 /// one side, `ecnq-perf -c HOST` on the other. `ecnq-perf demo` runs every
@@ -220,32 +221,35 @@ async fn run_server(args: &PerfArgs) -> Result<(), String> {
         "Server listening on {} (congestion control {} when sending)",
         bind, args.cc
     );
-    let serving = server::serve(endpoint, args.one_off, |finished| match finished {
-        Ok(f) => println!(
-            "[{}] {} {} in {:.2} s = {} (client asked {}; {} mode {})",
-            f.peer,
-            if f.request.reverse {
-                "sent"
-            } else {
-                "received"
-            },
-            output::bytes(f.result.bytes),
-            f.result.seconds,
-            output::bits_per_second(report::rate(f.result.bytes, f.result.seconds)),
-            if f.request.bytes > 0 {
-                format!("{} bytes", f.request.bytes)
-            } else {
-                format!("{} s", f.request.seconds)
-            },
-            f.stats.controller,
-            client::mode_name(&f.stats),
-        ),
-        Err(e) => eprintln!("ecnq-perf: test failed: {e}"),
-    });
-    tokio::select! {
-        () = serving => Ok(()),
-        _ = tokio::signal::ctrl_c() => Ok(()),
-    }
+    let serving = server::serve(
+        endpoint,
+        args.one_off,
+        shutdown_signal(),
+        |finished| match finished {
+            Ok(f) => println!(
+                "[{}] {} {} in {:.2} s = {} (client asked {}; {} mode {})",
+                f.peer,
+                if f.request.reverse {
+                    "sent"
+                } else {
+                    "received"
+                },
+                output::bytes(f.result.bytes),
+                f.result.seconds,
+                output::bits_per_second(report::rate(f.result.bytes, f.result.seconds)),
+                if f.request.bytes > 0 {
+                    format!("{} bytes", f.request.bytes)
+                } else {
+                    format!("{} s", f.request.seconds)
+                },
+                f.stats.controller,
+                client::mode_name(&f.stats),
+            ),
+            Err(e) => eprintln!("ecnq-perf: test failed: {e}"),
+        },
+    );
+    serving.await;
+    Ok(())
 }
 
 async fn run_client(host: String, args: &PerfArgs) -> Result<(), String> {

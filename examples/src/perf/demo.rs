@@ -15,9 +15,9 @@ use clap::Args;
 use ecnq::quic::CongestionControl;
 use ecnq_shim::spec::{parse_rate, parse_size, parse_time, LinkSpec};
 
+use super::check_seconds;
 use super::loopback::{Flow, LinkSeries, LoopbackBed, RunSummary};
 use super::plot::{line_chart, Series};
-use super::check_seconds;
 use super::stats::FlowSeries;
 
 /// Options of `ecnq-perf demo`.

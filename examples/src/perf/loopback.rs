@@ -67,7 +67,12 @@ impl LoopbackBed {
         let endpoint = Endpoint::server(bind, identity, options)
             .map_err(|e| format!("cannot start the server on {bind}: {e}"))?;
         let server = endpoint.local_addr().map_err(|e| e.to_string())?;
-        let serving = tokio::spawn(super::server::serve(endpoint, false, |_| {}));
+        let serving = tokio::spawn(super::server::serve(
+            endpoint,
+            false,
+            std::future::pending(),
+            |_| {},
+        ));
         Ok(LoopbackBed {
             server,
             roots,

@@ -118,8 +118,7 @@ pub fn store_cert(dir: &Path, local: SocketAddr, pem: &str) -> Result<PathBuf, S
 /// the one bound to that very address, else one bound to all addresses
 /// at its port.
 pub fn find_cert(dir: &Path, server: SocketAddr) -> Result<PathBuf, String> {
-    check_private(dir)
-        .map_err(|e| format!("no certificate to trust (pass --ca FILE): {e}"))?;
+    check_private(dir).map_err(|e| format!("no certificate to trust (pass --ca FILE): {e}"))?;
     let any: [IpAddr; 2] = [Ipv6Addr::UNSPECIFIED.into(), Ipv4Addr::UNSPECIFIED.into()];
     std::iter::once(server.ip())
         .chain(any)
@@ -211,8 +210,13 @@ mod tests {
         // A client finds the certificate of the server it names.
         let find = |to: &str| find_cert(&dir, to.parse().unwrap());
         assert_eq!(find("127.0.0.1:5201").unwrap(), path);
-        assert_eq!(std::fs::read_to_string(find("127.0.0.1:5202").unwrap()).unwrap(), "second");
-        assert!(find("127.0.0.1:5203").unwrap_err().contains("no server on this machine"));
+        assert_eq!(
+            std::fs::read_to_string(find("127.0.0.1:5202").unwrap()).unwrap(),
+            "second"
+        );
+        assert!(find("127.0.0.1:5203")
+            .unwrap_err()
+            .contains("no server on this machine"));
         // A symlink planted where the certificate goes is replaced, not followed.
         let target = dir.with_extension("target");
         std::fs::write(&target, "keep").unwrap();
@@ -220,17 +224,29 @@ mod tests {
         std::os::unix::fs::symlink(&target, &path).unwrap();
         store_cert(&dir, any, "third").unwrap();
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
-        assert!(!std::fs::symlink_metadata(&path).unwrap().file_type().is_symlink());
+        assert!(!std::fs::symlink_metadata(&path)
+            .unwrap()
+            .file_type()
+            .is_symlink());
         // A directory others may enter is refused.
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
-        assert!(store_cert(&dir, any, "x").unwrap_err().contains("not a private directory"));
-        assert!(find("127.0.0.1:5201").unwrap_err().contains("not a private directory"));
+        assert!(store_cert(&dir, any, "x")
+            .unwrap_err()
+            .contains("not a private directory"));
+        assert!(find("127.0.0.1:5201")
+            .unwrap_err()
+            .contains("not a private directory"));
         std::fs::remove_dir_all(&dir).unwrap();
         // So is a symlink to a directory.
         let real = scratch("real");
-        std::fs::DirBuilder::new().mode(0o700).create(&real).unwrap();
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&real)
+            .unwrap();
         std::os::unix::fs::symlink(&real, &dir).unwrap();
-        assert!(store_cert(&dir, any, "x").unwrap_err().contains("not a private directory"));
+        assert!(store_cert(&dir, any, "x")
+            .unwrap_err()
+            .contains("not a private directory"));
         for p in [&dir, &target] {
             std::fs::remove_file(p).unwrap();
         }
