@@ -161,7 +161,7 @@ impl<S> SessionTable<S> {
     /// Decides on a new session for `client` (not in the table); makes room
     /// by evicting the idlest session when the table is full.
     pub fn admit(&mut self, client: SocketAddr) -> Admission<S> {
-        if self.from_source(client.ip()) >= self.limits.per_source {
+        if self.sessions_of(client.ip()) >= self.limits.per_source {
             self.counters.refused_source += 1;
             return Admission::Refuse;
         }
@@ -234,7 +234,7 @@ impl<S> SessionTable<S> {
         self.counters
     }
 
-    fn from_source(&self, ip: IpAddr) -> usize {
+    fn sessions_of(&self, ip: IpAddr) -> usize {
         self.per_source.get(&ip).copied().unwrap_or(0)
     }
 

@@ -35,27 +35,22 @@ fn bad_input_gets_one_line_errors() {
         &["relay", "--listen", "nowhere", "--to", "127.0.0.1:9"],
         "--listen `nowhere`",
     );
-    fails_with(
-        &with(&["--flows", "18446744073709551615"]),
-        "--flows must be between 1 and 16777216",
-    );
-    fails_with(
-        &with(&["--session-idle", "0s"]),
-        "--session-idle must be between",
-    );
-    fails_with(
-        &with(&["--session-idle", "99999999s"]),
-        "longer than an hour",
-    );
-    fails_with(
-        &with(&["--max-sessions", "0"]),
-        "--max-sessions must be between",
-    );
-    fails_with(
-        &with(&["--max-sessions-per-source", "99999999999"]),
-        "--max-sessions-per-source must be between",
-    );
-    fails_with(&with(&["--stats-interval", "0s"]), "longer than zero");
+    for (extra, message) in [
+        (
+            &["--flows", "18446744073709551615"][..],
+            "--flows must be between 1 and 16777216",
+        ),
+        (&["--session-idle", "0s"], "--session-idle must be between"),
+        (&["--session-idle", "99999999s"], "longer than an hour"),
+        (&["--max-sessions", "0"], "--max-sessions must be between"),
+        (
+            &["--max-sessions-per-source", "99999999999"],
+            "--max-sessions-per-source must be between",
+        ),
+        (&["--stats-interval", "0s"], "longer than zero"),
+    ] {
+        fails_with(&with(extra), message);
+    }
     fails_with(
         &["tun", "--mtu", "100"],
         "--mtu must be between 576 and 65535",
