@@ -10,12 +10,15 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::{Arg, ArgAction, ArgMatches, Command};
 use ecnq::router::{MarkingMode, RouterConfig};
+use ecnq::FlowTableConfig;
 
 use ecnq_shim::link::router_config;
 use ecnq_shim::link::Direction;
 use ecnq_shim::observe::{PcapWriter, SnapshotBoard};
 use ecnq_shim::pump::Observers;
-use ecnq_shim::relay::{Relay, RelayConfig, RelayReport};
+use ecnq_shim::relay::{raise_fd_limit, sessions_within, Relay, RelayConfig, RelayReport};
+use ecnq_shim::sessions::SessionLimits;
+use ecnq_shim::shutdown_signal;
 use ecnq_shim::spec::{parse_rate, parse_size, parse_time, LinkSpec};
 use ecnq_shim::stats::{LinkSnapshot, StatsSink};
 use ecnq_shim::testbed::{self, name_of, Shape, Topology};
@@ -84,7 +87,7 @@ fn link_args() -> Vec<Arg> {
         Arg::new("flows")
             .long("flows")
             .value_name("N")
-            .help("Per-flow state entries (MPCP), a fixed bound on memory [default: 65536]"),
+            .help("Per-flow state entries (MPCP), a fixed bound on memory (1 to 16777216) [default: 65536]"),
         Arg::new("flow-idle")
             .long("flow-idle")
             .value_name("TIME")
@@ -145,14 +148,28 @@ fn command() -> Command {
                         .long("session-idle")
                         .value_name("TIME")
                         .default_value("60s")
-                        .help("Close a client's session after this long without traffic"),
+                        .help("Close a client's session after this long without traffic (1ms to 1h)"),
                 )
                 .arg(
                     Arg::new("max-sessions")
                         .long("max-sessions")
                         .value_name("N")
                         .default_value("4096")
-                        .help("Most clients served at once; datagrams from more are dropped"),
+                        .help(
+                            "Most clients served at once (1 to 1048576, and at most the open-file \
+                             limit less 64: a socket each); when full, the idlest session is \
+                             closed for a new client",
+                        ),
+                )
+                .arg(
+                    Arg::new("max-sessions-per-source")
+                        .long("max-sessions-per-source")
+                        .value_name("N")
+                        .default_value("1024")
+                        .help(
+                            "Most sessions from one IP address (1 to 1048576); datagrams opening \
+                             more are dropped and counted",
+                        ),
                 )
                 .arg(
                     Arg::new("verbose")
@@ -254,7 +271,7 @@ fn command() -> Command {
                         .default_value("ecnq-down")
                         .help("TUN device for right → left traffic"),
                 )
-                .arg(Arg::new("mtu").long("mtu").value_name("BYTES").default_value("1500").help("MTU of both devices"))
+                .arg(Arg::new("mtu").long("mtu").value_name("BYTES").default_value("1500").help("MTU of both devices (576 to 65535)"))
                 .arg(
                     Arg::new("no-offload")
                         .long("no-offload")
@@ -266,7 +283,7 @@ fn command() -> Command {
                         .long("tx-queue-len")
                         .value_name("N")
                         .default_value("10000")
-                        .help("Device transmit queue (the kernel default of 500 drops bursts)"),
+                        .help("Device transmit queue, 1 to 1048576 (the kernel default of 500 drops bursts)"),
                 )
                 .args(link_args()),
         )
@@ -312,6 +329,20 @@ fn with<T>(
         .transpose()
 }
 
+/// `--name`, if given, within `min..=max`.
+fn in_range<T>(m: &ArgMatches, name: &str, min: T, max: T) -> Result<Option<T>, String>
+where
+    T: std::str::FromStr + PartialOrd + std::fmt::Display,
+    T::Err: std::fmt::Display,
+{
+    match parsed::<T>(m, name)? {
+        Some(v) if v < min || v > max => {
+            Err(format!("--{name} must be between {min} and {max}, got {v}"))
+        }
+        other => Ok(other),
+    }
+}
+
 fn factor(m: &ArgMatches, name: &str) -> Result<Option<f64>, String> {
     match parsed::<f64>(m, name)? {
         Some(x) if !(x.is_finite() && x > 0.0) => {
@@ -333,10 +364,7 @@ fn directions(m: &ArgMatches) -> Result<(Direction, Direction), String> {
     let capacity = with(m, "capacity", parse_rate)?;
     let threshold = with(m, "classic-threshold", parse_size)?;
     let (gamma, kappa_q, k1) = (factor(m, "gamma")?, factor(m, "kappa-q")?, factor(m, "k1")?);
-    let flows = parsed::<usize>(m, "flows")?;
-    if flows == Some(0) {
-        return Err("--flows must be at least 1".to_owned());
-    }
+    let flows = in_range::<usize>(m, "flows", 1, FlowTableConfig::MAX_CAPACITY)?;
     let flow_idle = with(m, "flow-idle", parse_time)?;
     if tp.is_some_and(|t| t.is_zero()) {
         return Err("--tp must be longer than zero".to_owned());
@@ -451,9 +479,9 @@ fn tun(m: &ArgMatches) -> Result<(), String> {
     let config = TunConfig {
         up_device: text(m, "up-dev").unwrap_or("ecnq-up").to_owned(),
         down_device: text(m, "down-dev").unwrap_or("ecnq-down").to_owned(),
-        mtu: parsed::<u16>(m, "mtu")?.unwrap_or(1500).max(576),
+        mtu: in_range::<u16>(m, "mtu", 576, 65_535)?.unwrap_or(1500),
         offload: !m.get_flag("no-offload"),
-        tx_queue_len: parsed::<u32>(m, "tx-queue-len")?.unwrap_or(10_000),
+        tx_queue_len: in_range::<u32>(m, "tx-queue-len", 1, 1 << 20)?.unwrap_or(10_000),
         up,
         down,
         seed: seed(m)?,
@@ -542,18 +570,31 @@ fn relay(m: &ArgMatches) -> Result<(), String> {
     let listen = parsed::<SocketAddr>(m, "listen")?.ok_or("--listen is required")?;
     let target = parsed::<SocketAddr>(m, "to")?.ok_or("--to is required")?;
     let (up, down) = directions(m)?;
-    let max_sessions = parsed::<usize>(m, "max-sessions")?.unwrap_or(4096);
-    if max_sessions == 0 {
-        return Err("--max-sessions must be at least 1".to_owned());
-    }
+    let defaults = SessionLimits::default();
+    let mut sessions = SessionLimits {
+        max: parsed(m, "max-sessions")?.unwrap_or(defaults.max),
+        per_source: parsed(m, "max-sessions-per-source")?.unwrap_or(defaults.per_source),
+        idle: with(m, "session-idle", parse_time)?.unwrap_or(defaults.idle),
+    };
+    sessions.validate()?;
+    // A socket per session: a descriptor limit under --max-sessions would
+    // refuse clients instead of evicting idle ones.
+    let fd_limit = raise_fd_limit().map_err(|e| format!("cannot read the open-file limit: {e}"))?;
+    let fd_room = sessions_within(fd_limit);
+    let fd_note = (sessions.max > fd_room).then(|| {
+        sessions.max = fd_room.max(1);
+        format!(
+            "ecnq-shim relay: at most {} sessions (open-file limit {fd_limit})",
+            sessions.max
+        )
+    });
     let config = RelayConfig {
         listen,
         target,
         up,
         down,
         seed: seed(m)?,
-        session_idle: with(m, "session-idle", parse_time)?.unwrap_or(Duration::from_secs(60)),
-        max_sessions,
+        sessions,
     };
     let observers = observers(m)?;
     let runtime = signal_runtime()?;
@@ -565,6 +606,9 @@ fn relay(m: &ArgMatches) -> Result<(), String> {
             "ecnq-shim relay: listening on {local}, forwarding to {target}; scheme {}",
             config.up.router.mode
         );
+        if let Some(note) = &fd_note {
+            eprintln!("{note}");
+        }
         if m.get_flag("verbose") {
             eprintln!(
                 "  up:   {} (capacity {} bit/s)",
@@ -583,27 +627,6 @@ fn relay(m: &ArgMatches) -> Result<(), String> {
             .map_err(|e| format!("relay failed: {e}"))
     })?;
     print_final(&report.up, &report.down);
-    println!(
-        "{{\"sessions\":{},\"sessions_refused\":{}}}",
-        report.sessions, report.refused
-    );
+    println!("{}", report.sessions.to_json(report.time, true));
     Ok(())
-}
-
-/// Completes on SIGINT or SIGTERM.
-async fn shutdown_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    match (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) {
-        (Ok(mut int), Ok(mut term)) => {
-            tokio::select! {
-                _ = int.recv() => {}
-                _ = term.recv() => {}
-            }
-        }
-        // No signal handling: run until killed.
-        _ => std::future::pending().await,
-    }
 }

@@ -5,20 +5,24 @@
 use std::fmt::Write as _;
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
-use std::net::{SocketAddr, TcpListener};
-use std::sync::Mutex;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ecnq::router::wire_name;
 use ecnq::WireScheme;
 
+use crate::sessions::SessionCounters;
 use crate::stats::LinkSnapshot;
 
-/// The latest snapshot of each link, for the metrics endpoint.
+/// The latest snapshot of each link (and of the relay's sessions), for the
+/// metrics endpoint.
 #[derive(Debug, Default)]
 pub struct SnapshotBoard {
     links: Mutex<Vec<LinkSnapshot>>,
+    sessions: Mutex<Option<SessionCounters>>,
 }
 
 impl SnapshotBoard {
@@ -31,34 +35,89 @@ impl SnapshotBoard {
         }
     }
 
-    /// All links in Prometheus text exposition format.
+    /// Replaces the relay's session counters.
+    pub fn publish_sessions(&self, counters: SessionCounters) {
+        *self.sessions.lock().unwrap_or_else(|p| p.into_inner()) = Some(counters);
+    }
+
+    /// All links (and sessions) in Prometheus text exposition format.
     pub fn prometheus(&self) -> String {
         let links = self.links.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        prometheus_text(&links)
+        let mut text = prometheus_text(&links);
+        if let Some(c) = *self.sessions.lock().unwrap_or_else(|p| p.into_inner()) {
+            session_text(&mut text, &c);
+        }
+        text
     }
 
     /// Serves [`SnapshotBoard::prometheus`] over HTTP on `addr` from a
-    /// background thread; returns the bound address.
-    pub fn serve(self: &std::sync::Arc<Self>, addr: SocketAddr) -> io::Result<SocketAddr> {
+    /// background thread; returns the bound address. Each connection gets
+    /// its own thread, up to [`MAX_SCRAPES`] at once (more are closed
+    /// unanswered), and [`SCRAPE_TIMEOUT`] for reading and for writing, so
+    /// a stalled scraper delays no other.
+    pub fn serve(self: &Arc<Self>, addr: SocketAddr) -> io::Result<SocketAddr> {
         let listener = TcpListener::bind(addr)?;
         let local = listener.local_addr()?;
         let board = self.clone();
-        thread::Builder::new().name("metrics".into()).spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(mut stream) = stream else { continue };
-                let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
-                // Any request gets the metrics; read what the client sent first.
-                let mut request = [0u8; 1024];
-                let _ = stream.read(&mut request);
-                let body = board.prometheus();
-                let _ = write!(
-                    stream,
-                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-            }
-        })?;
+        let scrapes = Arc::new(AtomicUsize::new(0));
+        thread::Builder::new()
+            .name("metrics".into())
+            .spawn(move || {
+                for stream in listener.incoming() {
+                    let Ok(stream) = stream else {
+                        // Out of descriptors, say: do not spin.
+                        thread::sleep(Duration::from_millis(10));
+                        continue;
+                    };
+                    let Some(slot) = ScrapeSlot::take(&scrapes) else {
+                        continue;
+                    };
+                    let board = board.clone();
+                    let _ = thread::Builder::new()
+                        .name("metrics-scrape".into())
+                        .spawn(move || {
+                            let _slot = slot;
+                            board.answer(stream);
+                        });
+                }
+            })?;
         Ok(local)
+    }
+
+    /// Reads (some of) a request, whatever it is, and answers the metrics.
+    fn answer(&self, mut stream: TcpStream) {
+        let _ = stream.set_read_timeout(Some(SCRAPE_TIMEOUT));
+        let _ = stream.set_write_timeout(Some(SCRAPE_TIMEOUT));
+        let mut request = [0u8; 1024];
+        let _ = stream.read(&mut request);
+        let body = self.prometheus();
+        let _ = write!(
+            stream,
+            "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+    }
+}
+
+/// Scrapes served at once.
+pub const MAX_SCRAPES: usize = 16;
+/// Time a scraper gets to send its request, and to take the answer.
+pub const SCRAPE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// One of the [`MAX_SCRAPES`] places, given back when dropped.
+struct ScrapeSlot(Arc<AtomicUsize>);
+
+impl ScrapeSlot {
+    fn take(scrapes: &Arc<AtomicUsize>) -> Option<ScrapeSlot> {
+        let taken = scrapes.fetch_add(1, Ordering::AcqRel);
+        let slot = ScrapeSlot(scrapes.clone());
+        (taken < MAX_SCRAPES).then_some(slot)
+    }
+}
+
+impl Drop for ScrapeSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -221,6 +280,43 @@ pub fn prometheus_text(links: &[LinkSnapshot]) -> String {
     out
 }
 
+/// The relay's session counters in Prometheus text.
+fn session_text(out: &mut String, c: &SessionCounters) {
+    for (name, kind, help, value) in [
+        ("sessions_active", "gauge", "Relay sessions open.", c.active),
+        (
+            "sessions_opened_total",
+            "counter",
+            "Relay sessions opened.",
+            c.opened,
+        ),
+        (
+            "sessions_evicted_total",
+            "counter",
+            "Idlest sessions closed to make room for a new one.",
+            c.evicted,
+        ),
+        (
+            "sessions_expired_total",
+            "counter",
+            "Sessions closed after the idle time.",
+            c.expired,
+        ),
+    ] {
+        let _ = writeln!(
+            out,
+            "# HELP ecnq_shim_{name} {help}\n# TYPE ecnq_shim_{name} {kind}\necnq_shim_{name} {value}"
+        );
+    }
+    let _ = writeln!(
+        out,
+        "# HELP ecnq_shim_sessions_refused_total New sessions refused, by cause.\n# TYPE ecnq_shim_sessions_refused_total counter\n\
+         ecnq_shim_sessions_refused_total{{cause=\"source\"}} {}\n\
+         ecnq_shim_sessions_refused_total{{cause=\"sockets\"}} {}",
+        c.refused_source, c.refused_sockets
+    );
+}
+
 /// pcap link type for raw IPv4/IPv6 packets.
 const LINKTYPE_RAW: u32 = 101;
 /// Bytes of each packet kept.
@@ -306,6 +402,11 @@ mod tests {
         board.publish(snapshot("up", 5));
         board.publish(snapshot("down", 1));
         board.publish(snapshot("up", 9)); // replaces the first
+        board.publish_sessions(SessionCounters {
+            evicted: 4,
+            refused_sockets: 2,
+            ..SessionCounters::default()
+        });
         let text = board.prometheus();
         for want in [
             "# TYPE ecnq_shim_arrivals_total counter",
@@ -315,6 +416,8 @@ mod tests {
             "ecnq_shim_marks_total{dir=\"up\",scheme=\"vcp\",ecn=\"11\"} 0",
             "ecnq_shim_queue_bytes{dir=\"up\"} 1500",
             "ecnq_shim_load_factor{dir=\"down\",formula=\"bmcc\"} 0",
+            "# TYPE ecnq_shim_sessions_evicted_total counter\necnq_shim_sessions_evicted_total 4",
+            "ecnq_shim_sessions_refused_total{cause=\"sockets\"} 2",
         ] {
             assert!(text.contains(want), "missing {want:?} in\n{text}");
         }
@@ -328,9 +431,12 @@ mod tests {
 
     #[test]
     fn metrics_over_http() {
-        let board = std::sync::Arc::new(SnapshotBoard::default());
+        let board = Arc::new(SnapshotBoard::default());
         board.publish(snapshot("up", 42));
         let addr = board.serve("127.0.0.1:0".parse().unwrap()).unwrap();
+        // A scraper that connects and stalls holds up no other.
+        let _stalled = std::net::TcpStream::connect(addr).unwrap();
+        let started = std::time::Instant::now();
         let mut conn = std::net::TcpStream::connect(addr).unwrap();
         conn.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
             .unwrap();
@@ -338,6 +444,11 @@ mod tests {
         conn.read_to_string(&mut response).unwrap();
         assert!(response.starts_with("HTTP/1.1 200 OK"));
         assert!(response.contains("ecnq_shim_arrivals_total{dir=\"up\"} 42"));
+        assert!(
+            started.elapsed() < SCRAPE_TIMEOUT,
+            "{:?}",
+            started.elapsed()
+        );
     }
 
     #[test]

@@ -3,14 +3,18 @@
 //!
 //! Clients send to `--listen`; each client gets a session with its own
 //! upstream socket connected to `--to`, so replies find their way back and
-//! many clients work at once. Both directions cross an emulated [`Link`]
+//! many clients work at once. Sessions are bounded in number, per source
+//! address and in memory ([`crate::sessions`]): a session holds a socket, a
+//! reader task and no buffer of its own (readers share one per thread). A
+//! session that cannot get a socket (descriptor limit) is refused and
+//! counted; the relay keeps serving the others. Both directions cross an emulated [`Link`]
 //! shared by all sessions (one bottleneck per direction). The TOS byte is
 //! read on every receive and the marked one written on every send.
 //!
 //! Sockets are read by tokio tasks; each link runs on its own thread
 //! ([`crate::pump`]), which sends what the link releases.
 
-use std::collections::HashMap;
+use std::cell::RefCell;
 use std::future::Future;
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -27,6 +31,7 @@ use tokio::task::JoinHandle;
 use crate::classify::{marks_of, remarked_tos, PassReason};
 use crate::link::{Corruption, Direction, Link, LinkPacket};
 use crate::pump::{Egress, LinkMsg, LinkThread, Observers};
+use crate::sessions::{Activity, Admission, SessionCounters, SessionLimits, SessionTable};
 use crate::stats::LinkSnapshot;
 use crate::tos_socket::{
     enable_recv_time, enable_recv_tos, recv_with_tos, send_with_tos, set_buffers, wait_writable,
@@ -40,6 +45,9 @@ const MAX_DATAGRAM: usize = 65_535;
 const SOCKET_BUFFER: i32 = 4 << 20;
 /// How often idle sessions are swept.
 const SWEEP_PERIOD: Duration = Duration::from_secs(1);
+/// Descriptors kept for everything but sessions: stdio, the listener, the
+/// runtime, link threads, stats, pcap and metrics connections.
+pub const FD_RESERVE: u64 = 64;
 
 /// Relay configuration.
 #[derive(Clone, Debug)]
@@ -54,10 +62,8 @@ pub struct RelayConfig {
     pub down: Direction,
     /// Seed of the links' random loss, jitter, reordering and duplication.
     pub seed: u64,
-    /// Sessions idle this long are closed.
-    pub session_idle: Duration,
-    /// At most this many sessions at once; datagrams from further clients are dropped.
-    pub max_sessions: usize,
+    /// How many sessions, per source, and for how long.
+    pub sessions: SessionLimits,
 }
 
 /// A datagram crossing the relay.
@@ -96,10 +102,10 @@ pub struct RelayReport {
     pub up: LinkSnapshot,
     /// Target → client link.
     pub down: LinkSnapshot,
-    /// Sessions opened.
-    pub sessions: u64,
-    /// Datagrams dropped because the session table was full.
-    pub refused: u64,
+    /// What the session table did.
+    pub sessions: SessionCounters,
+    /// Time since the relay started.
+    pub time: Duration,
 }
 
 /// A bound relay, ready to run.
@@ -136,6 +142,7 @@ impl Relay {
             observers,
         } = self;
         let link = |d: &Direction, seed| Link::new(d.spec, d.router.clone(), seed, epoch.elapsed());
+        let reporter = observers.clone();
         let up = LinkThread::spawn(
             "up",
             link(&config.up, config.seed),
@@ -152,18 +159,22 @@ impl Relay {
             observers,
         )?;
         let (up_tx, down_tx) = (up.sender(), down.sender());
-        let mut sessions = Sessions {
-            table: HashMap::new(),
-            opened: 0,
-            refused: 0,
+        let mut sessions = SessionTable::new(config.sessions);
+        let io = RelayIo {
+            config: &config,
+            listener: &listener,
+            epoch,
+            up_tx: &up_tx,
+            down_tx: &down_tx,
         };
         let outcome = tokio::select! {
-            result = serve(&config, &listener, epoch, &up_tx, &down_tx, &mut sessions) => result,
+            result = io.serve(&mut sessions, &reporter) => result,
             () = shutdown => Ok(()),
         };
-        for (_, session) in sessions.table.drain() {
-            session.reader.abort();
-        }
+        let counters = sessions.counters();
+        drop(sessions.drain());
+        let time = epoch.elapsed();
+        report_sessions(&reporter, &counters, time, true);
         drop((up_tx, down_tx));
         // Stopping blocks until the link thread takes the message.
         let (up, down) = tokio::task::spawn_blocking(move || -> io::Result<_> {
@@ -175,8 +186,8 @@ impl Relay {
         Ok(RelayReport {
             up,
             down,
-            sessions: sessions.opened,
-            refused: sessions.refused,
+            sessions: counters,
+            time,
         })
     }
 }
@@ -184,25 +195,89 @@ impl Relay {
 /// A UDP socket bound to `addr`, non-blocking, registered with tokio,
 /// reporting the TOS byte of what it receives.
 fn bind_tos_socket(addr: SocketAddr) -> io::Result<UdpSocket> {
-    let socket = std::net::UdpSocket::bind(addr)?;
+    tos_socket(std::net::UdpSocket::bind(addr)?, addr.is_ipv6())
+}
+
+/// A socket connected to `target` from an ephemeral port, set up like the
+/// listener.
+fn upstream_socket(target: SocketAddr) -> io::Result<UdpSocket> {
+    let any: SocketAddr = if target.is_ipv6() {
+        (Ipv6Addr::UNSPECIFIED, 0).into()
+    } else {
+        (Ipv4Addr::UNSPECIFIED, 0).into()
+    };
+    let socket = std::net::UdpSocket::bind(any)?;
+    socket.connect(target)?;
+    tos_socket(socket, target.is_ipv6())
+}
+
+fn tos_socket(socket: std::net::UdpSocket, ipv6: bool) -> io::Result<UdpSocket> {
     socket.set_nonblocking(true)?;
-    enable_recv_tos(&socket, addr.is_ipv6())?;
+    enable_recv_tos(&socket, ipv6)?;
     enable_recv_time(&socket);
     set_buffers(&socket, SOCKET_BUFFER);
     UdpSocket::from_std(socket)
 }
 
+/// Raises the soft limit on open descriptors to the hard limit (each
+/// session holds a socket); returns the limit now in force.
+pub fn raise_fd_limit() -> io::Result<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit with a valid rlimit struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if limit.rlim_cur < limit.rlim_max {
+            limit.rlim_cur = limit.rlim_max;
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+    }
+    Ok(limit.rlim_cur)
+}
+
+/// How many sessions a descriptor limit leaves room for.
+pub fn sessions_within(fd_limit: u64) -> usize {
+    usize::try_from(fd_limit.saturating_sub(FD_RESERVE)).unwrap_or(usize::MAX)
+}
+
+/// What the relay keeps per client.
 struct Session {
     upstream: Arc<UdpSocket>,
-    /// Milliseconds since the epoch of the last datagram either way.
-    last_active: Arc<AtomicU64>,
     reader: JoinHandle<()>,
 }
 
-struct Sessions {
-    table: HashMap<SocketAddr, Session>,
-    opened: u64,
-    refused: u64,
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
+
+thread_local! {
+    /// One receive buffer per thread, shared by the listener and every
+    /// session's reader: a read copies out what it got before yielding.
+    static RECEIVE_BUFFER: RefCell<Vec<u8>> = RefCell::new(vec![0; MAX_DATAGRAM]);
+}
+
+/// One non-blocking receive, with the payload copied out of the thread's
+/// buffer.
+fn receive(socket: &UdpSocket) -> io::Result<(RecvMeta, Vec<u8>)> {
+    RECEIVE_BUFFER.with_borrow_mut(|buf| {
+        let meta = recv_with_tos(socket, buf)?;
+        Ok((meta, buf[..meta.len].to_vec()))
+    })
+}
+
+/// Waits for and receives one datagram.
+async fn receive_next(socket: &UdpSocket) -> io::Result<(RecvMeta, Vec<u8>)> {
+    socket
+        .async_io(Interest::READABLE, || receive(socket))
+        .await
 }
 
 /// When a datagram reached the socket: now, less the time the kernel says
@@ -218,99 +293,121 @@ fn millis(d: Duration) -> u64 {
     d.as_millis() as u64
 }
 
-/// Reads clients, opens sessions, feeds the up link; sweeps idle sessions.
-async fn serve(
-    config: &RelayConfig,
-    listener: &Arc<UdpSocket>,
-    epoch: Instant,
-    up_tx: &SyncSender<LinkMsg<Datagram>>,
-    down_tx: &SyncSender<LinkMsg<Datagram>>,
-    sessions: &mut Sessions,
-) -> io::Result<()> {
-    let mut buf = vec![0u8; MAX_DATAGRAM];
-    let mut sweep = tokio::time::interval(SWEEP_PERIOD);
-    loop {
-        let meta = tokio::select! {
-            meta = listener.async_io(Interest::READABLE, || recv_with_tos(&**listener, &mut buf)) => meta?,
-            _ = sweep.tick() => {
-                let idle = millis(config.session_idle);
-                let now = millis(epoch.elapsed());
-                sessions.table.retain(|_, s| {
-                    let keep = now.saturating_sub(s.last_active.load(Ordering::Relaxed)) < idle;
-                    if !keep {
-                        s.reader.abort();
-                    }
-                    keep
-                });
-                continue;
-            }
-        };
-        let arrived = arrival(epoch, &meta);
-        if !sessions.table.contains_key(&meta.from) {
-            if sessions.table.len() >= config.max_sessions {
-                sessions.refused += 1;
-                continue;
-            }
-            let session = open_session(config, listener, meta.from, epoch, down_tx)?;
-            sessions.opened += 1;
-            sessions.table.insert(meta.from, session);
-        }
-        let Some(session) = sessions.table.get(&meta.from) else {
-            continue;
-        };
-        session
-            .last_active
-            .store(millis(arrived), Ordering::Relaxed);
-        let payload = buf[..meta.len].to_vec();
-        let datagram = Datagram {
-            marks: marks_of(meta.tos, meta.from, config.target, &payload),
-            wire_len: wire_len(meta.len, meta.from),
-            payload,
-            tos: meta.tos,
-            out: session.upstream.clone(),
-            to: None,
-            ipv6: config.target.is_ipv6(),
-        };
-        if up_tx.send(LinkMsg::Packet(arrived, datagram)).is_err() {
-            return Err(io::Error::other("the up link stopped"));
-        }
+/// Writes the session counters as a stats line and to the metrics board.
+fn report_sessions(
+    observers: &Observers,
+    counters: &SessionCounters,
+    time: Duration,
+    final_: bool,
+) {
+    if let Some(sink) = &observers.stats {
+        let _ = sink.write_line(&counters.to_json(time, final_));
+    }
+    if let Some(board) = &observers.board {
+        board.publish_sessions(*counters);
     }
 }
 
-/// Opens a client's upstream socket and starts reading its replies.
-fn open_session(
-    config: &RelayConfig,
-    listener: &Arc<UdpSocket>,
-    client: SocketAddr,
+/// What the client side of the relay works with.
+struct RelayIo<'a> {
+    config: &'a RelayConfig,
+    listener: &'a Arc<UdpSocket>,
     epoch: Instant,
-    down_tx: &SyncSender<LinkMsg<Datagram>>,
-) -> io::Result<Session> {
-    let any: SocketAddr = if config.target.is_ipv6() {
-        (Ipv6Addr::UNSPECIFIED, 0).into()
-    } else {
-        (Ipv4Addr::UNSPECIFIED, 0).into()
-    };
-    let std_socket = std::net::UdpSocket::bind(any)?;
-    std_socket.connect(config.target)?;
-    std_socket.set_nonblocking(true)?;
-    enable_recv_tos(&std_socket, config.target.is_ipv6())?;
-    enable_recv_time(&std_socket);
-    set_buffers(&std_socket, SOCKET_BUFFER);
-    let upstream = Arc::new(UdpSocket::from_std(std_socket)?);
-    let last_active = Arc::new(AtomicU64::new(millis(epoch.elapsed())));
-    let reader = tokio::spawn(read_replies(
-        upstream.clone(),
-        listener.clone(),
-        client,
-        epoch,
-        last_active.clone(),
-        down_tx.clone(),
-    ));
-    Ok(Session {
-        upstream,
-        last_active,
-        reader,
-    })
+    up_tx: &'a SyncSender<LinkMsg<Datagram>>,
+    down_tx: &'a SyncSender<LinkMsg<Datagram>>,
+}
+
+impl RelayIo<'_> {
+    /// Reads clients, opens sessions, feeds the up link; sweeps idle
+    /// sessions and reports the session counters when they change.
+    async fn serve(
+        &self,
+        sessions: &mut SessionTable<Session>,
+        observers: &Observers,
+    ) -> io::Result<()> {
+        let mut sweep = tokio::time::interval(SWEEP_PERIOD);
+        let mut reported = SessionCounters::default();
+        loop {
+            let (meta, payload) = tokio::select! {
+                received = receive_next(self.listener) => received?,
+                _ = sweep.tick() => {
+                    let now = self.epoch.elapsed();
+                    drop(sessions.expire(millis(now)));
+                    if sessions.counters() != reported {
+                        reported = sessions.counters();
+                        report_sessions(observers, &reported, now, false);
+                    }
+                    continue;
+                }
+            };
+            let arrived = arrival(self.epoch, &meta);
+            let upstream = match sessions.get(&meta.from) {
+                Some((session, last_active)) => {
+                    last_active.store(millis(arrived), Ordering::Relaxed);
+                    session.upstream.clone()
+                }
+                None => match self.open_session(sessions, meta.from, arrived).await {
+                    Some(upstream) => upstream,
+                    None => continue,
+                },
+            };
+            let datagram = Datagram {
+                marks: marks_of(meta.tos, meta.from, self.config.target, &payload),
+                wire_len: wire_len(meta.len, meta.from),
+                payload,
+                tos: meta.tos,
+                out: upstream,
+                to: None,
+                ipv6: self.config.target.is_ipv6(),
+            };
+            if self.up_tx.send(LinkMsg::Packet(arrived, datagram)).is_err() {
+                return Err(io::Error::other("the up link stopped"));
+            }
+        }
+    }
+
+    /// Admits `client` to the table (evicting the idlest session if it is
+    /// full), opens its upstream socket and starts reading its replies.
+    /// None if the client is refused: too many sessions from its address,
+    /// or no socket to be had (descriptor limit).
+    async fn open_session(
+        &self,
+        sessions: &mut SessionTable<Session>,
+        client: SocketAddr,
+        now: Duration,
+    ) -> Option<Arc<UdpSocket>> {
+        match sessions.admit(client) {
+            Admission::Refuse => return None,
+            Admission::OpenAfterEvicting(idlest) => {
+                drop(idlest);
+                // Let the aborted reader go, and the socket with it, before
+                // opening another: under a flood the listener is always
+                // readable and would otherwise keep this task running.
+                tokio::task::yield_now().await;
+            }
+            Admission::Open => {}
+        }
+        let Ok(upstream) = upstream_socket(self.config.target) else {
+            sessions.refuse_for_sockets();
+            return None;
+        };
+        let upstream = Arc::new(upstream);
+        let last_active: Activity = Arc::new(AtomicU64::new(millis(now)));
+        let reader = tokio::spawn(read_replies(
+            upstream.clone(),
+            self.listener.clone(),
+            client,
+            self.epoch,
+            last_active.clone(),
+            self.down_tx.clone(),
+        ));
+        let session = Session {
+            upstream: upstream.clone(),
+            reader,
+        };
+        sessions.insert(client, last_active, session);
+        Some(upstream)
+    }
 }
 
 /// Feeds a session's replies into the down link, addressed to its client.
@@ -319,16 +416,12 @@ async fn read_replies(
     listener: Arc<UdpSocket>,
     client: SocketAddr,
     epoch: Instant,
-    last_active: Arc<AtomicU64>,
+    last_active: Activity,
     down_tx: SyncSender<LinkMsg<Datagram>>,
 ) {
-    let mut buf = vec![0u8; MAX_DATAGRAM];
     let ipv6 = client.is_ipv6();
     loop {
-        let Ok(meta) = upstream
-            .async_io(Interest::READABLE, || recv_with_tos(&*upstream, &mut buf))
-            .await
-        else {
+        let Ok((meta, payload)) = receive_next(&upstream).await else {
             // ICMP errors (target not listening yet) surface as read errors:
             // keep the session, the client may retry.
             tokio::task::yield_now().await;
@@ -336,7 +429,6 @@ async fn read_replies(
         };
         let arrived = arrival(epoch, &meta);
         last_active.store(millis(arrived), Ordering::Relaxed);
-        let payload = buf[..meta.len].to_vec();
         let datagram = Datagram {
             marks: marks_of(meta.tos, meta.from, client, &payload),
             wire_len: wire_len(meta.len, meta.from),

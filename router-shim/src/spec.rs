@@ -649,4 +649,25 @@ mod tests {
             assert!(e.starts_with("invalid link spec: "));
         }
     }
+
+    proptest::proptest! {
+        /// Link specs and their words parse or fail, never panic: free text,
+        /// and keyword sequences with extreme numbers.
+        #[test]
+        fn parsers_never_panic(
+            text in "\\PC{0,40}",
+            words in proptest::collection::vec(
+                "(rate|delay|loss|reorder|duplicate|corrupt|limit|blackhole|maxrun|gemodel|[0-9.e]{1,30}(%|ms|s|us|mbit|kbps|kb|mb|gb)?)",
+                0..8,
+            ),
+        ) {
+            let joined = words.join(" ");
+            for t in [text.as_str(), joined.as_str()] {
+                let _ = t.parse::<LinkSpec>();
+                let _ = parse_time(t);
+                let _ = parse_rate(t);
+                let _ = parse_size(t);
+            }
+        }
+    }
 }

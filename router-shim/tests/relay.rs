@@ -14,6 +14,7 @@ use ecnq_shim::link::Direction;
 use ecnq_shim::observe::PcapWriter;
 use ecnq_shim::pump::Observers;
 use ecnq_shim::relay::{Relay, RelayConfig, RelayReport};
+use ecnq_shim::sessions::SessionLimits;
 use ecnq_shim::spec::LinkSpec;
 use ecnq_shim::stats::StatsSink;
 use ecnq_shim::tos_socket::{enable_recv_tos, send_with_tos, set_buffers};
@@ -35,6 +36,20 @@ impl RunningRelay {
         mode: MarkingMode,
         observers: Observers,
     ) -> RunningRelay {
+        let sessions = SessionLimits {
+            max: 16,
+            ..SessionLimits::default()
+        };
+        RunningRelay::start_with(target, spec, mode, observers, sessions)
+    }
+
+    fn start_with(
+        target: SocketAddr,
+        spec: &str,
+        mode: MarkingMode,
+        observers: Observers,
+        sessions: SessionLimits,
+    ) -> RunningRelay {
         let spec: LinkSpec = spec.parse().expect("valid spec");
         let mut router = router_config(&spec);
         router.mode = mode;
@@ -53,8 +68,7 @@ impl RunningRelay {
             up: direction.clone(),
             down: direction,
             seed: 7,
-            session_idle: Duration::from_secs(60),
-            max_sessions: 16,
+            sessions,
         };
         let (addr_tx, addr_rx) = std::sync::mpsc::channel();
         let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -151,7 +165,7 @@ fn relay_marks_as_the_scheme_says_both_ways() {
         .all(|r| r.tos == vcp.tos(Ecn::Ect1) && r.from == relay.addr));
 
     let report = relay.stop();
-    assert_eq!(report.sessions, 1);
+    assert_eq!(report.sessions.opened, 1);
     assert_eq!(report.up.counters.arrivals, u64::from(sent));
     assert!(
         report.up.marks.get(WireScheme::Vcp, Ecn::Ce) > 50,
@@ -194,7 +208,7 @@ fn relay_serves_many_clients() {
         }
     }
     let report = relay.stop();
-    assert_eq!(report.sessions, 5);
+    assert_eq!(report.sessions.opened, 5);
 }
 
 /// Timing-sensitive tests take this lock so they do not compete for the
@@ -399,7 +413,7 @@ fn relay_over_ipv6_keeps_the_traffic_class() {
 }
 
 #[test]
-fn session_table_is_bounded() {
+fn a_full_session_table_evicts_the_idlest() {
     let server = tos_socket();
     // The test relay allows 16 sessions.
     let relay = RunningRelay::start(
@@ -411,8 +425,48 @@ fn session_table_is_bounded() {
     let clients: Vec<UdpSocket> = (0..20).map(|_| tos_socket()).collect();
     for c in &clients {
         send(c, relay.addr, b"x", 0);
+        // Distinct activity stamps (milliseconds): the oldest go first.
+        thread::sleep(Duration::from_millis(2));
     }
     let got = receive_all(&server, Duration::from_millis(500), 20);
+    // The last client's session is still there: its reply gets back.
+    send(&server, got[19].from, b"back", 0);
+    assert_eq!(
+        receive_all(&clients[19], Duration::from_millis(500), 1).len(),
+        1
+    );
     let report = relay.stop();
-    assert_eq!((got.len(), report.sessions, report.refused), (16, 16, 4));
+    let s = report.sessions;
+    assert_eq!(
+        (got.len(), s.opened, s.evicted, s.refused()),
+        (20, 20, 4, 0)
+    );
+    assert_eq!(s.active, 16, "open at the end");
+}
+
+#[test]
+fn one_source_address_gets_a_bounded_share() {
+    let server = tos_socket();
+    let sessions = SessionLimits {
+        max: 16,
+        per_source: 3,
+        ..SessionLimits::default()
+    };
+    let relay = RunningRelay::start_with(
+        server.local_addr().unwrap(),
+        "",
+        MarkingMode::Auto,
+        Observers::default(),
+        sessions,
+    );
+    // Five ports of 127.0.0.1, then one of 127.0.0.2 (loopback is all of 127/8).
+    let mut clients: Vec<UdpSocket> = (0..5).map(|_| tos_socket()).collect();
+    clients.push(UdpSocket::bind("127.0.0.2:0").unwrap());
+    for c in &clients {
+        send(c, relay.addr, b"x", 0);
+    }
+    let got = receive_all(&server, Duration::from_millis(500), 6);
+    let report = relay.stop();
+    assert_eq!(got.len(), 4);
+    assert_eq!(report.sessions.refused_source, 2);
 }

@@ -11,6 +11,17 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::engine::{BufferLimit, FlowSpec, Nanos, ParetoSpec, SimConfig, SECOND};
+
+/// Longest simulated time a scenario may ask for: a day.
+pub const MAX_DURATION: Nanos = 86_400 * SECOND;
+/// Memory a scenario's flows and time series may take.
+pub const MEMORY_BUDGET: u64 = 4 << 30;
+/// A flow's state in the simulator, bytes (its specification, law, sender
+/// and receiver): 10 000 000 flows took 5 GB, about 500 each; rounded up.
+const BYTES_PER_FLOW: u64 = 1024;
+/// One flow's or link's sample of the time series, bytes (at least
+/// `size_of` of [`crate::engine::FlowSample`]).
+const BYTES_PER_SAMPLE: u64 = 64;
 use crate::protocol::Protocol;
 use crate::rng::Rng;
 use crate::topology::{Duplex, DuplexSpec, Network};
@@ -263,12 +274,43 @@ impl Scenario {
         o.scheme.unwrap_or(self.file.scheme)
     }
 
+    /// Checks what the scenario would cost before anything is allocated:
+    /// a simulated duration of at most [`MAX_DURATION`], and flows and
+    /// samples within [`MEMORY_BUDGET`].
+    fn check_cost(&self, duration: Nanos) -> Result<(), String> {
+        if duration == 0 || duration > MAX_DURATION {
+            return Err(format!(
+                "{}: duration: must be more than 0 s and at most {} s, got {} s",
+                self.origin,
+                MAX_DURATION / SECOND,
+                duration as f64 / 1e9
+            ));
+        }
+        let f = &self.file;
+        let flows: u64 = f.flows.iter().map(|g| u64::from(g.get_ref().count)).sum();
+        let sample = f.sample.map_or(SECOND / 10, |t| t.0.max(1_000_000));
+        let series = (flows + f.links.len() as u64) * (duration / sample) * BYTES_PER_SAMPLE;
+        let need = flows.saturating_mul(BYTES_PER_FLOW).saturating_add(series);
+        if need > MEMORY_BUDGET {
+            return Err(format!(
+                "{}: {flows} flows over {} s sampled every {} ms need about {} MB, more than the {} MB allowed (fewer flows, a shorter duration or a longer sample)",
+                self.origin,
+                duration / SECOND,
+                sample / 1_000_000,
+                need >> 20,
+                MEMORY_BUDGET >> 20
+            ));
+        }
+        Ok(())
+    }
+
     /// Builds the simulation.
     pub fn build(&self, o: &Overrides) -> Result<SimConfig, String> {
         let f = &self.file;
         let scheme = self.scheme(o);
         let seed = o.seed.unwrap_or(f.seed);
         let duration = o.duration.unwrap_or(f.duration.0);
+        self.check_cost(duration)?;
         let mss = u32::try_from(f.mss.0)
             .ok()
             .filter(|&m| m >= 64)
@@ -578,5 +620,45 @@ rtt = ["20ms", "40ms"]
         let config = s.build(&o).unwrap();
         assert_eq!((config.seed, config.duration), (4, 1_000_000_000));
         assert!(config.flows.iter().all(|f| f.protocol.name() == "cubic"));
+    }
+
+    #[test]
+    fn costly_scenarios_fail_before_allocating() {
+        let build = |set: &[&str]| {
+            let set: Vec<String> = set.iter().map(|s| (*s).to_owned()).collect();
+            Scenario::parse("t", "t", TEXT, &set)?.build(&Overrides::default())
+        };
+        let err = build(&["flows.0.count=10000000"]).unwrap_err();
+        assert!(
+            err.contains("10000000 flows") && err.contains("MB allowed"),
+            "{err}"
+        );
+        let err = build(&["duration=1e30s"]).unwrap_err();
+        assert!(err.contains("duration: must be"), "{err}");
+        let err = build(&["duration=0s"]).unwrap_err();
+        assert!(err.contains("duration: must be"), "{err}");
+        assert!(build(&["flows.0.count=1000", "duration=600s"]).is_ok());
+    }
+
+    proptest::proptest! {
+        /// Quantities parse or fail, never panic, whatever the text.
+        #[test]
+        fn quantities_never_panic(text in "\\PC{0,24}", number in proptest::num::f64::ANY, unit in "(ns|us|ms|s|Mbit|KB|pkt|bdp|GiB|)") {
+            for t in [text.clone(), format!("{number}{unit}"), format!("{number:e}{unit}")] {
+                let _ = t.parse::<Time>();
+                let _ = t.parse::<Rate>();
+                let _ = t.parse::<Bytes>();
+                let _ = t.parse::<Buffer>();
+            }
+        }
+
+        /// Any edit of the scenario's fields gives a scenario or an error.
+        #[test]
+        fn edits_never_panic(key in "(duration|seed|flows.0.count|flows.0.rtt.0|links.0.rate|links.0.buffer|links.0.loss|mss|sample)", value in "[0-9a-zA-Z.e+-]{0,12}") {
+            let set = [format!("{key}={value}")];
+            if let Ok(s) = Scenario::parse("t", "t", TEXT, &set) {
+                let _ = s.build(&Overrides::default());
+            }
+        }
     }
 }

@@ -13,10 +13,17 @@ use std::time::Duration;
 /// Size and expiry of a [`FlowTable`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FlowTableConfig {
-    /// Number of flows held (rounded up to a power of two, at least 2).
+    /// Number of flows held (rounded up to a power of two, at least 2 and
+    /// at most [`FlowTableConfig::MAX_CAPACITY`]).
     pub capacity: usize,
     /// A flow not seen for this long is forgotten.
     pub idle_timeout: Duration,
+}
+
+impl FlowTableConfig {
+    /// The largest table: 2^24 flows (512 MB with a 4-byte state). Larger capacities
+    /// are clamped to it, so `next_power_of_two` cannot overflow.
+    pub const MAX_CAPACITY: usize = 1 << 24;
 }
 
 impl Default for FlowTableConfig {
@@ -48,7 +55,10 @@ pub struct FlowTable<V> {
 impl<V: Copy + Default> FlowTable<V> {
     /// An empty table.
     pub fn new(config: FlowTableConfig) -> FlowTable<V> {
-        let capacity = config.capacity.max(2).next_power_of_two();
+        let capacity = config
+            .capacity
+            .clamp(2, FlowTableConfig::MAX_CAPACITY)
+            .next_power_of_two();
         FlowTable {
             slots: vec![None; capacity],
             set_mask: capacity / 2 - 1,

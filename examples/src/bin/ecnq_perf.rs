@@ -11,7 +11,8 @@ use ecnq_examples::perf::client::{self, ClientConfig};
 use ecnq_examples::perf::output;
 use ecnq_examples::perf::proto::{self, TestRequest, DEFAULT_PORT};
 use ecnq_examples::perf::report::{self, Interval, Report, Sum};
-use ecnq_examples::perf::{demo, server, testbed};
+use ecnq_examples::perf::{check_seconds, demo, server, testbed, MAX_SECONDS};
+use ecnq_shim::shutdown_signal;
 
 /// Measure ecnq's QUIC transport like iperf3 measures TCP: `ecnq-perf -s` on
 /// one side, `ecnq-perf -c HOST` on the other. `ecnq-perf demo` runs every
@@ -53,10 +54,10 @@ struct PerfArgs {
     /// Server port.
     #[arg(short = 'p', long, default_value_t = DEFAULT_PORT)]
     port: u16,
-    /// Seconds to send for.
+    /// Seconds to send for (0.001 to 86400).
     #[arg(short = 't', long, default_value_t = 10.0, value_name = "SECONDS")]
     time: f64,
-    /// Bytes to send instead of a time (K, M, G suffixes: 1024-based).
+    /// Bytes to send instead of a time (K, M, G, T suffixes: 1024-based; at most 1T).
     #[arg(short = 'n', long, value_name = "SIZE", value_parser = parse_size)]
     bytes: Option<u64>,
     /// Parallel streams, each its own QUIC connection and congestion controller.
@@ -65,7 +66,7 @@ struct PerfArgs {
     /// Reverse: the server sends (with the server's --cc).
     #[arg(short = 'R', long)]
     reverse: bool,
-    /// Seconds between interval reports (0 for none).
+    /// Seconds between interval reports: 0 for none, else 0.01 to 3600.
     #[arg(short = 'i', long, default_value_t = 1.0, value_name = "SECONDS")]
     interval: f64,
     /// Print one JSON report, shaped like iperf3's, at the end.
@@ -94,7 +95,8 @@ struct PerfArgs {
     #[arg(long, requires = "cert", value_name = "FILE")]
     key: Option<PathBuf>,
     /// Client: trust this CA (PEM). Default: the certificate a server on this
-    /// machine left in the temporary directory.
+    /// machine left for the address named, in the private directory
+    /// $TMPDIR/ecnq-perf-UID (0700).
     #[arg(long, value_name = "FILE")]
     ca: Option<PathBuf>,
     /// Name the server's certificate is for (and the client checks).
@@ -106,21 +108,26 @@ fn parse_cc(s: &str) -> Result<CongestionControl, String> {
     s.parse::<CongestionControl>().map_err(|e| e.to_string())
 }
 
+/// Most bytes a test may ask for (`-n`).
+const MAX_BYTES: u64 = 1 << 40;
+
 fn parse_size(s: &str) -> Result<u64, String> {
     let s = s.trim();
     let (digits, scale) = match s.char_indices().last() {
         Some((i, c)) if c.eq_ignore_ascii_case(&'k') => (&s[..i], 1u64 << 10),
         Some((i, c)) if c.eq_ignore_ascii_case(&'m') => (&s[..i], 1 << 20),
         Some((i, c)) if c.eq_ignore_ascii_case(&'g') => (&s[..i], 1 << 30),
+        Some((i, c)) if c.eq_ignore_ascii_case(&'t') => (&s[..i], 1 << 40),
         _ => (s, 1),
     };
     let value: f64 = digits
         .parse()
         .map_err(|_| format!("`{s}` is not a size (e.g. 10M)"))?;
-    if !(value.is_finite() && value > 0.0) {
-        return Err(format!("`{s}` must be a positive size"));
+    let bytes = value * scale as f64;
+    if !(value.is_finite() && value > 0.0 && bytes <= MAX_BYTES as f64) {
+        return Err(format!("`{s}` must be a size from 1 byte to 1T"));
     }
-    Ok((value * scale as f64) as u64)
+    Ok(bytes.max(1.0) as u64)
 }
 
 fn main() -> ExitCode {
@@ -159,11 +166,9 @@ async fn perf(args: PerfArgs) -> Result<(), String> {
             .with_writer(std::io::stderr)
             .try_init();
     }
-    if !(args.time.is_finite() && args.time > 0.0) {
-        return Err("-t must be a positive number of seconds".into());
-    }
-    if !(args.interval.is_finite() && args.interval >= 0.0) {
-        return Err("-i must be zero or a positive number of seconds".into());
+    check_seconds("-t", args.time, 0.001, MAX_SECONDS)?;
+    if args.interval != 0.0 {
+        check_seconds("-i (0 for none)", args.interval, 0.01, 3600.0)?;
     }
     match (&args.client, args.server) {
         (Some(host), false) => run_client(host.clone(), &args).await,
@@ -188,19 +193,11 @@ async fn run_server(args: &PerfArgs) -> Result<(), String> {
         args.bind.unwrap_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED)),
         args.port,
     );
-    let identity = match (&args.cert, &args.key) {
-        (Some(cert), Some(key)) => proto::load_identity(cert, key)?,
+    let (identity, self_signed) = match (&args.cert, &args.key) {
+        (Some(cert), Some(key)) => (proto::load_identity(cert, key)?, None),
         _ => {
             let (identity, pem) = proto::self_signed(std::slice::from_ref(&args.server_name))?;
-            let path = proto::default_cert_path(args.port);
-            std::fs::write(&path, pem)
-                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-            println!(
-                "Self-signed certificate for `{}` in {}",
-                args.server_name,
-                path.display()
-            );
-            identity
+            (identity, Some(pem))
         }
     };
     let mut options = Options::new(args.cc).alpn(&[proto::ALPN]);
@@ -209,36 +206,50 @@ async fn run_server(args: &PerfArgs) -> Result<(), String> {
     }
     let endpoint = Endpoint::server(bind, identity, options)
         .map_err(|e| format!("cannot listen on {bind}: {e}"))?;
+    // Only once the address is ours: a server that cannot bind leaves the
+    // certificate of the one that did alone.
+    if let Some(pem) = self_signed {
+        let local = endpoint.local_addr().map_err(|e| e.to_string())?;
+        let path = proto::store_cert(&proto::cert_dir(), local, &pem)?;
+        println!(
+            "Self-signed certificate for `{}` in {}",
+            args.server_name,
+            path.display()
+        );
+    }
     println!(
         "Server listening on {} (congestion control {} when sending)",
         bind, args.cc
     );
-    let serving = server::serve(endpoint, args.one_off, |finished| match finished {
-        Ok(f) => println!(
-            "[{}] {} {} in {:.2} s = {} (client asked {}; {} mode {})",
-            f.peer,
-            if f.request.reverse {
-                "sent"
-            } else {
-                "received"
-            },
-            output::bytes(f.result.bytes),
-            f.result.seconds,
-            output::bits_per_second(report::rate(f.result.bytes, f.result.seconds)),
-            if f.request.bytes > 0 {
-                format!("{} bytes", f.request.bytes)
-            } else {
-                format!("{} s", f.request.seconds)
-            },
-            f.stats.controller,
-            client::mode_name(&f.stats),
-        ),
-        Err(e) => eprintln!("ecnq-perf: test failed: {e}"),
-    });
-    tokio::select! {
-        () = serving => Ok(()),
-        _ = tokio::signal::ctrl_c() => Ok(()),
-    }
+    let serving = server::serve(
+        endpoint,
+        args.one_off,
+        shutdown_signal(),
+        |finished| match finished {
+            Ok(f) => println!(
+                "[{}] {} {} in {:.2} s = {} (client asked {}; {} mode {})",
+                f.peer,
+                if f.request.reverse {
+                    "sent"
+                } else {
+                    "received"
+                },
+                output::bytes(f.result.bytes),
+                f.result.seconds,
+                output::bits_per_second(report::rate(f.result.bytes, f.result.seconds)),
+                if f.request.bytes > 0 {
+                    format!("{} bytes", f.request.bytes)
+                } else {
+                    format!("{} s", f.request.seconds)
+                },
+                f.stats.controller,
+                client::mode_name(&f.stats),
+            ),
+            Err(e) => eprintln!("ecnq-perf: test failed: {e}"),
+        },
+    );
+    serving.await;
+    Ok(())
 }
 
 async fn run_client(host: String, args: &PerfArgs) -> Result<(), String> {
@@ -249,16 +260,7 @@ async fn run_client(host: String, args: &PerfArgs) -> Result<(), String> {
         .ok_or_else(|| format!("{host} has no address"))?;
     let ca = match &args.ca {
         Some(ca) => ca.clone(),
-        None => {
-            let path = proto::default_cert_path(args.port);
-            if !path.exists() {
-                return Err(format!(
-                    "no certificate to trust: pass --ca FILE (a server on this machine leaves its certificate in {})",
-                    path.display()
-                ));
-            }
-            path
-        }
+        None => proto::find_cert(&proto::cert_dir(), server)?,
     };
     let config = ClientConfig {
         server,

@@ -15,6 +15,7 @@ use clap::Args;
 use ecnq::quic::CongestionControl;
 use ecnq_shim::spec::{parse_rate, parse_size, parse_time, LinkSpec};
 
+use super::check_seconds;
 use super::loopback::{Flow, LinkSeries, LoopbackBed, RunSummary};
 use super::plot::{line_chart, Series};
 use super::stats::FlowSeries;
@@ -31,10 +32,10 @@ pub struct DemoArgs {
     /// Bottleneck buffer: a size (e.g. 250kb) or `bdp` for one bandwidth-delay product.
     #[arg(long, default_value = "bdp")]
     pub buffer: String,
-    /// Length of each single-controller run, in seconds.
+    /// Length of each single-controller run, in seconds (2 to 3600).
     #[arg(long, default_value_t = 10.0)]
     pub duration: f64,
-    /// Seconds between flow arrivals in the mixed run.
+    /// Seconds between flow arrivals in the mixed run (0 to 600).
     #[arg(long, default_value_t = 2.0)]
     pub stagger: f64,
     /// Controllers to compare, comma separated.
@@ -64,12 +65,8 @@ impl DemoArgs {
     /// Checks the options; returns the bottleneck link (both directions)
     /// and its buffer in bytes.
     pub fn link(&self) -> Result<(LinkSpec, u64), String> {
-        if !(self.duration.is_finite() && self.duration >= 2.0) {
-            return Err("--duration must be at least 2 seconds".into());
-        }
-        if !(self.stagger.is_finite() && self.stagger >= 0.0) {
-            return Err("--stagger must be zero or more seconds".into());
-        }
+        check_seconds("--duration", self.duration, 2.0, 3600.0)?;
+        check_seconds("--stagger", self.stagger, 0.0, 600.0)?;
         if self.cc.is_empty() {
             return Err("--cc needs at least one controller".into());
         }

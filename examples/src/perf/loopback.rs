@@ -13,6 +13,7 @@ use ecnq::Scheme;
 use ecnq_shim::link::{router_config, Direction};
 use ecnq_shim::pump::Observers;
 use ecnq_shim::relay::{Relay, RelayConfig};
+use ecnq_shim::sessions::SessionLimits;
 use ecnq_shim::spec::LinkSpec;
 use ecnq_shim::stats::StatsSink;
 use rustls::RootCertStore;
@@ -66,7 +67,12 @@ impl LoopbackBed {
         let endpoint = Endpoint::server(bind, identity, options)
             .map_err(|e| format!("cannot start the server on {bind}: {e}"))?;
         let server = endpoint.local_addr().map_err(|e| e.to_string())?;
-        let serving = tokio::spawn(super::server::serve(endpoint, false, |_| {}));
+        let serving = tokio::spawn(super::server::serve(
+            endpoint,
+            false,
+            std::future::pending(),
+            |_| {},
+        ));
         Ok(LoopbackBed {
             server,
             roots,
@@ -216,8 +222,11 @@ fn bind_relay(spec: &LinkSpec, target: SocketAddr) -> Result<(Relay, Lines), Str
         up: direction.clone(),
         down: direction,
         seed: 1,
-        session_idle: Duration::from_secs(30),
-        max_sessions: 256,
+        sessions: SessionLimits {
+            max: 256,
+            idle: Duration::from_secs(30),
+            ..SessionLimits::default()
+        },
     };
     let lines = Lines::default();
     let observers = Observers {

@@ -9,6 +9,9 @@
 //! the server writes a JSON [`TestResult`] (what it sent or received) on the
 //! control stream and finishes it.
 
+use std::io::Write as _;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use ecnq::quic::Identity;
@@ -56,10 +59,77 @@ pub fn decode<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, String> {
     serde_json::from_slice(bytes).map_err(|e| format!("bad control message from the peer: {e}"))
 }
 
-/// Where a server that made its own certificate leaves it, so a client on
-/// the same machine can trust it with no setup.
-pub fn default_cert_path(port: u16) -> PathBuf {
-    std::env::temp_dir().join(format!("ecnq-perf-{port}.pem"))
+/// Where servers that made their own certificates leave them, so a client
+/// on the same machine can trust one with no setup: a directory of this
+/// user's in the temporary directory, `ecnq-perf-UID`.
+pub fn cert_dir() -> PathBuf {
+    // SAFETY: geteuid cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    std::env::temp_dir().join(format!("ecnq-perf-{uid}"))
+}
+
+/// The certificate file of the server bound to `addr` in `dir`.
+fn cert_file(dir: &Path, addr: SocketAddr) -> PathBuf {
+    dir.join(format!("{}_{}.pem", addr.ip(), addr.port()))
+}
+
+/// Checks that `dir` is a directory (not a symlink) of this user's that
+/// no one else may enter: anyone else could plant a certificate there.
+fn check_private(dir: &Path) -> Result<(), String> {
+    let meta = std::fs::symlink_metadata(dir)
+        .map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+    // SAFETY: geteuid cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    if !meta.file_type().is_dir() || meta.uid() != uid || meta.mode() & 0o077 != 0 {
+        return Err(format!(
+            "{} is not a private directory of this user's (mode 0700); remove it",
+            dir.display()
+        ));
+    }
+    Ok(())
+}
+
+/// Writes the certificate of a server bound to `local` into `dir`
+/// (created 0700 if missing, refused if anyone else could write there),
+/// as a new file: an old one of the same address (a server gone, as this
+/// one holds the address now) is replaced, a symlink is never followed.
+/// Returns the file's path.
+pub fn store_cert(dir: &Path, local: SocketAddr, pem: &str) -> Result<PathBuf, String> {
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(format!("cannot create {}: {e}", dir.display())),
+    }
+    check_private(dir)?;
+    let path = cert_file(dir, local);
+    let _ = std::fs::remove_file(&path);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+    file.write_all(pem.as_bytes())
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    Ok(path)
+}
+
+/// The certificate a server on this machine left in `dir` for `server`:
+/// the one bound to that very address, else one bound to all addresses
+/// at its port.
+pub fn find_cert(dir: &Path, server: SocketAddr) -> Result<PathBuf, String> {
+    check_private(dir).map_err(|e| format!("no certificate to trust (pass --ca FILE): {e}"))?;
+    let any: [IpAddr; 2] = [Ipv6Addr::UNSPECIFIED.into(), Ipv4Addr::UNSPECIFIED.into()];
+    std::iter::once(server.ip())
+        .chain(any)
+        .map(|ip| cert_file(dir, SocketAddr::new(ip, server.port())))
+        .find(|path| path.is_file())
+        .ok_or_else(|| {
+            format!(
+                "no certificate to trust: pass --ca FILE (no server on this machine left one for {server} in {})",
+                dir.display()
+            )
+        })
 }
 
 /// A fresh self-signed identity for `names`, and its certificate as PEM.
@@ -105,6 +175,7 @@ pub fn load_roots(ca: &Path) -> Result<RootCertStore, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn control_messages_round_trip_and_bad_ones_are_errors() {
@@ -117,6 +188,69 @@ mod tests {
         assert_eq!(decode::<TestRequest>(&encode(&req)), Ok(req));
         let err = decode::<TestRequest>(b"{\"version\":1}").unwrap_err();
         assert!(err.contains("bad control message"), "{err}");
+    }
+
+    /// A fresh directory path under the temporary directory, for one test.
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("ecnq-perf-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    #[test]
+    fn certificates_live_in_a_private_directory() {
+        let dir = scratch("certs");
+        let any: SocketAddr = "[::]:5201".parse().unwrap();
+        let lo: SocketAddr = "127.0.0.1:5202".parse().unwrap();
+        let path = store_cert(&dir, any, "first").unwrap();
+        store_cert(&dir, lo, "second").unwrap();
+        let meta = std::fs::metadata(&dir).unwrap();
+        assert_eq!(meta.mode() & 0o777, 0o700);
+        assert_eq!(std::fs::metadata(&path).unwrap().mode() & 0o777, 0o600);
+        // A client finds the certificate of the server it names.
+        let find = |to: &str| find_cert(&dir, to.parse().unwrap());
+        assert_eq!(find("127.0.0.1:5201").unwrap(), path);
+        assert_eq!(
+            std::fs::read_to_string(find("127.0.0.1:5202").unwrap()).unwrap(),
+            "second"
+        );
+        assert!(find("127.0.0.1:5203")
+            .unwrap_err()
+            .contains("no server on this machine"));
+        // A symlink planted where the certificate goes is replaced, not followed.
+        let target = dir.with_extension("target");
+        std::fs::write(&target, "keep").unwrap();
+        std::fs::remove_file(&path).unwrap();
+        std::os::unix::fs::symlink(&target, &path).unwrap();
+        store_cert(&dir, any, "third").unwrap();
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+        assert!(!std::fs::symlink_metadata(&path)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        // A directory others may enter is refused.
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(store_cert(&dir, any, "x")
+            .unwrap_err()
+            .contains("not a private directory"));
+        assert!(find("127.0.0.1:5201")
+            .unwrap_err()
+            .contains("not a private directory"));
+        std::fs::remove_dir_all(&dir).unwrap();
+        // So is a symlink to a directory.
+        let real = scratch("real");
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&real)
+            .unwrap();
+        std::os::unix::fs::symlink(&real, &dir).unwrap();
+        assert!(store_cert(&dir, any, "x")
+            .unwrap_err()
+            .contains("not a private directory"));
+        for p in [&dir, &target] {
+            std::fs::remove_file(p).unwrap();
+        }
+        std::fs::remove_dir(&real).unwrap();
     }
 
     #[test]

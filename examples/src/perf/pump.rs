@@ -22,7 +22,7 @@ impl Limit {
             Limit::Bytes(request.bytes)
         } else {
             Limit::Time(Duration::from_secs_f64(
-                request.seconds.clamp(0.0, 86_400.0),
+                request.seconds.clamp(0.0, super::MAX_SECONDS),
             ))
         }
     }

@@ -21,9 +21,34 @@ pub struct Finished {
     pub stats: CongestionStats,
 }
 
-/// Serves tests until the endpoint closes (or after one with `one_off`).
-/// `report` is called for every finished test, `Err` for a failed one.
-pub async fn serve<F>(endpoint: Endpoint, one_off: bool, report: F)
+/// The application close code of a server shutting down.
+pub const SHUTDOWN: u32 = 0;
+/// How long a shutting-down server waits for its clients to acknowledge.
+const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Serves tests until the endpoint closes (or after one with `one_off`)
+/// or `shutdown` completes: then every connection gets an application
+/// close ([`SHUTDOWN`]), so clients stop at once instead of waiting out
+/// the idle timeout. `report` is called for every finished test, `Err`
+/// for a failed one.
+pub async fn serve<F>(
+    endpoint: Endpoint,
+    one_off: bool,
+    shutdown: impl std::future::Future<Output = ()>,
+    report: F,
+) where
+    F: Fn(Result<Finished, String>) + Send + Sync + 'static,
+{
+    tokio::select! {
+        () = accept(&endpoint, one_off, report) => {}
+        () = shutdown => {
+            endpoint.close(SHUTDOWN.into(), b"server shutting down");
+            let _ = tokio::time::timeout(CLOSE_WAIT, endpoint.wait_idle()).await;
+        }
+    }
+}
+
+async fn accept<F>(endpoint: &Endpoint, one_off: bool, report: F)
 where
     F: Fn(Result<Finished, String>) + Send + Sync + 'static,
 {

@@ -1,13 +1,16 @@
-//! Helpers shared by the integration tests.
+//! Helpers shared by the integration tests; each test binary uses those it
+//! needs.
 
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, UdpSocket};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ecnq_shim::tos_socket::{recv_with_tos, send_with_tos};
 
 /// A datagram as a test receiver saw it.
-// Each test binary reads the fields it needs.
-#[allow(dead_code)]
 #[derive(Clone, Debug)]
 pub struct Received {
     pub at: Instant,
@@ -71,4 +74,26 @@ pub fn steady_rate(got: &[Received], wire: f64, nominal: f64) -> f64 {
     let late = lower_decile(n * 7 / 10, n * 9 / 10);
     let drift_per_packet = (late - early) / (n * 6 / 10) as f64;
     wire * 8.0 / (spacing + drift_per_packet)
+}
+
+/// Starts `ecnq-shim relay` as `command` says, with stdout and stderr
+/// piped; returns it and the address it listens on, read from its banner
+/// ("ecnq-shim relay: listening on ADDR, forwarding to ...").
+pub fn start_relay(command: &mut Command) -> (Child, SocketAddr) {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut banner = String::new();
+    BufReader::new(child.stderr.as_mut().unwrap())
+        .read_line(&mut banner)
+        .unwrap();
+    let addr: SocketAddr = banner
+        .split("listening on ")
+        .nth(1)
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no address in {banner:?}"));
+    (child, addr)
 }
