@@ -404,7 +404,7 @@ async fn goal_shortfall(
 /// repeat a few without the 19 minutes of all six.
 fn goal_schemes() -> Vec<Scheme> {
     let Ok(names) = std::env::var("ECNQ_GOAL_SCHEMES") else {
-        return Scheme::ROUTER_ASSISTED.to_vec();
+        return Scheme::router_assisted().collect();
     };
     names
         .split(',')
@@ -413,7 +413,7 @@ fn goal_schemes() -> Vec<Scheme> {
                 .parse()
                 .unwrap_or_else(|e| panic!("ECNQ_GOAL_SCHEMES: {e}"));
             assert!(
-                Scheme::ROUTER_ASSISTED.contains(&scheme),
+                scheme.is_router_assisted(),
                 "ECNQ_GOAL_SCHEMES: {scheme} gets no help from routers"
             );
             scheme
@@ -548,7 +548,7 @@ async fn late_flow_convergence(scheme: Scheme, seconds: f64) -> Option<f64> {
 #[ignore = "long: run with --release -- --ignored"]
 async fn late_flow_converges_every_scheme() {
     let mut misses = Vec::new();
-    for scheme in Scheme::ROUTER_ASSISTED {
+    for scheme in Scheme::router_assisted() {
         let converge = late_flow_convergence(scheme, 30.0).await;
         if !converge.is_some_and(|t| t <= 20.0) {
             misses.push(format!("{scheme}: {converge:?} s"));

@@ -11,7 +11,6 @@ use std::sync::Arc;
 
 use clap::{Arg, ArgMatches};
 use ecnq::quic::{CongestionControl, EcnSocket, Prepared};
-use ecnq::Scheme;
 use ecnq_interop::{cli, Hooks, Pending, Stack, Summary};
 
 /// The ecnq stack: one [`EcnSocket`] per endpoint, an ecnq controller and
@@ -31,10 +30,14 @@ impl Stack for Ecnq {
     }
 
     fn args(&self) -> Vec<Arg> {
-        vec![Arg::new("cc").long("cc").value_name("CONTROLLER").help(
-            "Congestion controller: vcp, evcp, dpcp, tpcp, bmcc, mcp, classic (ecnq schemes), \
-             or newreno, cubic, bbr (quinn's) [env: ECNQ_CC] [default: vcp]",
-        )]
+        vec![Arg::new("cc")
+            .long("cc")
+            .value_name("CONTROLLER")
+            .help(format!(
+                "Congestion controller [env: ECNQ_CC] [default: {}]:\n{}",
+                CongestionControl::DEFAULT,
+                CongestionControl::help()
+            ))]
     }
 
     fn configure(&mut self, matches: &ArgMatches) -> Result<(), String> {
@@ -132,6 +135,6 @@ impl Summary for EcnqSummary {
 
 fn main() -> ExitCode {
     cli::main(&mut Ecnq {
-        cc: CongestionControl::Ecnq(Scheme::Vcp),
+        cc: CongestionControl::DEFAULT,
     })
 }

@@ -94,20 +94,16 @@ pub fn marks_of(tos: u8, src: SocketAddr, dst: SocketAddr, payload: &[u8]) -> Pa
     }
 }
 
-/// DSCP bit 2 (TOS bit 4) is reserved in the scheme tag: not part of
-/// [`SchemeTag`], so it is carried over from the original byte.
-const TOS_RESERVED: u8 = 0b0001_0000;
-
 /// The TOS byte to send for a packet that arrived with `original` and the
 /// marks `marked`: the original byte when the marker changed nothing (so
-/// traffic the shim does not mark keeps every bit), else the tag and ECN of
-/// `marked` with the reserved bit kept.
+/// traffic the shim does not mark keeps every bit); the original DSCP with
+/// the new ECN when only the codepoint changed (an untagged packet keeps its
+/// class, AF41 or EF, when it is CE-marked); else the tag and ECN of `marked`.
 pub fn remarked_tos(original: u8, marked: &PacketMarks) -> u8 {
-    let tos = marked.tag.tos(marked.ecn) | (original & TOS_RESERVED);
-    if Ecn::from_tos(original) == marked.ecn && SchemeTag::from_tos(original) == marked.tag {
-        original
+    if SchemeTag::from_tos(original) == marked.tag {
+        original & !0b11 | marked.ecn.bits()
     } else {
-        tos
+        marked.tag.tos(marked.ecn)
     }
 }
 
@@ -322,22 +318,26 @@ mod tests {
     }
 
     #[test]
-    fn remarking_keeps_the_reserved_bit_and_unmarked_bytes() {
-        let original = 0b0001_0101; // DSCP 0b000101: reserved bit 2 and fairing set, ECT(1)
-        let Verdict::Udp(c) = classify(&udp4([1; 4], [2; 4], (1, 2), original, b"x")) else {
+    fn remarking_keeps_other_peoples_dscp_and_unmarked_bytes() {
+        // AF41 (DSCP 34), ECT(0): untagged, marked CE, keeps its class.
+        let af41 = 34 << 2 | Ecn::Ect0.bits();
+        let Verdict::Udp(c) = classify(&udp4([1; 4], [2; 4], (1, 2), af41, b"x")) else {
             panic!()
         };
-        assert_eq!(
-            remarked_tos(original, &c.marks),
-            original,
-            "nothing changed"
-        );
+        assert!(c.marks.tag.is_untagged());
+        assert_eq!(remarked_tos(af41, &c.marks), af41, "nothing changed");
         let mut ce = c.marks;
         ce.ecn = Ecn::Ce;
-        assert_eq!(remarked_tos(original, &ce), 0b0001_0111);
+        assert_eq!(remarked_tos(af41, &ce), 34 << 2 | Ecn::Ce.bits());
+        // MCP requesting fairing (tag 9, DSCP 39): a router clears the bit.
+        let fairing = 39 << 2 | Ecn::NotEct.bits();
+        let Verdict::Udp(c) = classify(&udp4([1; 4], [2; 4], (1, 2), fairing, b"x")) else {
+            panic!()
+        };
+        assert!(c.marks.tag.fairing);
         let mut unfair = c.marks;
         unfair.tag.fairing = false;
-        assert_eq!(remarked_tos(original, &unfair), 0b0001_0001);
+        assert_eq!(remarked_tos(fairing, &unfair), 35 << 2);
     }
 
     /// Ones'-complement sum over the UDP pseudo-header (RFC 768 / RFC 8200

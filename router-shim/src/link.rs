@@ -483,7 +483,7 @@ impl<P: LinkPacket> Link<P> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use ecnq::WireScheme;
+    use ecnq::Scheme;
 
     /// A test packet: a size, an id, VCP-tagged marks and a UDP payload.
     #[derive(Clone, Debug, PartialEq)]
@@ -828,6 +828,6 @@ pub(crate) mod tests {
             early.clone().all(|p| p.marks.ecn == Ecn::Ect1),
             "no load measured yet"
         );
-        assert!(l.router().counters().get(WireScheme::Vcp, Ecn::Ce) > 100);
+        assert!(l.router().counters().get(Scheme::Vcp.wire(), Ecn::Ce) > 100);
     }
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::{Arg, ArgAction, ArgMatches, Command};
 use ecnq::router::{MarkingMode, RouterConfig};
-use ecnq::FlowTableConfig;
+use ecnq::{FlowTableConfig, Scheme};
 
 use ecnq_shim::link::router_config;
 use ecnq_shim::link::Direction;
@@ -51,11 +51,12 @@ fn link_args() -> Vec<Arg> {
             .long("scheme")
             .value_name("MODE")
             .default_value("auto")
-            .help(
+            .help(format!(
                 "Marking: auto (by the packet's DSCP scheme tag; untagged ECT gets classic CE \
-                 over --classic-threshold), vcp, evcp, dpcp, tpcp, bmcc, mcp, classic (forced, \
-                 whatever the tag), off (meter only)",
-            ),
+                 over --classic-threshold), off (meter only), or one scheme forced on every \
+                 packet, whatever its tag:\n{}",
+                Scheme::help()
+            )),
         Arg::new("tp")
             .long("tp")
             .value_name("TIME")

@@ -11,9 +11,6 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use ecnq::router::wire_name;
-use ecnq::WireScheme;
-
 use crate::sessions::SessionCounters;
 use crate::stats::LinkSnapshot;
 
@@ -227,8 +224,8 @@ pub fn prometheus_text(links: &[LinkSnapshot]) -> String {
         "# HELP ecnq_shim_marks_total Packets by the scheme that marked them and the ECN codepoint they left with.\n# TYPE ecnq_shim_marks_total counter"
     );
     for s in links {
-        for (id, row) in s.marks.by_scheme.iter().enumerate() {
-            let scheme = wire_name(WireScheme::from_id(id as u8));
+        for (wire, row) in s.marks.iter() {
+            let scheme = wire.name();
             for (ecn, n) in ["00", "01", "10", "11"].iter().zip(row) {
                 let _ = writeln!(
                     out,

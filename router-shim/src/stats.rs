@@ -6,8 +6,8 @@ use std::io::{self, Write};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use ecnq::router::{wire_name, MarkCounters};
-use ecnq::{IntervalStats, LinkLoad, WireScheme};
+use ecnq::router::MarkCounters;
+use ecnq::{IntervalStats, LinkLoad};
 
 use crate::link::{Link, LinkCounters, LinkPacket};
 
@@ -113,9 +113,9 @@ impl LinkSnapshot {
             self.load.mcp.get()
         );
         // Packets by marking scheme, as [left with 00, 01, 10, 11].
-        for (id, m) in self.marks.by_scheme.iter().enumerate() {
-            let sep = if id == 0 { "" } else { "," };
-            let name = wire_name(WireScheme::from_id(id as u8));
+        for (i, (wire, m)) in self.marks.iter().enumerate() {
+            let sep = if i == 0 { "" } else { "," };
+            let name = wire.name();
             let _ = write!(s, "{sep}\"{name}\":[{},{},{},{}]", m[0], m[1], m[2], m[3]);
         }
         s.push_str("}}");

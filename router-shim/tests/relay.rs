@@ -8,7 +8,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use ecnq::router::MarkingMode;
-use ecnq::{Ecn, SchemeTag, WireScheme};
+use ecnq::{Ecn, Scheme, SchemeTag, WireScheme};
 use ecnq_shim::link::router_config;
 use ecnq_shim::link::Direction;
 use ecnq_shim::observe::PcapWriter;
@@ -168,7 +168,7 @@ fn relay_marks_as_the_scheme_says_both_ways() {
     assert_eq!(report.sessions.opened, 1);
     assert_eq!(report.up.counters.arrivals, u64::from(sent));
     assert!(
-        report.up.marks.get(WireScheme::Vcp, Ecn::Ce) > 50,
+        report.up.marks.get(Scheme::Vcp.wire(), Ecn::Ce) > 50,
         "{:?}",
         report.up.marks
     );
@@ -392,7 +392,7 @@ fn relay_over_ipv6_keeps_the_traffic_class() {
     let relay = RunningRelay::start(
         server.local_addr().unwrap(),
         "delay 1ms",
-        MarkingMode::Forced(WireScheme::Classic),
+        MarkingMode::Forced(WireScheme::CLASSIC),
         Observers::default(),
     );
     let client = UdpSocket::bind("[::1]:0").unwrap();

@@ -27,9 +27,8 @@ struct Cli {
 struct RunArgs {
     /// Scenario name (see `list`) or path to a TOML file.
     scenario: String,
-    /// Run every flow that does not fix its own scheme with this one:
-    /// vcp, evcp, dpcp, tpcp, bmcc, mcp, classic, reno, reno-ecn, cubic, cubic-ecn.
-    #[arg(long)]
+    /// Run every flow that does not fix its own scheme with this one.
+    #[arg(long, long_help = format!("Run every flow that does not fix its own scheme with this one:\n{}", Protocol::help()))]
     scheme: Option<Protocol>,
     /// RNG seed (start jitter, packet hashes, random loss, Pareto flows).
     #[arg(long)]

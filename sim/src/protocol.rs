@@ -34,16 +34,8 @@ pub enum Protocol {
 }
 
 impl Protocol {
-    /// Every protocol, in the order `compare` prints them.
-    pub const ALL: [Protocol; 12] = [
-        Protocol::Ecnq(Scheme::Erc),
-        Protocol::Ecnq(Scheme::Vcp),
-        Protocol::Ecnq(Scheme::Evcp),
-        Protocol::Ecnq(Scheme::Dpcp),
-        Protocol::Ecnq(Scheme::Tpcp),
-        Protocol::Ecnq(Scheme::Bmcc),
-        Protocol::Ecnq(Scheme::Mcp),
-        Protocol::Ecnq(Scheme::Classic),
+    /// The baselines, in the order `compare` prints them.
+    const BASELINES: [Protocol; 4] = [
         Protocol::Baseline {
             model: Baseline::Reno,
             ecn: false,
@@ -61,6 +53,22 @@ impl Protocol {
             ecn: true,
         },
     ];
+
+    /// Every protocol, in the order `compare` prints them: the registry's
+    /// schemes, then the baselines.
+    pub const ALL: [Protocol; Scheme::ALL.len() + Protocol::BASELINES.len()] = {
+        let mut list = [Protocol::BASELINES[0]; Scheme::ALL.len() + Protocol::BASELINES.len()];
+        let mut i = 0;
+        while i < Scheme::ALL.len() {
+            list[i] = Protocol::Ecnq(Scheme::ALL[i]);
+            i += 1;
+        }
+        while i < list.len() {
+            list[i] = Protocol::BASELINES[i - Scheme::ALL.len()];
+            i += 1;
+        }
+        list
+    };
 
     /// The name used in scenario files and on the command line.
     pub fn name(self) -> &'static str {
@@ -87,7 +95,7 @@ impl Protocol {
 
     /// Whether the flow's sender reads router feedback (else CE is congestion).
     pub fn router_assisted(self) -> bool {
-        matches!(self, Protocol::Ecnq(s) if s != Scheme::Classic)
+        matches!(self, Protocol::Ecnq(s) if s.is_router_assisted())
     }
 
     /// Whether the sender answers a CE mark as congestion: baselines do, and
@@ -131,6 +139,28 @@ impl Protocol {
             Protocol::Ecnq(s) => s.wire().decoder(),
             Protocol::Baseline { .. } => None,
         }
+    }
+}
+
+impl Protocol {
+    /// One line about the protocol.
+    pub fn summary(self) -> &'static str {
+        match self {
+            Protocol::Ecnq(s) => s.summary(),
+            Protocol::Baseline { ecn: false, .. } => {
+                "the simulator's model, Not-ECT (drop-tail only)"
+            }
+            Protocol::Baseline { ecn: true, .. } => {
+                "the simulator's model, ECT(0), CE read as loss"
+            }
+        }
+    }
+
+    /// One line per protocol, name and summary, for `--help`.
+    pub fn help() -> String {
+        Protocol::ALL
+            .map(|p| format!("  {:<10} {}", p.name(), p.summary()))
+            .join("\n")
     }
 }
 

@@ -7,21 +7,14 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use ecnq::hash::fmix32;
-use ecnq::{Ecn, MarkingMode, PacketMarks, RouterConfig, RouterLink, SchemeTag, WireScheme};
+use ecnq::{MarkingMode, PacketMarks, RouterConfig, RouterLink, SchemeTag, WireScheme};
 
 const BATCH: u32 = 1024;
 
 fn per_packet(c: &mut Criterion) {
     let mut group = c.benchmark_group("meter+mark");
     group.throughput(Throughput::Elements(u64::from(BATCH)));
-    for wire in [
-        WireScheme::Classic,
-        WireScheme::Vcp,
-        WireScheme::Dpcp,
-        WireScheme::Tpcp,
-        WireScheme::Bmcc,
-        WireScheme::Mcp,
-    ] {
+    for wire in WireScheme::all() {
         // 100 Mbit/s, so intervals close and markers see real load figures.
         let mut cfg = RouterConfig::new(12.5e6, 1 << 20);
         cfg.mode = MarkingMode::Auto;
@@ -29,11 +22,7 @@ fn per_packet(c: &mut Criterion) {
         // 1000 flows, packets 1 µs apart (≈ 100 Mbit/s at 1200 bytes).
         let packets: Vec<PacketMarks> = (0..BATCH)
             .map(|i| PacketMarks {
-                ecn: if wire == WireScheme::Bmcc {
-                    Ecn::Ect0
-                } else {
-                    Ecn::Ect1
-                },
+                ecn: wire.base_ecn(),
                 tag: SchemeTag::new(wire.id()),
                 hash: fmix32(i),
                 flow: u64::from(fmix32(i % 1000)),
@@ -42,7 +31,7 @@ fn per_packet(c: &mut Criterion) {
         let mut now = Duration::ZERO;
         let step = Duration::from_micros(1);
         let mut queue = 0u64;
-        group.bench_function(ecnq::router::wire_name(wire), |b| {
+        group.bench_function(wire.name(), |b| {
             b.iter(|| {
                 for p in &packets {
                     now += step;

@@ -5,6 +5,8 @@
 use crate::load::LoadFactor;
 use crate::meter::IntervalStats;
 
+/// BMCC's DSCP pool tag (DESIGN.md §2, tag table).
+pub const WIRE: WireScheme = WireScheme::new(4);
 /// k_1 = 0.5, how fast the queue drains (BMCC paper Table 1).
 pub const K1: f64 = 0.5;
 
@@ -37,8 +39,7 @@ impl LoadParams {
 use std::time::Duration;
 
 use crate::classic::LOSS_REDUCTION;
-use crate::ecn::{Ecn, SchemeTag};
-use crate::scheme::WireScheme;
+use crate::ecn::{Ecn, SchemeTag, WireScheme};
 use crate::signal::{
     Congestion, Decoder, Feedback, Law, LawConfig, LinkState, LossEpoch, Marker, Mode, PacketMarks,
     RttSample,
@@ -301,7 +302,7 @@ impl Law for BmccLaw {
     }
 
     fn tag(&self) -> SchemeTag {
-        SchemeTag::new(WireScheme::Bmcc.id())
+        SchemeTag::new(WIRE.id())
     }
 }
 

@@ -48,12 +48,35 @@ impl Ecn {
     }
 }
 
-/// The DSCP scheme tag: DSCP bits 5..3 carry the scheme's wire id, bit 1 the
-/// MCP this-path bit, bit 0 the MCP fairing bit; bit 2 is reserved and sent as 0
-/// (DESIGN.md §2, "DSCP scheme tag").
+/// A scheme as routers tell it from the DSCP tag: the marking it needs. The
+/// number is the scheme's tag in the DSCP pool `xxxx11` (DESIGN.md §2, "DSCP
+/// scheme tag"); each scheme's module names its own, and the registry
+/// ([`crate::scheme`]) lists them with their names, codepoints and roles.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WireScheme(u8);
+
+impl WireScheme {
+    /// Untagged traffic: classic ECN treatment.
+    pub const CLASSIC: WireScheme = WireScheme(0);
+
+    /// The wire scheme with DSCP pool tag `tag` (`0..=15`).
+    pub const fn new(tag: u8) -> WireScheme {
+        WireScheme(tag & 0b1111)
+    }
+
+    /// The DSCP pool tag, `0..=15` (0 = untagged). Feedback reports carry it
+    /// as their scheme byte.
+    pub const fn id(self) -> u8 {
+        self.0
+    }
+}
+
+/// The scheme a packet carries in its DSCP field, with MCP's two flag bits
+/// (DESIGN.md §2, "DSCP scheme tag"). The DSCP layout itself is the
+/// registry's ([`crate::scheme`]): it knows which tags carry flags.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct SchemeTag {
-    /// Scheme wire id, `0..=7` (0 = classic / untagged).
+    /// The scheme's DSCP pool tag ([`WireScheme::id`]); 0 = untagged.
     pub wire_id: u8,
     /// MCP this-path bit: set by the sender that requests fairing.
     pub this_path: bool,
@@ -62,7 +85,7 @@ pub struct SchemeTag {
 }
 
 impl SchemeTag {
-    /// No tag: DSCP 0, classic treatment.
+    /// No tag: classic treatment.
     pub const UNTAGGED: SchemeTag = SchemeTag {
         wire_id: 0,
         this_path: false,
@@ -72,37 +95,18 @@ impl SchemeTag {
     /// The tag a sender of the scheme with this wire id puts on its packets.
     pub const fn new(wire_id: u8) -> SchemeTag {
         SchemeTag {
-            wire_id: wire_id & 0b111,
+            wire_id: wire_id & 0b1111,
             this_path: false,
             fairing: false,
         }
     }
 
-    /// Reads a six-bit DSCP value (higher bits ignored).
-    pub const fn from_dscp(dscp: u8) -> SchemeTag {
-        SchemeTag {
-            wire_id: (dscp >> 3) & 0b111,
-            this_path: dscp & 0b10 != 0,
-            fairing: dscp & 0b01 != 0,
-        }
+    /// The wire scheme the tag names.
+    pub const fn wire(self) -> WireScheme {
+        WireScheme::new(self.wire_id)
     }
 
-    /// Reads the tag out of a whole TOS / traffic-class byte.
-    pub const fn from_tos(tos: u8) -> SchemeTag {
-        SchemeTag::from_dscp(tos >> 2)
-    }
-
-    /// The six-bit DSCP value; the reserved bit 2 is always 0.
-    pub const fn dscp(self) -> u8 {
-        (self.wire_id & 0b111) << 3 | (self.this_path as u8) << 1 | self.fairing as u8
-    }
-
-    /// The whole TOS / traffic-class byte for this tag and an ECN codepoint.
-    pub const fn tos(self, ecn: Ecn) -> u8 {
-        self.dscp() << 2 | ecn.bits()
-    }
-
-    /// Whether the packet carries no scheme id (classic traffic).
+    /// Whether the packet carries no scheme tag (classic traffic).
     pub const fn is_untagged(self) -> bool {
         self.wire_id == 0
     }
@@ -120,29 +124,5 @@ mod tests {
         }
         assert!(Ecn::Ect1 < Ecn::Ect0 && Ecn::Ect0 < Ecn::Ce);
         assert!(!Ecn::NotEct.is_ect() && Ecn::Ce.is_ect());
-    }
-
-    #[test]
-    fn tag_layout_matches_design() {
-        // DPCP (id 2), this-path and fairing set: DSCP 0b010_0_1_1.
-        let tag = SchemeTag {
-            wire_id: 2,
-            this_path: true,
-            fairing: true,
-        };
-        assert_eq!(tag.dscp(), 0b010_011);
-        assert_eq!(tag.tos(Ecn::Ect1), 0b0100_1101);
-        assert_eq!(SchemeTag::from_tos(tag.tos(Ecn::Ce)), tag);
-        // The reserved bit is ignored on read and never written.
-        assert_eq!(SchemeTag::from_dscp(0b101_100), SchemeTag::new(5));
-        assert_eq!(SchemeTag::new(5).dscp(), 0b101_000);
-        assert!(SchemeTag::from_tos(0b0000_0010).is_untagged());
-    }
-
-    #[test]
-    fn every_dscp_reads_back_without_the_reserved_bit() {
-        for dscp in 0u8..64 {
-            assert_eq!(SchemeTag::from_dscp(dscp).dscp(), dscp & !0b100);
-        }
     }
 }

@@ -55,14 +55,14 @@
 use std::time::Duration;
 
 use crate::cubic::CubicLaw;
-use crate::ecn::{Ecn, SchemeTag};
+use crate::ecn::{Ecn, SchemeTag, WireScheme};
 use crate::flow_table::{FlowTable, FlowTableConfig};
 use crate::signal::{
     Congestion, Decoder, Feedback, Law, LawConfig, LinkState, Marker, Mode, PacketMarks, RttSample,
 };
 
-/// The DSCP scheme tag of erc (DESIGN.md §2, tag table).
-pub const TAG: u8 = 6;
+/// erc's DSCP pool tag (DESIGN.md §2, tag table).
+pub const WIRE: WireScheme = WireScheme::new(6);
 /// Digits per index, one per packet of a chain: 1024 codes.
 pub const DIGITS: u32 = 10;
 /// The largest index: the smallest rate.
@@ -804,7 +804,7 @@ impl Law for ErcLaw {
     }
 
     fn tag(&self) -> SchemeTag {
-        SchemeTag::new(TAG)
+        SchemeTag::new(WIRE.id())
     }
 }
 
@@ -853,7 +853,12 @@ mod tests {
 
     fn send_chain(decoder: &mut ErcDecoder, index: u16, positions: impl Iterator<Item = u32>) {
         for p in positions {
-            decoder.on_packet(MS, ecn_of(digit(index, p)), SchemeTag::new(TAG), at(p));
+            decoder.on_packet(
+                MS,
+                ecn_of(digit(index, p)),
+                SchemeTag::new(WIRE.id()),
+                at(p),
+            );
         }
     }
 
@@ -913,7 +918,7 @@ mod tests {
         send_chain(&mut d, 100, 0..DIGITS);
         assert_eq!(d.index(), 100);
         // CE carries no digit.
-        assert!(!d.on_packet(MS, Ecn::Ce, SchemeTag::new(TAG), 3));
+        assert!(!d.on_packet(MS, Ecn::Ce, SchemeTag::new(WIRE.id()), 3));
         assert_eq!(d.index(), 100);
     }
 
@@ -947,7 +952,7 @@ mod tests {
             hash = hash.wrapping_add(0x9e37_79b9);
             let mut pkt = PacketMarks {
                 ecn: Ecn::Ect1,
-                tag: SchemeTag::new(TAG),
+                tag: SchemeTag::new(WIRE.id()),
                 hash,
                 flow: f as u64 + 1,
             };
@@ -975,7 +980,7 @@ mod tests {
         let mut d = ErcDecoder::default();
         let mut pkt = PacketMarks {
             ecn: Ecn::Ect1,
-            tag: SchemeTag::new(TAG),
+            tag: SchemeTag::new(WIRE.id()),
             hash: 0,
             flow: 1,
         };
@@ -997,7 +1002,7 @@ mod tests {
         assert!((alone / (0.98 * capacity) - 1.0).abs() < 0.02, "{alone}");
         let mut pkt = PacketMarks {
             ecn: Ecn::Ect1,
-            tag: SchemeTag::new(TAG),
+            tag: SchemeTag::new(WIRE.id()),
             hash: 0,
             flow: 99,
         };
@@ -1021,7 +1026,7 @@ mod tests {
         let mut r = ErcMarker::new(ErcConfig::default(), FlowTableConfig::default());
         let mut pkt = PacketMarks {
             ecn: Ecn::Ect1,
-            tag: SchemeTag::new(TAG),
+            tag: SchemeTag::new(WIRE.id()),
             hash: 0,
             flow: 1,
         };
@@ -1047,7 +1052,7 @@ mod tests {
             for i in 0..200u32 {
                 let mut pkt = PacketMarks {
                     ecn: Ecn::Ect1,
-                    tag: SchemeTag::new(TAG),
+                    tag: SchemeTag::new(WIRE.id()),
                     hash: i.wrapping_mul(2_654_435_761),
                     flow,
                 };
@@ -1074,7 +1079,7 @@ mod tests {
         for ecn in [Ecn::Ce, Ecn::NotEct] {
             let mut pkt = PacketMarks {
                 ecn,
-                tag: SchemeTag::new(TAG),
+                tag: SchemeTag::new(WIRE.id()),
                 hash: 0,
                 flow: 1,
             };

@@ -40,13 +40,13 @@ pub mod vcp;
 #[cfg(feature = "quic")]
 pub mod quic;
 
-pub use ecn::{Ecn, SchemeTag};
+pub use ecn::{Ecn, SchemeTag, WireScheme};
 pub use flow_table::FlowTableConfig;
 pub use hash::packet_hash;
 pub use load::LoadFactor;
 pub use meter::{IntervalStats, LinkLoad, LoadFactorMeter, MeterConfig};
 pub use router::{MarkCounters, MarkingMode, RouterConfig, RouterLink};
-pub use scheme::{Scheme, UnknownScheme, WireScheme};
+pub use scheme::{Scheme, UnknownScheme};
 pub use signal::{
     Congestion, Decoder, Feedback, Law, LawConfig, LinkState, Marker, Mode, PacketMarks, RttSample,
 };

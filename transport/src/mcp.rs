@@ -20,10 +20,9 @@
 
 use std::time::Duration;
 
-use crate::ecn::{Ecn, SchemeTag};
+use crate::ecn::{Ecn, SchemeTag, WireScheme};
 use crate::load::LoadFactor;
 use crate::meter::IntervalStats;
-use crate::scheme::WireScheme;
 use crate::signal::{
     Congestion, Decoder, Feedback, LawConfig, LinkState, Marker, Mode, PacketMarks, RttSample,
 };
@@ -34,6 +33,9 @@ pub fn utilization(stats: &IntervalStats, capacity: f64) -> LoadFactor {
     LoadFactor::new(demand / (capacity * stats.length.as_secs_f64()))
 }
 
+/// MCP's DSCP pool tags start here: tags 8..=11 carry the fairing bit in
+/// bit 0 and the this-path bit in bit 1 (DESIGN.md §2, tag table).
+pub const WIRE: WireScheme = WireScheme::new(8);
 /// U < 48 % is code `00`, scaling mode (MCP paper §IV-B, §IV-E, Fig. 2).
 pub const SCALING_BOUND: f64 = 0.48;
 /// U < 88 % is code `01`, enhancing mode (MCP paper §IV-E, Fig. 2).
@@ -584,7 +586,7 @@ impl crate::signal::Law for McpLaw {
     fn tag(&self) -> SchemeTag {
         let request = self.requests_fairing();
         SchemeTag {
-            wire_id: WireScheme::Mcp.id(),
+            wire_id: WIRE.id(),
             this_path: request,
             fairing: request,
         }
@@ -640,7 +642,7 @@ mod tests {
         PacketMarks {
             ecn,
             tag: SchemeTag {
-                wire_id: WireScheme::Mcp.id(),
+                wire_id: WIRE.id(),
                 this_path,
                 fairing,
             },
@@ -809,7 +811,7 @@ mod tests {
     fn decoder_echoes_latest_code_and_fairing_bit() {
         let mut rx = McpDecoder::default();
         let t = Duration::ZERO;
-        let plain = SchemeTag::new(WireScheme::Mcp.id());
+        let plain = SchemeTag::new(WIRE.id());
         let fairing = SchemeTag {
             fairing: true,
             ..plain
@@ -837,7 +839,7 @@ mod tests {
         assert_eq!(
             law.tag(),
             SchemeTag {
-                wire_id: 5,
+                wire_id: WIRE.id(),
                 this_path: true,
                 fairing: true
             }
@@ -1143,7 +1145,7 @@ mod tests {
         assert!(!law.requests_fairing());
         let tag = law.tag();
         assert!(!tag.fairing && !tag.this_path);
-        assert_eq!(tag.wire_id, WireScheme::Mcp.id());
+        assert_eq!(tag.wire_id, WIRE.id());
         law.request_fairing();
         assert!(law.tag().fairing && law.tag().this_path);
     }

@@ -32,10 +32,9 @@
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use crate::ecn::{Ecn, SchemeTag};
+use crate::ecn::{Ecn, SchemeTag, WireScheme};
 use crate::flow_table::{FlowTable, FlowTableConfig};
 use crate::load::LoadFactor;
-use crate::scheme::WireScheme;
 use crate::signal::{
     Congestion, Decoder, Feedback, Law, LawConfig, LinkState, Marker, Mode, PacketMarks, RttSample,
 };
@@ -168,6 +167,12 @@ impl Chain {
         }
     }
 
+    /// Levels a chain spells: 3^n, one per base-3 number of n digits (MPCP
+    /// paper Table 1 for n = 2).
+    pub const fn levels(self) -> u16 {
+        3u16.pow(self.digits() as u32)
+    }
+
     /// The level table.
     pub fn table(self) -> &'static [Level] {
         match self {
@@ -179,8 +184,9 @@ impl Chain {
     /// The scheme carrying this chain on the wire.
     pub const fn wire(self) -> WireScheme {
         match self {
-            Chain::Two => WireScheme::Dpcp,
-            Chain::Three => WireScheme::Tpcp,
+            // DESIGN.md §2, tag table: DPCP 2, TPCP 3.
+            Chain::Two => WireScheme::new(2),
+            Chain::Three => WireScheme::new(3),
         }
     }
 

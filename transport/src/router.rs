@@ -7,17 +7,11 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use crate::bmcc::BmccMarker;
-use crate::classic::ClassicMarker;
-use crate::ecn::Ecn;
-use crate::erc::{ErcConfig, ErcMarker};
+use crate::ecn::{Ecn, WireScheme};
 use crate::flow_table::FlowTableConfig;
-use crate::mcp::McpMarker;
 use crate::meter::{IntervalStats, LoadFactorMeter, MeterConfig};
-use crate::mpcp::{Chain, MpcpMarker};
-use crate::scheme::{Scheme, WireScheme};
-use crate::signal::{LinkState, Marker, PacketMarks};
-use crate::vcp::VcpMarker;
+use crate::scheme::{Scheme, WIRES};
+use crate::signal::{LinkState, Marker, MarkerConfig, PacketMarks};
 
 /// Which marking a link applies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,7 +37,8 @@ impl FromStr for MarkingMode {
                 .map(|scheme| MarkingMode::Forced(scheme.wire()))
                 .map_err(|_| {
                     format!(
-                        "unknown marking mode `{s}` (expected auto, off, vcp, evcp, dpcp, tpcp, bmcc, mcp or classic)"
+                        "unknown marking mode `{s}` (expected auto, off or a scheme: {})",
+                        Scheme::names()
                     )
                 }),
         }
@@ -55,21 +50,8 @@ impl fmt::Display for MarkingMode {
         match self {
             MarkingMode::Auto => f.write_str("auto"),
             MarkingMode::Off => f.write_str("off"),
-            MarkingMode::Forced(w) => f.write_str(wire_name(*w)),
+            MarkingMode::Forced(w) => f.write_str(w.name()),
         }
-    }
-}
-
-/// The name of a wire scheme (EVCP travels as VCP).
-pub fn wire_name(wire: WireScheme) -> &'static str {
-    match wire {
-        WireScheme::Classic => "classic",
-        WireScheme::Vcp => "vcp",
-        WireScheme::Dpcp => "dpcp",
-        WireScheme::Tpcp => "tpcp",
-        WireScheme::Bmcc => "bmcc",
-        WireScheme::Mcp => "mcp",
-        WireScheme::Erc => "erc",
     }
 }
 
@@ -104,9 +86,9 @@ impl RouterConfig {
 /// many of them the marker changed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct MarkCounters {
-    /// `[wire id][codepoint]`: packets by the scheme they were marked as and
-    /// the codepoint they left with.
-    pub by_scheme: [[u64; 4]; 7],
+    /// `[wire index][codepoint]`: packets by the scheme they were marked as
+    /// ([`WireScheme::index`]) and the codepoint they left with.
+    pub by_scheme: [[u64; 4]; WIRES.len()],
     /// Packets whose ECN or tag the marker rewrote.
     pub rewritten: u64,
 }
@@ -114,22 +96,23 @@ pub struct MarkCounters {
 impl MarkCounters {
     /// Packets of `wire` that left with `ecn`.
     pub fn get(&self, wire: WireScheme, ecn: Ecn) -> u64 {
-        self.by_scheme[usize::from(wire.id())][usize::from(ecn.bits())]
+        self.by_scheme[wire.index()][usize::from(ecn.bits())]
+    }
+
+    /// Packets of each wire scheme that left with each codepoint, with the
+    /// scheme.
+    pub fn iter(&self) -> impl Iterator<Item = (WireScheme, &[u64; 4])> {
+        WireScheme::all().zip(&self.by_scheme)
     }
 }
 
 /// Measurement and marking of one output link (see module docs).
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct RouterLink {
     meter: LoadFactorMeter,
     mode: MarkingMode,
-    vcp: VcpMarker,
-    dpcp: MpcpMarker,
-    tpcp: MpcpMarker,
-    bmcc: BmccMarker,
-    mcp: McpMarker,
-    erc: ErcMarker,
-    classic: ClassicMarker,
+    /// One marker per wire scheme, by [`WireScheme::index`].
+    markers: Vec<Box<dyn Marker>>,
     counters: MarkCounters,
 }
 
@@ -139,15 +122,14 @@ impl RouterLink {
         RouterLink {
             meter: LoadFactorMeter::new(config.meter, now),
             mode: config.mode,
-            vcp: VcpMarker,
-            dpcp: MpcpMarker::new(Chain::Two, config.flows),
-            tpcp: MpcpMarker::new(Chain::Three, config.flows),
-            bmcc: BmccMarker,
-            mcp: McpMarker::default(),
-            erc: ErcMarker::new(ErcConfig::default(), config.flows),
-            classic: ClassicMarker {
-                threshold: config.classic_threshold,
-            },
+            markers: WireScheme::all()
+                .map(|wire| {
+                    wire.marker(&MarkerConfig {
+                        flows: config.flows,
+                        classic_threshold: config.classic_threshold,
+                    })
+                })
+                .collect(),
             counters: MarkCounters::default(),
         }
     }
@@ -160,7 +142,7 @@ impl RouterLink {
         let wire = match self.mode {
             MarkingMode::Off => return,
             MarkingMode::Forced(wire) => wire,
-            MarkingMode::Auto => WireScheme::from_id(pkt.tag.wire_id),
+            MarkingMode::Auto => pkt.tag.wire(),
         };
         let link = LinkState {
             load: *self.meter.load(),
@@ -170,16 +152,9 @@ impl RouterLink {
             arrived_bytes: self.meter.arrived_total(),
         };
         let before = *pkt;
-        match wire {
-            WireScheme::Classic => self.classic.mark(now, &link, pkt),
-            WireScheme::Vcp => self.vcp.mark(now, &link, pkt),
-            WireScheme::Dpcp => self.dpcp.mark(now, &link, pkt),
-            WireScheme::Tpcp => self.tpcp.mark(now, &link, pkt),
-            WireScheme::Bmcc => self.bmcc.mark(now, &link, pkt),
-            WireScheme::Mcp => self.mcp.mark(now, &link, pkt),
-            WireScheme::Erc => self.erc.mark(now, &link, pkt),
-        }
-        self.counters.by_scheme[usize::from(wire.id())][usize::from(pkt.ecn.bits())] += 1;
+        let index = wire.index();
+        self.markers[index].mark(now, &link, pkt);
+        self.counters.by_scheme[index][usize::from(pkt.ecn.bits())] += 1;
         self.counters.rewritten += u64::from(*pkt != before);
     }
 
@@ -231,6 +206,7 @@ impl RouterLink {
 mod tests {
     use super::*;
     use crate::ecn::SchemeTag;
+    use crate::{mcp, vcp};
 
     const MS: Duration = Duration::from_millis(1);
 
@@ -259,7 +235,7 @@ mod tests {
     fn mode_names_parse() {
         assert_eq!("auto".parse(), Ok(MarkingMode::Auto));
         assert_eq!("OFF".parse(), Ok(MarkingMode::Off));
-        assert_eq!("evcp".parse(), Ok(MarkingMode::Forced(WireScheme::Vcp)));
+        assert_eq!("evcp".parse(), Ok(MarkingMode::Forced(vcp::WIRE)));
         assert_eq!(
             "tpcp".parse::<MarkingMode>().map(|m| m.to_string()),
             Ok("tpcp".into())
@@ -277,14 +253,14 @@ mod tests {
         let mut vcp = marks(1, Ecn::Ect1);
         link.on_arrival(MS * 201, 1000, &mut vcp);
         assert_eq!(vcp.ecn, Ecn::Ect0);
-        let mut mcp = marks(5, Ecn::NotEct);
+        let mut mcp = marks(mcp::WIRE.id(), Ecn::NotEct);
         link.on_arrival(MS * 201, 1000, &mut mcp);
         assert_eq!(mcp.ecn, Ecn::Ect0);
         // Untagged ECT below the classic threshold: untouched.
         let mut classic = marks(0, Ecn::Ect0);
         link.on_arrival(MS * 201, 1000, &mut classic);
         assert_eq!(classic.ecn, Ecn::Ect0);
-        assert_eq!(link.counters().get(WireScheme::Vcp, Ecn::Ect0), 1);
+        assert_eq!(link.counters().get(vcp::WIRE, Ecn::Ect0), 1);
         assert_eq!(link.counters().rewritten, 2);
     }
 
@@ -302,7 +278,7 @@ mod tests {
 
     #[test]
     fn forced_and_off_ignore_the_tag() {
-        let mut forced = loaded_link(MarkingMode::Forced(WireScheme::Vcp), 1.5);
+        let mut forced = loaded_link(MarkingMode::Forced(vcp::WIRE), 1.5);
         let mut untagged = marks(0, Ecn::Ect1);
         forced.on_arrival(MS * 201, 1000, &mut untagged);
         assert_eq!(untagged.ecn, Ecn::Ce);

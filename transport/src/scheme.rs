@@ -1,113 +1,447 @@
-//! The scheme names users type and the wire ids routers read (DESIGN.md §2,
-//! table of schemes).
+//! The scheme registry: every scheme ecnq knows, in one table. A scheme's
+//! own module holds its marker, decoder and law; this module lists them with
+//! the facts the rest of ecnq reads — the name users type, the DSCP tag
+//! routers dispatch on, the base codepoint, the feedback level range, and
+//! whether the law paces a rate or holds a window (DESIGN.md §2, table of
+//! schemes and "DSCP scheme tag"). Nothing outside this module lists schemes
+//! by hand: command-line parsing and help, the router's dispatch, the
+//! feedback report, the simulator and the demos all iterate these tables.
 
 use std::fmt;
 use std::str::FromStr;
 
-use crate::bmcc::{BmccDecoder, BmccLaw};
-use crate::classic::ClassicLaw;
-use crate::ecn::Ecn;
-use crate::erc::{ErcDecoder, ErcLaw};
+use crate::bmcc::{self, BmccDecoder, BmccLaw, BmccMarker};
+use crate::classic::{ClassicLaw, ClassicMarker};
+use crate::ecn::{Ecn, SchemeTag, WireScheme};
+use crate::erc::{self, ErcConfig, ErcDecoder, ErcLaw, ErcMarker};
 use crate::evcp::EvcpLaw;
-use crate::mcp::{McpDecoder, McpLaw};
-use crate::mpcp::{Chain, MpcpDecoder, MpcpLaw};
-use crate::signal::{Decoder, Law, LawConfig};
-use crate::vcp::{VcpDecoder, VcpLaw};
+use crate::mcp::{self, McpDecoder, McpLaw, McpMarker};
+use crate::mpcp::{Chain, MpcpDecoder, MpcpLaw, MpcpMarker};
+use crate::signal::{Decoder, Law, LawConfig, Marker, MarkerConfig};
+use crate::vcp::{self, VcpDecoder, VcpLaw, VcpMarker};
 
-/// A congestion-control scheme a sender can run.
+/// What routers and receivers know about one wire scheme.
+pub struct WireEntry {
+    /// The wire scheme (its DSCP pool tag).
+    pub wire: WireScheme,
+    /// Its name in router output (`--scheme`, stats, metrics).
+    pub name: &'static str,
+    /// How many low tag bits carry per-packet flags: the scheme owns tags
+    /// `wire.id() .. wire.id() + 2^flag_bits`.
+    pub flag_bits: u8,
+    /// The codepoint its senders put on their packets, for routers to raise.
+    pub base_ecn: Ecn,
+    /// The highest [`crate::signal::Feedback::level`] its decoder reports.
+    pub max_level: u16,
+    /// Its receiver decoder; untagged traffic has none.
+    pub decoder: Option<fn() -> Box<dyn Decoder>>,
+    /// Its router marker.
+    pub marker: fn(&MarkerConfig) -> Box<dyn Marker>,
+}
+
+/// Every wire scheme, untagged first.
+pub const WIRES: [WireEntry; 7] = [
+    WireEntry {
+        wire: WireScheme::CLASSIC,
+        name: "classic",
+        flag_bits: 0,
+        // RFC 3168's ECT(0), CE on congestion.
+        base_ecn: Ecn::Ect0,
+        max_level: 0,
+        decoder: None,
+        marker: |c| {
+            Box::new(ClassicMarker {
+                threshold: c.classic_threshold,
+            })
+        },
+    },
+    WireEntry {
+        wire: vcp::WIRE,
+        name: "vcp",
+        flag_bits: 0,
+        // VCP's low-load code `01`, which routers only raise (DESIGN.md §2).
+        base_ecn: Ecn::Ect1,
+        // Three levels: low load, high load, overload.
+        max_level: 2,
+        decoder: Some(|| Box::new(VcpDecoder::default())),
+        marker: |_| Box::new(VcpMarker),
+    },
+    WireEntry {
+        wire: Chain::Two.wire(),
+        name: "dpcp",
+        flag_bits: 0,
+        // MPCP's digit 0 (MPCP paper Table 1).
+        base_ecn: Ecn::Ect1,
+        max_level: Chain::Two.levels() - 1,
+        decoder: Some(|| Box::new(MpcpDecoder::new(Chain::Two))),
+        marker: |c| Box::new(MpcpMarker::new(Chain::Two, c.flows)),
+    },
+    WireEntry {
+        wire: Chain::Three.wire(),
+        name: "tpcp",
+        flag_bits: 0,
+        base_ecn: Ecn::Ect1,
+        max_level: Chain::Three.levels() - 1,
+        decoder: Some(|| Box::new(MpcpDecoder::new(Chain::Three))),
+        marker: |c| Box::new(MpcpMarker::new(Chain::Three, c.flows)),
+    },
+    WireEntry {
+        wire: bmcc::WIRE,
+        name: "bmcc",
+        flag_bits: 0,
+        // ADPM's unmarked base codepoint (BMCC paper §II-A).
+        base_ecn: Ecn::Ect0,
+        // The estimate in units of 1/10 000, saturating.
+        max_level: u16::MAX,
+        decoder: Some(|| Box::new(BmccDecoder::default())),
+        marker: |_| Box::new(BmccMarker),
+    },
+    WireEntry {
+        wire: mcp::WIRE,
+        name: "mcp",
+        // Fairing and this-path bits (MCP paper §IV-D).
+        flag_bits: 2,
+        // The lowest utilization code `00` (MCP paper §IV-A.3).
+        base_ecn: Ecn::NotEct,
+        // Four utilization codes.
+        max_level: 3,
+        decoder: Some(|| Box::new(McpDecoder::default())),
+        marker: |_| Box::new(McpMarker::default()),
+    },
+    WireEntry {
+        wire: erc::WIRE,
+        name: "erc",
+        flag_bits: 0,
+        // Digit 0 of the rate index (erc module docs).
+        base_ecn: Ecn::Ect1,
+        max_level: erc::MAX_LEVEL,
+        decoder: Some(|| Box::new(ErcDecoder::default())),
+        marker: |c| Box::new(ErcMarker::new(ErcConfig::default(), c.flows)),
+    },
+];
+
+/// The position in [`WIRES`] of each DSCP pool tag's scheme (untagged for
+/// unassigned tags).
+const BY_TAG: [u8; 16] = {
+    let mut by_tag = [0u8; 16];
+    let mut i = 0;
+    while i < WIRES.len() {
+        let first = WIRES[i].wire.id() as usize;
+        let mut tag = first;
+        while tag < first + (1 << WIRES[i].flag_bits) {
+            by_tag[tag] = i as u8;
+            tag += 1;
+        }
+        i += 1;
+    }
+    by_tag
+};
+
+/// The DSCP pool `xxxx11` (RFC 2474 §6): the low two DSCP bits are set.
+const POOL: u8 = 0b11;
+
+impl WireScheme {
+    /// Every wire scheme, untagged first.
+    pub fn all() -> impl Iterator<Item = WireScheme> {
+        WIRES.iter().map(|entry| entry.wire)
+    }
+
+    /// The wire scheme of a DSCP pool tag; unassigned tags are untagged.
+    pub const fn from_id(id: u8) -> WireScheme {
+        WIRES[BY_TAG[(id & 0b1111) as usize] as usize].wire
+    }
+
+    /// The wire scheme named `name` (`vcp`, `erc`, …).
+    pub fn from_name(name: &str) -> Option<WireScheme> {
+        WIRES
+            .iter()
+            .find(|entry| entry.name.eq_ignore_ascii_case(name.trim()))
+            .map(|entry| entry.wire)
+    }
+
+    /// Whether `id` is exactly the tag of a scheme (a flag-carrying tag like
+    /// MCP's 9 is not: the scheme's id is its first tag).
+    pub const fn is_assigned(id: u8) -> bool {
+        id < 16 && WireScheme::from_id(id).id() == id
+    }
+
+    /// The position of this scheme in [`WIRES`]: an index for per-scheme
+    /// counters.
+    pub const fn index(self) -> usize {
+        BY_TAG[self.id() as usize] as usize
+    }
+
+    /// The registry entry.
+    pub const fn entry(self) -> &'static WireEntry {
+        &WIRES[self.index()]
+    }
+
+    /// The name in router output.
+    pub const fn name(self) -> &'static str {
+        self.entry().name
+    }
+
+    /// The codepoint a sender of this scheme puts on its packets.
+    pub const fn base_ecn(self) -> Ecn {
+        self.entry().base_ecn
+    }
+
+    /// The highest level its decoder reports.
+    pub const fn max_level(self) -> u16 {
+        self.entry().max_level
+    }
+
+    /// A new receiver decoder for packets of this scheme; classic traffic
+    /// carries no scheme feedback, so it has none.
+    pub fn decoder(self) -> Option<Box<dyn Decoder>> {
+        self.entry().decoder.map(|make| make())
+    }
+
+    /// A new router marker for this scheme.
+    pub fn marker(self, config: &MarkerConfig) -> Box<dyn Marker> {
+        (self.entry().marker)(config)
+    }
+}
+
+impl fmt::Display for WireScheme {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The DSCP layout of the scheme tag (DESIGN.md §2): DSCP = `tag << 2 | 0b11`;
+/// a scheme with flag bits owns consecutive tags (MCP: 8..=11, bit 0 fairing,
+/// bit 1 this-path). Any DSCP outside the pool, and any unassigned tag, is
+/// untagged, so no standard codepoint (CS1, AF41, EF, …) reads as ecnq.
+impl SchemeTag {
+    /// Reads a six-bit DSCP value (higher bits ignored).
+    pub const fn from_dscp(dscp: u8) -> SchemeTag {
+        if dscp & POOL != POOL {
+            return SchemeTag::UNTAGGED;
+        }
+        let tag = (dscp >> 2) & 0b1111;
+        let wire = WireScheme::from_id(tag);
+        let flags = tag - wire.id();
+        SchemeTag {
+            wire_id: wire.id(),
+            this_path: flags & 0b10 != 0,
+            fairing: flags & 0b01 != 0,
+        }
+    }
+
+    /// Reads the tag out of a whole TOS / traffic-class byte.
+    pub const fn from_tos(tos: u8) -> SchemeTag {
+        SchemeTag::from_dscp(tos >> 2)
+    }
+
+    /// The six-bit DSCP value: 0 when untagged; flags only where the scheme
+    /// has flag bits.
+    pub const fn dscp(self) -> u8 {
+        let wire = WireScheme::from_id(self.wire_id);
+        if wire.id() == 0 {
+            return 0;
+        }
+        let flags = if wire.entry().flag_bits == 2 {
+            (self.this_path as u8) << 1 | self.fairing as u8
+        } else {
+            0
+        };
+        (wire.id() | flags) << 2 | POOL
+    }
+
+    /// The whole TOS / traffic-class byte for this tag and an ECN codepoint.
+    pub const fn tos(self, ecn: Ecn) -> u8 {
+        self.dscp() << 2 | ecn.bits()
+    }
+}
+
+/// What a sender knows about one scheme.
+pub struct SchemeEntry {
+    /// The scheme.
+    pub scheme: Scheme,
+    /// The name users type (`--cc`, `--scheme`, scenario files).
+    pub name: &'static str,
+    /// One line for `--help`.
+    pub summary: &'static str,
+    /// What routers see of it.
+    pub wire: WireScheme,
+    /// Whether its law paces an explicit rate (else it holds a window).
+    pub rate_based: bool,
+    /// Whether a CE mark is congestion for its law: CE is never one of erc's
+    /// or classic's codes, while the other schemes read it as a level.
+    pub ce_is_congestion: bool,
+    /// A new sender law.
+    pub law: fn(LawConfig) -> Box<dyn Law>,
+}
+
+/// Every scheme, in [`Scheme`]'s order: ecnq's own first, the papers', then
+/// the classic law.
+pub const SCHEMES: [SchemeEntry; 8] = [
+    SchemeEntry {
+        scheme: Scheme::Erc,
+        name: "erc",
+        summary: "ecnq's explicit rate: routers advertise the max-min fair rate (Cubic where no router speaks)",
+        wire: erc::WIRE,
+        rate_based: true,
+        ce_is_congestion: true,
+        law: |c| Box::new(ErcLaw::new(c)),
+    },
+    SchemeEntry {
+        scheme: Scheme::Vcp,
+        name: "vcp",
+        summary: "VCP: three load levels in one packet (Xia et al., SIGCOMM 2005)",
+        wire: vcp::WIRE,
+        rate_based: false,
+        ce_is_congestion: false,
+        law: |c| Box::new(VcpLaw::new(c)),
+    },
+    SchemeEntry {
+        scheme: Scheme::Evcp,
+        name: "evcp",
+        summary: "EVCP: VCP with the convergence controller (Lu et al., JZUS 2007)",
+        wire: vcp::WIRE,
+        rate_based: false,
+        ce_is_congestion: false,
+        law: |c| Box::new(EvcpLaw::new(c)),
+    },
+    SchemeEntry {
+        scheme: Scheme::Dpcp,
+        name: "dpcp",
+        summary: "DPCP: MPCP with chains of two packets, nine levels (Li & Yousefi'zadeh, CCR 2009)",
+        wire: Chain::Two.wire(),
+        rate_based: false,
+        ce_is_congestion: false,
+        law: |c| Box::new(MpcpLaw::new(Chain::Two, c)),
+    },
+    SchemeEntry {
+        scheme: Scheme::Tpcp,
+        name: "tpcp",
+        summary: "TPCP: MPCP with chains of three packets, 27 levels",
+        wire: Chain::Three.wire(),
+        rate_based: false,
+        ce_is_congestion: false,
+        law: |c| Box::new(MpcpLaw::new(Chain::Three, c)),
+    },
+    SchemeEntry {
+        scheme: Scheme::Bmcc,
+        name: "bmcc",
+        summary: "BMCC: ADPM threshold marking, about 16-bit resolution (Qazi, Andrew & Znati)",
+        wire: bmcc::WIRE,
+        rate_based: false,
+        ce_is_congestion: false,
+        law: |c| Box::new(BmccLaw::new(c)),
+    },
+    SchemeEntry {
+        scheme: Scheme::Mcp,
+        name: "mcp",
+        summary: "MCP: rate-based multimodal control with fairing (Podlesny & Gorinsky, 2006)",
+        wire: mcp::WIRE,
+        rate_based: true,
+        ce_is_congestion: false,
+        law: |c| Box::new(McpLaw::new(c)),
+    },
+    SchemeEntry {
+        scheme: Scheme::Classic,
+        name: "classic",
+        summary: "no router feedback: NewReno-like, CE and loss as congestion, untagged",
+        wire: WireScheme::CLASSIC,
+        rate_based: false,
+        ce_is_congestion: true,
+        law: |c| Box::new(ClassicLaw::new(c)),
+    },
+];
+
+/// A congestion-control scheme a sender can run; its facts are its
+/// [`SCHEMES`] entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
 pub enum Scheme {
-    /// VCP: three load levels in one packet (Xia et al., SIGCOMM 2005).
-    Vcp,
-    /// EVCP: VCP with the convergence controller (Lu et al., JZUS 2007).
-    Evcp,
-    /// DPCP: MPCP with chains of two packets, nine levels (Li & Yousefi'zadeh, CCR 2009).
-    Dpcp,
-    /// TPCP: MPCP with chains of three packets, 27 levels.
-    Tpcp,
-    /// BMCC: ADPM threshold marking, about 16-bit resolution (Qazi, Andrew & Znati).
-    Bmcc,
-    /// MCP: rate-based multimodal control with fairing (Podlesny & Gorinsky, 2006).
-    Mcp,
     /// erc: routers advertise the max-min fair rate (ecnq's own).
     Erc,
+    /// VCP: three load levels in one packet.
+    Vcp,
+    /// EVCP: VCP with the convergence controller.
+    Evcp,
+    /// DPCP: MPCP with chains of two packets.
+    Dpcp,
+    /// TPCP: MPCP with chains of three packets.
+    Tpcp,
+    /// BMCC: ADPM threshold marking.
+    Bmcc,
+    /// MCP: rate-based multimodal control with fairing.
+    Mcp,
     /// No router feedback: NewReno-like, CE and loss as congestion.
     Classic,
 }
 
 impl Scheme {
-    /// Every scheme, ecnq schemes first.
-    pub const ALL: [Scheme; 8] = [
-        Scheme::Erc,
-        Scheme::Vcp,
-        Scheme::Evcp,
-        Scheme::Dpcp,
-        Scheme::Tpcp,
-        Scheme::Bmcc,
-        Scheme::Mcp,
-        Scheme::Classic,
-    ];
+    /// Every scheme, ecnq's own first.
+    pub const ALL: [Scheme; SCHEMES.len()] = {
+        let mut all = [Scheme::Classic; SCHEMES.len()];
+        let mut i = 0;
+        while i < SCHEMES.len() {
+            all[i] = SCHEMES[i].scheme;
+            i += 1;
+        }
+        all
+    };
 
-    /// The schemes that need router feedback: all but classic.
-    pub const ROUTER_ASSISTED: [Scheme; 7] = [
-        Scheme::Erc,
-        Scheme::Vcp,
-        Scheme::Evcp,
-        Scheme::Dpcp,
-        Scheme::Tpcp,
-        Scheme::Bmcc,
-        Scheme::Mcp,
-    ];
+    /// The schemes that read router feedback: all but classic.
+    pub fn router_assisted() -> impl Iterator<Item = Scheme> {
+        Scheme::ALL.into_iter().filter(|s| s.is_router_assisted())
+    }
+
+    /// The registry entry.
+    pub const fn entry(self) -> &'static SchemeEntry {
+        &SCHEMES[self as usize]
+    }
 
     /// The name used on command lines and in reports.
     pub const fn name(self) -> &'static str {
-        match self {
-            Scheme::Vcp => "vcp",
-            Scheme::Evcp => "evcp",
-            Scheme::Dpcp => "dpcp",
-            Scheme::Tpcp => "tpcp",
-            Scheme::Bmcc => "bmcc",
-            Scheme::Mcp => "mcp",
-            Scheme::Erc => "erc",
-            Scheme::Classic => "classic",
-        }
+        self.entry().name
+    }
+
+    /// One line for `--help`.
+    pub const fn summary(self) -> &'static str {
+        self.entry().summary
     }
 
     /// What routers see of this scheme: EVCP changes only the sender, so it
     /// travels as VCP.
     pub const fn wire(self) -> WireScheme {
-        match self {
-            Scheme::Vcp | Scheme::Evcp => WireScheme::Vcp,
-            Scheme::Dpcp => WireScheme::Dpcp,
-            Scheme::Tpcp => WireScheme::Tpcp,
-            Scheme::Bmcc => WireScheme::Bmcc,
-            Scheme::Mcp => WireScheme::Mcp,
-            Scheme::Erc => WireScheme::Erc,
-            Scheme::Classic => WireScheme::Classic,
-        }
+        self.entry().wire
     }
-}
 
-impl Scheme {
-    /// Whether a CE mark is congestion for this scheme's law: for erc and
-    /// classic it is (CE is never one of their codes); for the others it is
-    /// a code the receiver's report carries.
+    /// Whether the scheme reads router feedback (every scheme but classic).
+    pub const fn is_router_assisted(self) -> bool {
+        self.wire().id() != WireScheme::CLASSIC.id()
+    }
+
+    /// Whether its law paces an explicit rate (else it holds a window).
+    pub const fn rate_based(self) -> bool {
+        self.entry().rate_based
+    }
+
+    /// Whether a CE mark is congestion for this scheme's law.
     pub const fn ce_is_congestion(self) -> bool {
-        matches!(self, Scheme::Erc | Scheme::Classic)
+        self.entry().ce_is_congestion
     }
 
     /// A new sender law of this scheme.
     pub fn law(self, config: LawConfig) -> Box<dyn Law> {
-        match self {
-            Scheme::Vcp => Box::new(VcpLaw::new(config)),
-            Scheme::Evcp => Box::new(EvcpLaw::new(config)),
-            Scheme::Dpcp => Box::new(MpcpLaw::new(Chain::Two, config)),
-            Scheme::Tpcp => Box::new(MpcpLaw::new(Chain::Three, config)),
-            Scheme::Bmcc => Box::new(BmccLaw::new(config)),
-            Scheme::Mcp => Box::new(McpLaw::new(config)),
-            Scheme::Erc => Box::new(ErcLaw::new(config)),
-            Scheme::Classic => Box::new(ClassicLaw::new(config)),
-        }
+        (self.entry().law)(config)
+    }
+
+    /// Every scheme's name, comma-separated, for error messages.
+    pub fn names() -> String {
+        Scheme::ALL.map(Scheme::name).join(", ")
+    }
+
+    /// One line per scheme, name and summary, for `--help`.
+    pub fn help() -> String {
+        Scheme::ALL
+            .map(|s| format!("  {:<8} {}", s.name(), s.summary()))
+            .join("\n")
     }
 }
 
@@ -125,8 +459,9 @@ impl fmt::Display for UnknownScheme {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "unknown scheme `{}` (expected one of: vcp, evcp, dpcp, tpcp, bmcc, mcp, classic)",
-            self.0
+            "unknown scheme `{}` (expected one of: {})",
+            self.0,
+            Scheme::names()
         )
     }
 }
@@ -144,78 +479,28 @@ impl FromStr for Scheme {
     }
 }
 
-/// A scheme as routers tell it from the DSCP tag: the marking it needs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum WireScheme {
-    /// Id 0: untagged, classic ECN treatment.
-    Classic = 0,
-    /// Id 1: VCP and EVCP.
-    Vcp = 1,
-    /// Id 2: DPCP.
-    Dpcp = 2,
-    /// Id 3: TPCP.
-    Tpcp = 3,
-    /// Id 4: BMCC.
-    Bmcc = 4,
-    /// Id 5: MCP.
-    Mcp = 5,
-    /// Id 6: erc.
-    Erc = 6,
-}
-
-impl WireScheme {
-    /// The scheme for a DSCP wire id; ids 6 and 7 are unassigned and get
-    /// classic treatment, like untagged traffic.
-    pub const fn from_id(id: u8) -> WireScheme {
-        match id & 0b111 {
-            1 => WireScheme::Vcp,
-            2 => WireScheme::Dpcp,
-            3 => WireScheme::Tpcp,
-            4 => WireScheme::Bmcc,
-            5 => WireScheme::Mcp,
-            6 => WireScheme::Erc,
-            _ => WireScheme::Classic,
-        }
-    }
-
-    /// The DSCP wire id.
-    pub const fn id(self) -> u8 {
-        self as u8
-    }
-
-    /// The codepoint a sender of this scheme puts on its packets, for routers
-    /// to raise (DESIGN.md §2): `01` for the VCP family and MPCP (VCP's low
-    /// load, MPCP's digit 0), `10` for BMCC (ADPM's unmarked base, BMCC paper
-    /// §II-A), `00` for MCP (its lowest utilization code, MCP paper §IV-A.3),
-    /// and ECT(0) for classic ECN.
-    pub const fn base_ecn(self) -> Ecn {
-        match self {
-            WireScheme::Vcp | WireScheme::Dpcp | WireScheme::Tpcp => Ecn::Ect1,
-            WireScheme::Bmcc | WireScheme::Classic => Ecn::Ect0,
-            WireScheme::Erc => Ecn::Ect1,
-            WireScheme::Mcp => Ecn::NotEct,
-        }
-    }
-
-    /// A new receiver decoder for packets of this scheme; classic traffic
-    /// carries no scheme feedback, so it has none.
-    pub fn decoder(self) -> Option<Box<dyn Decoder>> {
-        match self {
-            WireScheme::Classic => None,
-            WireScheme::Vcp => Some(Box::new(VcpDecoder::default())),
-            WireScheme::Dpcp => Some(Box::new(MpcpDecoder::new(Chain::Two))),
-            WireScheme::Tpcp => Some(Box::new(MpcpDecoder::new(Chain::Three))),
-            WireScheme::Bmcc => Some(Box::new(BmccDecoder::default())),
-            WireScheme::Mcp => Some(Box::new(McpDecoder::default())),
-            WireScheme::Erc => Some(Box::new(ErcDecoder::default())),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tables_are_in_order_and_consistent() {
+        for (i, entry) in SCHEMES.iter().enumerate() {
+            assert_eq!(entry.scheme as usize, i, "{}", entry.name);
+            let wire = entry.wire;
+            assert!(WireScheme::all().any(|w| w == wire), "{}", entry.name);
+        }
+        for (i, entry) in WIRES.iter().enumerate() {
+            assert_eq!(entry.wire.index(), i, "{}", entry.name);
+            assert_eq!(WireScheme::from_name(entry.name), Some(entry.wire));
+            assert_eq!(entry.decoder.is_none(), entry.wire == WireScheme::CLASSIC);
+        }
+        // No two wire schemes share a tag.
+        let tags: Vec<u8> = (0u8..16)
+            .filter(|&t| WireScheme::is_assigned(t) && t != 0)
+            .collect();
+        assert_eq!(tags.len(), WIRES.len() - 1);
+    }
 
     #[test]
     fn names_round_trip() {
@@ -225,22 +510,85 @@ mod tests {
         assert_eq!(" DPCP ".parse::<Scheme>(), Ok(Scheme::Dpcp));
         let err = "reno".parse::<Scheme>().unwrap_err();
         assert!(err.to_string().contains("unknown scheme `reno`"));
+        assert!(err.to_string().contains("erc, vcp"));
+        assert!(Scheme::help().lines().count() == Scheme::ALL.len());
     }
 
+    /// DESIGN.md §2's tag table, spelled out once here as the check.
     #[test]
-    fn base_codepoints() {
-        let base: Vec<Ecn> = Scheme::ALL.iter().map(|s| s.wire().base_ecn()).collect();
+    fn tags_and_codepoints_match_design_table() {
+        let ids: Vec<(&str, u8, Ecn)> = Scheme::ALL
+            .iter()
+            .map(|s| (s.name(), s.wire().id(), s.wire().base_ecn()))
+            .collect();
         use Ecn::*;
-        assert_eq!(base, [Ect1, Ect1, Ect1, Ect1, Ect0, NotEct, Ect0]);
+        assert_eq!(
+            ids,
+            [
+                ("erc", 6, Ect1),
+                ("vcp", 1, Ect1),
+                ("evcp", 1, Ect1),
+                ("dpcp", 2, Ect1),
+                ("tpcp", 3, Ect1),
+                ("bmcc", 4, Ect0),
+                ("mcp", 8, NotEct),
+                ("classic", 0, Ect0),
+            ]
+        );
+        for unassigned in [0, 5, 7, 12, 13, 14, 15] {
+            assert_eq!(WireScheme::from_id(unassigned), WireScheme::CLASSIC);
+        }
     }
 
     #[test]
-    fn wire_ids_match_design_table() {
-        let ids: Vec<u8> = Scheme::ALL.iter().map(|s| s.wire().id()).collect();
-        assert_eq!(ids, [1, 1, 2, 3, 4, 5, 0]);
-        for id in 0..8 {
-            let w = WireScheme::from_id(id);
-            assert!(w.id() == id || (w == WireScheme::Classic && (id == 0 || id >= 6)));
+    fn tag_layout_matches_design() {
+        // MCP with this-path and fairing: tag 11, DSCP 0b1011_11.
+        let tag = SchemeTag {
+            wire_id: mcp::WIRE.id(),
+            this_path: true,
+            fairing: true,
+        };
+        assert_eq!(tag.dscp(), 0b10_1111);
+        assert_eq!(tag.tos(Ecn::Ect1), 0b1011_1101);
+        assert_eq!(SchemeTag::from_tos(tag.tos(Ecn::Ce)), tag);
+        // erc: tag 6, DSCP 27.
+        assert_eq!(SchemeTag::new(erc::WIRE.id()).dscp(), 27);
+        // Flags are not part of schemes without flag bits.
+        let vcp_flags = SchemeTag {
+            wire_id: 1,
+            this_path: true,
+            fairing: true,
+        };
+        assert_eq!(vcp_flags.dscp(), 0b00_0111);
+        assert!(SchemeTag::from_tos(0b0000_0010).is_untagged());
+    }
+
+    /// Every standard DSCP (RFC 2474 class selectors, RFC 2597 AF, RFC 3246
+    /// EF, RFC 5865 VOICE-ADMIT, RFC 8622 LE) passes as untagged.
+    #[test]
+    fn every_standard_dscp_is_untagged() {
+        let mut standard = vec![44, 46, 1];
+        standard.extend((0..8).map(|cs| cs << 3));
+        for class in 1..=4 {
+            for drop in 1..=3 {
+                standard.push(class << 3 | drop << 1);
+            }
+        }
+        for dscp in standard {
+            assert!(SchemeTag::from_dscp(dscp).is_untagged(), "DSCP {dscp}");
+        }
+    }
+
+    #[test]
+    fn every_dscp_reads_back_or_is_untagged() {
+        for dscp in 0u8..64 {
+            let tag = SchemeTag::from_dscp(dscp);
+            if tag.is_untagged() {
+                let in_pool = dscp & 0b11 == 0b11;
+                assert!(!in_pool || WireScheme::from_id(dscp >> 2) == WireScheme::CLASSIC);
+            } else {
+                assert_eq!(tag.dscp(), dscp);
+            }
         }
     }
 }

@@ -11,6 +11,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::ecn::{Ecn, SchemeTag};
+use crate::flow_table::FlowTableConfig;
 use crate::load::LoadFactor;
 use crate::meter::LinkLoad;
 
@@ -44,8 +45,17 @@ pub struct LinkState {
     pub arrived_bytes: u64,
 }
 
+/// What a router gives every marker it builds for a link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MarkerConfig {
+    /// Per-flow state of the markers that keep it (MPCP, erc).
+    pub flows: FlowTableConfig,
+    /// Queue (bytes) at which classic ECT traffic is CE-marked.
+    pub classic_threshold: u64,
+}
+
 /// The router half of a scheme: rewrites a packet's marks as it enters a link.
-pub trait Marker {
+pub trait Marker: Send + fmt::Debug {
     /// Rewrites `pkt` in place.
     fn mark(&mut self, now: Duration, link: &LinkState, pkt: &mut PacketMarks);
 }

@@ -14,16 +14,18 @@
 use std::time::Duration;
 
 use crate::classic::LOSS_REDUCTION;
-use crate::ecn::{Ecn, SchemeTag};
+use crate::ecn::{Ecn, SchemeTag, WireScheme};
 use crate::evcp::ConvergenceController;
 use crate::load::LoadFactor;
 use crate::meter::IntervalStats;
-use crate::scheme::WireScheme;
 use crate::signal::{
     Congestion, Decoder, Feedback, LawConfig, LinkState, LossEpoch, Marker, Mode, PacketMarks,
     RttSample,
 };
 
+/// VCP's DSCP pool tag, which EVCP shares: EVCP changes only the sender
+/// (DESIGN.md §2, tag table).
+pub const WIRE: WireScheme = WireScheme::new(1);
 /// Low-load / high-load boundary: ρ < 80 % is low load (EVCP paper §"Overview
 /// of VCP"; `ρ < 80 % → 01` in the ns-2 release, DESIGN.md §2).
 pub const LOW_LOAD_BOUND: f64 = 0.8;
@@ -397,7 +399,7 @@ impl crate::signal::Law for VcpLaw {
     }
 
     fn tag(&self) -> SchemeTag {
-        SchemeTag::new(WireScheme::Vcp.id())
+        SchemeTag::new(WIRE.id())
     }
 }
 

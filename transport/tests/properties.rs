@@ -9,24 +9,9 @@ use ecnq::{
 };
 use proptest::prelude::*;
 
-const WIRES: [WireScheme; 5] = [
-    WireScheme::Vcp,
-    WireScheme::Dpcp,
-    WireScheme::Tpcp,
-    WireScheme::Bmcc,
-    WireScheme::Mcp,
-];
-
-/// The highest level number each wire scheme reports.
-fn max_level(wire: WireScheme) -> u16 {
-    match wire {
-        WireScheme::Vcp => 2,
-        WireScheme::Dpcp => 8,
-        WireScheme::Tpcp => 26,
-        WireScheme::Bmcc => 12_000,
-        WireScheme::Mcp => 3,
-        WireScheme::Classic => 0,
-    }
+/// Every wire scheme with a decoder.
+fn wires() -> impl Iterator<Item = WireScheme> {
+    WireScheme::all().filter(|wire| *wire != WireScheme::CLASSIC)
 }
 
 #[derive(Clone, Debug)]
@@ -74,7 +59,7 @@ proptest! {
     fn decoders_never_panic_and_stay_in_range(
         packets in prop::collection::vec((0u8..4, 0u8..64, any::<u32>(), 0u16..1000), 0..300)
     ) {
-        for wire in WIRES {
+        for wire in wires() {
             let mut decoder = wire.decoder().expect("ecnq schemes have decoders");
             let mut now = Duration::ZERO;
             for &(ecn, dscp, hash, dt_ms) in &packets {
@@ -82,7 +67,7 @@ proptest! {
                 decoder.on_packet(now, Ecn::from_bits(ecn), SchemeTag::from_dscp(dscp), hash);
                 let fb = decoder.estimate(now);
                 prop_assert!(fb.load.get().is_finite() && fb.load.get() >= 0.0);
-                prop_assert!(fb.level <= max_level(wire), "{wire:?} level {}", fb.level);
+                prop_assert!(fb.level <= wire.max_level(), "{wire:?} level {}", fb.level);
             }
         }
     }
@@ -125,7 +110,7 @@ proptest! {
         steps in prop::collection::vec((0u16..500, 1u32..200_000, 0u8..9, 1u16..5000), 1..300),
     ) {
         let config = LawConfig::with_mss(1200);
-        for scheme in Scheme::ROUTER_ASSISTED {
+        for scheme in Scheme::router_assisted() {
             let mut law = scheme.law(config);
             let mut now = Duration::ZERO;
             // Start from a large window or rate.
@@ -159,6 +144,8 @@ fn overload(scheme: Scheme, pick: u8) -> Feedback {
         Scheme::Tpcp => (18 + u16::from(pick), 1.05),
         Scheme::Bmcc => (0, 1.0 + f64::from(pick) / 4.0),
         Scheme::Mcp => (3, 1.2),
+        // The smallest rate erc advertises.
+        Scheme::Erc => (ecnq::erc::MAX_INDEX, 1.2),
         Scheme::Classic => unreachable!("classic has no router feedback"),
     };
     Feedback {

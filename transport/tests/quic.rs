@@ -11,7 +11,7 @@ use bytes::Bytes;
 use common::{connect, endpoints, transfer, Dir, Relay};
 use ecnq::quic::report::{self, Repr};
 use ecnq::quic::{CongestionControl, DatagramError, PeerMode};
-use ecnq::{Ecn, Feedback, LoadFactor, Mode, Scheme, SchemeTag, WireScheme};
+use ecnq::{Ecn, Feedback, LoadFactor, Mode, Scheme, SchemeTag};
 
 const MB: usize = 1 << 20;
 const VCP: CongestionControl = CongestionControl::Ecnq(Scheme::Vcp);
@@ -24,7 +24,7 @@ fn is_classic(mode: Option<Mode>) -> bool {
 }
 
 fn vcp_tos(ecn: Ecn) -> u8 {
-    SchemeTag::new(WireScheme::Vcp.id()).tos(ecn)
+    SchemeTag::new(Scheme::Vcp.wire().id()).tos(ecn)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -44,11 +44,7 @@ async fn every_controller_moves_10_mb_intact() {
             assert!(receiver.reports_sent >= sender.reports_received, "{cc}");
             // No router on loopback: the data packets arrive with the
             // scheme's base codepoint, never CE.
-            let base = match scheme.wire() {
-                WireScheme::Bmcc => Ecn::Ect0,
-                WireScheme::Mcp => Ecn::NotEct,
-                _ => Ecn::Ect1,
-            };
+            let base = scheme.wire().base_ecn();
             let counts = receiver.ecn_received;
             assert!(counts[base.bits() as usize] > 5000, "{cc}: {receiver:?}");
             assert_eq!(counts[Ecn::Ce.bits() as usize], 0, "{cc}");
@@ -307,7 +303,7 @@ async fn bad_reports_are_counted_and_ignored() {
     let before = c.congestion_stats();
     assert!(before.reports_received > 0);
     let overload = |sequence: u32| Repr {
-        scheme: WireScheme::Vcp,
+        scheme: Scheme::Vcp.wire(),
         sequence,
         feedback: Feedback {
             level: 2,

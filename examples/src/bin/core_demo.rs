@@ -84,9 +84,12 @@ fn main() -> ExitCode {
         "{:<6} {:>18} {:>18}   {:<28}",
         "scheme", "decoded after R1", "after whole path", "sender reaction (from 100 packets)"
     );
-    for scheme in Scheme::ROUTER_ASSISTED {
-        let after_first = decode(scheme, &mut routers.clone()[..1], args.packets);
-        let after_all = decode(scheme, &mut routers.clone(), args.packets);
+    for scheme in Scheme::router_assisted() {
+        // Fresh routers for every scheme: markers keep per-flow state.
+        let mut path = loaded_routers(&args.loads, capacity);
+        let after_first = decode(scheme, &mut path[..1], args.packets);
+        let mut path = loaded_routers(&args.loads, capacity);
+        let after_all = decode(scheme, &mut path, args.packets);
         let reaction = react(scheme, after_all.0, Duration::from_millis(args.rtt_ms));
         println!(
             "{:<6} {:>18} {:>18}   {}",
@@ -150,10 +153,7 @@ fn decode(scheme: Scheme, path: &mut [RouterLink], packets: u32) -> (ecnq::Feedb
         decoder.on_packet(now, pkt.ecn, pkt.tag, pkt.hash);
     }
     let fb = decoder.estimate(MS * 300);
-    let text = match scheme {
-        Scheme::Bmcc => format!("f̂ = {}", fb.load),
-        _ => format!("level {} (≤{})", fb.level, fb.load),
-    };
+    let text = format!("level {} (≤{})", fb.level, fb.load);
     (fb, text)
 }
 

@@ -72,9 +72,8 @@ struct PerfArgs {
     /// Print one JSON report, shaped like iperf3's, at the end.
     #[arg(short = 'J', long)]
     json: bool,
-    /// Congestion control of the sending side: vcp, evcp, dpcp, tpcp, bmcc,
-    /// mcp, classic, newreno, cubic or bbr.
-    #[arg(long, default_value = "vcp", value_parser = parse_cc)]
+    /// Congestion control of the sending side [default: erc].
+    #[arg(long, default_value_t = CongestionControl::DEFAULT, value_parser = parse_cc, long_help = format!("Congestion control of the sending side:\n{}", CongestionControl::help()))]
     cc: CongestionControl,
     /// Write qlog files into this directory.
     #[arg(long, value_name = "DIR")]

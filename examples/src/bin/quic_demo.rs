@@ -17,9 +17,8 @@ use ecnq::quic::{CongestionControl, CongestionStats, Endpoint, Options, SelfSign
 #[derive(Parser, Debug)]
 #[command(version)]
 struct Args {
-    /// Congestion controller of both ends: vcp, evcp, dpcp, tpcp, bmcc, mcp,
-    /// classic (ecnq's NewReno law), or quinn's newreno, cubic, bbr.
-    #[arg(long, default_value = "vcp")]
+    /// Congestion controller of both ends [default: erc].
+    #[arg(long, default_value_t = CongestionControl::DEFAULT, long_help = format!("Congestion controller of both ends:\n{}", CongestionControl::help()))]
     cc: CongestionControl,
 
     /// Megabytes the client sends to the server.

@@ -38,8 +38,9 @@ pub struct DemoArgs {
     /// Seconds between flow arrivals in the mixed run (0 to 600).
     #[arg(long, default_value_t = 2.0)]
     pub stagger: f64,
-    /// Controllers to compare, comma separated.
-    #[arg(long, value_delimiter = ',', default_value = "vcp,evcp,dpcp,tpcp,bmcc,mcp,cubic,bbr", value_parser = cc_arg)]
+    /// Controllers to compare, comma separated [default: every ecnq scheme
+    /// but classic, then cubic and bbr].
+    #[arg(long, value_delimiter = ',', default_values_t = demo_controllers(), value_parser = cc_arg, long_help = format!("Controllers to compare, comma separated [default: every ecnq scheme but classic, then cubic and bbr]:\n{}", CongestionControl::help()))]
     pub cc: Vec<CongestionControl>,
     /// Skip the mixed run.
     #[arg(long)]
@@ -55,6 +56,16 @@ fn rate_arg(s: &str) -> Result<u64, String> {
 
 fn time_arg(s: &str) -> Result<Duration, String> {
     parse_time(s).map_err(|e| e.to_string())
+}
+
+/// The demo's default line-up: every router-assisted scheme, then quinn's
+/// Cubic and BBR as the baselines.
+fn demo_controllers() -> Vec<CongestionControl> {
+    CongestionControl::all()
+        .into_iter()
+        .filter(|cc| cc.router_assisted().is_some())
+        .chain([CongestionControl::Cubic, CongestionControl::Bbr])
+        .collect()
 }
 
 fn cc_arg(s: &str) -> Result<CongestionControl, String> {

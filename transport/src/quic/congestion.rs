@@ -39,10 +39,32 @@ impl CongestionControl {
     /// The ecnq scheme, if this is one that uses router feedback.
     pub fn router_assisted(self) -> Option<Scheme> {
         match self {
-            CongestionControl::Ecnq(Scheme::Classic) => None,
-            CongestionControl::Ecnq(s) => Some(s),
+            CongestionControl::Ecnq(s) if s.is_router_assisted() => Some(s),
             _ => None,
         }
+    }
+
+    /// What applications and tools run unless told otherwise: erc, ecnq's
+    /// own scheme (Cubic on paths without an ecnq router).
+    pub const DEFAULT: CongestionControl = CongestionControl::Ecnq(Scheme::Erc);
+
+    /// One line about this controller.
+    pub fn summary(self) -> &'static str {
+        match self {
+            CongestionControl::Ecnq(s) => s.summary(),
+            CongestionControl::NewReno => "quinn's NewReno, packets untagged",
+            CongestionControl::Cubic => "quinn's Cubic, packets untagged",
+            CongestionControl::Bbr => "quinn's BBR, packets untagged",
+        }
+    }
+
+    /// One line per controller, name and summary, for `--help`.
+    pub fn help() -> String {
+        CongestionControl::all()
+            .into_iter()
+            .map(|cc| format!("  {:<8} {}", cc.name(), cc.summary()))
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     /// The name used on command lines (`vcp`, …, `newreno`, `cubic`, `bbr`).
@@ -70,8 +92,13 @@ impl fmt::Display for UnknownController {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "unknown congestion controller `{}` (expected one of: vcp, evcp, dpcp, tpcp, bmcc, mcp, classic, newreno, cubic, bbr)",
-            self.0
+            "unknown congestion controller `{}` (expected one of: {})",
+            self.0,
+            CongestionControl::all()
+                .iter()
+                .map(|cc| cc.name())
+                .collect::<Vec<_>>()
+                .join(", ")
         )
     }
 }

@@ -16,9 +16,9 @@ use tokio::sync::Notify;
 use super::congestion::CongestionControl;
 use super::rate_gate::RateGate;
 use super::report::{FeedbackSender, Next, ReportFilter, Repr, SendPolicy};
+use crate::ecn::WireScheme;
 use crate::ecn::{Ecn, SchemeTag};
 use crate::hash::packet_hash;
-use crate::scheme::WireScheme;
 use crate::signal::{Decoder, Feedback, Law, LawConfig, Mode, RttSample};
 
 /// Whether a connection's sender uses router feedback, and if not, why.
@@ -173,7 +173,7 @@ impl Peer {
             mode: AtomicU8::new(mode as u8),
             dscp: AtomicU8::new(tag.dscp()),
             scheme_tag: tag,
-            send_ecn: WireScheme::from_id(tag.wire_id).base_ecn(),
+            send_ecn: tag.wire().base_ecn(),
             sending: Mutex::new(Sending {
                 active,
                 config,
@@ -326,7 +326,7 @@ impl Peer {
             let mut rx = lock(&self.receiving);
             rx.counts[usize::from(ecn.bits())] += packets;
             if !tag.is_untagged() {
-                let wire = WireScheme::from_id(tag.wire_id);
+                let wire = tag.wire();
                 if rx.decoder.as_ref().map(|(w, _)| *w) != Some(wire) {
                     rx.decoder = wire.decoder().map(|d| (wire, d));
                     changed = rx.decoder.is_some();
@@ -365,7 +365,7 @@ impl Peer {
                     feedback,
                 )
             }
-            None => (Next::Idle, WireScheme::Classic, Feedback::default()),
+            None => (Next::Idle, WireScheme::CLASSIC, Feedback::default()),
         };
         let (next, wire, feedback) = next;
         if next == Next::Idle {

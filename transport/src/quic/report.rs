@@ -2,7 +2,7 @@
 //! acceptance rules, and the policy that decides when to send one. Sans-IO:
 //! time is an argument, bytes are slices.
 //!
-//! # Wire format, version 1
+//! # Wire format, version 2
 //!
 //! A report is the whole payload of one QUIC DATAGRAM frame (RFC 9221), so it
 //! is encrypted and authenticated by QUIC. All integers are big-endian.
@@ -10,8 +10,8 @@
 //! | bytes  | field      | meaning |
 //! |--------|------------|---------|
 //! | 0..4   | magic      | `EC 0E C9 51`: tells reports from application datagrams |
-//! | 4      | version    | `1` |
-//! | 5      | scheme     | the DSCP wire id of the traffic the report describes (DESIGN.md §2) |
+//! | 4      | version    | `2` |
+//! | 5      | scheme     | the DSCP pool tag of the traffic the report describes (DESIGN.md §2; MCP's first tag, 8) |
 //! | 6      | flags      | bit 0: MCP fairing bit echo; bits 1..7 reserved, sent as 0 |
 //! | 7      | reserved   | sent as 0, ignored |
 //! | 8..12  | sequence   | report number, +1 per report, wrapping |
@@ -26,17 +26,18 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::ecn::Ecn;
+use crate::ecn::{Ecn, WireScheme};
 use crate::load::LoadFactor;
-use crate::scheme::WireScheme;
 use crate::signal::Feedback;
 
 /// The first four bytes of every report. Application datagrams that start
 /// with them cannot be sent over an ecnq connection.
 pub const MAGIC: [u8; 4] = [0xEC, 0x0E, 0xC9, 0x51];
-/// The report version this code writes and reads.
-pub const VERSION: u8 = 1;
-/// The length of a version-1 report.
+/// The report version this code writes and reads. Version 2 carries the
+/// scheme as its DSCP pool tag (MCP 8, erc 6); version 1 used the retired
+/// tag layout's ids.
+pub const VERSION: u8 = 2;
+/// The length of a report.
 pub const LEN: usize = 50;
 /// Load factors travel in units of 1/`LOAD_SCALE`.
 pub const LOAD_SCALE: f64 = 10_000.0;
@@ -64,7 +65,7 @@ pub fn is_report(datagram: &[u8]) -> bool {
 /// Why a report was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReportError {
-    /// Shorter than a version-1 report.
+    /// Shorter than a report.
     Truncated,
     /// A version this code does not speak.
     Version(u8),
@@ -115,7 +116,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
         Ok(packet)
     }
 
-    /// Fails unless the buffer holds a whole version-1 report with the magic.
+    /// Fails unless the buffer holds a whole report of this version with the magic.
     pub fn check_len(&self) -> Result<(), ReportError> {
         let data = self.buffer.as_ref();
         if data.len() <= field::VERSION || !is_report(data) {
@@ -191,30 +192,17 @@ pub struct Repr {
     pub counts: [u64; 4],
 }
 
-/// The highest level a scheme's decoder reports ([`Feedback::level`]).
-pub const fn max_level(scheme: WireScheme) -> u16 {
-    match scheme {
-        WireScheme::Classic => 0,
-        WireScheme::Vcp => 2,
-        WireScheme::Dpcp => 8,
-        WireScheme::Tpcp => 26,
-        WireScheme::Mcp => 3,
-        WireScheme::Bmcc => u16::MAX,
-        WireScheme::Erc => crate::erc::MAX_LEVEL,
-    }
-}
-
 impl Repr {
     /// Parses a checked packet; refuses values no decoder produces.
     pub fn parse<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<Repr, ReportError> {
         packet.check_len()?;
         let id = packet.scheme();
         let scheme = WireScheme::from_id(id);
-        if id > 7 || scheme.id() != id || scheme == WireScheme::Classic {
+        if !WireScheme::is_assigned(id) || scheme == WireScheme::CLASSIC {
             return Err(ReportError::Scheme(id));
         }
         let level = packet.level();
-        if level > max_level(scheme) {
+        if level > scheme.max_level() {
             return Err(ReportError::Level(level));
         }
         let load = packet.load();
@@ -440,12 +428,14 @@ impl FeedbackSender {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mpcp::Chain;
+    use crate::vcp;
     use proptest::prelude::*;
 
     proptest! {
         #[test]
         fn parsing_arbitrary_bytes_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..80)) {
-            let mut filter = ReportFilter::new(WireScheme::Vcp);
+            let mut filter = ReportFilter::new(vcp::WIRE);
             let _ = Repr::parse(&Packet::new_unchecked(&bytes[..]));
             let _ = filter.accept(&bytes);
         }
@@ -465,7 +455,7 @@ mod tests {
 
     fn sample(sequence: u32) -> Repr {
         Repr {
-            scheme: WireScheme::Vcp,
+            scheme: vcp::WIRE,
             sequence,
             feedback: Feedback {
                 level: 1,
@@ -505,13 +495,15 @@ mod tests {
             b[at..at + value.len()].copy_from_slice(value);
             Repr::parse(&Packet::new_unchecked(&b[..]))
         };
-        assert_eq!(with(4, &[2]), Err(ReportError::Version(2)));
+        assert_eq!(with(4, &[1]), Err(ReportError::Version(1)));
         assert_eq!(with(5, &[0]), Err(ReportError::Scheme(0)));
-        assert_eq!(with(5, &[6]), Err(ReportError::Scheme(6)));
+        // Unassigned tags, and MCP's flag-carrying tags, name no scheme.
+        assert_eq!(with(5, &[5]), Err(ReportError::Scheme(5)));
+        assert_eq!(with(5, &[9]), Err(ReportError::Scheme(9)));
         assert_eq!(with(5, &[200]), Err(ReportError::Scheme(200)));
         assert_eq!(with(12, &[0, 3]), Err(ReportError::Level(3)));
         assert_eq!(with(14, &[0xFF; 4]), Err(ReportError::Load(u32::MAX)));
-        // A longer version-1 report is fine (room for extensions).
+        // A longer report is fine (room for extensions).
         let mut longer = good.clone();
         longer.extend_from_slice(&[9; 8]);
         assert!(Repr::parse(&Packet::new_unchecked(&longer[..])).is_ok());
@@ -519,7 +511,7 @@ mod tests {
 
     #[test]
     fn filter_refuses_stale_regressing_and_foreign_reports() {
-        let mut filter = ReportFilter::new(WireScheme::Vcp);
+        let mut filter = ReportFilter::new(vcp::WIRE);
         assert!(filter.accept(&sample(5).to_bytes()).is_ok());
         assert_eq!(
             filter.accept(&sample(5).to_bytes()),
@@ -536,7 +528,7 @@ mod tests {
             Err(ReportError::CountRegression)
         );
         let mut foreign = sample(7);
-        foreign.scheme = WireScheme::Dpcp;
+        foreign.scheme = Chain::Two.wire();
         assert_eq!(
             filter.accept(&foreign.to_bytes()),
             Err(ReportError::Scheme(2))
@@ -549,7 +541,7 @@ mod tests {
 
     #[test]
     fn sequence_numbers_wrap() {
-        let mut filter = ReportFilter::new(WireScheme::Vcp);
+        let mut filter = ReportFilter::new(vcp::WIRE);
         let mut repr = sample(0);
         repr.sequence = u32::MAX;
         assert!(filter.accept(&repr.to_bytes()).is_ok());
