@@ -11,8 +11,9 @@ use crate::scheme::Scheme;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CongestionControl {
     /// An ecnq scheme. Its packets carry the scheme's DSCP tag; with a peer
-    /// that does not run ecnq it falls back to the core's classic NewReno
-    /// law. `Ecnq(Scheme::Classic)` is that law from the start, untagged.
+    /// that does not run ecnq, or when its reports stop, it falls back to
+    /// the core's Cubic law. `Ecnq(Scheme::Classic)` is the core's NewReno
+    /// law from the start, untagged.
     Ecnq(Scheme),
     /// quinn's NewReno, packets untagged.
     NewReno,

@@ -77,7 +77,7 @@ impl EcnSocket {
             Some(peer) if peer.is_attached() => return Err(Error::Busy(remote)),
             Some(peer) if peer.cc == cc => peer,
             _ => {
-                let peer = Arc::new(Peer::new(cc, super::peer::MSS));
+                let peer = Arc::new(Peer::new(cc, super::peer::MSS, remote));
                 self.peers.insert(remote, peer.clone());
                 peer
             }

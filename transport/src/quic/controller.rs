@@ -11,9 +11,9 @@ use quinn_proto::RttEstimator;
 
 use super::peer::Sending;
 use super::peer::{law_level, note_law_change, Active, Peer, PeerMode};
+use crate::cubic::CubicLaw;
 use crate::ecn::SchemeTag;
-use crate::scheme::Scheme;
-use crate::signal::{Congestion, LawConfig, RttSample};
+use crate::signal::{Congestion, LawConfig, Mode, RttSample};
 
 /// Builds the controller of one connection. quinn calls it once per path;
 /// every controller it builds shares that connection's feedback state.
@@ -58,23 +58,24 @@ fn rtt_sample(rtt: &RttEstimator) -> RttSample {
 }
 
 impl EcnqController {
-    /// Replaces the scheme's law by the classic law, at the law's window,
-    /// once the peer turned out not to run ecnq or its reports stopped.
+    /// Replaces the scheme's law by Cubic at the law's window once the peer
+    /// turned out not to run ecnq or its reports stopped: without router
+    /// feedback, a loss-based law that holds its own next to today's traffic
+    /// (a law still in slow start stays in it).
     fn follow_mode(&self, tx: &mut Sending) {
         let mode = self.peer.mode();
         if let Active::Law(law) = &tx.active {
             if mode.is_fallback() && law.tag() != SchemeTag::UNTAGGED {
                 let window = law.window();
-                tracing::info!(
-                    window,
-                    mode = mode.name(),
-                    "law replaced by the classic law"
-                );
-                let config = LawConfig {
+                tracing::info!(window, mode = mode.name(), "law replaced by Cubic");
+                let mut cubic = CubicLaw::new(LawConfig {
                     initial_window: window,
                     ..tx.config
-                };
-                tx.active = Active::Law(Scheme::Classic.law(config));
+                });
+                if law.mode() != Mode::SlowStart {
+                    cubic.set_window(window as f64);
+                }
+                tx.active = Active::Law(Box::new(cubic));
             }
         }
     }
@@ -87,7 +88,8 @@ impl Controller for EcnqController {
         tx.in_flight = tx.in_flight.saturating_add(bytes);
         if let Some(rate) = tx.law_rate() {
             let since = self.peer.since_epoch(now);
-            tx.gate.on_sent(since, bytes, rate, tx.config.mss);
+            tx.gate
+                .on_sent(since, bytes + tx.header_bytes, rate, tx.config.mss);
         }
         if let Active::Quinn(c) = &mut tx.active {
             c.on_sent(now, bytes, last_packet_number);

@@ -11,8 +11,9 @@
 //! * The receiver sends its decoder's estimate back in QUIC DATAGRAM frames
 //!   ([`report`]); application datagrams keep working.
 //! * With a peer that does not run ecnq (its packets carry no DSCP tag), or
-//!   when its reports stop, the sender falls back to the core's classic NewReno law and says
-//!   so in [`CongestionStats::mode`].
+//!   when its reports stop, the sender falls back to the core's Cubic law and
+//!   says so in [`CongestionStats::mode`]; when reports return, the scheme's
+//!   law takes over again.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), ecnq::quic::Error> {
@@ -20,7 +21,7 @@
 //! use ecnq::Scheme;
 //!
 //! let cert = SelfSigned::new(&["localhost"])?;
-//! let options = Options::new(CongestionControl::Ecnq(Scheme::Vcp));
+//! let options = Options::new(CongestionControl::Ecnq(Scheme::Erc));
 //! let server = Endpoint::server("[::1]:0".parse().unwrap(), cert.identity(), options.clone())?;
 //! let client = Endpoint::client("[::]:0".parse().unwrap(), cert.roots(), options)?;
 //! let addr = server.local_addr()?;
@@ -42,7 +43,6 @@
 //! * A peer is known to run ecnq by the DSCP tag of its packets. An ecnq peer
 //!   whose own controller uses no router feedback (classic, or quinn's)
 //!   sends untagged packets and looks like a vanilla peer.
-//! * Fallback is one-way: a connection that fell back stays classic.
 //! * Application datagrams must not start with [`report::MAGIC`].
 
 use std::fmt;

@@ -97,6 +97,10 @@ pub(crate) struct Sending {
     pub md_events: u64,
     /// Holds a rate law to its rate (none of the other controllers use it).
     pub gate: RateGate,
+    /// IP and UDP header bytes of every packet: routers meter whole packets
+    /// and advertise rates in those bytes, while quinn counts UDP payload,
+    /// so the gate debits both.
+    pub header_bytes: u64,
     /// Bytes in flight as quinn counts them, for the gate: quinn's own
     /// figure at the end of each ACK, plus what was sent and less what was
     /// declared lost since.
@@ -148,7 +152,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Peer {
-    pub fn new(cc: CongestionControl, mss: u64) -> Peer {
+    /// The state of the connection with `remote`.
+    pub fn new(cc: CongestionControl, mss: u64, remote: SocketAddr) -> Peer {
         let config = LawConfig::with_mss(mss);
         let (active, mode) = match cc {
             CongestionControl::Ecnq(scheme) => (
@@ -184,6 +189,7 @@ impl Peer {
                 data_sent: (0, Duration::ZERO),
                 md_events: 0,
                 gate: RateGate::default(),
+                header_bytes: header_bytes(remote),
                 in_flight: 0,
             }),
             receiving: Mutex::new(Receiving {
@@ -537,6 +543,15 @@ pub(crate) struct PeerTable {
 /// must not grow memory without bound).
 const MAX_PEERS: usize = 16_384;
 
+/// The IP and UDP header bytes of a packet to `remote`: 20 + 8 for IPv4
+/// (also when a dual-stack socket names it IPv4-mapped), 40 + 8 for IPv6.
+pub(crate) fn header_bytes(remote: SocketAddr) -> u64 {
+    match canonical(remote) {
+        SocketAddr::V4(_) => 28,
+        SocketAddr::V6(_) => 48,
+    }
+}
+
 /// Addresses are keyed in canonical form: a dual-stack socket sees IPv4
 /// peers as IPv4-mapped IPv6 addresses.
 pub(crate) fn canonical(addr: SocketAddr) -> SocketAddr {
@@ -555,7 +570,7 @@ impl PeerTable {
             map.retain(|_, peer| peer.is_attached());
         }
         map.entry(canonical(addr))
-            .or_insert_with(|| Arc::new(Peer::new(cc, MSS)))
+            .or_insert_with(|| Arc::new(Peer::new(cc, MSS, addr)))
             .clone()
     }
 

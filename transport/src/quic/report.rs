@@ -471,7 +471,7 @@ mod tests {
         let repr = sample(7);
         let bytes = repr.to_bytes();
         assert_eq!(bytes.len(), LEN);
-        assert_eq!(&bytes[..8], &[0xEC, 0x0E, 0xC9, 0x51, 1, 1, 1, 0]);
+        assert_eq!(&bytes[..8], &[0xEC, 0x0E, 0xC9, 0x51, 2, 1, 1, 0]);
         assert_eq!(&bytes[8..18], &[0, 0, 0, 7, 0, 1, 0, 0, 0x25, 0x1C]);
         let parsed = Repr::parse(&Packet::new_checked(&bytes[..]).unwrap()).unwrap();
         assert_eq!(parsed, repr);
