@@ -23,7 +23,8 @@ use ecnq::{Ecn, SchemeTag};
 
 use crate::protocol::Protocol;
 use crate::rng::Rng;
-use ecnq::router::{MarkCounters, RouterConfig, RouterLink};
+use ecnq::bottleneck::{Bottleneck, BottleneckConfig, Class, Discipline, Queued};
+use ecnq::router::{MarkCounters, MarkingMode, RouterConfig};
 
 /// Virtual time in nanoseconds.
 pub type Nanos = u64;
@@ -51,14 +52,8 @@ fn dur(t: Nanos) -> Duration {
     Duration::from_nanos(t)
 }
 
-/// A drop-tail buffer limit (waiting packets; the one in transmission is not counted).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BufferLimit {
-    /// At most this many packets wait.
-    Packets(u64),
-    /// At most this many bytes wait.
-    Bytes(u64),
-}
+/// A link's buffer limit (the core's queue limit).
+pub use ecnq::bottleneck::QueueLimit as BufferLimit;
 
 /// One one-way link.
 #[derive(Clone, Debug)]
@@ -73,8 +68,14 @@ pub struct LinkSpec {
     pub buffer: BufferLimit,
     /// Probability that a transmitted packet is lost on the wire.
     pub loss: f64,
-    /// Untagged ECT packets are marked CE while this many bytes wait.
+    /// Untagged ECT packets are marked CE while this many bytes wait
+    /// (FIFO links; a dual-queue link runs CoDel on them instead).
     pub ecn_threshold: u64,
+    /// How the link queues packets.
+    pub discipline: Discipline,
+    /// Whether its router marks (auto, by tag) or only queues (off: a
+    /// drop-tail router with no ecnq support).
+    pub marking: MarkingMode,
     /// Whether reports and time series include this link.
     pub report: bool,
 }
@@ -175,6 +176,18 @@ pub struct Packet {
     pub also: Option<u64>,
 }
 
+impl Queued for Packet {
+    fn wire_len(&self) -> u32 {
+        self.len
+    }
+    fn marks(&self) -> Option<PacketMarks> {
+        Some(self.marks)
+    }
+    fn set_marks(&mut self, marks: &PacketMarks) {
+        self.marks = *marks;
+    }
+}
+
 /// What the trace records (tests check engine invariants on it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TraceKind {
@@ -226,8 +239,13 @@ pub struct LinkStats {
     pub peak_queue_packets: u64,
     /// Largest queue in bytes.
     pub peak_queue_bytes: u64,
-    /// Histogram of the queue (packets) each arriving packet found.
+    /// Histogram of the queue (packets) each arriving packet found in its
+    /// class (the only queue, or a dual-queue link's ecnq queue).
     pub queue_seen: Vec<u64>,
+    /// The same for a dual-queue link's classic queue.
+    pub classic_queue_seen: Vec<u64>,
+    /// Classic packets CoDel dropped (dual-queue links).
+    pub aqm_drops: u64,
 }
 
 /// A link as the engine runs it.
@@ -235,11 +253,7 @@ pub struct LinkStats {
 pub struct Link {
     /// The configuration.
     pub spec: LinkSpec,
-    ns_per_byte: Option<f64>,
-    port: Option<RouterLink>,
-    queue: VecDeque<Packet>,
-    queue_bytes: u64,
-    in_service: Option<Packet>,
+    bottleneck: Option<Bottleneck<Packet>>,
     pipe: VecDeque<(Nanos, Packet)>,
     last_queue_change: Nanos,
     sample_departed: u64,
@@ -249,19 +263,21 @@ pub struct Link {
 
 impl Link {
     fn new(spec: LinkSpec) -> Link {
-        let ns_per_byte = spec.rate.map(|bps| 8e9 / bps);
-        let port = spec.rate.map(|bps| {
-            let mut config = RouterConfig::new(bps / 8.0, 0);
-            config.classic_threshold = spec.ecn_threshold.max(1);
-            RouterLink::new(config, Duration::ZERO)
+        let bottleneck = spec.rate.map(|bps| {
+            let mut router = RouterConfig::new(bps / 8.0, 0);
+            router.classic_threshold = spec.ecn_threshold.max(1);
+            router.mode = spec.marking;
+            let config = BottleneckConfig {
+                rate: Some(bps.round() as u64),
+                limit: spec.buffer,
+                discipline: spec.discipline,
+                router,
+            };
+            Bottleneck::new(config, Duration::ZERO)
         });
         Link {
             spec,
-            ns_per_byte,
-            port,
-            queue: VecDeque::new(),
-            queue_bytes: 0,
-            in_service: None,
+            bottleneck,
             pipe: VecDeque::new(),
             last_queue_change: 0,
             sample_departed: 0,
@@ -271,31 +287,42 @@ impl Link {
 
     /// Packets queued, in transmission or propagating.
     pub fn packets_inside(&self) -> usize {
-        self.queue.len() + usize::from(self.in_service.is_some()) + self.pipe.len()
+        let serializing = self.bottleneck.as_ref().map_or(0, |b| {
+            b.queue_packets() + usize::from(b.next_departure().is_some())
+        });
+        serializing + self.pipe.len()
     }
 
     /// Waiting packets.
     pub fn queue_packets(&self) -> usize {
-        self.queue.len()
+        self.bottleneck
+            .as_ref()
+            .map_or(0, Bottleneck::queue_packets)
     }
 
     /// Waiting bytes.
     pub fn queue_bytes(&self) -> u64 {
-        self.queue_bytes
+        self.bottleneck.as_ref().map_or(0, Bottleneck::queue_bytes)
     }
 
     /// The router's mark counters (None for pure delays).
     pub fn mark_counters(&self) -> Option<&MarkCounters> {
-        self.port.as_ref().map(RouterLink::counters)
+        self.bottleneck.as_ref().map(|b| b.router().counters())
+    }
+
+    /// The bottleneck (None for pure delays).
+    pub fn bottleneck(&self) -> Option<&Bottleneck<Packet>> {
+        self.bottleneck.as_ref()
     }
 
     fn account_queue(&mut self, now: Nanos) {
+        let (bytes, packets) = (self.queue_bytes(), self.queue_packets() as u64);
         let dt = (now - self.last_queue_change) as f64;
-        self.stats.queue_byte_ns += self.queue_bytes as f64 * dt;
-        self.stats.queue_packet_ns += self.queue.len() as f64 * dt;
+        self.stats.queue_byte_ns += bytes as f64 * dt;
+        self.stats.queue_packet_ns += packets as f64 * dt;
         self.last_queue_change = now;
-        self.stats.peak_queue_packets = self.stats.peak_queue_packets.max(self.queue.len() as u64);
-        self.stats.peak_queue_bytes = self.stats.peak_queue_bytes.max(self.queue_bytes);
+        self.stats.peak_queue_packets = self.stats.peak_queue_packets.max(packets);
+        self.stats.peak_queue_bytes = self.stats.peak_queue_bytes.max(bytes);
     }
 }
 
@@ -729,10 +756,10 @@ impl Sim {
         }
     }
 
-    fn link_arrive(&mut self, l: usize, mut pkt: Packet) {
+    fn link_arrive(&mut self, l: usize, pkt: Packet) {
         let now = self.now;
         let link = &mut self.links[l];
-        let Some(ns_per_byte) = link.ns_per_byte else {
+        let Some(bottleneck) = link.bottleneck.as_mut() else {
             let was_empty = link.pipe.is_empty();
             let at = now + link.spec.delay;
             link.pipe.push_back((at, pkt));
@@ -741,70 +768,76 @@ impl Sim {
             }
             return;
         };
-        let t = dur(now);
-        if let Some(port) = link.port.as_mut() {
-            port.on_arrival(t, pkt.len, &mut pkt.marks);
-        }
+        let class = bottleneck.class_of(Some(&pkt.marks));
+        let seen = bottleneck.class_packets(class);
+        let idle = bottleneck.next_departure().is_none();
         let stats = &mut link.stats;
         stats.arrived_packets += 1;
         stats.arrived_bytes += u64::from(pkt.len);
-        let seen = link.queue.len();
-        if stats.queue_seen.len() <= seen {
-            stats.queue_seen.resize(seen + 1, 0);
-        }
-        stats.queue_seen[seen] += 1;
-        let full = match link.spec.buffer {
-            BufferLimit::Packets(n) => link.queue.len() as u64 >= n,
-            BufferLimit::Bytes(b) => link.queue_bytes + u64::from(pkt.len) > b,
+        let histogram = match class {
+            Class::Ecnq => &mut stats.queue_seen,
+            Class::Classic => &mut stats.classic_queue_seen,
         };
-        if link.in_service.is_some() && full {
-            stats.dropped_packets += 1;
-            self.counters.dropped += 1;
-            self.trace(l, TraceKind::Drop, &pkt);
-            return;
+        if histogram.len() <= seen {
+            histogram.resize(seen + 1, 0);
         }
-        if link.in_service.is_none() {
-            link.in_service = Some(pkt);
-            let tx = (f64::from(pkt.len) * ns_per_byte).ceil() as Nanos;
-            self.schedule_at(now + tx, Event::TxDone(l as u32));
-        } else {
-            link.account_queue(now);
-            link.queue_bytes += u64::from(pkt.len);
-            link.queue.push_back(pkt);
-            link.stats.peak_queue_packets =
-                link.stats.peak_queue_packets.max(link.queue.len() as u64);
-            link.stats.peak_queue_bytes = link.stats.peak_queue_bytes.max(link.queue_bytes);
-            if let Some(port) = link.port.as_mut() {
-                port.on_queue(t, link.queue_bytes);
+        histogram[seen] += 1;
+        link.account_queue(now);
+        let Some(bottleneck) = link.bottleneck.as_mut() else {
+            return;
+        };
+        match bottleneck.offer(dur(now), pkt) {
+            Ok(()) => {
+                let queue = (link.queue_packets() as u64, link.queue_bytes());
+                link.stats.peak_queue_packets = link.stats.peak_queue_packets.max(queue.0);
+                link.stats.peak_queue_bytes = link.stats.peak_queue_bytes.max(queue.1);
+                self.trace(l, TraceKind::Enqueue, &pkt);
+            }
+            Err((_, pkt)) => {
+                link.stats.dropped_packets += 1;
+                self.counters.dropped += 1;
+                self.trace(l, TraceKind::Drop, &pkt);
             }
         }
-        self.trace(l, TraceKind::Enqueue, &pkt);
+        self.after_service_change(l, idle);
+    }
+
+    /// Counts CoDel's drops and schedules the next departure when the link
+    /// went from idle to busy (`was_idle`) or a departure just happened.
+    fn after_service_change(&mut self, l: usize, was_idle: bool) {
+        let link = &mut self.links[l];
+        let Some(bottleneck) = link.bottleneck.as_mut() else {
+            return;
+        };
+        let dropped: Vec<Packet> = bottleneck.take_aqm_drops().collect();
+        let next = bottleneck.next_departure();
+        link.stats.aqm_drops += dropped.len() as u64;
+        link.stats.dropped_packets += dropped.len() as u64;
+        self.counters.dropped += dropped.len() as u64;
+        for pkt in &dropped {
+            self.trace(l, TraceKind::Drop, pkt);
+        }
+        if was_idle {
+            if let Some(t) = next {
+                self.schedule_at(t.as_nanos() as Nanos, Event::TxDone(l as u32));
+            }
+        }
     }
 
     fn tx_done(&mut self, l: usize) {
         let now = self.now;
-        let t = dur(now);
         let link = &mut self.links[l];
-        let Some(pkt) = link.in_service.take() else {
+        link.account_queue(now);
+        let Some(bottleneck) = link.bottleneck.as_mut() else {
             return;
         };
-        if let Some(port) = link.port.as_mut() {
-            port.on_departure(t, pkt.len);
-        }
+        let Some((_, pkt)) = bottleneck.depart(dur(now)) else {
+            return;
+        };
         link.stats.departed_packets += 1;
         link.stats.departed_bytes += u64::from(pkt.len);
         link.sample_departed += u64::from(pkt.len);
-        if let Some(next) = link.queue.pop_front() {
-            link.account_queue(now);
-            link.queue_bytes -= u64::from(next.len);
-            if let Some(port) = link.port.as_mut() {
-                port.on_queue(t, link.queue_bytes);
-            }
-            link.in_service = Some(next);
-            let ns_per_byte = link.ns_per_byte.unwrap_or(0.0);
-            let tx = (f64::from(next.len) * ns_per_byte).ceil() as Nanos;
-            self.schedule_at(now + tx, Event::TxDone(l as u32));
-        }
+        self.after_service_change(l, true);
         self.trace(l, TraceKind::Depart, &pkt);
         let link = &mut self.links[l];
         if self.rng.chance(link.spec.loss) {
@@ -1129,9 +1162,11 @@ impl Sim {
             hop: 0,
             is_ack: true,
             len: ACK_LEN,
+            // An ecnq receiver tags its packets too (QUIC tags every
+            // packet), so ACKs queue with their connection's class.
             marks: PacketMarks {
                 ecn: Ecn::NotEct,
-                tag: SchemeTag::UNTAGGED,
+                tag: SchemeTag::new(data.marks.tag.wire_id),
                 hash: 0,
                 flow: u64::from(data.flow),
             },
@@ -1184,19 +1219,22 @@ impl Sim {
             }
             for (i, link) in self.links.iter_mut().enumerate() {
                 let departed = std::mem::take(&mut link.sample_departed);
-                let (Some(bps), Some(port), true) =
-                    (link.spec.rate, link.port.as_mut(), link.spec.report)
+                let (queue_packets, queue_bytes) =
+                    (link.queue_packets() as u64, link.queue_bytes());
+                let (Some(bps), Some(bottleneck), true) =
+                    (link.spec.rate, link.bottleneck.as_mut(), link.spec.report)
                 else {
                     continue;
                 };
+                let port = bottleneck.router_mut();
                 port.advance(dur(now));
                 let load = *port.meter().load();
                 self.link_series.push(LinkSample {
                     time: now,
                     link: i as u32,
                     utilization: departed as f64 * 8.0 / (bps * dt),
-                    queue_packets: link.queue.len() as u64,
-                    queue_bytes: link.queue_bytes,
+                    queue_packets,
+                    queue_bytes,
                     load_vcp: load.vcp.get(),
                     load_bmcc: load.bmcc.get(),
                     load_mcp: load.mcp.get(),
@@ -1215,8 +1253,8 @@ impl Sim {
         for link in &mut self.links {
             link.account_queue(now);
             link.stats = LinkStats {
-                peak_queue_packets: link.queue.len() as u64,
-                peak_queue_bytes: link.queue_bytes,
+                peak_queue_packets: link.queue_packets() as u64,
+                peak_queue_bytes: link.queue_bytes(),
                 ..LinkStats::default()
             };
         }

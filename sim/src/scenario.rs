@@ -26,6 +26,8 @@ use crate::protocol::Protocol;
 use crate::rng::Rng;
 use crate::topology::{Duplex, DuplexSpec, Network};
 use crate::units::{Buffer, Bytes, Rate, Time};
+use ecnq::bottleneck::Discipline;
+use ecnq::router::MarkingMode;
 
 /// One value or a list (a list gives one value per flow of a group, cycled).
 #[derive(Clone, Debug, Deserialize)]
@@ -67,6 +69,34 @@ pub struct LinkEntry {
     /// A floor under `buffer` (the BMCC paper: the larger of one BDP and two
     /// packets per flow).
     pub min_buffer: Option<Buffer>,
+    /// `"dual"` (default: ecnq traffic in its own queue, the rest under
+    /// CoDel) or `"fifo"` (one drop-tail queue, as in the papers).
+    #[serde(default, deserialize_with = "discipline")]
+    pub queue: Discipline,
+    /// `"auto"` (default: the router marks by each packet's tag) or `"off"`
+    /// (a drop-tail router that knows nothing of ecnq).
+    #[serde(default, deserialize_with = "marking")]
+    pub marking: Marking,
+}
+
+/// A link's marking, `auto` unless a file says otherwise.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Marking(pub MarkingMode);
+
+impl Default for Marking {
+    fn default() -> Marking {
+        Marking(MarkingMode::Auto)
+    }
+}
+
+fn marking<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Marking, D::Error> {
+    let text = String::deserialize(d)?;
+    text.parse().map(Marking).map_err(serde::de::Error::custom)
+}
+
+fn discipline<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Discipline, D::Error> {
+    let text = String::deserialize(d)?;
+    text.parse().map_err(serde::de::Error::custom)
 }
 
 /// A group of identical long-lived or fixed-size flows.
@@ -371,6 +401,8 @@ impl Scenario {
                 buffer,
                 loss: l.loss,
                 ecn_threshold,
+                discipline: l.queue,
+                marking: l.marking.0,
             });
             duplexes.push((l.name.clone(), d));
         }

@@ -3,6 +3,9 @@
 //! A dumbbell is one duplex link, a parking lot a chain of them, and any
 //! other topology a list of links and the routes flows take over them.
 
+use ecnq::bottleneck::Discipline;
+use ecnq::router::MarkingMode;
+
 use crate::engine::{BufferLimit, FlowSpec, LinkSpec, Nanos, ParetoSpec, SimConfig};
 
 /// A duplex link: the indices of its two one-way links.
@@ -30,6 +33,10 @@ pub struct DuplexSpec {
     pub loss: f64,
     /// Classic ECN marking threshold in bytes.
     pub ecn_threshold: u64,
+    /// How both directions queue packets.
+    pub discipline: Discipline,
+    /// Whether both directions' routers mark.
+    pub marking: MarkingMode,
 }
 
 /// A network under construction.
@@ -62,6 +69,8 @@ impl Network {
             buffer: spec.buffer,
             loss,
             ecn_threshold: spec.ecn_threshold,
+            discipline: spec.discipline,
+            marking: spec.marking,
             report: true,
         };
         let fwd = self.links.len();
@@ -78,6 +87,8 @@ impl Network {
             buffer: BufferLimit::Packets(0),
             loss: 0.0,
             ecn_threshold: 0,
+            discipline: Discipline::Fifo,
+            marking: MarkingMode::Off,
             report: false,
         });
         self.links.len() - 1
@@ -151,6 +162,8 @@ mod tests {
             buffer: BufferLimit::Packets(10),
             loss: 0.0,
             ecn_threshold: 5000,
+            discipline: Discipline::Dual,
+            marking: MarkingMode::Auto,
         }
     }
 

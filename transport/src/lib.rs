@@ -20,6 +20,7 @@
 #![warn(missing_docs)]
 
 pub mod bmcc;
+pub mod bottleneck;
 pub mod classic;
 pub mod cubic;
 pub mod ecn;

@@ -215,6 +215,15 @@ impl LoadFactorMeter {
         self.arrived_total
     }
 
+    /// Measures against `capacity` bytes per second from now on (a queue
+    /// whose share of the link changes); the formulas' other parameters
+    /// stay those of the whole link. Not positive and finite: ignored.
+    pub fn set_capacity(&mut self, capacity: f64) {
+        if capacity.is_finite() && capacity > 0.0 {
+            self.config.capacity = capacity;
+        }
+    }
+
     /// The configuration in force.
     pub fn config(&self) -> &MeterConfig {
         &self.config

@@ -170,6 +170,12 @@ impl RouterLink {
         self.meter.on_departure(now, len);
     }
 
+    /// Meters against `capacity` bytes per second from now on
+    /// ([`LoadFactorMeter::set_capacity`]).
+    pub fn set_capacity(&mut self, capacity: f64) {
+        self.meter.set_capacity(capacity);
+    }
+
     /// The link's meter.
     pub fn meter(&self) -> &LoadFactorMeter {
         &self.meter

@@ -1,0 +1,716 @@
+//! The bottleneck of an output link, sans-IO: its queues, the scheduler
+//! between them, the classic queue's AQM, the router's meter and marker,
+//! and serialization at the link rate (DESIGN.md §4, "Dual-queue
+//! bottleneck"). The simulator drives it with its virtual clock and the
+//! shim with the real one, so both run the same link.
+//!
+//! Two disciplines:
+//! * [`Discipline::Dual`] (the default): packets with an ecnq scheme tag wait
+//!   in their own queue, metered and marked against that queue's share of the
+//!   capacity; everything else waits in a classic queue under CoDel (RFC
+//!   8289: CE for ECT packets, drop for Not-ECT). The scheduler splits the
+//!   capacity by the number of flows active in each class, so a flow's share
+//!   is the same in either class, and Cubic's standing queue never sits in
+//!   front of ecnq's packets.
+//! * [`Discipline::Fifo`]: one drop-tail queue metered and marked as a whole,
+//!   as in the papers' experiments.
+//!
+//! Departure times are exact: a packet starts when the one before it ends,
+//! and `len · 8 / rate` keeps its sub-nanosecond remainder, so a caller that
+//! looks late delays nothing after it.
+
+use std::collections::{HashSet, VecDeque};
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use crate::ecn::{Ecn, WireScheme};
+use crate::router::{MarkingMode, RouterConfig, RouterLink};
+use crate::signal::PacketMarks;
+
+/// How the bottleneck queues packets.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Discipline {
+    /// ecnq-tagged packets in their own queue, the rest under CoDel.
+    #[default]
+    Dual,
+    /// One drop-tail queue for everyone.
+    Fifo,
+}
+
+impl FromStr for Discipline {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "dual" => Ok(Discipline::Dual),
+            "fifo" => Ok(Discipline::Fifo),
+            _ => Err(format!(
+                "unknown queue discipline `{s}` (expected dual or fifo)"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for Discipline {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Discipline::Dual => "dual",
+            Discipline::Fifo => "fifo",
+        })
+    }
+}
+
+/// A queue's size limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QueueLimit {
+    /// At most this many waiting packets.
+    Packets(u64),
+    /// At most this many waiting bytes.
+    Bytes(u64),
+}
+
+/// How a bottleneck is built.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BottleneckConfig {
+    /// Link rate in bits per second; `None` serializes instantly.
+    pub rate: Option<u64>,
+    /// Each queue's limit.
+    pub limit: QueueLimit,
+    /// How packets are queued.
+    pub discipline: Discipline,
+    /// The router's meter and marking.
+    pub router: RouterConfig,
+}
+
+/// What the bottleneck needs of a packet.
+pub trait Queued {
+    /// Size on the wire in bytes (IP header included).
+    fn wire_len(&self) -> u32;
+    /// The marks a router may rewrite; `None` for packets it cannot (not UDP).
+    fn marks(&self) -> Option<PacketMarks>;
+    /// Stores rewritten marks.
+    fn set_marks(&mut self, marks: &PacketMarks);
+}
+
+/// The two classes of the dual queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Class {
+    /// ecnq-tagged traffic (every packet, under [`Discipline::Fifo`]).
+    Ecnq = 0,
+    /// Everything else.
+    Classic = 1,
+}
+
+/// Why the bottleneck dropped a packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dropped {
+    /// Its queue was full.
+    Overflow,
+    /// CoDel dropped a Not-ECT packet of the classic queue.
+    Aqm,
+}
+
+/// Per-class counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClassCounters {
+    /// Packets offered.
+    pub arrivals: u64,
+    /// Packets that left the link.
+    pub departures: u64,
+    /// Bytes that left the link.
+    pub departure_bytes: u64,
+    /// Packets dropped because the queue was full.
+    pub overflow: u64,
+    /// Packets CoDel dropped.
+    pub aqm_drops: u64,
+    /// Packets CoDel marked CE.
+    pub aqm_marks: u64,
+}
+
+struct Waiting<P> {
+    since: Duration,
+    class: Class,
+    packet: P,
+}
+
+/// One output link's queues and serialization (see the module docs).
+pub struct Bottleneck<P> {
+    rate: Option<u64>,
+    limit: QueueLimit,
+    discipline: Discipline,
+    capacity: f64,
+    router: RouterLink,
+    queues: [VecDeque<Waiting<P>>; 2],
+    bytes: [u64; 2],
+    /// Bytes served per unit of weight: the scheduler serves the class
+    /// that is furthest behind.
+    served: [f64; 2],
+    flows: ActiveFlows,
+    codel: Codel,
+    in_service: Option<(Duration, Waiting<P>)>,
+    remainder: u128,
+    counters: [ClassCounters; 2],
+    aqm_dropped: Vec<P>,
+}
+
+impl<P: Queued> Bottleneck<P> {
+    /// A bottleneck whose first measurement interval starts at `now`.
+    pub fn new(config: BottleneckConfig, now: Duration) -> Bottleneck<P> {
+        let capacity = config.router.meter.capacity;
+        // Dual queueing needs the tags: a forced or disabled marking is a
+        // router that sorts nothing.
+        let discipline = match config.router.mode {
+            MarkingMode::Auto => config.discipline,
+            _ => Discipline::Fifo,
+        };
+        let interval = config.router.meter.interval;
+        Bottleneck {
+            rate: config.rate,
+            limit: config.limit,
+            discipline,
+            capacity,
+            router: RouterLink::new(config.router, now),
+            queues: [VecDeque::new(), VecDeque::new()],
+            bytes: [0; 2],
+            served: [0.0; 2],
+            flows: ActiveFlows::new(interval, now),
+            codel: Codel::default(),
+            in_service: None,
+            remainder: 0,
+            counters: [ClassCounters::default(); 2],
+            aqm_dropped: Vec::new(),
+        }
+    }
+
+    /// The class a packet with these marks queues in.
+    pub fn class_of(&self, marks: Option<&PacketMarks>) -> Class {
+        match (self.discipline, marks) {
+            (Discipline::Fifo, _) => Class::Ecnq,
+            (Discipline::Dual, Some(m)) if m.tag.wire() != WireScheme::CLASSIC => Class::Ecnq,
+            (Discipline::Dual, _) => Class::Classic,
+        }
+    }
+
+    /// Offers a packet at `now`: it is metered, marked and queued, or
+    /// handed back with the reason it was dropped.
+    pub fn offer(&mut self, now: Duration, mut packet: P) -> Result<(), (Dropped, P)> {
+        let len = packet.wire_len();
+        let marks = packet.marks();
+        let class = self.class_of(marks.as_ref());
+        if let Some(flow) = marks.map(|m| m.flow) {
+            if self.flows.seen(now, flow, class) {
+                self.update_share();
+            }
+        }
+        let c = class as usize;
+        self.counters[c].arrivals += 1;
+        if class == Class::Ecnq {
+            let mut m = marks.unwrap_or(UNMARKABLE);
+            self.router.on_arrival(now, len, &mut m);
+            if marks.is_some() {
+                packet.set_marks(&m);
+            }
+        }
+        let full = match self.limit {
+            QueueLimit::Packets(n) => self.queues[c].len() as u64 >= n,
+            QueueLimit::Bytes(n) => self.bytes[c] + u64::from(len) > n,
+        };
+        if full && self.in_service.is_some() {
+            self.counters[c].overflow += 1;
+            return Err((Dropped::Overflow, packet));
+        }
+        if self.queues[c].is_empty() && !self.queues[1 - c].is_empty() {
+            // A class that was idle banks no credit.
+            self.served[c] = self.served[c].max(self.served[1 - c]);
+        }
+        self.queues[c].push_back(Waiting {
+            since: now,
+            class,
+            packet,
+        });
+        self.bytes[c] += u64::from(len);
+        if class == Class::Ecnq {
+            self.router.on_queue(now, self.bytes[c]);
+        }
+        if self.in_service.is_none() {
+            self.start_next(now);
+        }
+        Ok(())
+    }
+
+    /// The ecnq queue's capacity: the link's, split by active flows.
+    fn update_share(&mut self) {
+        if self.discipline == Discipline::Fifo {
+            return;
+        }
+        let [ecnq, classic] = self.flows.counts();
+        let share = if ecnq == 0 || classic == 0 {
+            1.0
+        } else {
+            ecnq as f64 / (ecnq + classic) as f64
+        };
+        self.router.set_capacity(self.capacity * share);
+    }
+
+    /// Weights of the two classes: their active flows, at least one.
+    fn weights(&self) -> [f64; 2] {
+        self.flows.counts().map(|n| n.max(1) as f64)
+    }
+
+    /// Puts the next packet into service at `start`; CoDel drops at the
+    /// head of the classic queue happen here.
+    fn start_next(&mut self, start: Duration) {
+        loop {
+            let class = match (self.queues[0].is_empty(), self.queues[1].is_empty()) {
+                (true, true) => {
+                    // The link goes idle: no fraction to carry.
+                    self.remainder = 0;
+                    return;
+                }
+                (false, true) => 0,
+                (true, false) => 1,
+                (false, false) => usize::from(self.served[1] < self.served[0]),
+            };
+            let Some(mut waiting) = self.queues[class].pop_front() else {
+                return;
+            };
+            let len = waiting.packet.wire_len();
+            self.bytes[class] -= u64::from(len);
+            if waiting.class == Class::Ecnq {
+                self.router.on_queue(start, self.bytes[class]);
+            }
+            if waiting.class == Class::Classic {
+                let sojourn = start.saturating_sub(waiting.since);
+                if self.codel.signal(start, sojourn, self.bytes[class]) {
+                    let marks = waiting.packet.marks().filter(|m| m.ecn.is_ect());
+                    if let Some(mut marks) = marks {
+                        marks.ecn = Ecn::Ce;
+                        waiting.packet.set_marks(&marks);
+                        self.counters[class].aqm_marks += 1;
+                    } else {
+                        self.counters[class].aqm_drops += 1;
+                        self.aqm_dropped.push(waiting.packet);
+                        continue;
+                    }
+                }
+            }
+            self.served[class] += f64::from(len) / self.weights()[class];
+            let end = start + self.transmission_time(len);
+            self.in_service = Some((end, waiting));
+            return;
+        }
+    }
+
+    /// `len · 8 / rate` with the sub-nanosecond remainder carried over.
+    fn transmission_time(&mut self, len: u32) -> Duration {
+        let Some(rate) = self.rate.filter(|&r| r > 0) else {
+            return Duration::ZERO;
+        };
+        let numerator = u128::from(len) * 8 * 1_000_000_000 + self.remainder;
+        let rate = u128::from(rate);
+        self.remainder = numerator % rate;
+        Duration::from_nanos((numerator / rate) as u64)
+    }
+
+    /// When the packet in service ends, if one is.
+    pub fn next_departure(&self) -> Option<Duration> {
+        self.in_service.as_ref().map(|(end, _)| *end)
+    }
+
+    /// The next packet whose serialization ended by `now`, with the time it
+    /// ended; the one after it starts then.
+    pub fn depart(&mut self, now: Duration) -> Option<(Duration, P)> {
+        let end = self.next_departure().filter(|&end| end <= now)?;
+        let (_, waiting) = self.in_service.take()?;
+        let len = waiting.packet.wire_len();
+        let c = waiting.class as usize;
+        self.counters[c].departures += 1;
+        self.counters[c].departure_bytes += u64::from(len);
+        if waiting.class == Class::Ecnq {
+            self.router.on_departure(end, len);
+        }
+        self.start_next(end);
+        Some((end, waiting.packet))
+    }
+
+    /// Packets CoDel dropped since the last call.
+    pub fn take_aqm_drops(&mut self) -> std::vec::Drain<'_, P> {
+        self.aqm_dropped.drain(..)
+    }
+
+    /// Waiting bytes (not the packet in service), both classes.
+    pub fn queue_bytes(&self) -> u64 {
+        self.bytes.iter().sum()
+    }
+
+    /// Waiting packets, both classes.
+    pub fn queue_packets(&self) -> usize {
+        self.queues.iter().map(VecDeque::len).sum()
+    }
+
+    /// Waiting packets of one class.
+    pub fn class_packets(&self, class: Class) -> usize {
+        self.queues[class as usize].len()
+    }
+
+    /// Waiting bytes of one class.
+    pub fn class_bytes(&self, class: Class) -> u64 {
+        self.bytes[class as usize]
+    }
+
+    /// Counters of one class.
+    pub fn counters(&self, class: Class) -> &ClassCounters {
+        &self.counters[class as usize]
+    }
+
+    /// Flows active in each class over the last interval.
+    pub fn active_flows(&self) -> [usize; 2] {
+        self.flows.counts()
+    }
+
+    /// The discipline in force (dual falls back to FIFO when marking is
+    /// forced or off).
+    pub fn discipline(&self) -> Discipline {
+        self.discipline
+    }
+
+    /// The router: meter, marker, counters.
+    pub fn router(&self) -> &RouterLink {
+        &self.router
+    }
+
+    /// The router, to close idle intervals or disregard a stall.
+    pub fn router_mut(&mut self) -> &mut RouterLink {
+        &mut self.router
+    }
+}
+
+impl<P> fmt::Debug for Bottleneck<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Bottleneck")
+            .field("discipline", &self.discipline)
+            .field("bytes", &self.bytes)
+            .field("counters", &self.counters)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The marks counted for a packet the router cannot read (not UDP): metered,
+/// never rewritten.
+const UNMARKABLE: PacketMarks = PacketMarks {
+    ecn: Ecn::NotEct,
+    tag: crate::ecn::SchemeTag::UNTAGGED,
+    hash: 0,
+    flow: 0,
+};
+
+/// Most flows counted per class and interval: beyond it, counts saturate
+/// and memory stays bounded.
+const MAX_COUNTED_FLOWS: usize = 1 << 16;
+
+/// Flows seen in each class, counted over measurement intervals.
+#[derive(Debug)]
+struct ActiveFlows {
+    interval: Duration,
+    ends: Duration,
+    current: [HashSet<u64>; 2],
+    last: [usize; 2],
+}
+
+impl ActiveFlows {
+    fn new(interval: Duration, now: Duration) -> ActiveFlows {
+        ActiveFlows {
+            interval: interval.max(Duration::from_millis(1)),
+            ends: now + interval,
+            current: [HashSet::new(), HashSet::new()],
+            last: [0; 2],
+        }
+    }
+
+    /// Notes a packet of `flow`; returns whether the counts changed.
+    fn seen(&mut self, now: Duration, flow: u64, class: Class) -> bool {
+        let before = self.counts();
+        if now >= self.ends {
+            let idle = now.saturating_sub(self.ends) >= self.interval;
+            self.last = if idle {
+                [0; 2]
+            } else {
+                [self.current[0].len(), self.current[1].len()]
+            };
+            self.current.iter_mut().for_each(HashSet::clear);
+            self.ends = now + self.interval;
+        }
+        let set = &mut self.current[class as usize];
+        if set.len() < MAX_COUNTED_FLOWS {
+            set.insert(flow);
+        }
+        self.counts() != before
+    }
+
+    /// Flows per class: the last whole interval's, or this one's if more.
+    fn counts(&self) -> [usize; 2] {
+        [0, 1].map(|c| self.last[c].max(self.current[c].len()))
+    }
+}
+
+/// CoDel's target sojourn time (RFC 8289 §4.4).
+const CODEL_TARGET: Duration = Duration::from_millis(5);
+/// CoDel's interval (RFC 8289 §4.3).
+const CODEL_INTERVAL: Duration = Duration::from_millis(100);
+/// Below this backlog CoDel never signals: one MTU-sized packet (RFC 8289 §5.3).
+const CODEL_MIN_BACKLOG: u64 = 1500;
+
+/// CoDel's state (RFC 8289 §5): decides at dequeue whether a packet
+/// carries a congestion signal.
+#[derive(Debug, Default)]
+struct Codel {
+    first_above: Option<Duration>,
+    dropping: bool,
+    next_signal: Duration,
+    count: u32,
+    last_count: u32,
+}
+
+impl Codel {
+    /// The next signal time after `t`: interval / √count later.
+    fn control_law(t: Duration, count: u32) -> Duration {
+        t + CODEL_INTERVAL.div_f64(f64::from(count.max(1)).sqrt())
+    }
+
+    /// A packet leaves after waiting `sojourn`, `backlog` bytes behind it:
+    /// whether to mark or drop it.
+    fn signal(&mut self, now: Duration, sojourn: Duration, backlog: u64) -> bool {
+        let above = if sojourn < CODEL_TARGET || backlog <= CODEL_MIN_BACKLOG {
+            self.first_above = None;
+            false
+        } else {
+            match self.first_above {
+                None => {
+                    self.first_above = Some(now + CODEL_INTERVAL);
+                    false
+                }
+                Some(t) => now >= t,
+            }
+        };
+        if self.dropping {
+            if !above {
+                self.dropping = false;
+                return false;
+            }
+            if now >= self.next_signal {
+                self.count += 1;
+                self.next_signal = Self::control_law(self.next_signal, self.count);
+                return true;
+            }
+            return false;
+        }
+        if !above {
+            return false;
+        }
+        self.dropping = true;
+        // Resume near the previous rate if the last episode was recent.
+        let delta = self.count.saturating_sub(self.last_count);
+        self.count = if delta > 1 && now.saturating_sub(self.next_signal) < CODEL_INTERVAL * 16 {
+            delta
+        } else {
+            1
+        };
+        self.last_count = self.count;
+        self.next_signal = Self::control_law(now, self.count);
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ecn::SchemeTag;
+
+    #[derive(Clone, Debug)]
+    struct Pkt {
+        len: u32,
+        marks: PacketMarks,
+    }
+
+    impl Queued for Pkt {
+        fn wire_len(&self) -> u32 {
+            self.len
+        }
+        fn marks(&self) -> Option<PacketMarks> {
+            Some(self.marks)
+        }
+        fn set_marks(&mut self, marks: &PacketMarks) {
+            self.marks = *marks;
+        }
+    }
+
+    fn pkt(flow: u64, tag: SchemeTag, ecn: Ecn) -> Pkt {
+        Pkt {
+            len: 1000,
+            marks: PacketMarks {
+                ecn,
+                tag,
+                hash: flow as u32,
+                flow,
+            },
+        }
+    }
+
+    /// 8 Mbit/s: one 1000-byte packet per millisecond.
+    fn link(discipline: Discipline) -> Bottleneck<Pkt> {
+        Bottleneck::new(
+            BottleneckConfig {
+                rate: Some(8_000_000),
+                limit: QueueLimit::Packets(1000),
+                discipline,
+                router: RouterConfig::new(1e6, 1_000_000),
+            },
+            Duration::ZERO,
+        )
+    }
+
+    const MS: Duration = Duration::from_millis(1);
+    const ERC: SchemeTag = SchemeTag::new(6);
+
+    /// Offers `per_ms` packets of each flow every millisecond for `ms`
+    /// milliseconds and returns the departed packets per flow.
+    fn run(
+        b: &mut Bottleneck<Pkt>,
+        flows: &[(u64, SchemeTag, Ecn)],
+        ms: u64,
+    ) -> std::collections::HashMap<u64, u64> {
+        let mut out = std::collections::HashMap::new();
+        for t in 0..ms {
+            let now = MS * t as u32;
+            while let Some((_, p)) = b.depart(now) {
+                *out.entry(p.marks.flow).or_default() += 1;
+            }
+            for &(flow, tag, ecn) in flows {
+                let _ = b.offer(now, pkt(flow, tag, ecn));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn departures_are_exact_at_the_link_rate() {
+        let mut b = link(Discipline::Fifo);
+        for _ in 0..10 {
+            b.offer(Duration::ZERO, pkt(1, ERC, Ecn::Ect1)).unwrap();
+        }
+        let ends: Vec<Duration> =
+            std::iter::from_fn(|| b.depart(MS * 100).map(|(t, _)| t)).collect();
+        assert_eq!(ends, (1..=10).map(|i| MS * i).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn dual_queue_shares_by_active_flows_and_keeps_classic_out_of_the_way() {
+        // One erc flow and one classic flow, each offering twice the link.
+        let mut b = link(Discipline::Dual);
+        let out = run(
+            &mut b,
+            &[(1, ERC, Ecn::Ect1), (2, SchemeTag::UNTAGGED, Ecn::NotEct)],
+            2000,
+        );
+        let (e, c) = (out[&1] as f64, out[&2] as f64);
+        assert!((e / c - 1.0).abs() < 0.05, "erc {e} classic {c}");
+        assert_eq!(b.active_flows(), [1, 1]);
+        // CoDel held the classic queue: drops, and a short sojourn.
+        assert!(b.counters(Class::Classic).aqm_drops > 0);
+        // Two classic flows against one erc flow: 2:1.
+        let mut b = link(Discipline::Dual);
+        let out = run(
+            &mut b,
+            &[
+                (1, ERC, Ecn::Ect1),
+                (2, SchemeTag::UNTAGGED, Ecn::Ect0),
+                (3, SchemeTag::UNTAGGED, Ecn::Ect0),
+            ],
+            2000,
+        );
+        let classic = (out[&2] + out[&3]) as f64;
+        assert!((classic / out[&1] as f64 - 2.0).abs() < 0.1, "{out:?}");
+        assert!(
+            b.counters(Class::Classic).aqm_marks > 0,
+            "ECT is marked, not dropped"
+        );
+        assert_eq!(b.counters(Class::Classic).aqm_drops, 0);
+    }
+
+    #[test]
+    fn the_ecnq_queue_is_metered_against_its_share() {
+        let mut b = link(Discipline::Dual);
+        run(
+            &mut b,
+            &[
+                (1, ERC, Ecn::Ect1),
+                (2, SchemeTag::UNTAGGED, Ecn::NotEct),
+                (3, SchemeTag::UNTAGGED, Ecn::NotEct),
+                (4, SchemeTag::UNTAGGED, Ecn::NotEct),
+            ],
+            1000,
+        );
+        let capacity = b.router().meter().config().capacity;
+        assert!((capacity - 0.25e6).abs() < 1.0, "{capacity}");
+        // Alone again: the whole link.
+        let mut later = MS * 1000;
+        for _ in 0..1000 {
+            later += MS;
+            while b.depart(later).is_some() {}
+            let _ = b.offer(later, pkt(1, ERC, Ecn::Ect1));
+        }
+        assert_eq!(b.router().meter().config().capacity, 1e6);
+    }
+
+    #[test]
+    fn fifo_and_forced_marking_keep_one_queue() {
+        let mut b = link(Discipline::Fifo);
+        b.offer(Duration::ZERO, pkt(2, SchemeTag::UNTAGGED, Ecn::NotEct))
+            .unwrap();
+        assert_eq!(b.counters(Class::Ecnq).arrivals, 1);
+        let mut config = RouterConfig::new(1e6, 1_000_000);
+        config.mode = MarkingMode::Off;
+        let b: Bottleneck<Pkt> = Bottleneck::new(
+            BottleneckConfig {
+                rate: Some(8_000_000),
+                limit: QueueLimit::Packets(10),
+                discipline: Discipline::Dual,
+                router: config,
+            },
+            Duration::ZERO,
+        );
+        assert_eq!(b.discipline(), Discipline::Fifo);
+        assert_eq!("FIFO".parse(), Ok(Discipline::Fifo));
+        assert!("red".parse::<Discipline>().is_err());
+    }
+
+    #[test]
+    fn overflow_hands_the_packet_back() {
+        let mut b = link(Discipline::Fifo);
+        b.limit = QueueLimit::Packets(2);
+        for _ in 0..3 {
+            b.offer(Duration::ZERO, pkt(1, ERC, Ecn::Ect1)).unwrap();
+        }
+        let (why, back) = b.offer(Duration::ZERO, pkt(9, ERC, Ecn::Ect1)).unwrap_err();
+        assert_eq!((why, back.marks.flow), (Dropped::Overflow, 9));
+        assert_eq!(b.counters(Class::Ecnq).overflow, 1);
+    }
+
+    #[test]
+    fn codel_waits_an_interval_then_signals_faster() {
+        let mut c = Codel::default();
+        let late = Duration::from_millis(20);
+        assert!(!c.signal(Duration::ZERO, late, 100_000));
+        assert!(!c.signal(MS * 99, late, 100_000));
+        assert!(c.signal(MS * 100, late, 100_000));
+        assert!(!c.signal(MS * 150, late, 100_000));
+        assert!(c.signal(MS * 200, late, 100_000));
+        // The next gap is 100 ms / √2.
+        assert!(!c.signal(MS * 270, late, 100_000));
+        assert!(c.signal(MS * 271, late, 100_000));
+        // A short sojourn ends the episode.
+        assert!(!c.signal(MS * 272, MS, 100_000));
+        assert!(!c.dropping);
+    }
+}
