@@ -1,0 +1,65 @@
+//! Coexistence (issue 20) as simulator assertions: ecnq flows beside Cubic
+//! on the dual-queue bottleneck, and erc through a drop-tail router that
+//! knows nothing of ecnq. Each test prints its figures
+//! (`cargo test -p ecnq-sim --test coexist_goals -- --nocapture`).
+
+use std::path::Path;
+
+use ecnq::Scheme;
+use ecnq_sim::metrics::Summary;
+use ecnq_sim::protocol::Protocol;
+use ecnq_sim::runner;
+use ecnq_sim::scenario::{Overrides, Scenario};
+
+fn run(name: &str, scheme: Scheme) -> Summary {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scenarios")
+        .join(format!("{name}.toml"));
+    let scenario = Scenario::load(&path, &[]).unwrap();
+    let o = Overrides {
+        scheme: Some(Protocol::Ecnq(scheme)),
+        ..Overrides::default()
+    };
+    runner::run(&scenario, &o).unwrap().summary
+}
+
+/// Throughput per flow of the ecnq group over that of the Cubic group,
+/// and the bottleneck's utilization.
+fn ratio_and_utilization(s: &Summary) -> (f64, f64) {
+    let per_flow = |name: &str| {
+        let g = s.groups.iter().find(|g| g.name == name).unwrap();
+        g.throughput_bps / g.flows as f64
+    };
+    let link = s.links.iter().find(|l| l.name == "L").unwrap();
+    (per_flow("ecnq") / per_flow("cubic"), link.utilization)
+}
+
+/// Every router-assisted scheme, started beside Cubic on the dual-queue
+/// bottleneck (1 + 1, 2 + 2 and 1 + 4 flows): each flow gets 0.5×–2× a
+/// Cubic flow's throughput and the link stays ≥ 90 % busy.
+#[test]
+fn every_scheme_holds_its_share_beside_cubic_on_the_dual_queue() {
+    let mut misses = Vec::new();
+    for name in ["coexist-dual", "coexist-2v2", "coexist-1v4"] {
+        for scheme in Scheme::router_assisted() {
+            let s = run(name, scheme);
+            let (ratio, util) = ratio_and_utilization(&s);
+            println!("{name:<13} {scheme:<5} ecnq/cubic per flow {ratio:.2}, utilization {util:.3}");
+            if !(0.5..=2.0).contains(&ratio) || util < 0.9 {
+                misses.push(format!("{name} {scheme}: ratio {ratio:.2}, utilization {util:.3}"));
+            }
+        }
+    }
+    assert!(misses.is_empty(), "{misses:?}");
+}
+
+/// erc with no ecnq router on its path runs Cubic: beside Cubic through a
+/// drop-tail router it gets 0.5×–2× Cubic's throughput.
+#[test]
+fn erc_shares_with_cubic_through_a_drop_tail_router() {
+    let s = run("coexist-droptail", Scheme::Erc);
+    let (ratio, util) = ratio_and_utilization(&s);
+    println!("erc through drop-tail: ecnq/cubic {ratio:.2}, utilization {util:.3}");
+    assert!((0.5..=2.0).contains(&ratio), "ratio {ratio:.2}");
+    assert!(util >= 0.9, "utilization {util:.3}");
+}
