@@ -10,10 +10,11 @@
 //! wake-up delays a packet's release, never the departures after it.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::BinaryHeap;
 use std::num::NonZeroU8;
 use std::time::Duration;
 
+use ecnq::bottleneck::{Bottleneck, BottleneckConfig, Class, Discipline, QueueLimit, Queued};
 use ecnq::router::{RouterConfig, RouterLink};
 use ecnq::{Ecn, PacketMarks, SchemeTag};
 
@@ -81,6 +82,8 @@ pub enum DropCause {
     Loss,
     /// The link was in an outage (`blackhole`).
     Blackhole,
+    /// The classic queue's AQM (CoDel) dropped a Not-ECT packet.
+    Aqm,
 }
 
 /// Per-link counters.
@@ -100,6 +103,8 @@ pub struct LinkCounters {
     pub drops_loss: u64,
     /// Drops during outages.
     pub drops_blackhole: u64,
+    /// Drops by the classic queue's AQM.
+    pub drops_aqm: u64,
     /// Packets corrupted.
     pub corrupted: u64,
     /// Duplicates made.
@@ -117,6 +122,7 @@ impl LinkCounters {
             DropCause::Overflow => self.drops_overflow += 1,
             DropCause::Loss => self.drops_loss += 1,
             DropCause::Blackhole => self.drops_blackhole += 1,
+            DropCause::Aqm => self.drops_aqm += 1,
         }
     }
 }
@@ -186,10 +192,19 @@ impl Strikes {
     }
 }
 
-#[derive(Clone, Debug)]
-struct Serializing<P> {
-    departure: Duration,
-    packet: P,
+/// A link packet as the core's bottleneck queues it.
+struct Carried<P>(P);
+
+impl<P: LinkPacket> Queued for Carried<P> {
+    fn wire_len(&self) -> u32 {
+        self.0.wire_len()
+    }
+    fn marks(&self) -> Option<PacketMarks> {
+        self.0.marks().ok()
+    }
+    fn set_marks(&mut self, marks: &PacketMarks) {
+        self.0.set_marks(marks);
+    }
 }
 
 /// A packet in flight, ordered by release time then arrival order.
@@ -220,13 +235,16 @@ impl<P> Ord for InFlight<P> {
 /// Capacity the meter assumes on an unlimited link: 10 Gbit/s.
 pub const UNLIMITED_CAPACITY_BPS: u64 = 10_000_000_000;
 
-/// One direction of a shim: the link it emulates and how it is metered and marked.
+/// One direction of a shim: the link it emulates and how it is queued,
+/// metered and marked.
 #[derive(Clone, Debug)]
 pub struct Direction {
     /// The link.
     pub spec: LinkSpec,
     /// Its metering and marking.
     pub router: RouterConfig,
+    /// How it queues packets.
+    pub queue: Discipline,
 }
 
 /// Bytes per packet when a buffer limit in packets is turned into bytes
@@ -245,9 +263,9 @@ pub fn router_config(spec: &LinkSpec) -> RouterConfig {
     RouterConfig::new(bps as f64 / 8.0, buffer)
 }
 
-/// What the meter is told about a packet that cannot be marked: Not-ECT,
-/// which no marker rewrites (the core has no meter-only arrival).
-const UNMARKABLE: PacketMarks = PacketMarks {
+/// What the meter is told about a packet lost before the router: Not-ECT,
+/// which no marker rewrites.
+const UNMARKED: PacketMarks = PacketMarks {
     ecn: Ecn::NotEct,
     tag: SchemeTag::UNTAGGED,
     hash: 0,
@@ -255,7 +273,6 @@ const UNMARKABLE: PacketMarks = PacketMarks {
 };
 
 /// One direction of an emulated link.
-#[derive(Debug)]
 pub struct Link<P> {
     spec: LinkSpec,
     /// When the link started (the blackhole schedule's origin).
@@ -263,35 +280,45 @@ pub struct Link<P> {
     rng: Rng,
     loss: Strikes,
     corrupt: Strikes,
-    router: RouterLink,
-    queue: VecDeque<Serializing<P>>,
-    queue_bytes: u64,
+    bottleneck: Bottleneck<Carried<P>>,
     in_flight: BinaryHeap<Reverse<InFlight<P>>>,
-    /// When the serializer finishes the last queued packet.
-    busy_until: Duration,
-    /// Nanosecond remainder of `bits · 1e9 / rate`, carried between packets.
-    remainder: u128,
     last_release: Duration,
     seq: u64,
     counters: LinkCounters,
 }
 
 impl<P: LinkPacket> Link<P> {
-    /// A link starting at `now`. `router` meters and marks; `seed` drives
-    /// loss, corruption, jitter, reordering and duplication.
-    pub fn new(spec: LinkSpec, router: RouterConfig, seed: u64, now: Duration) -> Link<P> {
+    /// A link starting at `now`. `router` meters and marks, `queue` says
+    /// how packets wait; `seed` drives loss, corruption, jitter, reordering
+    /// and duplication.
+    pub fn new(
+        spec: LinkSpec,
+        router: RouterConfig,
+        queue: Discipline,
+        seed: u64,
+        now: Duration,
+    ) -> Link<P> {
+        let limit = match spec.limit {
+            Limit::Packets(n) => QueueLimit::Packets(n),
+            Limit::Bytes(n) => QueueLimit::Bytes(n),
+        };
+        let bottleneck = Bottleneck::new(
+            BottleneckConfig {
+                rate: spec.rate,
+                limit,
+                discipline: queue,
+                router,
+            },
+            now,
+        );
         Link {
             spec,
             start: now,
             rng: Rng(seed),
             loss: Strikes::new(spec.loss),
             corrupt: Strikes::new(spec.corrupt),
-            router: RouterLink::new(router, now),
-            queue: VecDeque::new(),
-            queue_bytes: 0,
+            bottleneck,
             in_flight: BinaryHeap::new(),
-            busy_until: now,
-            remainder: 0,
             last_release: now,
             seq: 0,
             counters: LinkCounters::default(),
@@ -317,15 +344,8 @@ impl<P: LinkPacket> Link<P> {
         let len = packet.wire_len();
         self.counters.arrivals += 1;
         self.counters.arrival_bytes += u64::from(len);
-        match packet.marks() {
-            Ok(mut marks) => {
-                self.router.on_arrival(now, len, &mut marks);
-                packet.set_marks(&marks);
-            }
-            Err(reason) => {
-                self.counters.passed.count(reason);
-                self.router.on_arrival(now, len, &mut UNMARKABLE.clone());
-            }
+        if let Err(reason) = packet.marks() {
+            self.counters.passed.count(reason);
         }
         let dark = self
             .spec
@@ -335,12 +355,16 @@ impl<P: LinkPacket> Link<P> {
             Some(DropCause::Blackhole)
         } else if self.loss.next(&mut self.rng) {
             Some(DropCause::Loss)
-        } else if self.is_full(len) {
-            Some(DropCause::Overflow)
         } else {
             None
         };
         if let Some(cause) = cause {
+            // Lost before the queue: still load its class's meter counts.
+            let marks = packet.marks().ok();
+            if self.bottleneck.class_of(marks.as_ref()) == Class::Ecnq {
+                let router = self.bottleneck.router_mut();
+                router.on_arrival(now, len, &mut UNMARKED.clone());
+            }
             self.counters.drop(cause);
             return Err(cause);
         }
@@ -352,49 +376,28 @@ impl<P: LinkPacket> Link<P> {
                 self.counters.corrupted += 1;
             }
         }
-        let start = now.max(self.busy_until);
-        if start > self.busy_until {
-            self.remainder = 0; // the link was idle: no fraction to carry
-        }
-        let departure = start + self.transmission_time(len);
-        self.busy_until = departure;
-        self.queue.push_back(Serializing { departure, packet });
-        self.queue_bytes += u64::from(len);
-        self.router.on_queue(now, self.queue_bytes);
-        Ok(())
-    }
-
-    fn is_full(&self, len: u32) -> bool {
-        match self.spec.limit {
-            Limit::Packets(n) => self.queue.len() as u64 >= n,
-            Limit::Bytes(n) => self.queue_bytes + u64::from(len) > n,
+        let offered = self.bottleneck.offer(now, Carried(packet));
+        self.count_aqm_drops();
+        match offered {
+            Ok(()) => Ok(()),
+            Err(_) => {
+                self.counters.drop(DropCause::Overflow);
+                Err(DropCause::Overflow)
+            }
         }
     }
 
-    /// `len · 8 / rate` with the sub-nanosecond remainder carried over.
-    fn transmission_time(&mut self, len: u32) -> Duration {
-        let Some(rate) = self.spec.rate else {
-            return Duration::ZERO;
-        };
-        let numerator = u128::from(len) * 8 * 1_000_000_000 + self.remainder;
-        let rate = u128::from(rate);
-        self.remainder = numerator % rate;
-        Duration::from_nanos((numerator / rate) as u64)
+    fn count_aqm_drops(&mut self) {
+        let dropped = self.bottleneck.take_aqm_drops().count();
+        for _ in 0..dropped {
+            self.counters.drop(DropCause::Aqm);
+        }
     }
 
     /// Moves every packet whose serialization ended by `now` onto the wire.
     fn serialize_until(&mut self, now: Duration) {
-        while let Some(front) = self.queue.front() {
-            if front.departure > now {
-                break;
-            }
-            let Some(Serializing { departure, packet }) = self.queue.pop_front() else {
-                break;
-            };
-            let len = packet.wire_len();
-            self.queue_bytes -= u64::from(len);
-            self.router.on_departure(departure, len);
-            self.router.on_queue(departure, self.queue_bytes);
+        while let Some((departure, Carried(packet))) = self.bottleneck.depart(now) {
+            self.count_aqm_drops();
             let release = if self.rng.chance(self.spec.reorder) {
                 self.counters.reordered += 1;
                 departure
@@ -441,7 +444,7 @@ impl<P: LinkPacket> Link<P> {
 
     /// When the link next has something to do (a departure or a release).
     pub fn next_wakeup(&self) -> Option<Duration> {
-        let serialized = self.queue.front().map(|s| s.departure);
+        let serialized = self.bottleneck.next_departure();
         let released = self.in_flight.peek().map(|f| f.0.release);
         match (serialized, released) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -451,12 +454,17 @@ impl<P: LinkPacket> Link<P> {
 
     /// The queue waiting for serialization, in bytes.
     pub fn queue_bytes(&self) -> u64 {
-        self.queue_bytes
+        self.bottleneck.queue_bytes()
     }
 
     /// The queue waiting for serialization, in packets.
     pub fn queue_packets(&self) -> usize {
-        self.queue.len()
+        self.bottleneck.queue_packets()
+    }
+
+    /// The queues, their classes and counters.
+    pub fn bottleneck(&self) -> &Bottleneck<impl Queued> {
+        &self.bottleneck
     }
 
     /// Counters.
@@ -466,12 +474,12 @@ impl<P: LinkPacket> Link<P> {
 
     /// The router (meter, marks).
     pub fn router(&self) -> &RouterLink {
-        &self.router
+        self.bottleneck.router()
     }
 
     /// The router, to take completed intervals.
     pub fn router_mut(&mut self) -> &mut RouterLink {
-        &mut self.router
+        self.bottleneck.router_mut()
     }
 
     /// The spec this link emulates.
@@ -546,7 +554,13 @@ pub(crate) mod tests {
 
     pub(crate) fn link(spec: &str) -> Link<Pkt> {
         let spec: LinkSpec = spec.parse().unwrap();
-        Link::new(spec, router_config(&spec), 1, Duration::ZERO)
+        Link::new(
+            spec,
+            router_config(&spec),
+            Discipline::Fifo,
+            1,
+            Duration::ZERO,
+        )
     }
 
     /// Drains everything, returning (release time, packet).
@@ -609,28 +623,30 @@ pub(crate) mod tests {
 
     #[test]
     fn drop_tail_in_packets_and_bytes() {
+        // The limit counts waiting packets, not the one being sent (as in
+        // the simulator: one link model).
         let mut l = link("rate 1mbit limit 3");
-        let results: Vec<_> = (0..5)
+        let results: Vec<_> = (0..6)
             .map(|i| l.enqueue(Duration::ZERO, pkt(i, 100)))
             .collect();
-        assert_eq!(results[..3], [Ok(()), Ok(()), Ok(())]);
+        assert_eq!(results[..4], [Ok(()), Ok(()), Ok(()), Ok(())]);
         assert_eq!(
-            results[3..],
+            results[4..],
             [Err(DropCause::Overflow), Err(DropCause::Overflow)]
         );
         assert_eq!(l.counters().drops_overflow, 2);
-        assert_eq!(l.counters().arrivals, 5);
-        // Arrivals count before the drop: the meter saw all 500 bytes.
+        assert_eq!(l.counters().arrivals, 6);
         let mut l = link("rate 1mbit limit 250b");
-        assert!(l.enqueue(Duration::ZERO, pkt(0, 100)).is_ok());
-        assert!(l.enqueue(Duration::ZERO, pkt(1, 100)).is_ok());
+        for i in 0..3 {
+            assert!(l.enqueue(Duration::ZERO, pkt(i, 100)).is_ok());
+        }
         assert_eq!(
-            l.enqueue(Duration::ZERO, pkt(2, 100)),
+            l.enqueue(Duration::ZERO, pkt(3, 100)),
             Err(DropCause::Overflow)
         );
         assert_eq!(l.queue_bytes(), 200);
         // Once the first has left (0.8 ms at 1 Mbit/s) there is room again.
-        assert!(l.enqueue(Duration::from_micros(800), pkt(3, 100)).is_ok());
+        assert!(l.enqueue(Duration::from_micros(800), pkt(4, 100)).is_ok());
         assert_eq!(l.queue_packets(), 2);
     }
 
@@ -794,7 +810,8 @@ pub(crate) mod tests {
             ),
         ] {
             let spec: LinkSpec = words.parse().unwrap();
-            let mut l: Link<Pkt> = Link::new(spec, router_config(&spec), 1, start);
+            let mut l: Link<Pkt> =
+                Link::new(spec, router_config(&spec), Discipline::Fifo, 1, start);
             let dropped = fates(&mut l, start, 20_000, DropCause::Blackhole);
             for (ms, &d) in dropped.iter().enumerate() {
                 let dark = outages.iter().any(|&(a, b)| (a..b).contains(&ms));

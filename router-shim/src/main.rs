@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::{Arg, ArgAction, ArgMatches, Command};
+use ecnq::bottleneck::Discipline;
 use ecnq::router::{MarkingMode, RouterConfig};
 use ecnq::{FlowTableConfig, Scheme};
 
@@ -81,10 +82,20 @@ fn link_args() -> Vec<Arg> {
             .long("k1")
             .value_name("X")
             .help("BMCC average-queue weight k_1 [default: 0.5]"),
+        Arg::new("queue")
+            .long("queue")
+            .value_name("KIND")
+            .default_value("dual")
+            .help(
+                "dual: ecnq-tagged packets in their own queue, metered and marked against their \
+                 share of the link, everything else in a classic queue under CoDel (CE for ECT, \
+                 drop for Not-ECT), capacity split by active flows; fifo: one drop-tail queue \
+                 for everyone, as in the papers (forced or off marking always queues fifo)",
+            ),
         Arg::new("classic-threshold")
             .long("classic-threshold")
             .value_name("SIZE")
-            .help("Queue (b, kb, mb) at which untagged ECT packets get CE [default: half the buffer limit, packets counted as 1500 bytes]"),
+            .help("Queue (b, kb, mb) at which untagged ECT packets get CE under --queue fifo [default: half the buffer limit, packets counted as 1500 bytes]"),
         Arg::new("flows")
             .long("flows")
             .value_name("N")
@@ -360,6 +371,7 @@ fn directions(m: &ArgMatches) -> Result<(Direction, Direction), String> {
     let up = spec("link-up")?.unwrap_or(both);
     let down = spec("link-down")?.unwrap_or(both);
     let mode = parsed::<MarkingMode>(m, "scheme")?.unwrap_or(MarkingMode::Auto);
+    let queue = parsed::<Discipline>(m, "queue")?.unwrap_or_default();
     let tp = with(m, "tp", parse_time)?;
     let queue_sample = with(m, "queue-sample", parse_time)?;
     let capacity = with(m, "capacity", parse_rate)?;
@@ -410,10 +422,12 @@ fn directions(m: &ArgMatches) -> Result<(Direction, Direction), String> {
         Direction {
             router: router(&up),
             spec: up,
+            queue,
         },
         Direction {
             router: router(&down),
             spec: down,
+            queue,
         },
     ))
 }

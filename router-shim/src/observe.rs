@@ -196,6 +196,7 @@ pub fn prometheus_text(links: &[LinkSnapshot]) -> String {
             ("overflow", s.counters.drops_overflow),
             ("loss", s.counters.drops_loss),
             ("blackhole", s.counters.drops_blackhole),
+            ("aqm", s.counters.drops_aqm),
         ] {
             let _ = writeln!(
                 out,

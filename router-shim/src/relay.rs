@@ -141,7 +141,9 @@ impl Relay {
             listener,
             observers,
         } = self;
-        let link = |d: &Direction, seed| Link::new(d.spec, d.router.clone(), seed, epoch.elapsed());
+        let link = |d: &Direction, seed| {
+            Link::new(d.spec, d.router.clone(), d.queue, seed, epoch.elapsed())
+        };
         let reporter = observers.clone();
         let up = LinkThread::spawn(
             "up",

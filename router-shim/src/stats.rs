@@ -79,6 +79,7 @@ impl LinkSnapshot {
             ("drops_overflow", c.drops_overflow),
             ("drops_loss", c.drops_loss),
             ("drops_blackhole", c.drops_blackhole),
+            ("drops_aqm", c.drops_aqm),
             ("corrupted", c.corrupted),
             ("duplicates", c.duplicates),
             ("reordered", c.reordered),

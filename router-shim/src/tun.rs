@@ -232,7 +232,7 @@ impl TunShim {
                          seed,
                          input: &Arc<SyncDevice>,
                          output: &Arc<SyncDevice>| {
-            let link = Link::new(d.spec, d.router.clone(), seed, epoch.elapsed());
+            let link = Link::new(d.spec, d.router.clone(), d.queue, seed, epoch.elapsed());
             let egress = TunEgress {
                 device: output.clone(),
                 gro: GROTable::default(),

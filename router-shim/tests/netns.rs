@@ -120,8 +120,8 @@ fn kernel_udp_crosses_the_tun_shim_re_marked() {
         (b'n', SchemeTag::UNTAGGED.tos(Ecn::NotEct)),
     ];
     // 8 Mbit/s offered to 4 Mbit/s for 0.8 s: VCP overload after the first
-    // interval; the queue passes the classic threshold (half of 200 kb) at
-    // about 0.2 s.
+    // interval (its queue's share is half the link); the classic queue
+    // holds packets long enough for CoDel.
     let start = Instant::now();
     let mut sent = 0u32;
     while start.elapsed() < Duration::from_millis(800) {
@@ -140,10 +140,9 @@ fn kernel_udp_crosses_the_tun_shim_re_marked() {
     assert!(of(b'v').all(|r| SchemeTag::from_tos(r.tos) == vcp));
     assert_eq!(Ecn::from_tos(of(b'v').next().unwrap().tos), Ecn::Ect1);
     assert_eq!(Ecn::from_tos(of(b'v').next_back().unwrap().tos), Ecn::Ce);
-    assert_eq!(
-        of(b'c').next_back().unwrap().tos,
-        SchemeTag::UNTAGGED.tos(Ecn::Ce)
-    );
+    // Untagged ECT waits in the classic queue, where CoDel marks CE once
+    // its packets have waited over 5 ms for 100 ms.
+    assert!(of(b'c').any(|r| r.tos == SchemeTag::UNTAGGED.tos(Ecn::Ce)));
     assert!(of(b'n').all(|r| r.tos == 0));
 
     // The way back crosses the (idle) down link: low-load code kept.

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use ecnq::bottleneck::Discipline;
 use ecnq::router::MarkingMode;
 use ecnq::{Ecn, Scheme, SchemeTag, WireScheme};
 use ecnq_shim::link::router_config;
@@ -53,7 +54,11 @@ impl RunningRelay {
         let spec: LinkSpec = spec.parse().expect("valid spec");
         let mut router = router_config(&spec);
         router.mode = mode;
-        let direction = Direction { spec, router };
+        let direction = Direction {
+            spec,
+            router,
+            queue: Discipline::default(),
+        };
         let config = RelayConfig {
             // Same family as the target.
             listen: SocketAddr::new(

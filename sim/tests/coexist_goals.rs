@@ -44,9 +44,13 @@ fn every_scheme_holds_its_share_beside_cubic_on_the_dual_queue() {
         for scheme in Scheme::router_assisted() {
             let s = run(name, scheme);
             let (ratio, util) = ratio_and_utilization(&s);
-            println!("{name:<13} {scheme:<5} ecnq/cubic per flow {ratio:.2}, utilization {util:.3}");
+            println!(
+                "{name:<13} {scheme:<5} ecnq/cubic per flow {ratio:.2}, utilization {util:.3}"
+            );
             if !(0.5..=2.0).contains(&ratio) || util < 0.9 {
-                misses.push(format!("{name} {scheme}: ratio {ratio:.2}, utilization {util:.3}"));
+                misses.push(format!(
+                    "{name} {scheme}: ratio {ratio:.2}, utilization {util:.3}"
+                ));
             }
         }
     }

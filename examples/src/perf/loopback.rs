@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use ecnq::bottleneck::Discipline;
 use ecnq::quic::{CongestionControl, Endpoint, Options};
 use ecnq::Scheme;
 use ecnq_shim::link::{router_config, Direction};
@@ -215,6 +216,7 @@ fn bind_relay(spec: &LinkSpec, target: SocketAddr) -> Result<(Relay, Lines), Str
     let direction = Direction {
         spec: *spec,
         router: router_config(spec),
+        queue: Discipline::default(),
     };
     let config = RelayConfig {
         listen: "127.0.0.1:0".parse().expect("literal"),
