@@ -527,34 +527,29 @@ mod tests {
     use super::*;
     use crate::ecn::SchemeTag;
 
+    /// A 1000-byte packet: only its marks vary.
     #[derive(Clone, Debug)]
-    struct Pkt {
-        len: u32,
-        marks: PacketMarks,
-    }
+    struct Pkt(PacketMarks);
 
     impl Queued for Pkt {
         fn wire_len(&self) -> u32 {
-            self.len
+            1000
         }
         fn marks(&self) -> Option<PacketMarks> {
-            Some(self.marks)
+            Some(self.0)
         }
         fn set_marks(&mut self, marks: &PacketMarks) {
-            self.marks = *marks;
+            self.0 = *marks;
         }
     }
 
     fn pkt(flow: u64, tag: SchemeTag, ecn: Ecn) -> Pkt {
-        Pkt {
-            len: 1000,
-            marks: PacketMarks {
-                ecn,
-                tag,
-                hash: flow as u32,
-                flow,
-            },
-        }
+        Pkt(PacketMarks {
+            ecn,
+            tag,
+            hash: flow as u32,
+            flow,
+        })
     }
 
     /// 8 Mbit/s: one 1000-byte packet per millisecond.
@@ -584,7 +579,7 @@ mod tests {
         for t in 0..ms {
             let now = MS * t as u32;
             while let Some((_, p)) = b.depart(now) {
-                *out.entry(p.marks.flow).or_default() += 1;
+                *out.entry(p.0.flow).or_default() += 1;
             }
             for &(flow, tag, ecn) in flows {
                 let _ = b.offer(now, pkt(flow, tag, ecn));
@@ -693,7 +688,7 @@ mod tests {
             b.offer(Duration::ZERO, pkt(1, ERC, Ecn::Ect1)).unwrap();
         }
         let (why, back) = b.offer(Duration::ZERO, pkt(9, ERC, Ecn::Ect1)).unwrap_err();
-        assert_eq!((why, back.marks.flow), (Dropped::Overflow, 9));
+        assert_eq!((why, back.0.flow), (Dropped::Overflow, 9));
         assert_eq!(b.counters(Class::Ecnq).overflow, 1);
     }
 

@@ -160,4 +160,23 @@ mod tests {
         law.on_congestion(MS * 70, MS * 65, Congestion::Loss, &rtt);
         assert_eq!(law.window(), 5_500);
     }
+
+    #[test]
+    fn the_law_halves_once_per_round_trip() {
+        let mss = 1000;
+        let rtt = RttSample::uniform(Duration::from_millis(100));
+        let mut law = ClassicLaw::new(LawConfig::with_mss(mss));
+        let t = Duration::from_secs(1);
+        law.on_ack(t, 10 * mss, &rtt);
+        assert_eq!(law.window(), 20 * mss, "slow start doubles per window");
+        law.on_congestion(t, t, Congestion::Loss, &rtt);
+        assert_eq!(law.window(), 10 * mss);
+        // A second signal from the same flight does nothing.
+        law.on_congestion(t + MS * 5, t, Congestion::Ce, &rtt);
+        assert_eq!(law.window(), 10 * mss);
+        // After recovery: one packet per window of acks.
+        law.on_ack(t + Duration::from_secs(1), 10 * mss, &rtt);
+        assert_eq!(law.window(), 11 * mss);
+        assert_eq!(law.mode(), Mode::CongestionAvoidance);
+    }
 }
