@@ -14,7 +14,9 @@ use std::collections::BinaryHeap;
 use std::num::NonZeroU8;
 use std::time::Duration;
 
-use ecnq::bottleneck::{Bottleneck, BottleneckConfig, Class, Discipline, QueueLimit, Queued};
+use ecnq::bottleneck::{
+    Bottleneck, BottleneckConfig, Class, Discipline, Dropped, QueueLimit, Queued,
+};
 use ecnq::router::{RouterConfig, RouterLink};
 use ecnq::{Ecn, PacketMarks, SchemeTag};
 
@@ -84,6 +86,8 @@ pub enum DropCause {
     Blackhole,
     /// The classic queue's AQM (CoDel) dropped a Not-ECT packet.
     Aqm,
+    /// The packet was an over-share flow's excess ([`ecnq::policer`]).
+    Policed,
 }
 
 /// Per-link counters.
@@ -105,6 +109,8 @@ pub struct LinkCounters {
     pub drops_blackhole: u64,
     /// Drops by the classic queue's AQM.
     pub drops_aqm: u64,
+    /// Drops of over-share flows' excess by the policer.
+    pub drops_policed: u64,
     /// Packets corrupted.
     pub corrupted: u64,
     /// Duplicates made.
@@ -123,6 +129,7 @@ impl LinkCounters {
             DropCause::Loss => self.drops_loss += 1,
             DropCause::Blackhole => self.drops_blackhole += 1,
             DropCause::Aqm => self.drops_aqm += 1,
+            DropCause::Policed => self.drops_policed += 1,
         }
     }
 }
@@ -378,13 +385,13 @@ impl<P: LinkPacket> Link<P> {
         }
         let offered = self.bottleneck.offer(now, Carried(packet));
         self.count_aqm_drops();
-        match offered {
-            Ok(()) => Ok(()),
-            Err(_) => {
-                self.counters.drop(DropCause::Overflow);
-                Err(DropCause::Overflow)
-            }
-        }
+        let cause = match offered {
+            Ok(()) => return Ok(()),
+            Err((Dropped::Policed, _)) => DropCause::Policed,
+            Err(_) => DropCause::Overflow,
+        };
+        self.counters.drop(cause);
+        Err(cause)
     }
 
     fn count_aqm_drops(&mut self) {

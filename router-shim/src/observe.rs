@@ -197,6 +197,7 @@ pub fn prometheus_text(links: &[LinkSnapshot]) -> String {
             ("loss", s.counters.drops_loss),
             ("blackhole", s.counters.drops_blackhole),
             ("aqm", s.counters.drops_aqm),
+            ("policed", s.counters.drops_policed),
         ] {
             let _ = writeln!(
                 out,
@@ -251,6 +252,14 @@ pub fn prometheus_text(links: &[LinkSnapshot]) -> String {
         "Packets waiting for serialization.",
         links,
         |s| s.queue_packets as f64,
+    );
+    family(
+        &mut out,
+        "policed_flows",
+        "gauge",
+        "Flows of the ecnq queue held to their fair share for sending over it.",
+        links,
+        |s| s.policed_flows as f64,
     );
     family(
         &mut out,
@@ -391,6 +400,8 @@ mod tests {
             capacity: 1e6,
             send_errors: 0,
             intervals_disregarded: 0,
+            active_flows: [1, 0],
+            policed_flows: 0,
         }
     }
 

@@ -37,6 +37,10 @@ pub struct LinkSnapshot {
     /// Measurement intervals whose load figures were kept from the one
     /// before because the shim was stalled during them.
     pub intervals_disregarded: u64,
+    /// Flows active in the ecnq and the classic queue.
+    pub active_flows: [usize; 2],
+    /// Flows of the ecnq queue the policer holds to their share.
+    pub policed_flows: usize,
 }
 
 impl LinkSnapshot {
@@ -60,6 +64,8 @@ impl LinkSnapshot {
             intervals_disregarded: meter.disregarded(),
             capacity: meter.config().capacity,
             send_errors,
+            active_flows: link.bottleneck().active_flows(),
+            policed_flows: link.bottleneck().policed_flows(),
         }
     }
 
@@ -80,6 +86,7 @@ impl LinkSnapshot {
             ("drops_loss", c.drops_loss),
             ("drops_blackhole", c.drops_blackhole),
             ("drops_aqm", c.drops_aqm),
+            ("drops_policed", c.drops_policed),
             ("corrupted", c.corrupted),
             ("duplicates", c.duplicates),
             ("reordered", c.reordered),
@@ -91,6 +98,9 @@ impl LinkSnapshot {
             ("queue_bytes", self.queue_bytes),
             ("queue_packets", self.queue_packets as u64),
             ("intervals_disregarded", self.intervals_disregarded),
+            ("flows_ecnq", self.active_flows[0] as u64),
+            ("flows_classic", self.active_flows[1] as u64),
+            ("flows_policed", self.policed_flows as u64),
         ];
         for (name, value) in fields {
             let _ = write!(s, ",\"{name}\":{value}");
@@ -176,6 +186,8 @@ mod tests {
             capacity: 1e6,
             send_errors: 0,
             intervals_disregarded: 1,
+            active_flows: [1, 0],
+            policed_flows: 0,
         };
         snap.marks.by_scheme[1][3] = 7;
         let line = snap.to_json(true);

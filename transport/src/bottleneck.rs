@@ -11,7 +11,8 @@
 //!   8289: CE for ECT packets, drop for Not-ECT). The scheduler splits the
 //!   capacity by the number of flows active in each class, so a flow's share
 //!   is the same in either class, and Cubic's standing queue never sits in
-//!   front of ecnq's packets.
+//!   front of ecnq's packets. A flow of the ecnq queue that keeps sending
+//!   well over its fair share is held to it ([`crate::policer`]).
 //! * [`Discipline::Fifo`]: one drop-tail queue metered and marked as a whole,
 //!   as in the papers' experiments.
 //!
@@ -25,6 +26,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use crate::ecn::{Ecn, WireScheme};
+use crate::policer::Policer;
 use crate::router::{MarkingMode, RouterConfig, RouterLink};
 use crate::signal::PacketMarks;
 
@@ -109,6 +111,8 @@ pub enum Dropped {
     Overflow,
     /// CoDel dropped a Not-ECT packet of the classic queue.
     Aqm,
+    /// The policer dropped an over-share flow's excess in the ecnq queue.
+    Policed,
 }
 
 /// Per-class counters.
@@ -126,6 +130,8 @@ pub struct ClassCounters {
     pub aqm_drops: u64,
     /// Packets CoDel marked CE.
     pub aqm_marks: u64,
+    /// Packets the policer dropped.
+    pub policed: u64,
 }
 
 struct Waiting<P> {
@@ -147,6 +153,7 @@ pub struct Bottleneck<P> {
     /// that is furthest behind.
     served: [f64; 2],
     flows: ActiveFlows,
+    policer: Policer,
     codel: Codel,
     in_service: Option<(Duration, Waiting<P>)>,
     remainder: u128,
@@ -175,6 +182,7 @@ impl<P: Queued> Bottleneck<P> {
             bytes: [0; 2],
             served: [0.0; 2],
             flows: ActiveFlows::new(interval, now),
+            policer: Policer::new(capacity, interval, now),
             codel: Codel::default(),
             in_service: None,
             remainder: 0,
@@ -210,6 +218,12 @@ impl<P: Queued> Bottleneck<P> {
             self.router.on_arrival(now, len, &mut m);
             if marks.is_some() {
                 packet.set_marks(&m);
+            }
+            let policed = self.discipline == Discipline::Dual
+                && marks.is_some_and(|m| !self.policer.admit(now, m.flow, len));
+            if policed {
+                self.counters[c].policed += 1;
+                return Err((Dropped::Policed, packet));
             }
         }
         let full = match self.limit {
@@ -251,6 +265,7 @@ impl<P: Queued> Bottleneck<P> {
             ecnq as f64 / (ecnq + classic) as f64
         };
         self.router.set_capacity(self.capacity * share);
+        self.policer.set_capacity(self.capacity * share);
     }
 
     /// Weights of the two classes: their active flows, at least one.
@@ -362,6 +377,11 @@ impl<P: Queued> Bottleneck<P> {
     /// Counters of one class.
     pub fn counters(&self, class: Class) -> &ClassCounters {
         &self.counters[class as usize]
+    }
+
+    /// Flows of the ecnq queue held to their share now.
+    pub fn policed_flows(&self) -> usize {
+        self.policer.policed_flows()
     }
 
     /// Flows active in each class over the last interval.
@@ -656,6 +676,34 @@ mod tests {
             let _ = b.offer(later, pkt(1, ERC, Ecn::Ect1));
         }
         assert_eq!(b.router().meter().config().capacity, 1e6);
+    }
+
+    /// A sender tagged erc that ignores every signal, offering three times
+    /// the link, beside an honest one at half the link: the policer holds
+    /// the first to its share and the second keeps all of its own.
+    #[test]
+    fn an_unresponsive_flow_gets_no_more_than_its_share() {
+        let mut b = link(Discipline::Dual);
+        let mut out = [0u64; 2];
+        for t in 0..6000u32 {
+            let now = MS * t;
+            while let Some((_, p)) = b.depart(now) {
+                if t >= 2000 {
+                    out[usize::from(p.0.flow == 2)] += 1;
+                }
+            }
+            for _ in 0..3 {
+                let _ = b.offer(now, pkt(1, ERC, Ecn::Ect1));
+            }
+            if t % 2 == 0 {
+                let _ = b.offer(now, pkt(2, ERC, Ecn::Ect1));
+            }
+        }
+        // 4 s judged on a 1000-packet/s link: 500 packets per second each.
+        assert!(out[0] <= 2100, "the unresponsive flow got {}", out[0]);
+        assert!(out[1] >= 1990, "the honest flow got {}", out[1]);
+        assert_eq!(b.policed_flows(), 1);
+        assert!(b.counters(Class::Ecnq).policed > 0);
     }
 
     #[test]

@@ -56,6 +56,7 @@ use std::time::Duration;
 
 use crate::cubic::CubicLaw;
 use crate::ecn::{Ecn, SchemeTag, WireScheme};
+use crate::fairness::MaxMin;
 use crate::flow_table::{FlowTable, FlowTableConfig};
 use crate::signal::{
     Congestion, Decoder, Feedback, Law, LawConfig, LinkState, Marker, Mode, PacketMarks, RttSample,
@@ -463,21 +464,13 @@ impl ErcMarker {
     /// The max-min fair share of `capacity` among flows with these demands
     /// (∞: bottlenecked here), recording what the bottlenecked flows share.
     fn water_fill(&mut self, capacity: f64, demands: &mut [f64]) -> f64 {
-        demands.sort_by(f64::total_cmp);
-        let mut remaining = capacity;
-        let mut left = demands.len();
-        for &demand in demands.iter() {
-            if demand * left as f64 >= remaining {
-                break;
-            }
-            remaining -= demand;
-            left -= 1;
+        let split = MaxMin::split(capacity, demands);
+        self.bottleneck_capacity = split.remaining;
+        self.bottlenecked = split.limited;
+        if let Some(share) = split.share() {
+            return share;
         }
-        self.bottleneck_capacity = remaining;
-        self.bottlenecked = left;
-        if left > 0 {
-            return remaining / left as f64;
-        }
+        let remaining = split.remaining;
         // Every flow is limited elsewhere: the largest ones may grow into
         // what is left (sharing it, so that they cannot all take it at once).
         let largest = demands.last().copied().unwrap_or(0.0);

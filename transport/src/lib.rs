@@ -33,6 +33,7 @@ pub mod load;
 pub mod mcp;
 pub mod meter;
 pub mod mpcp;
+pub mod policer;
 pub mod router;
 pub mod scheme;
 pub mod signal;
