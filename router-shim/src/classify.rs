@@ -1,5 +1,5 @@
 //! Classification: from a raw IP packet to the [`PacketMarks`] a marker
-//! rewrites, and back (DESIGN.md §4: parse → classify → mark).
+//! rewrites, and back (docs/design.md §4: parse → classify → mark).
 //!
 //! Unfragmented UDP and TCP over IPv4 / IPv6 are classified: UDP carries
 //! ecnq's QUIC, TCP gets the classic CE marking of untagged ECT traffic

@@ -1,6 +1,6 @@
 //! # ecnq-shim
 //!
-//! The ecnq router shim (DESIGN.md §4): an emulated bottleneck link that owns
+//! The ecnq router shim (docs/design.md §4): an emulated bottleneck link that owns
 //! its queue, measures its load factor with the core's
 //! [`ecnq::LoadFactorMeter`] and re-marks ECN with the core's markers, both
 //! through [`ecnq::router::RouterLink`], one per link direction.

@@ -1,4 +1,4 @@
-//! One direction of an emulated link, sans-IO (DESIGN.md §4): mark at
+//! One direction of an emulated link, sans-IO (docs/design.md §4): mark at
 //! enqueue → drop-tail queue → serialization at the link rate →
 //! propagation delay (+ jitter, reordering) → out. Outages (blackhole),
 //! loss, corruption and duplication happen at enqueue, as in netem.

@@ -23,7 +23,7 @@ const CHANNEL_DEPTH: usize = 8192;
 /// A link thread that runs this much later than it was due has stalled
 /// (the host took its core, or every core was busy): the shim did not
 /// watch the link meanwhile, and the measurement intervals the gap touches
-/// are disregarded. A tenth of the routers' t_p of 200 ms (DESIGN.md §2),
+/// are disregarded. A tenth of the routers' t_p of 200 ms (docs/design.md §2),
 /// so a shorter gap moves at most a tenth of a period's arrivals into the
 /// next period.
 pub const STALL: Duration = Duration::from_millis(20);

@@ -1,4 +1,4 @@
-//! Link specifications in tc / netem words (DESIGN.md §4):
+//! Link specifications in tc / netem words (docs/design.md §4):
 //! `rate 20mbit delay 20ms 2ms loss 0.5% reorder 1% duplicate 0.1% limit 100`.
 //!
 //! Loss and corruption take a percentage (`loss 2%`, `corrupt 2%`), netem's

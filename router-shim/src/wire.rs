@@ -1,7 +1,7 @@
 //! Zero-copy views of the headers the shim reads and rewrites: IPv4, IPv6
 //! (with its extension-header chain) and UDP, in smoltcp's `wire` style — a
 //! `Packet<T: AsRef<[u8]>>` over a buffer with named field ranges and
-//! `check_len`, and a separate `Repr` for the parsed meaning (DESIGN.md §6).
+//! `check_len`, and a separate `Repr` for the parsed meaning (docs/design.md §6).
 //!
 //! The only rewrite is of the TOS / traffic-class byte (ECN + DSCP), which
 //! updates the IPv4 header checksum incrementally (RFC 1624, eqn. 3). IPv6

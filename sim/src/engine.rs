@@ -42,7 +42,7 @@ const MIN_RTO: Nanos = 200_000_000;
 /// Packet reordering threshold (RFC 9002 §6.1.1).
 const PACKET_THRESHOLD: u64 = 3;
 /// Paced window senders send at this multiple of window / srtt, as quinn's
-/// pacer does (DESIGN.md §3).
+/// pacer does (docs/design.md §3).
 const PACING_GAIN: f64 = 1.25;
 /// A delayed ACK waits at most this long for a second packet (Linux's 40 ms
 /// minimum; RFC 1122 §4.2.3.2 allows up to 500 ms).

@@ -108,7 +108,7 @@ impl Protocol {
     }
 
     /// The codepoint a sender puts on fresh data packets: each scheme's base
-    /// codepoint, which routers only raise (DESIGN.md §2).
+    /// codepoint, which routers only raise (docs/design.md §2).
     pub fn data_ecn(self) -> Ecn {
         match self {
             Protocol::Ecnq(s) => s.wire().base_ecn(),

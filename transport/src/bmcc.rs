@@ -1,11 +1,11 @@
 //! BMCC — Binary Marking Congestion Control with ADPM (Qazi, Andrew & Znati,
 //! "Two bits are enough"; Sorathiya & Zambare, "Performance Analysis of Binary
-//! Marking Congestion Control Protocol"; DESIGN.md §2 "Scheme notes").
+//! Marking Congestion Control Protocol"; docs/design.md §2 "Scheme notes").
 
 use crate::load::LoadFactor;
 use crate::meter::IntervalStats;
 
-/// BMCC's DSCP pool tag (DESIGN.md §2, tag table).
+/// BMCC's DSCP pool tag (docs/design.md §2, tag table).
 pub const WIRE: WireScheme = WireScheme::new(4);
 /// k_1 = 0.5, how fast the queue drains (BMCC paper Table 1).
 pub const K1: f64 = 0.5;
@@ -64,12 +64,12 @@ pub const ETA: f64 = 0.75;
 /// the BMCC paper has none.
 pub const LOW_LOAD_HOLD: u32 = 2;
 /// u = 1.2, the "severely congested" load ADPM signals with `11` (ADPM
-/// paper's (1.2, 1) map point; DESIGN.md §2).
+/// paper's (1.2, 1) map point; docs/design.md §2).
 pub const U: f64 = 1.2;
 
 /// The ADPM threshold θ of a packet hash: x = (h >> 16)/65 536 maps so that
 /// 1/4 of packets fall in (η_0, η), 1/4 in (η, 1) and 1/2 in (1, u) (BMCC paper
-/// §II-B; DESIGN.md §2 "Scheme notes").
+/// §II-B; docs/design.md §2 "Scheme notes").
 pub fn threshold(hash: u32) -> f64 {
     let x = f64::from(hash >> 16) / 65_536.0;
     if x < 0.25 {

@@ -1,6 +1,6 @@
 //! The bottleneck of an output link, sans-IO: its queues, the scheduler
 //! between them, the classic queue's AQM, the router's meter and marker,
-//! and serialization at the link rate (DESIGN.md §4, "Dual-queue
+//! and serialization at the link rate (docs/design.md §4, "Dual-queue
 //! bottleneck"). The simulator drives it with its virtual clock and the
 //! shim with the real one, so both run the same link.
 //!

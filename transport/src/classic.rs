@@ -3,7 +3,7 @@
 //! * Router ([`ClassicMarker`]): untagged ECT traffic (kernel TCP, vanilla
 //!   QUIC) is CE-marked instead of waiting to be dropped once the queue is at
 //!   or over a marking threshold (RFC 3168 §5, with a step threshold as in
-//!   DCTCP); Not-ECT traffic is only queued (DESIGN.md §2 "DSCP scheme tag").
+//!   DCTCP); Not-ECT traffic is only queued (docs/design.md §2 "DSCP scheme tag").
 //! * Sender ([`ClassicLaw`]): NewReno (RFC 9002 §7 / RFC 6582) with CE and loss
 //!   both as congestion, at most one reduction per round trip and no growth
 //!   during the round trip after it.

@@ -1,5 +1,5 @@
 //! The two header fields ecnq speaks through: the ECN codepoint and the DSCP
-//! scheme tag (DESIGN.md §2, "ECN field" and "DSCP scheme tag").
+//! scheme tag (docs/design.md §2, "ECN field" and "DSCP scheme tag").
 
 /// The two ECN bits of the IPv4 TOS / IPv6 traffic-class byte (RFC 3168).
 ///
@@ -49,7 +49,7 @@ impl Ecn {
 }
 
 /// A scheme as routers tell it from the DSCP tag: the marking it needs. The
-/// number is the scheme's tag in the DSCP pool `xxxx11` (DESIGN.md §2, "DSCP
+/// number is the scheme's tag in the DSCP pool `xxxx11` (docs/design.md §2, "DSCP
 /// scheme tag"); each scheme's module names its own, and the registry
 /// ([`crate::scheme`]) lists them with their names, codepoints and roles.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -72,7 +72,7 @@ impl WireScheme {
 }
 
 /// The scheme a packet carries in its DSCP field, with MCP's two flag bits
-/// (DESIGN.md §2, "DSCP scheme tag"). The DSCP layout itself is the
+/// (docs/design.md §2, "DSCP scheme tag"). The DSCP layout itself is the
 /// registry's ([`crate::scheme`]): it knows which tags carry flags.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct SchemeTag {

@@ -14,7 +14,7 @@
 //!
 //! The index travels Gray-coded, one binary digit per packet, over chains of
 //! [`DIGITS`] packets: the packet's position is `h % 10` from the packet hash
-//! (DESIGN.md §2), digit 0 is ECT(1) and digit 1 is ECT(0). CE is never a
+//! (docs/design.md §2), digit 0 is ECT(1) and digit 1 is ECT(0). CE is never a
 //! digit: it keeps meaning congestion, from classic and L4S AQMs, and the
 //! sender answers it as Cubic does. Not-ECT packets are never rewritten.
 //! Gray coding makes a one-step change of the index a one-digit change, so a
@@ -62,7 +62,7 @@ use crate::signal::{
     Congestion, Decoder, Feedback, Law, LawConfig, LinkState, Marker, Mode, PacketMarks, RttSample,
 };
 
-/// erc's DSCP pool tag (DESIGN.md §2, tag table).
+/// erc's DSCP pool tag (docs/design.md §2, tag table).
 pub const WIRE: WireScheme = WireScheme::new(6);
 /// Digits per index, one per packet of a chain: 1024 codes.
 pub const DIGITS: u32 = 10;

@@ -1,4 +1,4 @@
-//! The packet hash every role derives from a UDP payload (DESIGN.md §2,
+//! The packet hash every role derives from a UDP payload (docs/design.md §2,
 //! "Packet hash"): `h = fmix32(FNV-1a-32(last min(16, len) bytes))`.
 //!
 //! QUIC encrypts packet numbers, so routers cannot tell packet order the way

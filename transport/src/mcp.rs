@@ -16,7 +16,7 @@
 //!
 //! Rates are in bytes per second, like every other ecnq figure; the paper
 //! counts bits per second, and each constant gives both. In QUIC the rate
-//! becomes a window = rate × srtt and the pacer spreads it (DESIGN.md §2).
+//! becomes a window = rate × srtt and the pacer spreads it (docs/design.md §2).
 
 use std::time::Duration;
 
@@ -34,7 +34,7 @@ pub fn utilization(stats: &IntervalStats, capacity: f64) -> LoadFactor {
 }
 
 /// MCP's DSCP pool tags start here: tags 8..=11 carry the fairing bit in
-/// bit 0 and the this-path bit in bit 1 (DESIGN.md §2, tag table).
+/// bit 0 and the this-path bit in bit 1 (docs/design.md §2, tag table).
 pub const WIRE: WireScheme = WireScheme::new(8);
 /// U < 48 % is code `00`, scaling mode (MCP paper §IV-B, §IV-E, Fig. 2).
 pub const SCALING_BOUND: f64 = 0.48;

@@ -1,7 +1,7 @@
 //! `LoadFactorMeter`: what a router measures on one output link every t_p.
 //!
 //! The meter counts arrivals (at enqueue, before any tail drop, as the VCP
-//! ns-2 release does — DESIGN.md §2), departures and the queue, and at the
+//! ns-2 release does — docs/design.md §2), departures and the queue, and at the
 //! end of each interval turns them into every scheme's load figure:
 //! VCP's ρ (EVCP paper eq. 1), BMCC's f (BMCC paper eq. 1.1) and MCP's U
 //! (MCP paper eq. 1). One meter serves all schemes on a link at once.
@@ -14,10 +14,10 @@ use std::time::Duration;
 use crate::load::LoadFactor;
 use crate::{bmcc, mcp, vcp};
 
-/// VCP's measurement interval t_ρ = 200 ms (VCP ns-2 release, DESIGN.md §2);
+/// VCP's measurement interval t_ρ = 200 ms (VCP ns-2 release, docs/design.md §2);
 /// also BMCC's t_p (BMCC paper Table 1) and MCP's T (MCP paper §IV-A.1).
 pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(200);
-/// VCP samples the queue every 10 ms (VCP ns-2 release, DESIGN.md §2).
+/// VCP samples the queue every 10 ms (VCP ns-2 release, docs/design.md §2).
 pub const DEFAULT_QUEUE_SAMPLE: Duration = Duration::from_millis(10);
 
 /// How one link is measured.

@@ -5,7 +5,7 @@
 //! A load level is a base-3 number of n digits; each packet carries one digit
 //! in its ECN bits (`01`, `10`, `11` for 0, 1, 2; `00` is never used, so plain
 //! ECN stays safe). The paper orders a chain with TCP's seq/ack; QUIC encrypts
-//! those, so a packet's position is `h % n` from the packet hash (DESIGN.md §2).
+//! those, so a packet's position is `h % n` from the packet hash (docs/design.md §2).
 //!
 //! * Router ([`MpcpMarker`]): Algorithm 2, generalized to n digits. A router
 //!   must know, for the digit at hand, whether its own level's higher digits
@@ -21,7 +21,7 @@
 //!   the MD factor (the paper's "replaced with 11" makes every overload onset
 //!   a ×0.43 decrease). With random positions the missing digits come within
 //!   a packet or two; if they do not come for [`STALE_PACKETS`] per position,
-//!   they count as their top digit, `11` — conservative, as DESIGN.md asks
+//!   they count as their top digit, `11` — conservative, as docs/design.md asks
 //!   for missing positions. A position never seen counts as `11` too, except
 //!   the most significant one, which stays at the paper's initial LOW_LOAD
 //!   until the flow's own packets prove it missing.
@@ -184,7 +184,7 @@ impl Chain {
     /// The scheme carrying this chain on the wire.
     pub const fn wire(self) -> WireScheme {
         match self {
-            // DESIGN.md §2, tag table: DPCP 2, TPCP 3.
+            // docs/design.md §2, tag table: DPCP 2, TPCP 3.
             Chain::Two => WireScheme::new(2),
             Chain::Three => WireScheme::new(3),
         }

@@ -2,7 +2,7 @@
 //! own module holds its marker, decoder and law; this module lists them with
 //! the facts the rest of ecnq reads — the name users type, the DSCP tag
 //! routers dispatch on, the base codepoint, the feedback level range, and
-//! whether the law paces a rate or holds a window (DESIGN.md §2, table of
+//! whether the law paces a rate or holds a window (docs/design.md §2, table of
 //! schemes and "DSCP scheme tag"). Nothing outside this module lists schemes
 //! by hand: command-line parsing and help, the router's dispatch, the
 //! feedback report, the simulator and the demos all iterate these tables.
@@ -59,7 +59,7 @@ pub const WIRES: [WireEntry; 7] = [
         wire: vcp::WIRE,
         name: "vcp",
         flag_bits: 0,
-        // VCP's low-load code `01`, which routers only raise (DESIGN.md §2).
+        // VCP's low-load code `01`, which routers only raise (docs/design.md §2).
         base_ecn: Ecn::Ect1,
         // Three levels: low load, high load, overload.
         max_level: 2,
@@ -209,7 +209,7 @@ impl fmt::Display for WireScheme {
     }
 }
 
-/// The DSCP layout of the scheme tag (DESIGN.md §2): DSCP = `tag << 2 | 0b11`;
+/// The DSCP layout of the scheme tag (docs/design.md §2): DSCP = `tag << 2 | 0b11`;
 /// a scheme with flag bits owns consecutive tags (MCP: 8..=11, bit 0 fairing,
 /// bit 1 this-path). Any DSCP outside the pool, and any unassigned tag, is
 /// untagged, so no standard codepoint (CS1, AF41, EF, …) reads as ecnq.
@@ -514,7 +514,7 @@ mod tests {
         assert!(Scheme::help().lines().count() == Scheme::ALL.len());
     }
 
-    /// DESIGN.md §2's tag table, spelled out once here as the check.
+    /// docs/design.md §2's tag table, spelled out once here as the check.
     #[test]
     fn tags_and_codepoints_match_design_table() {
         let ids: Vec<(&str, u8, Ecn)> = Scheme::ALL

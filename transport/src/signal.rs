@@ -1,4 +1,4 @@
-//! The three sans-IO roles of every scheme (DESIGN.md §1) and the values
+//! The three sans-IO roles of every scheme (docs/design.md §1) and the values
 //! that pass between them: a router's [`Marker`] rewrites packet marks, a
 //! receiver's [`Decoder`] turns the marks it sees into [`Feedback`], and a
 //! sender's [`Law`] turns feedback, acks and losses into a window or a rate.

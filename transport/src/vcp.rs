@@ -1,7 +1,7 @@
 //! VCP — Variable-structure congestion Control Protocol (Xia, Subramanian,
 //! Stoica, Kalyanaraman, "One More Bit Is Enough", SIGCOMM 2005), as restated
 //! in the EVCP paper (Lu, Wang, Zhu, JZUS 2007, eqs. 1–7) and with the facts
-//! from the authors' ns-2 release recorded in DESIGN.md §2.
+//! from the authors' ns-2 release recorded in docs/design.md §2.
 //!
 //! * Router: ρ = (λ + κ_q·q̃) / (γ·C·t_p) (EVCP eq. 1); code `01` if ρ < 80 %,
 //!   `10` if ρ < 100 %, else `11`; a router only raises the code.
@@ -24,14 +24,14 @@ use crate::signal::{
 };
 
 /// VCP's DSCP pool tag, which EVCP shares: EVCP changes only the sender
-/// (DESIGN.md §2, tag table).
+/// (docs/design.md §2, tag table).
 pub const WIRE: WireScheme = WireScheme::new(1);
 /// Low-load / high-load boundary: ρ < 80 % is low load (EVCP paper §"Overview
-/// of VCP"; `ρ < 80 % → 01` in the ns-2 release, DESIGN.md §2).
+/// of VCP"; `ρ < 80 % → 01` in the ns-2 release, docs/design.md §2).
 pub const LOW_LOAD_BOUND: f64 = 0.8;
 /// High-load / overload boundary: ρ < 100 % is high load (same sources).
 pub const OVERLOAD_BOUND: f64 = 1.0;
-/// κ_q, how fast the persistent queue drains (ns-2 release, DESIGN.md §2).
+/// κ_q, how fast the persistent queue drains (ns-2 release, docs/design.md §2).
 pub const KAPPA_Q: f64 = 0.5;
 /// MI step ξ = k(1−ρ̂)/ρ̂ with k = 0.25, ρ̂ = 80 % (EVCP paper eq. 3).
 pub const XI: f64 = 0.0625;
@@ -54,7 +54,7 @@ pub fn xi(encoded_load: f64) -> f64 {
 
 /// Target utilization γ for a link of `capacity` bytes per second: the
 /// values of the VCP ns-2 release (≈0.94 at 1 Mbit/s, 0.96 at 10, 0.975 at
-/// 100, 0.985 at 1 Gbit/s; DESIGN.md §2), interpolated in log10(capacity)
+/// 100, 0.985 at 1 Gbit/s; docs/design.md §2), interpolated in log10(capacity)
 /// and held flat outside that range.
 pub fn gamma_for_capacity(capacity: f64) -> f64 {
     const POINTS: [(f64, f64); 4] = [(6.0, 0.94), (7.0, 0.96), (8.0, 0.975), (9.0, 0.985)];
@@ -269,7 +269,7 @@ impl VcpLaw {
 
     /// MD by `beta` (EVCP's controller may choose another factor) unless the
     /// previous MD is still being answered; then hold for one t_p and allow
-    /// only AI for the following RTT (the VCP ns-2 release, DESIGN.md §2).
+    /// only AI for the following RTT (the VCP ns-2 release, docs/design.md §2).
     ///
     /// Overload reported until one RTT and one t_p after the hold still
     /// describes the episode this MD answered, so it does not decrease the
@@ -299,7 +299,7 @@ impl VcpLaw {
     }
 
     /// One ack's worth of MIAIMD: `step` says what the current level asks for.
-    /// During the RTT after a hold only AI (α = 1) applies (DESIGN.md §2, from
+    /// During the RTT after a hold only AI (α = 1) applies (docs/design.md §2, from
     /// the VCP ns-2 release); overload goes to [`VcpLaw::decrease_if_due`],
     /// which ignores it while it still belongs to the last MD's episode. MI
     /// also becomes AI while EVCP's controller forbids it.

@@ -1,5 +1,5 @@
 //! The QUIC integration (feature `quic`): ecnq's congestion control inside
-//! quinn connections (DESIGN.md §3).
+//! quinn connections (docs/design.md §3).
 //!
 //! * [`EcnSocket`] writes the whole TOS / traffic-class byte per packet (the
 //!   scheme's ECN codepoint + its DSCP tag) with GSO, and reads it back on

@@ -1,7 +1,7 @@
 //! Per-connection state shared by the socket (which only sees addresses),
 //! the congestion controller inside quinn, and the feedback tasks.
 //!
-//! The socket keys it by the peer's address (DESIGN.md §3): one connection
+//! The socket keys it by the peer's address (docs/design.md §3): one connection
 //! per remote address and endpoint, and server-side migration is disabled.
 
 use std::collections::HashMap;
@@ -67,7 +67,7 @@ impl PeerMode {
 }
 
 /// No report for this long while acks arrive ⇒ fall back to classic:
-/// max(`REPORT_TIMEOUT_RTTS` · srtt, `REPORT_TIMEOUT_MIN`) (DESIGN.md §3:
+/// max(`REPORT_TIMEOUT_RTTS` · srtt, `REPORT_TIMEOUT_MIN`) (docs/design.md §3:
 /// "when no report arrives for a few RTTs").
 const REPORT_TIMEOUT_RTTS: u32 = 4;
 /// The floor of the report timeout; reports are sent at least every 10 ms
@@ -492,7 +492,7 @@ const GATED_WINDOW_CAP: u64 = 2;
 
 /// The window published for a law. For a rate law it is rate × srtt, what
 /// stats show; quinn gets the gate's window ([`Peer::quinn_window`]), which
-/// this caps. DESIGN.md's rate × srtt / 1.25 (for quinn's pacer to run at
+/// this caps. docs/design.md's rate × srtt / 1.25 (for quinn's pacer to run at
 /// the rate) would cap a rate law at 80 % of its own rate.
 fn law_window(law: &dyn Law, rtt: &RttSample, config: &LawConfig) -> u64 {
     match law.pacing_rate() {

@@ -1,4 +1,4 @@
-//! The feedback report a receiver sends its peer's sender (DESIGN.md §3), its
+//! The feedback report a receiver sends its peer's sender (docs/design.md §3), its
 //! acceptance rules, and the policy that decides when to send one. Sans-IO:
 //! time is an argument, bytes are slices.
 //!
@@ -11,7 +11,7 @@
 //! |--------|------------|---------|
 //! | 0..4   | magic      | `EC 0E C9 51`: tells reports from application datagrams |
 //! | 4      | version    | `2` |
-//! | 5      | scheme     | the DSCP pool tag of the traffic the report describes (DESIGN.md §2; MCP's first tag, 8) |
+//! | 5      | scheme     | the DSCP pool tag of the traffic the report describes (docs/design.md §2; MCP's first tag, 8) |
 //! | 6      | flags      | bit 0: MCP fairing bit echo; bits 1..7 reserved, sent as 0 |
 //! | 7      | reserved   | sent as 0, ignored |
 //! | 8..12  | sequence   | report number, +1 per report, wrapping |
@@ -326,7 +326,7 @@ impl ReportFilter {
     }
 }
 
-/// Bounds on how often a receiver reports (DESIGN.md §3: on change, at least
+/// Bounds on how often a receiver reports (docs/design.md §3: on change, at least
 /// once per RTT while data flows, at most a few per RTT).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SendPolicy {

@@ -1,6 +1,6 @@
 //! [`EcnSocket`]: a `quinn::AsyncUdpSocket` that writes the whole TOS /
 //! traffic-class byte of every packet (ECN codepoint + DSCP scheme tag) and
-//! reads it back on every receive, GRO-merged or not (DESIGN.md §3).
+//! reads it back on every receive, GRO-merged or not (docs/design.md §3).
 //!
 //! quinn-udp writes the TOS byte from the ECN bits alone and its control
 //! buffer is too small for a GRO receive, so this socket does its own
@@ -28,7 +28,7 @@ use super::congestion::CongestionControl;
 use super::peer::{Peer, PeerTable};
 
 /// Control space per message: timestamp + GRO + PKTINFO + TOS need about
-/// 120 bytes (DESIGN.md §3); 256 leaves room for what a kernel adds.
+/// 120 bytes (docs/design.md §3); 256 leaves room for what a kernel adds.
 const CONTROL_LEN: usize = 256;
 /// Messages per `recvmmsg` call at most.
 const RECV_BATCH: usize = 32;
