@@ -2,8 +2,8 @@
 //! "Two bits are enough"; Sorathiya & Zambare, "Performance Analysis of Binary
 //! Marking Congestion Control Protocol"; docs/design.md §2 "Scheme notes").
 
+use crate::load::IntervalStats;
 use crate::load::LoadFactor;
-use crate::meter::IntervalStats;
 
 /// BMCC's DSCP pool tag (docs/design.md §2, tag table).
 pub const WIRE: WireScheme = WireScheme::new(4);
@@ -309,8 +309,8 @@ impl Law for BmccLaw {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::load::LinkLoad;
     use crate::load::LoadFactor;
-    use crate::meter::LinkLoad;
 
     const MS: Duration = Duration::from_millis(1);
 

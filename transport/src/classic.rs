@@ -107,7 +107,7 @@ impl Law for ClassicLaw {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::meter::LinkLoad;
+    use crate::load::LinkLoad;
 
     const MS: Duration = Duration::from_millis(1);
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use crate::ecn::SchemeTag;
 use crate::signal::{Congestion, Feedback, Law, LawConfig, Mode, RttSample};
-use crate::vcp::{VcpLaw, BETA};
+use crate::vcp::{Decrease, VcpLaw, BETA};
 
 /// N1: MD count before a flow can be judged in a downward trend (paper §"Simulation environment").
 pub const N1: u32 = 2;
@@ -116,14 +116,24 @@ impl ConvergenceController {
     }
 }
 
+/// EVCP decides each MD's factor itself (the level's β is VCP's).
+impl Decrease for ConvergenceController {
+    fn on_decrease(&mut self, window: f64, _beta: f64) -> f64 {
+        ConvergenceController::on_decrease(self, window)
+    }
+    fn mi_blocked(&self) -> bool {
+        ConvergenceController::mi_blocked(self)
+    }
+}
+
 /// The EVCP sender: VCP's law with the convergence controller on its MD.
 #[derive(Clone, Debug)]
-pub struct EvcpLaw(VcpLaw);
+pub struct EvcpLaw(VcpLaw<ConvergenceController>);
 
 impl EvcpLaw {
     /// An EVCP sender.
     pub fn new(config: LawConfig) -> EvcpLaw {
-        EvcpLaw(VcpLaw::with_convergence(
+        EvcpLaw(VcpLaw::with_decrease(
             config,
             ConvergenceController::default(),
         ))
@@ -131,7 +141,7 @@ impl EvcpLaw {
 
     /// The convergence controller's state.
     pub fn controller(&self) -> &ConvergenceController {
-        self.0.convergence().expect("EVCP always has a controller")
+        self.0.decrease_policy()
     }
 }
 

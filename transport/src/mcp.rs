@@ -21,8 +21,8 @@
 use std::time::Duration;
 
 use crate::ecn::{Ecn, SchemeTag, WireScheme};
+use crate::load::IntervalStats;
 use crate::load::LoadFactor;
-use crate::meter::IntervalStats;
 use crate::signal::{
     Congestion, Decoder, Feedback, LawConfig, LinkState, Marker, Mode, PacketMarks, RttSample,
 };
@@ -596,7 +596,7 @@ impl crate::signal::Law for McpLaw {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::meter::LinkLoad;
+    use crate::load::LinkLoad;
     use crate::signal::Law;
     use proptest::prelude::*;
 

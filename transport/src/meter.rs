@@ -11,12 +11,9 @@
 
 use std::time::Duration;
 
-use crate::load::LoadFactor;
+pub use crate::load::{IntervalStats, LinkLoad, DEFAULT_INTERVAL};
 use crate::{bmcc, mcp, vcp};
 
-/// VCP's measurement interval t_ρ = 200 ms (VCP ns-2 release, docs/design.md §2);
-/// also BMCC's t_p (BMCC paper Table 1) and MCP's T (MCP paper §IV-A.1).
-pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(200);
 /// VCP samples the queue every 10 ms (VCP ns-2 release, docs/design.md §2).
 pub const DEFAULT_QUEUE_SAMPLE: Duration = Duration::from_millis(10);
 
@@ -46,60 +43,6 @@ impl MeterConfig {
             bmcc: bmcc::LoadParams::for_capacity(capacity),
         }
     }
-}
-
-/// What happened on the link during one completed interval.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct IntervalStats {
-    /// Index of the interval since the meter started (the first is 0).
-    pub epoch: u64,
-    /// Interval length.
-    pub length: Duration,
-    /// Bytes offered to the link (counted before tail drop): λ.
-    pub arrived_bytes: u64,
-    /// Packets offered to the link.
-    pub arrived_packets: u64,
-    /// Bytes that left the link.
-    pub departed_bytes: u64,
-    /// Smallest queue seen, in bytes (MCP's Q).
-    pub queue_min: u64,
-    /// Largest queue seen, in bytes.
-    pub queue_max: u64,
-    /// Time-weighted average queue, in bytes (BMCC's q_av).
-    pub queue_avg: f64,
-    /// Persistent queue: the smallest of the queue samples taken every t_q,
-    /// in bytes — the part of the queue that did not drain (VCP's q̃).
-    pub queue_persistent: u64,
-    /// Whether the router could not watch the link for part of the
-    /// interval ([`LoadFactorMeter::disregard`]): its load figures are the
-    /// previous interval's.
-    pub disregarded: bool,
-}
-
-impl IntervalStats {
-    /// Offered load over capacity, λ / (C·t_p).
-    pub fn offered(&self, capacity: f64) -> f64 {
-        self.arrived_bytes as f64 / (capacity * self.length.as_secs_f64())
-    }
-
-    /// Departures over capacity: the link utilization.
-    pub fn utilization(&self, capacity: f64) -> f64 {
-        self.departed_bytes as f64 / (capacity * self.length.as_secs_f64())
-    }
-}
-
-/// Every scheme's load figure for the last completed interval.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct LinkLoad {
-    /// The interval these figures come from; markers use it to time MCP's
-    /// fairing propagation. Zero until the first interval closes.
-    pub epoch: u64,
-    /// VCP's ρ (EVCP paper eq. 1); VCP, EVCP, DPCP and TPCP mark from it.
-    pub vcp: LoadFactor,
-    /// BMCC's f (BMCC paper eq. 1.1).
-    pub bmcc: LoadFactor,
-    /// MCP's utilization U (MCP paper eq. 1).
-    pub mcp: LoadFactor,
 }
 
 #[derive(Clone, Copy, Debug)]

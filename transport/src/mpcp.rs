@@ -481,7 +481,7 @@ impl Law for MpcpLaw {
 mod tests {
     use super::*;
     use crate::hash::fmix32;
-    use crate::meter::LinkLoad;
+    use crate::load::LinkLoad;
 
     const MS: Duration = Duration::from_millis(1);
 

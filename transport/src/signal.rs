@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use crate::ecn::{Ecn, SchemeTag};
 use crate::flow_table::FlowTableConfig;
+use crate::load::LinkLoad;
 use crate::load::LoadFactor;
-use crate::meter::LinkLoad;
 
 /// The marks of one packet as a router sees and rewrites them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -198,7 +198,7 @@ impl LawConfig {
             initial_window: 10 * mss,
             min_window: 2 * mss,
             max_window: 1 << 30,
-            interval: crate::meter::DEFAULT_INTERVAL,
+            interval: crate::load::DEFAULT_INTERVAL,
         }
     }
 

@@ -11,13 +11,13 @@
 //!   is additive-increase only. No slow start: new flows start in MI. Loss
 //!   falls back to Reno halving.
 
+use std::fmt;
 use std::time::Duration;
 
 use crate::classic::LOSS_REDUCTION;
 use crate::ecn::{Ecn, SchemeTag, WireScheme};
-use crate::evcp::ConvergenceController;
+use crate::load::IntervalStats;
 use crate::load::LoadFactor;
-use crate::meter::IntervalStats;
 use crate::signal::{
     Congestion, Decoder, Feedback, LawConfig, LinkState, LossEpoch, Marker, Mode, PacketMarks,
     RttSample,
@@ -204,9 +204,33 @@ impl Decoder for VcpDecoder {
     }
 }
 
-/// The VCP window law (and, with a convergence controller, EVCP's).
+/// How a VCP-family sender decreases: the factor of each MD, and whether MI
+/// is allowed meanwhile. VCP's own is [`PlainDecrease`]; EVCP's convergence
+/// controller is another.
+pub trait Decrease: Clone + fmt::Debug + Send {
+    /// An MD at a window of `window` packets that the load level asks to
+    /// be by `beta`: its factor.
+    fn on_decrease(&mut self, window: f64, beta: f64) -> f64;
+    /// Whether MI is forbidden now.
+    fn mi_blocked(&self) -> bool;
+}
+
+/// VCP's (and MPCP's) decrease: the level's factor, MI never blocked.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PlainDecrease;
+
+impl Decrease for PlainDecrease {
+    fn on_decrease(&mut self, _window: f64, beta: f64) -> f64 {
+        beta
+    }
+    fn mi_blocked(&self) -> bool {
+        false
+    }
+}
+
+/// The VCP window law; EVCP's is the same with its own [`Decrease`].
 #[derive(Clone, Debug)]
-pub struct VcpLaw {
+pub struct VcpLaw<D = PlainDecrease> {
     config: LawConfig,
     cwnd: f64,
     level: VcpLevel,
@@ -218,36 +242,13 @@ pub struct VcpLaw {
     episode_until: Duration,
     loss: LossEpoch,
     mode: Mode,
-    convergence: Option<ConvergenceController>,
+    decrease: D,
 }
 
 impl VcpLaw {
     /// A VCP sender.
     pub fn new(config: LawConfig) -> VcpLaw {
-        VcpLaw {
-            cwnd: config.clamp(config.initial_window as f64),
-            config,
-            level: VcpLevel::Low,
-            hold_until: Duration::ZERO,
-            ai_only_until: Duration::ZERO,
-            episode_until: Duration::ZERO,
-            loss: LossEpoch::default(),
-            mode: Mode::MultiplicativeIncrease,
-            convergence: None,
-        }
-    }
-
-    /// A VCP sender whose MD goes through EVCP's convergence controller.
-    pub fn with_convergence(config: LawConfig, controller: ConvergenceController) -> VcpLaw {
-        VcpLaw {
-            convergence: Some(controller),
-            ..VcpLaw::new(config)
-        }
-    }
-
-    /// The convergence controller, for EVCP senders.
-    pub fn convergence(&self) -> Option<&ConvergenceController> {
-        self.convergence.as_ref()
+        VcpLaw::with_decrease(config, PlainDecrease)
     }
 
     /// The scaled MI step ξ_s = (1+ξ)^(T/t_p) − 1, T/t_p capped at 2.5
@@ -262,12 +263,34 @@ impl VcpLaw {
         let ratio = rtt.as_secs_f64() / interval.as_secs_f64();
         alpha * ratio * ratio
     }
+}
+
+impl<D: Decrease> VcpLaw<D> {
+    /// A VCP-family sender whose MDs go through `decrease`.
+    pub fn with_decrease(config: LawConfig, decrease: D) -> VcpLaw<D> {
+        VcpLaw {
+            cwnd: config.clamp(config.initial_window as f64),
+            config,
+            level: VcpLevel::Low,
+            hold_until: Duration::ZERO,
+            ai_only_until: Duration::ZERO,
+            episode_until: Duration::ZERO,
+            loss: LossEpoch::default(),
+            mode: Mode::MultiplicativeIncrease,
+            decrease,
+        }
+    }
+
+    /// The decrease policy's state.
+    pub fn decrease_policy(&self) -> &D {
+        &self.decrease
+    }
 
     fn set_window(&mut self, cwnd: f64) {
         self.cwnd = self.config.clamp(cwnd);
     }
 
-    /// MD by `beta` (EVCP's controller may choose another factor) unless the
+    /// MD by `beta` (for VCP itself; the decrease policy chooses) unless the
     /// previous MD is still being answered; then hold for one t_p and allow
     /// only AI for the following RTT (the VCP ns-2 release, docs/design.md §2).
     ///
@@ -287,10 +310,7 @@ impl VcpLaw {
             return;
         }
         let packets = self.cwnd / self.config.mss as f64;
-        let beta = match self.convergence.as_mut() {
-            Some(c) => c.on_decrease(packets),
-            None => beta,
-        };
+        let beta = self.decrease.on_decrease(packets, beta);
         self.set_window(self.cwnd * beta);
         self.hold_until = now + self.config.interval;
         self.ai_only_until = self.hold_until + rtt.smoothed;
@@ -318,8 +338,8 @@ impl VcpLaw {
             Step::Increase { xi, alpha } => (xi, alpha),
         };
         let acked = acked_bytes as f64;
-        let xi_s = Self::scaled_xi(xi, rtt.smoothed, self.config.interval);
-        let alpha_s = Self::scaled_alpha(alpha, rtt.smoothed, self.config.interval);
+        let xi_s = VcpLaw::scaled_xi(xi, rtt.smoothed, self.config.interval);
+        let alpha_s = VcpLaw::scaled_alpha(alpha, rtt.smoothed, self.config.interval);
         let mss = self.config.mss as f64;
         self.set_window(self.cwnd + xi_s * acked + alpha_s * mss * acked / self.cwnd);
         self.mode = if xi > 0.0 {
@@ -330,7 +350,7 @@ impl VcpLaw {
     }
 
     fn mi_allowed(&self) -> bool {
-        !self.convergence.as_ref().is_some_and(|c| c.mi_blocked())
+        !self.decrease.mi_blocked()
     }
 }
 
@@ -365,7 +385,7 @@ impl VcpLevel {
     }
 }
 
-impl crate::signal::Law for VcpLaw {
+impl<D: Decrease> crate::signal::Law for VcpLaw<D> {
     fn on_ack(&mut self, now: Duration, acked_bytes: u64, rtt: &RttSample) {
         self.apply(now, acked_bytes, rtt, self.level.step());
     }
@@ -406,7 +426,7 @@ impl crate::signal::Law for VcpLaw {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::meter::LinkLoad;
+    use crate::load::LinkLoad;
     use crate::signal::Law;
 
     const MS: Duration = Duration::from_millis(1);
