@@ -15,6 +15,11 @@
 //!   well over its fair share is held to it ([`crate::policer`]).
 //! * [`Discipline::Fifo`]: one drop-tail queue metered and marked as a whole,
 //!   as in the papers' experiments.
+//! * [`Discipline::DualPi2`]: an L4S bottleneck that knows nothing of ecnq
+//!   (RFC 9332): ECT(1) and CE packets in a low-latency queue, CE-marked from
+//!   a 1 ms sojourn or with the coupled probability k·p'; the rest in a
+//!   classic queue under PI2 (CE or drop with p'²); a time-shifted FIFO
+//!   between them. What ecnq flows meet at an L4S network's bottleneck.
 //!
 //! Departure times are exact: a packet starts when the one before it ends,
 //! and `len · 8 / rate` keeps its sub-nanosecond remainder, so a caller that
@@ -38,6 +43,8 @@ pub enum Discipline {
     Dual,
     /// One drop-tail queue for everyone.
     Fifo,
+    /// An L4S DualPI2 bottleneck with no ecnq marking.
+    DualPi2,
 }
 
 impl FromStr for Discipline {
@@ -47,8 +54,9 @@ impl FromStr for Discipline {
         match s.trim().to_ascii_lowercase().as_str() {
             "dual" => Ok(Discipline::Dual),
             "fifo" => Ok(Discipline::Fifo),
+            "dualpi2" => Ok(Discipline::DualPi2),
             _ => Err(format!(
-                "unknown queue discipline `{s}` (expected dual or fifo)"
+                "unknown queue discipline `{s}` (expected dual, fifo or dualpi2)"
             )),
         }
     }
@@ -59,6 +67,7 @@ impl fmt::Display for Discipline {
         f.write_str(match self {
             Discipline::Dual => "dual",
             Discipline::Fifo => "fifo",
+            Discipline::DualPi2 => "dualpi2",
         })
     }
 }
@@ -98,7 +107,8 @@ pub trait Queued {
 /// The two classes of the dual queue.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Class {
-    /// ecnq-tagged traffic (every packet, under [`Discipline::Fifo`]).
+    /// ecnq-tagged traffic (every packet, under [`Discipline::Fifo`]; ECT(1)
+    /// and CE, the L4S queue, under [`Discipline::DualPi2`]).
     Ecnq = 0,
     /// Everything else.
     Classic = 1,
@@ -155,6 +165,7 @@ pub struct Bottleneck<P> {
     flows: ActiveFlows,
     policer: Policer,
     codel: Codel,
+    pi2: Pi2,
     in_service: Option<(Duration, Waiting<P>)>,
     remainder: u128,
     counters: [ClassCounters; 2],
@@ -166,9 +177,9 @@ impl<P: Queued> Bottleneck<P> {
     pub fn new(config: BottleneckConfig, now: Duration) -> Bottleneck<P> {
         let capacity = config.router.meter.capacity;
         // Dual queueing needs the tags: a forced or disabled marking is a
-        // router that sorts nothing.
-        let discipline = match config.router.mode {
-            MarkingMode::Auto => config.discipline,
+        // router that sorts nothing (DualPI2 sorts by ECN alone).
+        let discipline = match (config.router.mode, config.discipline) {
+            (_, Discipline::DualPi2) | (MarkingMode::Auto, _) => config.discipline,
             _ => Discipline::Fifo,
         };
         let interval = config.router.meter.interval;
@@ -184,6 +195,7 @@ impl<P: Queued> Bottleneck<P> {
             flows: ActiveFlows::new(interval, now),
             policer: Policer::new(capacity, interval, now),
             codel: Codel::default(),
+            pi2: Pi2::new(now),
             in_service: None,
             remainder: 0,
             counters: [ClassCounters::default(); 2],
@@ -197,6 +209,8 @@ impl<P: Queued> Bottleneck<P> {
             (Discipline::Fifo, _) => Class::Ecnq,
             (Discipline::Dual, Some(m)) if m.tag.wire() != WireScheme::CLASSIC => Class::Ecnq,
             (Discipline::Dual, _) => Class::Classic,
+            (Discipline::DualPi2, Some(m)) if matches!(m.ecn, Ecn::Ect1 | Ecn::Ce) => Class::Ecnq,
+            (Discipline::DualPi2, _) => Class::Classic,
         }
     }
 
@@ -213,7 +227,7 @@ impl<P: Queued> Bottleneck<P> {
         }
         let c = class as usize;
         self.counters[c].arrivals += 1;
-        if class == Class::Ecnq {
+        if class == Class::Ecnq && self.discipline != Discipline::DualPi2 {
             let mut m = marks.unwrap_or(UNMARKABLE);
             self.router.on_arrival(now, len, &mut m);
             if marks.is_some() {
@@ -255,7 +269,7 @@ impl<P: Queued> Bottleneck<P> {
 
     /// The ecnq queue's capacity: the link's, split by active flows.
     fn update_share(&mut self) {
-        if self.discipline == Discipline::Fifo {
+        if self.discipline != Discipline::Dual {
             return;
         }
         let [ecnq, classic] = self.flows.counts();
@@ -285,6 +299,12 @@ impl<P: Queued> Bottleneck<P> {
                 }
                 (false, true) => 0,
                 (true, false) => 1,
+                (false, false) if self.discipline == Discipline::DualPi2 => {
+                    // Time-shifted FIFO: the classic head goes first once
+                    // it has waited PI2_TSHIFT longer than the L4S head.
+                    let (l, c) = (self.queues[0][0].since, self.queues[1][0].since);
+                    usize::from(c + PI2_TSHIFT < l)
+                }
                 (false, false) => usize::from(self.served[1] < self.served[0]),
             };
             let Some(mut waiting) = self.queues[class].pop_front() else {
@@ -295,19 +315,38 @@ impl<P: Queued> Bottleneck<P> {
             if waiting.class == Class::Ecnq {
                 self.router.on_queue(start, self.bytes[class]);
             }
-            if waiting.class == Class::Classic {
-                let sojourn = start.saturating_sub(waiting.since);
-                if self.codel.signal(start, sojourn, self.bytes[class]) {
-                    let marks = waiting.packet.marks().filter(|m| m.ecn.is_ect());
-                    if let Some(mut marks) = marks {
-                        marks.ecn = Ecn::Ce;
-                        waiting.packet.set_marks(&marks);
-                        self.counters[class].aqm_marks += 1;
-                    } else {
-                        self.counters[class].aqm_drops += 1;
-                        self.aqm_dropped.push(waiting.packet);
-                        continue;
-                    }
+            let sojourn = start.saturating_sub(waiting.since);
+            let signal = match (self.discipline, waiting.class) {
+                (Discipline::DualPi2, class) => {
+                    // PI2 follows the longer of the two queues' delays.
+                    let oldest = self
+                        .queues
+                        .iter()
+                        .filter_map(|q| q.front())
+                        .map(|w| w.since);
+                    let delay = oldest
+                        .map(|since| start.saturating_sub(since))
+                        .fold(sojourn, Duration::max);
+                    self.pi2.update(start, delay);
+                    let (p, step) = match class {
+                        Class::Ecnq => ((PI2_K * self.pi2.p).min(1.0), sojourn > PI2_STEP),
+                        Class::Classic => (self.pi2.p * self.pi2.p, false),
+                    };
+                    step || self.pi2.chance(p)
+                }
+                (_, Class::Classic) => self.codel.signal(start, sojourn, self.bytes[class]),
+                (_, Class::Ecnq) => false,
+            };
+            if signal {
+                let marks = waiting.packet.marks().filter(|m| m.ecn.is_ect());
+                if let Some(mut marks) = marks {
+                    marks.ecn = Ecn::Ce;
+                    waiting.packet.set_marks(&marks);
+                    self.counters[class].aqm_marks += 1;
+                } else {
+                    self.counters[class].aqm_drops += 1;
+                    self.aqm_dropped.push(waiting.packet);
+                    continue;
                 }
             }
             self.served[class] += f64::from(len) / self.weights()[class];
@@ -471,6 +510,72 @@ impl ActiveFlows {
     /// Flows per class: the last whole interval's, or this one's if more.
     fn counts(&self) -> [usize; 2] {
         [0, 1].map(|c| self.last[c].max(self.current[c].len()))
+    }
+}
+
+/// PI2's target queue delay (RFC 9332 Appendix A: 15 ms).
+const PI2_TARGET: Duration = Duration::from_millis(15);
+/// PI2 updates its base probability this often (RFC 9332 Appendix A: 16 ms).
+const PI2_UPDATE: Duration = Duration::from_millis(16);
+/// PI2's integral gain α (RFC 9332 Appendix A: 0.16 Hz), applied per update.
+const PI2_ALPHA: f64 = 0.16;
+/// PI2's proportional gain β (RFC 9332 Appendix A: 3.2 Hz), applied per update.
+const PI2_BETA: f64 = 3.2;
+/// The coupling factor k: the L4S queue is marked with k·p' where the
+/// classic queue sees p'² (RFC 9332 §2.1 and Appendix A: k = 2).
+const PI2_K: f64 = 2.0;
+/// The L4S queue's native step: CE for a packet that waited longer (RFC
+/// 9332 Appendix A: about 1 ms).
+const PI2_STEP: Duration = Duration::from_millis(1);
+/// The time shift of the scheduler between the queues (RFC 9332 Appendix
+/// A: twice the classic target).
+const PI2_TSHIFT: Duration = Duration::from_millis(30);
+
+/// PI2's base probability p' (RFC 9332 Appendix A), updated every
+/// [`PI2_UPDATE`] from the queue delay, and the random draws of its marks.
+#[derive(Debug)]
+struct Pi2 {
+    p: f64,
+    previous: Duration,
+    next_update: Duration,
+    rng: u64,
+}
+
+impl Pi2 {
+    fn new(now: Duration) -> Pi2 {
+        Pi2 {
+            p: 0.0,
+            previous: Duration::ZERO,
+            next_update: now + PI2_UPDATE,
+            rng: 0x9e37_79b9_7f4a_7c15,
+        }
+    }
+
+    /// Brings p' up to date at `now` with the queue delay `delay`.
+    fn update(&mut self, now: Duration, delay: Duration) {
+        while now >= self.next_update {
+            let (q, previous, target) = (
+                delay.as_secs_f64(),
+                self.previous.as_secs_f64(),
+                PI2_TARGET.as_secs_f64(),
+            );
+            // Per update, delays in seconds, as PIE applies its gains
+            // (RFC 8033 §4.2).
+            self.p += PI2_ALPHA * (q - target) + PI2_BETA * (q - previous);
+            self.p = self.p.clamp(0.0, 1.0);
+            self.previous = delay;
+            self.next_update += PI2_UPDATE;
+        }
+    }
+
+    /// True with probability `p` (SplitMix64).
+    fn chance(&mut self, p: f64) -> bool {
+        self.rng = self.rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        ((z >> 11) as f64) < p * (1u64 << 53) as f64
     }
 }
 

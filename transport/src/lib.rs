@@ -34,6 +34,7 @@ pub mod mcp;
 pub mod meter;
 pub mod mpcp;
 pub mod policer;
+pub mod prague;
 pub mod router;
 pub mod scheme;
 pub mod signal;

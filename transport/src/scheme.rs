@@ -17,6 +17,7 @@ use crate::erc::{self, ErcConfig, ErcDecoder, ErcLaw, ErcMarker};
 use crate::evcp::EvcpLaw;
 use crate::mcp::{self, McpDecoder, McpLaw, McpMarker};
 use crate::mpcp::{Chain, MpcpDecoder, MpcpLaw, MpcpMarker};
+use crate::prague::{self, PragueDecoder, PragueLaw, PragueMarker};
 use crate::signal::{Decoder, Law, LawConfig, Marker, MarkerConfig};
 use crate::vcp::{self, VcpDecoder, VcpLaw, VcpMarker};
 
@@ -40,7 +41,7 @@ pub struct WireEntry {
 }
 
 /// Every wire scheme, untagged first.
-pub const WIRES: [WireEntry; 7] = [
+pub const WIRES: [WireEntry; 8] = [
     WireEntry {
         wire: WireScheme::CLASSIC,
         name: "classic",
@@ -117,6 +118,16 @@ pub const WIRES: [WireEntry; 7] = [
         max_level: erc::MAX_LEVEL,
         decoder: Some(|| Box::new(ErcDecoder::default())),
         marker: |c| Box::new(ErcMarker::new(ErcConfig::default(), c.flows)),
+    },
+    WireEntry {
+        wire: prague::WIRE,
+        name: "prague",
+        flag_bits: 0,
+        // The L4S identifier (RFC 9331 §4.1).
+        base_ecn: Ecn::Ect1,
+        max_level: prague::MAX_LEVEL,
+        decoder: Some(|| Box::new(PragueDecoder::default())),
+        marker: |_| Box::new(PragueMarker),
     },
 ];
 
@@ -276,7 +287,7 @@ pub struct SchemeEntry {
 
 /// Every scheme, in [`Scheme`]'s order: ecnq's own first, the papers', then
 /// the classic law.
-pub const SCHEMES: [SchemeEntry; 8] = [
+pub const SCHEMES: [SchemeEntry; 9] = [
     SchemeEntry {
         scheme: Scheme::Erc,
         name: "erc",
@@ -341,6 +352,15 @@ pub const SCHEMES: [SchemeEntry; 8] = [
         law: |c| Box::new(McpLaw::new(c)),
     },
     SchemeEntry {
+        scheme: Scheme::Prague,
+        name: "prague",
+        summary: "Prague: the L4S scalable sender (ECT(1), DCTCP-style reduction), the baseline of deployed router-assisted ECN",
+        wire: prague::WIRE,
+        rate_based: false,
+        ce_is_congestion: true,
+        law: |c| Box::new(PragueLaw::new(c)),
+    },
+    SchemeEntry {
         scheme: Scheme::Classic,
         name: "classic",
         summary: "no router feedback: NewReno-like, CE and loss as congestion, untagged",
@@ -370,6 +390,8 @@ pub enum Scheme {
     Bmcc,
     /// MCP: rate-based multimodal control with fairing.
     Mcp,
+    /// Prague: the L4S scalable sender.
+    Prague,
     /// No router feedback: NewReno-like, CE and loss as congestion.
     Classic,
 }
@@ -532,10 +554,11 @@ mod tests {
                 ("tpcp", 3, Ect1),
                 ("bmcc", 4, Ect0),
                 ("mcp", 8, NotEct),
+                ("prague", 5, Ect1),
                 ("classic", 0, Ect0),
             ]
         );
-        for unassigned in [0, 5, 7, 12, 13, 14, 15] {
+        for unassigned in [0, 7, 12, 13, 14, 15] {
             assert_eq!(WireScheme::from_id(unassigned), WireScheme::CLASSIC);
         }
     }

@@ -498,7 +498,7 @@ mod tests {
         assert_eq!(with(4, &[1]), Err(ReportError::Version(1)));
         assert_eq!(with(5, &[0]), Err(ReportError::Scheme(0)));
         // Unassigned tags, and MCP's flag-carrying tags, name no scheme.
-        assert_eq!(with(5, &[5]), Err(ReportError::Scheme(5)));
+        assert_eq!(with(5, &[7]), Err(ReportError::Scheme(7)));
         assert_eq!(with(5, &[9]), Err(ReportError::Scheme(9)));
         assert_eq!(with(5, &[200]), Err(ReportError::Scheme(200)));
         assert_eq!(with(12, &[0, 3]), Err(ReportError::Level(3)));

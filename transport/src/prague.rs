@@ -1,0 +1,296 @@
+//! Prague — the L4S scalable sender (draft-briscoe-iccrg-prague-congestion-
+//! control; RFC 9331 §4.3, RFC 9332), ecnq's baseline for router-assisted ECN
+//! as networks deploy it, and an L4S router's marking for it.
+//!
+//! * **Marker**: L4S step marking: CE on an ECT packet that arrives while the
+//!   queue holds more than [`STEP`] of the link's capacity (RFC 9332's native
+//!   L4S threshold, about 1 ms).
+//! * **Decoder**: the fraction of CE-marked packets, smoothed over about
+//!   [`FRACTION_PACKETS`] packets; the receiver reports it, since quinn hands
+//!   its controller no ECN counts.
+//! * **Law**: DCTCP-style: α ← (1 − g)·α + g·F once per round, F the reported
+//!   CE fraction, g = 1/16; a round with CE reduces the window by α/2; one
+//!   packet of additive increase per round, less for RTTs under
+//!   [`REFERENCE_RTT`] so that they gain rate no faster than a flow at that
+//!   RTT (Prague's RTT independence); loss halves, as Reno does. Packets are ECT(1), the L4S identifier.
+
+use std::time::Duration;
+
+use crate::ecn::{Ecn, SchemeTag, WireScheme};
+use crate::load::LoadFactor;
+use crate::signal::{
+    Congestion, Decoder, Feedback, Law, LawConfig, LinkState, LossEpoch, Marker, Mode, PacketMarks,
+    RttSample,
+};
+
+/// Prague's DSCP pool tag, so that an ecnq receiver reports its CE fraction
+/// (docs/design.md §2, tag table; L4S routers ignore the DSCP and go by ECT(1)).
+pub const WIRE: WireScheme = WireScheme::new(5);
+/// The L4S step: CE while the queue exceeds this much of the link's
+/// capacity (RFC 9332 §A.2: a native L4S AQM marks from about 1 ms).
+pub const STEP: Duration = Duration::from_millis(1);
+/// g, the gain of α's moving average (RFC 8257 §4.2, DCTCP's 1/16; the
+/// Prague draft keeps it).
+pub const G: f64 = 1.0 / 16.0;
+/// Prague's reference RTT: a flow with a shorter RTT grows its rate as fast
+/// as one with this RTT does, not faster (Prague draft, RTT independence):
+/// its window grows by (RTT / reference)² packets per round.
+pub const REFERENCE_RTT: Duration = Duration::from_millis(25);
+/// The receiver's CE fraction averages over about this many packets.
+pub const FRACTION_PACKETS: f64 = 16.0;
+/// Reported fractions travel in units of 1/10 000.
+const LEVEL_SCALE: f64 = 10_000.0;
+
+/// L4S step marking (see the module docs).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PragueMarker;
+
+impl Marker for PragueMarker {
+    fn mark(&mut self, _now: Duration, link: &LinkState, pkt: &mut PacketMarks) {
+        let step = link.capacity * STEP.as_secs_f64();
+        if pkt.ecn.is_ect() && link.queue_bytes as f64 > step {
+            pkt.ecn = Ecn::Ce;
+        }
+    }
+}
+
+/// The receiver's CE fraction (see the module docs).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PragueDecoder {
+    fraction: f64,
+    seen: bool,
+}
+
+impl Decoder for PragueDecoder {
+    fn on_packet(&mut self, _now: Duration, ecn: Ecn, _tag: SchemeTag, _hash: u32) -> bool {
+        let before = self.level();
+        let marked = if ecn == Ecn::Ce { 1.0 } else { 0.0 };
+        self.fraction += (marked - self.fraction) / FRACTION_PACKETS;
+        self.seen = true;
+        self.level() != before
+    }
+
+    fn estimate(&self, _now: Duration) -> Feedback {
+        Feedback {
+            level: self.level(),
+            load: LoadFactor::new(self.fraction),
+            fairing: false,
+        }
+    }
+}
+
+impl PragueDecoder {
+    fn level(&self) -> u16 {
+        (self.fraction.clamp(0.0, 1.0) * LEVEL_SCALE).round() as u16
+    }
+}
+
+/// The highest level the decoder reports: a fraction of 1.
+pub const MAX_LEVEL: u16 = LEVEL_SCALE as u16;
+
+/// The Prague sender (see the module docs).
+#[derive(Clone, Debug)]
+pub struct PragueLaw {
+    config: LawConfig,
+    cwnd: f64,
+    ssthresh: f64,
+    alpha: f64,
+    /// The receiver's latest CE fraction.
+    fraction: f64,
+    /// When the current round started.
+    round_start: Option<Duration>,
+    /// Whether a CE arrived in this round.
+    marked: bool,
+    loss: LossEpoch,
+    mode: Mode,
+}
+
+impl PragueLaw {
+    /// A Prague sender: slow start until the first CE or loss.
+    pub fn new(config: LawConfig) -> PragueLaw {
+        PragueLaw {
+            cwnd: config.clamp(config.initial_window as f64),
+            ssthresh: f64::INFINITY,
+            alpha: 1.0,
+            fraction: 0.0,
+            round_start: None,
+            marked: false,
+            loss: LossEpoch::default(),
+            mode: Mode::SlowStart,
+            config,
+        }
+    }
+
+    /// α, the smoothed CE fraction.
+    pub fn alpha(&self) -> f64 {
+        self.alpha
+    }
+
+    fn set(&mut self, cwnd: f64) {
+        self.cwnd = self.config.clamp(cwnd);
+    }
+
+    /// Closes a round once a smoothed RTT has passed: α follows the
+    /// receiver's CE fraction, and a round with CE reduces the window.
+    fn end_round_if_due(&mut self, now: Duration, rtt: &RttSample) {
+        let start = *self.round_start.get_or_insert(now);
+        if now < start + rtt.smoothed {
+            return;
+        }
+        self.alpha += G * (self.fraction - self.alpha);
+        if self.marked {
+            self.set(self.cwnd * (1.0 - self.alpha / 2.0));
+            self.ssthresh = self.cwnd;
+            self.mode = Mode::CongestionAvoidance;
+        }
+        self.marked = false;
+        self.round_start = Some(now);
+    }
+}
+
+impl Law for PragueLaw {
+    fn on_ack(&mut self, now: Duration, acked_bytes: u64, rtt: &RttSample) {
+        self.end_round_if_due(now, rtt);
+        if self.loss.in_recovery(now, rtt) {
+            return;
+        }
+        let acked = acked_bytes as f64;
+        if self.cwnd < self.ssthresh {
+            self.set(self.cwnd + acked);
+            self.mode = Mode::SlowStart;
+            return;
+        }
+        // One packet per round, (RTT / reference)² under the reference.
+        let mss = self.config.mss as f64;
+        let scale = (rtt.smoothed.as_secs_f64() / REFERENCE_RTT.as_secs_f64())
+            .min(1.0)
+            .powi(2);
+        self.set(self.cwnd + scale * mss * acked / self.cwnd);
+        self.mode = Mode::CongestionAvoidance;
+    }
+
+    fn on_feedback(&mut self, _now: Duration, feedback: Feedback, _rtt: &RttSample) {
+        self.fraction = feedback.load.get().min(1.0);
+    }
+
+    fn on_congestion(&mut self, now: Duration, sent: Duration, kind: Congestion, _rtt: &RttSample) {
+        match kind {
+            Congestion::Ce => {
+                self.marked = true;
+                if self.cwnd < self.ssthresh {
+                    // The first CE ends slow start; the round's end reduces.
+                    self.ssthresh = self.cwnd;
+                }
+            }
+            Congestion::Loss => {
+                if self.loss.begins(now, sent) {
+                    self.set(self.cwnd / 2.0);
+                    self.ssthresh = self.cwnd;
+                    self.mode = Mode::Recovery;
+                }
+            }
+        }
+    }
+
+    fn window(&self) -> u64 {
+        self.cwnd as u64
+    }
+
+    fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    fn tag(&self) -> SchemeTag {
+        SchemeTag::new(WIRE.id())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+    const MSS: u64 = 1000;
+
+    fn rtt(ms: u64) -> RttSample {
+        RttSample::uniform(MS * ms as u32)
+    }
+
+    #[test]
+    fn the_step_marks_ect_over_one_millisecond_of_queue() {
+        let mut m = PragueMarker;
+        let mut link = LinkState {
+            capacity: 1e6,
+            queue_bytes: 999,
+            ..LinkState::default()
+        };
+        let mut pkt = PacketMarks {
+            ecn: Ecn::Ect1,
+            tag: SchemeTag::new(WIRE.id()),
+            hash: 0,
+            flow: 0,
+        };
+        m.mark(MS, &link, &mut pkt);
+        assert_eq!(pkt.ecn, Ecn::Ect1);
+        link.queue_bytes = 1001;
+        m.mark(MS, &link, &mut pkt);
+        assert_eq!(pkt.ecn, Ecn::Ce);
+    }
+
+    #[test]
+    fn the_decoder_reports_the_ce_fraction() {
+        let mut d = PragueDecoder::default();
+        for i in 0..400 {
+            let ecn = if i % 4 == 0 { Ecn::Ce } else { Ecn::Ect1 };
+            d.on_packet(MS, ecn, SchemeTag::new(WIRE.id()), 0);
+        }
+        let f = d.estimate(MS).load.get();
+        assert!((f - 0.25).abs() < 0.07, "{f}");
+        assert!(d.estimate(MS).level <= MAX_LEVEL);
+    }
+
+    #[test]
+    fn a_marked_round_reduces_by_half_of_alpha() {
+        let mut law = PragueLaw::new(LawConfig::with_mss(MSS));
+        let r = rtt(100);
+        // Slow start to 40 packets, then a CE ends it.
+        law.on_ack(MS, 30 * MSS, &r);
+        assert_eq!(law.window(), 40 * MSS);
+        law.on_congestion(MS * 2, MS, Congestion::Ce, &r);
+        // The receiver saw 10 % CE for a long time: α settles near 0.1.
+        for round in 1..200u32 {
+            law.on_feedback(MS * 100 * round, fb(0.1), &r);
+            law.on_ack(MS * 100 * round, 0, &r);
+        }
+        assert!((law.alpha() - 0.1).abs() < 0.01, "α {}", law.alpha());
+        let before = law.window() as f64;
+        law.on_congestion(MS * 20_050, MS * 20_000, Congestion::Ce, &r);
+        law.on_ack(MS * 20_100, 0, &r);
+        let after = law.window() as f64;
+        assert!((after / before - 0.95).abs() < 0.01, "{before} -> {after}");
+    }
+
+    fn fb(fraction: f64) -> Feedback {
+        Feedback {
+            level: (fraction * LEVEL_SCALE) as u16,
+            load: LoadFactor::new(fraction),
+            fairing: false,
+        }
+    }
+
+    #[test]
+    fn short_rtts_grow_as_if_at_the_reference_rtt() {
+        let grow = |rtt_ms: u64| {
+            let mut law = PragueLaw::new(LawConfig::with_mss(MSS));
+            law.on_congestion(MS, MS, Congestion::Loss, &rtt(rtt_ms));
+            let start = law.window();
+            // One window of acks, well after recovery.
+            law.on_ack(MS * 10_000, start, &rtt(rtt_ms));
+            law.window() - start
+        };
+        assert_eq!(grow(100), MSS, "one packet per round at 100 ms");
+        // At 5 ms, (5 / 25)² of a packet per round: the rate grows as fast
+        // as a 25 ms flow's.
+        assert_eq!(grow(5), MSS / 25);
+    }
+}
