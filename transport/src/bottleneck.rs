@@ -349,6 +349,11 @@ impl<P: Queued> Bottleneck<P> {
                     continue;
                 }
             }
+            if waiting.class == Class::Classic || self.discipline == Discipline::DualPi2 {
+                // The router's marking counters cover what the AQM passed.
+                let ecn = waiting.packet.marks().map_or(Ecn::NotEct, |m| m.ecn);
+                self.router.count(WireScheme::CLASSIC, ecn, signal);
+            }
             self.served[class] += f64::from(len) / self.weights()[class];
             let end = start + self.transmission_time(len);
             self.in_service = Some((end, waiting));

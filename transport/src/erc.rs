@@ -9,8 +9,12 @@
 //! is [`RATE_MAX`] (200 Gbit/s), index [`MAX_INDEX`] (1023) is [`RATE_MIN`]
 //! (10 kbit/s), each step 1.66 % below the last. A larger index is a smaller
 //! rate, so the path's minimum rate is the maximum index, which routers can
-//! compute by only ever raising it. Index 0 means "no erc router": it is what
-//! a sender's unmarked packets carry.
+//! compute by only ever raising it. [`UNSPOKEN`], the index whose digits are
+//! all 1, means "no erc router": it is what a sender's unmarked packets carry
+//! (ECT(0), so that an L4S bottleneck with no erc router on the path queues
+//! them as classic traffic, which the sender's Cubic law answers correctly,
+//! RFC 9331 §4.3), and no router advertises it; index 0, all digits 0, means
+//! the same.
 //!
 //! The index travels Gray-coded, one binary digit per packet, over chains of
 //! [`DIGITS`] packets: the packet's position is `h % 10` from the packet hash
@@ -76,15 +80,20 @@ pub const RATE_MAX: f64 = 25e9;
 /// can still be told their share.
 pub const RATE_MIN: f64 = 1_250.0;
 
+/// The index whose Gray code is all ones: a chain of unmarked ECT(0)
+/// packets, "no erc router". Routers never advertise it.
+pub const UNSPOKEN: u16 = from_gray(MAX_INDEX);
+
 /// The ratio between neighbouring indices' rates, as a natural log.
 fn log_step() -> f64 {
     (RATE_MAX / RATE_MIN).ln() / f64::from(MAX_INDEX - 1)
 }
 
-/// The rate an index stands for, in bytes per second; none for index 0
-/// ("no erc router"). Indices above [`MAX_INDEX`] read as it.
+/// The rate an index stands for, in bytes per second; none for index 0 and
+/// [`UNSPOKEN`] ("no erc router"). Indices above [`MAX_INDEX`] read as it.
 pub fn rate_of(index: u16) -> Option<f64> {
-    (index > 0).then(|| RATE_MAX * (-log_step() * f64::from(index.min(MAX_INDEX) - 1)).exp())
+    (index > 0 && index != UNSPOKEN)
+        .then(|| RATE_MAX * (-log_step() * f64::from(index.min(MAX_INDEX) - 1)).exp())
 }
 
 /// The index nearest to `rate` (bytes per second) on the log scale, 1 ..=
@@ -94,7 +103,11 @@ pub fn index_of(rate: f64) -> u16 {
         return MAX_INDEX;
     }
     let steps = ((RATE_MAX / rate).ln() / log_step()).round();
-    (steps.max(0.0) as u16).saturating_add(1).min(MAX_INDEX)
+    match (steps.max(0.0) as u16).saturating_add(1).min(MAX_INDEX) {
+        // The next slower rate: 1.66 % less.
+        UNSPOKEN => UNSPOKEN + 1,
+        index => index,
+    }
 }
 
 /// The Gray code of an index.
@@ -174,9 +187,13 @@ impl Digits {
         self.seen == Self::ALL
     }
 
-    /// The index the digits spell, unseen positions read as 0.
+    /// The index the digits spell, unseen positions read as 0, and
+    /// [`UNSPOKEN`] as 0: no router.
     pub fn index(&self) -> u16 {
-        from_gray(self.code)
+        match from_gray(self.code) {
+            UNSPOKEN => 0,
+            index => index,
+        }
     }
 
     /// The largest index any completion of the seen digits spells: the
@@ -198,9 +215,11 @@ impl Digits {
         index
     }
 
-    /// Whether any seen digit is 1: some router writes this flow's chain.
-    pub fn any_set(&self) -> bool {
-        self.code & self.seen != 0
+    /// Whether the seen digits differ: some router writes this flow's
+    /// chain (a sender's own packets are all ECT(0), all digits 1).
+    pub fn mixed(&self) -> bool {
+        let ones = self.code & self.seen;
+        ones != 0 && ones != self.seen
     }
 }
 
@@ -552,7 +571,7 @@ impl ErcDecoder {
     pub fn level(&self) -> u16 {
         if self.digits.complete() {
             self.index()
-        } else if self.digits.any_set() {
+        } else if self.digits.mixed() {
             PARTIAL + self.digits.largest_index()
         } else {
             0
@@ -814,9 +833,14 @@ mod tests {
         assert!((rate_of(MAX_INDEX).unwrap() - RATE_MIN).abs() < 1e-6);
         let step = rate_of(500).unwrap() / rate_of(501).unwrap();
         assert!((1.016..1.017).contains(&step), "{step}");
-        for index in 1..=MAX_INDEX {
+        for index in (1..=MAX_INDEX).filter(|&i| i != UNSPOKEN) {
             assert_eq!(index_of(rate_of(index).unwrap()), index);
         }
+        // "No router" is never advertised: its rate reads as the next step.
+        assert_eq!(rate_of(UNSPOKEN), None);
+        assert_eq!(gray(UNSPOKEN), MAX_INDEX, "all digits 1: all ECT(0)");
+        let between = (rate_of(UNSPOKEN - 1).unwrap() * rate_of(UNSPOKEN + 1).unwrap()).sqrt();
+        assert_eq!(index_of(between * 0.999), UNSPOKEN + 1);
         // 50 Mbit/s lies between two indices within half a step.
         let r = 6.25e6;
         let q = rate_of(index_of(r)).unwrap();
@@ -824,6 +848,15 @@ mod tests {
         assert_eq!(index_of(f64::NAN), MAX_INDEX);
         assert_eq!(index_of(1e30), 1);
         assert_eq!(index_of(0.0), MAX_INDEX);
+    }
+
+    #[test]
+    fn a_chain_of_unmarked_packets_reads_as_no_router() {
+        let mut d = ErcDecoder::default();
+        for p in 0..40 {
+            d.on_packet(MS, Ecn::Ect0, SchemeTag::new(WIRE.id()), p);
+            assert_eq!(d.level(), 0, "after {p} packets");
+        }
     }
 
     #[test]

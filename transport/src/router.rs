@@ -197,6 +197,13 @@ impl RouterLink {
         self.meter.take_completed()
     }
 
+    /// Counts a packet that another queue's AQM handled (the bottleneck's
+    /// classic queue), so the counters cover every packet that left.
+    pub fn count(&mut self, wire: WireScheme, ecn: Ecn, rewritten: bool) {
+        self.counters.by_scheme[wire.index()][usize::from(ecn.bits())] += 1;
+        self.counters.rewritten += u64::from(rewritten);
+    }
+
     /// Marking counters.
     pub fn counters(&self) -> &MarkCounters {
         &self.counters

@@ -113,8 +113,9 @@ pub const WIRES: [WireEntry; 8] = [
         wire: erc::WIRE,
         name: "erc",
         flag_bits: 0,
-        // Digit 0 of the rate index (erc module docs).
-        base_ecn: Ecn::Ect1,
+        // Digit 1 of the rate index: unmarked chains spell "no erc router",
+        // and an L4S bottleneck queues them as classic (erc module docs).
+        base_ecn: Ecn::Ect0,
         max_level: erc::MAX_LEVEL,
         decoder: Some(|| Box::new(ErcDecoder::default())),
         marker: |c| Box::new(ErcMarker::new(ErcConfig::default(), c.flows)),
@@ -547,7 +548,7 @@ mod tests {
         assert_eq!(
             ids,
             [
-                ("erc", 6, Ect1),
+                ("erc", 6, Ect0),
                 ("vcp", 1, Ect1),
                 ("evcp", 1, Ect1),
                 ("dpcp", 2, Ect1),
