@@ -17,7 +17,7 @@ use ecnq_shim::spec::{parse_rate, parse_size, parse_time, LinkSpec};
 
 use super::check_seconds;
 use super::loopback::{Flow, LinkSeries, LoopbackBed, RunSummary};
-use super::plot::{line_chart, Series};
+use super::plot::{line_chart, scatter_chart, Point, Series};
 use super::stats::FlowSeries;
 
 /// Options of `ecnq-perf demo`.
@@ -169,6 +169,23 @@ pub async fn run(args: DemoArgs) -> Result<(), String> {
 /// Prints the comparison table and writes it to `out/summary.json`.
 pub fn report(summaries: &[RunSummary], out: &Path) -> Result<(), String> {
     print_table(summaries);
+    // One point per controller, as Pantheon draws it: up and left is better.
+    let points: Vec<Point> = summaries
+        .iter()
+        .filter(|s| s.flows.iter().all(|(cc, _)| *cc == s.name))
+        .map(|s| Point {
+            name: s.name.clone(),
+            x: s.queue_p95_ms,
+            y: s.goodput_mbit,
+        })
+        .collect();
+    scatter_chart(
+        &out.join("goodput-delay.svg"),
+        "goodput against queueing delay (up and left is better)",
+        "bottleneck queueing delay, 95th percentile (ms)",
+        "goodput (Mbit/s)",
+        &points,
+    )?;
     let json = serde_json::to_string_pretty(summaries).map_err(|e| e.to_string())?;
     let path = out.join("summary.json");
     std::fs::write(&path, json).map_err(|e| format!("cannot write {}: {e}", path.display()))?;

@@ -421,6 +421,8 @@ pub struct RunSummary {
     pub utilization: f64,
     /// Queueing delay at the bottleneck, median, ms.
     pub queue_p50_ms: f64,
+    /// 95th percentile.
+    pub queue_p95_ms: f64,
     /// 99th percentile.
     pub queue_p99_ms: f64,
     /// Packets dropped at the bottleneck over packets offered.
@@ -548,6 +550,7 @@ pub fn summarize(
         goodput_mbit: flows.iter().map(|f| f.received as f64 * 8.0).sum::<f64>() / end / 1e6,
         utilization: link.utilization(0.0, end),
         queue_p50_ms: percentile(&queue, 50.0).unwrap_or(0.0),
+        queue_p95_ms: percentile(&queue, 95.0).unwrap_or(0.0),
         queue_p99_ms: percentile(&queue, 99.0).unwrap_or(0.0),
         loss: link.loss(),
         jain: jain_index(&tail),

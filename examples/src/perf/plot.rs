@@ -70,6 +70,60 @@ pub fn line_chart(
     root.present().map_err(|e| fail(&e))
 }
 
+/// One labelled point of a scatter chart.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Point {
+    /// Label drawn beside the point.
+    pub name: String,
+    /// Position.
+    pub x: f64,
+    /// Position.
+    pub y: f64,
+}
+
+/// Draws labelled points into an SVG file at `path`.
+pub fn scatter_chart(
+    path: &Path,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    points: &[Point],
+) -> Result<(), String> {
+    let finite = || points.iter().filter(|p| p.x.is_finite() && p.y.is_finite());
+    let x_max = finite().map(|p| p.x).fold(0.0, f64::max).max(1e-3) * 1.15;
+    let y_max = finite().map(|p| p.y).fold(0.0, f64::max).max(1e-3) * 1.1;
+    let root = SVGBackend::new(path, (900, 520)).into_drawing_area();
+    let fail = |e: &dyn std::fmt::Display| format!("cannot draw {}: {e}", path.display());
+    root.fill(&WHITE).map_err(|e| fail(&e))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0.0..x_max, 0.0..y_max)
+        .map_err(|e| fail(&e))?;
+    chart
+        .configure_mesh()
+        .x_desc(x_label)
+        .y_desc(y_label)
+        .draw()
+        .map_err(|e| fail(&e))?;
+    for (i, p) in finite().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        chart
+            .draw_series([Circle::new((p.x, p.y), 6, color.filled())])
+            .map_err(|e| fail(&e))?;
+        chart
+            .draw_series([Text::new(
+                p.name.clone(),
+                (p.x, p.y),
+                ("sans-serif", 16).into_font(),
+            )])
+            .map_err(|e| fail(&e))?;
+    }
+    root.present().map_err(|e| fail(&e))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
