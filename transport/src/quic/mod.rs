@@ -52,6 +52,7 @@ mod congestion;
 mod connection;
 mod controller;
 mod endpoint;
+pub mod header;
 mod peer;
 mod rate_gate;
 pub mod report;
