@@ -36,9 +36,13 @@
 //!
 //! # Limits
 //!
-//! * The socket sees only addresses, so per-connection state is keyed by the
-//!   peer's address: one connection per remote address and endpoint
-//!   ([`Error::Busy`]), and servers disable client migration.
+//! * The socket finds a packet's connection by its destination connection
+//!   ID: any number of connections may share a remote address, and a
+//!   connection that migrates (NAT rebinding, [`Endpoint::rebind`]) keeps
+//!   its decoder state and feedback. ecnq issues the IDs (quinn's
+//!   `EndpointConfig` from [`EcnSocket::endpoint_config`]); with other IDs,
+//!   or without [`Prepared::client_crypto`] / [`Prepared::server_crypto`],
+//!   connections are told apart by remote address.
 //! * A peer is known to run ecnq by the DSCP tag of its packets. An ecnq peer
 //!   whose own controller uses no router feedback (classic, or quinn's)
 //!   sends untagged packets and looks like a vanilla peer.
@@ -46,17 +50,19 @@
 //! * Application datagrams must not start with [`report::MAGIC`].
 
 use std::fmt;
-use std::net::SocketAddr;
 
+mod cid;
 mod congestion;
 mod connection;
 mod controller;
+mod demux;
 mod endpoint;
 pub mod header;
 mod peer;
 mod rate_gate;
 pub mod report;
 mod socket;
+mod tap;
 mod tls;
 
 pub use congestion::{CongestionControl, UnknownController};
@@ -76,8 +82,6 @@ pub enum Error {
     Tls(rustls::Error),
     /// A certificate could not be made or used.
     Certificate(String),
-    /// A connection with this address already exists on this endpoint.
-    Busy(SocketAddr),
     /// This endpoint has no client configuration.
     NoClientConfig,
     /// This endpoint has no server configuration.
@@ -94,10 +98,6 @@ impl fmt::Display for Error {
             Error::Io(e) => write!(f, "I/O error: {e}"),
             Error::Tls(e) => write!(f, "TLS configuration error: {e}"),
             Error::Certificate(e) => write!(f, "certificate error: {e}"),
-            Error::Busy(addr) => write!(
-                f,
-                "a connection with {addr} already exists on this endpoint"
-            ),
             Error::NoClientConfig => {
                 f.write_str("this endpoint cannot open connections (no trust roots)")
             }
