@@ -92,10 +92,15 @@ impl EcnSocket {
 }
 
 impl Prepared {
+    /// quinn's controller factory for this connection: the scheme given to
+    /// [`EcnSocket::prepare`], wired to this connection's feedback.
+    pub fn controller_factory(&self) -> Arc<EcnqControllerFactory> {
+        Arc::new(EcnqControllerFactory::new(self.peer.clone()))
+    }
+
     /// Sets this connection's congestion controller in `transport`.
     pub fn configure(&self, transport: &mut TransportConfig) {
-        transport
-            .congestion_controller_factory(Arc::new(EcnqControllerFactory::new(self.peer.clone())));
+        transport.congestion_controller_factory(self.controller_factory());
     }
 
     /// Wraps the client crypto configuration of this connection so that the

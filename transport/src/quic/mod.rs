@@ -32,7 +32,58 @@
 //! # Ok(()) }
 //! ```
 //!
-//! To add ecnq to a quinn endpoint you build yourself, see [`Prepared`].
+//! # Two ways in
+//!
+//! 1. ecnq's [`Endpoint`], as above: it wires the socket, the controller,
+//!    the feedback reports and the connection IDs itself.
+//! 2. Your own `quinn::Endpoint`, with ecnq's pieces plugged in:
+//!    * the socket: [`EcnSocket::bind`], handed to
+//!      `quinn::Endpoint::new_with_abstract_socket` with
+//!      [`EcnSocket::endpoint_config`] (quinn's defaults plus ecnq's
+//!      connection IDs, which let the socket tell connections apart);
+//!    * per connection, [`EcnSocket::prepare`] gives a [`Prepared`]:
+//!      [`Prepared::configure`] puts the scheme's quinn `ControllerFactory`
+//!      into the `TransportConfig`, [`Prepared::client_crypto`] /
+//!      [`Prepared::server_crypto`] wrap the TLS configuration,
+//!      [`Prepared::connect`] / [`Prepared::accept`] start the connection,
+//!      and [`Prepared::attach`] starts the feedback reports and returns a
+//!      [`Connection`]. Send and read application datagrams through it, not
+//!      through quinn, which would hand you ecnq's reports.
+//!
+//!    `examples/src/echo.rs` is a whole echo server and client built this
+//!    way (`cargo run -p ecnq-examples --bin ecnq-echo`). A server accepts
+//!    like this (the client side is on [`Prepared`]):
+//!
+//! ```no_run
+//! # async fn demo(crypto: std::sync::Arc<quinn::crypto::rustls::QuicServerConfig>)
+//! #     -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use ecnq::quic::{CongestionControl, EcnSocket};
+//!
+//! let cc = CongestionControl::DEFAULT;
+//! let socket = EcnSocket::bind("[::]:4433".parse()?, cc)?;
+//! let endpoint = quinn::Endpoint::new_with_abstract_socket(
+//!     socket.endpoint_config(),
+//!     Some(quinn::ServerConfig::with_crypto(crypto.clone())),
+//!     socket.clone(),
+//!     Arc::new(quinn::TokioRuntime),
+//! )?;
+//! while let Some(incoming) = endpoint.accept().await {
+//!     let prepared = socket.prepare(incoming.remote_address(), cc);
+//!     let mut transport = quinn::TransportConfig::default();
+//!     prepared.configure(&mut transport);
+//!     let mut config = quinn::ServerConfig::with_crypto(prepared.server_crypto(crypto.clone()));
+//!     config.transport_config(Arc::new(transport));
+//!     let connection = prepared.accept(incoming, Arc::new(config))?.await?;
+//!     let connection = prepared.attach(connection);
+//!     tokio::spawn(async move {
+//!         while let Ok(datagram) = connection.read_datagram().await {
+//!             let _ = connection.send_datagram(datagram);
+//!         }
+//!     });
+//! }
+//! # Ok(()) }
+//! ```
 //!
 //! # Limits
 //!
