@@ -7,8 +7,8 @@
 //! A shim restarted in the middle of a transfer is tested in `testbed.rs`,
 //! on the TUN testbed, where a restarted router keeps every address.
 //! Through the relay a restart is a NAT rebinding (the server sees a new
-//! source port) and ecnq's server endpoints disable migration, because
-//! their socket keys per-connection state by address.
+//! source port), which ecnq's servers follow: they find a connection by
+//! its connection ID.
 
 use std::time::Duration;
 

@@ -1,3 +1,4 @@
 //! Shared pieces of the ecnq demos and the `ecnq-perf` harness.
 
+pub mod echo;
 pub mod perf;

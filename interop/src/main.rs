@@ -60,7 +60,7 @@ impl Stack for Ecnq {
         let socket =
             EcnSocket::bind(bind, self.cc).map_err(|e| format!("cannot bind UDP {bind}: {e}"))?;
         let endpoint = quinn::Endpoint::new_with_abstract_socket(
-            quinn::EndpointConfig::default(),
+            socket.endpoint_config(),
             server,
             socket.clone(),
             Arc::new(quinn::TokioRuntime),
@@ -90,10 +90,7 @@ impl Hooks for EcnqHooks {
     ) -> Result<Box<dyn Pending>, String> {
         // Incoming connections use the socket's controller too: their
         // handshake packets were already counted under it.
-        let prepared = self
-            .socket
-            .prepare(remote, self.cc)
-            .map_err(|e| format!("ecnq: {e}"))?;
+        let prepared = self.socket.prepare(remote, self.cc);
         prepared.configure(transport);
         Ok(Box::new(EcnqPending(prepared)))
     }

@@ -10,12 +10,14 @@ use bytes::Bytes;
 use quinn::{ConnectionError, SendDatagramError, TransportConfig};
 use tokio::sync::mpsc;
 
+use super::cid::issuing_for;
 use super::congestion::CongestionControl;
 use super::controller::EcnqControllerFactory;
+use super::demux::Routes;
 use super::peer::{Active, Peer, PeerMode};
 use super::report::{self, Next};
 use super::socket::EcnSocket;
-use super::Error;
+use super::tap::{Tap, TappedClient, TappedServer};
 use crate::signal::{Feedback, Mode};
 
 /// Application datagrams waiting for [`Connection::read_datagram`] at most;
@@ -23,86 +25,138 @@ use crate::signal::{Feedback, Mode};
 const APP_DATAGRAM_QUEUE: usize = 1024;
 
 /// A connection registered with an [`EcnSocket`] but not yet established:
-/// put [`Prepared::configure`] into its `TransportConfig`, then
-/// [`Prepared::attach`] the established quinn connection.
+/// put [`Prepared::configure`] into its `TransportConfig`, start it with
+/// [`Prepared::connect`] or [`Prepared::accept`], then [`Prepared::attach`]
+/// the established quinn connection.
 ///
-/// This is how ecnq joins a quinn endpoint the application builds itself:
+/// This is how ecnq joins a quinn endpoint the application builds itself
+/// (the module docs show a whole client and server):
 ///
 /// ```no_run
-/// # async fn demo(roots: rustls::RootCertStore) -> Result<(), ecnq::quic::Error> {
+/// # async fn demo(roots: rustls::RootCertStore) -> Result<(), Box<dyn std::error::Error>> {
 /// use std::sync::Arc;
 /// use ecnq::quic::{CongestionControl, EcnSocket};
-/// use ecnq::Scheme;
 ///
-/// let cc = CongestionControl::Ecnq(Scheme::Vcp);
-/// let socket = EcnSocket::bind("[::]:0".parse().unwrap(), cc)?;
+/// let cc = CongestionControl::DEFAULT;
+/// let socket = EcnSocket::bind("[::]:0".parse()?, cc)?;
 /// let endpoint = quinn::Endpoint::new_with_abstract_socket(
-///     quinn::EndpointConfig::default(),
+///     socket.endpoint_config(),
 ///     None,
 ///     socket.clone(),
 ///     Arc::new(quinn::TokioRuntime),
 /// )?;
-/// let server: std::net::SocketAddr = "[::1]:4433".parse().unwrap();
-/// let prepared = socket.prepare(server, cc)?;
+/// let server: std::net::SocketAddr = "[::1]:4433".parse()?;
+/// let prepared = socket.prepare(server, cc);
 /// let mut transport = quinn::TransportConfig::default();
 /// prepared.configure(&mut transport);
 /// let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(
 ///     rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth(),
-/// ).unwrap();
-/// let mut config = quinn::ClientConfig::new(Arc::new(crypto));
+/// )?;
+/// let mut config = quinn::ClientConfig::new(prepared.client_crypto(Arc::new(crypto)));
 /// config.transport_config(Arc::new(transport));
-/// let quinn_connection = endpoint.connect_with(config, server, "localhost").unwrap().await?;
+/// let quinn_connection = prepared.connect(&endpoint, config, server, "localhost")?.await?;
 /// let connection = prepared.attach(quinn_connection);
 /// println!("{:?}", connection.congestion_stats());
 /// # Ok(()) }
 /// ```
-#[derive(Debug)]
 pub struct Prepared {
-    socket: Arc<EcnSocket>,
-    remote: SocketAddr,
+    routes: Arc<Routes>,
+    key: u32,
     peer: Arc<Peer>,
+    tap: Arc<Tap>,
+}
+
+impl std::fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prepared")
+            .field("key", &self.key)
+            .field("peer", &self.peer)
+            .finish()
+    }
 }
 
 impl EcnSocket {
-    /// Registers the connection with `remote` (one per remote address and
-    /// socket). For a connection this socket opens, `cc` is its controller;
-    /// for one the peer opened, pass the socket's default (what its handshake
-    /// packets were already counted under).
-    pub fn prepare(
-        self: &Arc<Self>,
-        remote: SocketAddr,
-        cc: CongestionControl,
-    ) -> Result<Prepared, Error> {
-        let peer = match self.peers.get(remote) {
-            Some(peer) if peer.is_attached() => return Err(Error::Busy(remote)),
-            Some(peer) if peer.cc == cc => peer,
-            _ => {
-                let peer = Arc::new(Peer::new(cc, super::peer::MSS, remote));
-                self.peers.insert(remote, peer.clone());
-                peer
-            }
-        };
-        if !peer.attach() {
-            return Err(Error::Busy(remote));
-        }
-        Ok(Prepared {
-            socket: self.clone(),
-            remote,
+    /// Registers a connection with `remote`; any number may share a remote
+    /// address. For a connection this socket opens, `cc` is its
+    /// controller; for one the peer opened, pass the socket's default (what
+    /// its handshake packets were already counted under).
+    pub fn prepare(self: &Arc<Self>, remote: SocketAddr, cc: CongestionControl) -> Prepared {
+        let (key, peer) = self.routes.prepare(remote, cc);
+        Prepared {
+            routes: self.routes.clone(),
+            key,
             peer,
-        })
+            tap: Tap::new(self.routes.clone(), key),
+        }
     }
 }
 
 impl Prepared {
+    /// quinn's controller factory for this connection: the scheme given to
+    /// [`EcnSocket::prepare`], wired to this connection's feedback.
+    pub fn controller_factory(&self) -> Arc<EcnqControllerFactory> {
+        Arc::new(EcnqControllerFactory::new(self.peer.clone()))
+    }
+
     /// Sets this connection's congestion controller in `transport`.
     pub fn configure(&self, transport: &mut TransportConfig) {
-        transport
-            .congestion_controller_factory(Arc::new(EcnqControllerFactory::new(self.peer.clone())));
+        transport.congestion_controller_factory(self.controller_factory());
+    }
+
+    /// Wraps the client crypto configuration of this connection so that the
+    /// socket learns every connection ID it uses (its packet keys see them
+    /// all). Without it, connection IDs issued after the handshake are
+    /// bound by remote address, which fails when several connections share
+    /// one.
+    pub fn client_crypto(
+        &self,
+        crypto: Arc<dyn quinn::crypto::ClientConfig>,
+    ) -> Arc<dyn quinn::crypto::ClientConfig> {
+        Arc::new(TappedClient {
+            inner: crypto,
+            tap: self.tap.clone(),
+        })
+    }
+
+    /// [`Prepared::client_crypto`] for a connection this end accepts.
+    pub fn server_crypto(
+        &self,
+        crypto: Arc<dyn quinn::crypto::ServerConfig>,
+    ) -> Arc<dyn quinn::crypto::ServerConfig> {
+        Arc::new(TappedServer {
+            inner: crypto,
+            tap: self.tap.clone(),
+        })
+    }
+
+    /// `endpoint.connect_with(..)`, issuing this connection's first
+    /// connection ID so that the socket knows it from the first packet.
+    pub fn connect(
+        &self,
+        endpoint: &quinn::Endpoint,
+        config: quinn::ClientConfig,
+        addr: SocketAddr,
+        server_name: &str,
+    ) -> Result<quinn::Connecting, quinn::ConnectError> {
+        issuing_for(self.key, || {
+            endpoint.connect_with(config, addr, server_name)
+        })
+    }
+
+    /// `incoming.accept_with(..)`, issuing this connection's first
+    /// connection ID so that the socket knows it from the first packet.
+    pub fn accept(
+        &self,
+        incoming: quinn::Incoming,
+        config: Arc<quinn::ServerConfig>,
+    ) -> Result<quinn::Connecting, ConnectionError> {
+        issuing_for(self.key, || incoming.accept_with(config))
     }
 
     /// Starts the feedback tasks for the established connection. Must be
     /// called inside a tokio runtime.
     pub fn attach(self, connection: quinn::Connection) -> Connection {
+        self.routes.attach(self.key, connection.clone());
         let (app_tx, app_rx) = mpsc::channel(APP_DATAGRAM_QUEUE);
         let dropped = Arc::new(AtomicU64::new(0));
         let app_received = Arc::new(AtomicU64::new(0));
@@ -121,8 +175,8 @@ impl Prepared {
                 received: app_received,
                 dropped: dropped.clone(),
             },
-            self.socket.clone(),
-            self.remote,
+            self.routes,
+            self.key,
         ));
         Connection {
             inner: connection,
@@ -135,11 +189,11 @@ impl Prepared {
 
     /// Unregisters a connection that failed to establish.
     pub fn abandon(self) {
-        self.socket.peers.remove(self.remote, &self.peer);
+        self.routes.remove(self.key);
     }
 
     /// Attaches the connection if the handshake succeeded, else gives the
-    /// registration back, so a failed attempt never holds the address.
+    /// registration back.
     pub(crate) fn settle(
         self,
         result: Result<quinn::Connection, super::Error>,
@@ -215,8 +269,8 @@ async fn read_datagrams(
     connection: quinn::Connection,
     peer: Arc<Peer>,
     app: AppDatagrams,
-    socket: Arc<EcnSocket>,
-    remote: SocketAddr,
+    routes: Arc<Routes>,
+    key: u32,
 ) {
     while let Ok(datagram) = connection.read_datagram().await {
         if report::is_report(&datagram) {
@@ -228,7 +282,7 @@ async fn read_datagrams(
             app.dropped.fetch_add(1, Ordering::Relaxed);
         }
     }
-    socket.peers.remove(remote, &peer);
+    routes.remove(key);
 }
 
 /// An established ecnq connection. Streams are plain quinn streams; use

@@ -3,7 +3,7 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
 use quinn::TransportConfig;
@@ -137,7 +137,8 @@ impl Options {
 /// [`Endpoint::connect`] / [`Endpoint::accept`], then plain quinn streams.
 pub struct Endpoint {
     inner: quinn::Endpoint,
-    socket: Arc<EcnSocket>,
+    /// The current socket ([`Endpoint::rebind`] replaces it).
+    socket: Mutex<Arc<EcnSocket>>,
     client: Option<Arc<QuicClientConfig>>,
     server: Option<Arc<QuicServerConfig>>,
     options: Options,
@@ -190,13 +191,11 @@ impl Endpoint {
         options: Options,
     ) -> Result<Endpoint, Error> {
         let socket = EcnSocket::bind(bind, options.cc).map_err(Error::Io)?;
-        let default_server = server.clone().map(|crypto| {
-            let mut config = quinn::ServerConfig::with_crypto(crypto);
-            config.migration(false);
-            config
-        });
+        let default_server = server
+            .clone()
+            .map(|crypto| quinn::ServerConfig::with_crypto(crypto));
         let inner = quinn::Endpoint::new_with_abstract_socket(
-            quinn::EndpointConfig::default(),
+            socket.endpoint_config(),
             default_server,
             socket.clone(),
             Arc::new(quinn::TokioRuntime),
@@ -204,7 +203,7 @@ impl Endpoint {
         .map_err(Error::Io)?;
         Ok(Endpoint {
             inner,
-            socket,
+            socket: Mutex::new(socket),
             client,
             server,
             options,
@@ -214,13 +213,12 @@ impl Endpoint {
     /// Connects to `addr`, verifying that its certificate is valid for `server_name`.
     pub async fn connect(&self, addr: SocketAddr, server_name: &str) -> Result<Connection, Error> {
         let crypto = self.client.clone().ok_or(Error::NoClientConfig)?;
-        let prepared = self.socket.prepare(addr, self.options.cc)?;
-        let mut config = quinn::ClientConfig::new(crypto);
+        let prepared = self.socket().prepare(addr, self.options.cc);
+        let mut config = quinn::ClientConfig::new(prepared.client_crypto(crypto));
         let result = async {
             config.transport_config(Arc::new(self.options.transport_config(&prepared, addr)?));
-            let connecting = self
-                .inner
-                .connect_with(config, addr, server_name)
+            let connecting = prepared
+                .connect(&self.inner, config, addr, server_name)
                 .map_err(Error::Connect)?;
             connecting.await.map_err(Error::Connection)
         }
@@ -240,26 +238,12 @@ impl Endpoint {
             return Err(Error::NoServerConfig);
         };
         let remote = incoming.remote_address();
-        let prepared = match self.socket.prepare(remote, self.options.cc) {
-            Ok(prepared) => prepared,
-            Err(error) => {
-                if matches!(error, Error::Busy(_)) {
-                    // A second Initial from a connected address carries a
-                    // damaged connection ID: answering would start a second
-                    // server handshake the client never asked for.
-                    incoming.ignore();
-                } else {
-                    incoming.refuse();
-                }
-                return Err(error);
-            }
-        };
+        let prepared = self.socket().prepare(remote, self.options.cc);
         let result = async {
-            let mut config = quinn::ServerConfig::with_crypto(crypto);
-            config.migration(false);
+            let mut config = quinn::ServerConfig::with_crypto(prepared.server_crypto(crypto));
             config.transport_config(Arc::new(self.options.transport_config(&prepared, remote)?));
-            let connecting = incoming
-                .accept_with(Arc::new(config))
+            let connecting = prepared
+                .accept(incoming, Arc::new(config))
                 .map_err(Error::Connection)?;
             connecting.await.map_err(Error::Connection)
         }
@@ -272,9 +256,24 @@ impl Endpoint {
         self.inner.local_addr()
     }
 
-    /// The socket, for its counters.
-    pub fn socket(&self) -> &Arc<EcnSocket> {
-        &self.socket
+    /// The current socket, for its counters.
+    pub fn socket(&self) -> Arc<EcnSocket> {
+        self.socket
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Moves the endpoint to a new UDP socket bound to `bind`, as a client
+    /// does when its network changes. Its connections migrate to the new
+    /// address (quinn's `rebind`) and keep their congestion state and
+    /// feedback.
+    pub fn rebind(&self, bind: SocketAddr) -> Result<(), Error> {
+        let mut socket = self.socket.lock().unwrap_or_else(|e| e.into_inner());
+        let rebound = socket.rebound(bind)?;
+        self.inner.rebind_abstract(rebound.clone())?;
+        *socket = rebound;
+        Ok(())
     }
 
     /// The underlying quinn endpoint.

@@ -33,29 +33,87 @@
 //! # Ok(()) }
 //! ```
 //!
-//! To add ecnq to a quinn endpoint you build yourself, see [`Prepared`].
+//! # Two ways in
+//!
+//! 1. ecnq's [`Endpoint`], as above: it wires the socket, the controller,
+//!    the feedback reports and the connection IDs itself.
+//! 2. Your own `quinn::Endpoint`, with ecnq's pieces plugged in:
+//!    * the socket: [`EcnSocket::bind`], handed to
+//!      `quinn::Endpoint::new_with_abstract_socket` with
+//!      [`EcnSocket::endpoint_config`] (quinn's defaults plus ecnq's
+//!      connection IDs, which let the socket tell connections apart);
+//!    * per connection, [`EcnSocket::prepare`] gives a [`Prepared`]:
+//!      [`Prepared::configure`] puts the scheme's quinn `ControllerFactory`
+//!      into the `TransportConfig`, [`Prepared::client_crypto`] /
+//!      [`Prepared::server_crypto`] wrap the TLS configuration,
+//!      [`Prepared::connect`] / [`Prepared::accept`] start the connection,
+//!      and [`Prepared::attach`] starts the feedback reports and returns a
+//!      [`Connection`]. Send and read application datagrams through it, not
+//!      through quinn, which would hand you ecnq's reports.
+//!
+//!    `examples/src/echo.rs` is a whole echo server and client built this
+//!    way (`cargo run -p ecnq-examples --bin ecnq-echo`). A server accepts
+//!    like this (the client side is on [`Prepared`]):
+//!
+//! ```no_run
+//! # async fn demo(crypto: std::sync::Arc<quinn::crypto::rustls::QuicServerConfig>)
+//! #     -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use ecnq::quic::{CongestionControl, EcnSocket};
+//!
+//! let cc = CongestionControl::DEFAULT;
+//! let socket = EcnSocket::bind("[::]:4433".parse()?, cc)?;
+//! let endpoint = quinn::Endpoint::new_with_abstract_socket(
+//!     socket.endpoint_config(),
+//!     Some(quinn::ServerConfig::with_crypto(crypto.clone())),
+//!     socket.clone(),
+//!     Arc::new(quinn::TokioRuntime),
+//! )?;
+//! while let Some(incoming) = endpoint.accept().await {
+//!     let prepared = socket.prepare(incoming.remote_address(), cc);
+//!     let mut transport = quinn::TransportConfig::default();
+//!     prepared.configure(&mut transport);
+//!     let mut config = quinn::ServerConfig::with_crypto(prepared.server_crypto(crypto.clone()));
+//!     config.transport_config(Arc::new(transport));
+//!     let connection = prepared.accept(incoming, Arc::new(config))?.await?;
+//!     let connection = prepared.attach(connection);
+//!     tokio::spawn(async move {
+//!         while let Ok(datagram) = connection.read_datagram().await {
+//!             let _ = connection.send_datagram(datagram);
+//!         }
+//!     });
+//! }
+//! # Ok(()) }
+//! ```
 //!
 //! # Limits
 //!
-//! * The socket sees only addresses, so per-connection state is keyed by the
-//!   peer's address: one connection per remote address and endpoint
-//!   ([`Error::Busy`]), and servers disable client migration.
+//! * The socket finds a packet's connection by its destination connection
+//!   ID: any number of connections may share a remote address, and a
+//!   connection that migrates (NAT rebinding, [`Endpoint::rebind`]) keeps
+//!   its decoder state and feedback. ecnq issues the IDs (quinn's
+//!   `EndpointConfig` from [`EcnSocket::endpoint_config`]); with other IDs,
+//!   or without [`Prepared::client_crypto`] / [`Prepared::server_crypto`],
+//!   connections are told apart by remote address.
 //! * A peer is known to run ecnq by the DSCP tag of its packets. An ecnq peer
 //!   whose own controller uses no router feedback (classic, or quinn's)
 //!   sends untagged packets and looks like a vanilla peer.
 //! * Application datagrams must not start with [`report::MAGIC`].
 
 use std::fmt;
-use std::net::SocketAddr;
 
+mod cid;
 mod congestion;
 mod connection;
 mod controller;
+mod demux;
 mod endpoint;
+pub mod header;
 mod peer;
 mod rate_gate;
 pub mod report;
 mod socket;
+mod tap;
 mod tls;
 
 pub use congestion::{CongestionControl, UnknownController};
@@ -75,8 +133,6 @@ pub enum Error {
     Tls(rustls::Error),
     /// A certificate could not be made or used.
     Certificate(String),
-    /// A connection with this address already exists on this endpoint.
-    Busy(SocketAddr),
     /// This endpoint has no client configuration.
     NoClientConfig,
     /// This endpoint has no server configuration.
@@ -93,10 +149,6 @@ impl fmt::Display for Error {
             Error::Io(e) => write!(f, "I/O error: {e}"),
             Error::Tls(e) => write!(f, "TLS configuration error: {e}"),
             Error::Certificate(e) => write!(f, "certificate error: {e}"),
-            Error::Busy(addr) => write!(
-                f,
-                "a connection with {addr} already exists on this endpoint"
-            ),
             Error::NoClientConfig => {
                 f.write_str("this endpoint cannot open connections (no trust roots)")
             }

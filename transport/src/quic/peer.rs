@@ -1,8 +1,8 @@
-//! Per-connection state shared by the socket (which only sees addresses),
+//! Per-connection state shared by the socket,
 //! the congestion controller inside quinn, and the feedback tasks.
 //!
-//! The socket keys it by the peer's address (docs/design.md §3): one connection
-//! per remote address and endpoint, and server-side migration is disabled.
+//! The socket finds it by connection ID (`demux.rs`); [`PeerTable`] is the
+//! by-address fallback.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -478,7 +478,7 @@ impl Peer {
 /// scheme codes on their packets, so every tagged non-CE packet is reported
 /// as ECT(0); CE stays CE (quinn's controller hook sees it, and the adapter
 /// decides what it means). Untagged Not-ECT stays Not-ECT.
-fn quinn_view(ecn: Ecn, tag: SchemeTag) -> Ecn {
+pub(crate) fn quinn_view(ecn: Ecn, tag: SchemeTag) -> Ecn {
     match ecn {
         Ecn::Ce => Ecn::Ce,
         Ecn::NotEct if tag.is_untagged() => Ecn::NotEct,

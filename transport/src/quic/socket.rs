@@ -25,7 +25,7 @@ use quinn::{AsyncUdpSocket, UdpPoller};
 use tokio::io::Interest;
 
 use super::congestion::CongestionControl;
-use super::peer::{Peer, PeerTable};
+use super::demux::Routes;
 
 /// Control space per message: timestamp + GRO + PKTINFO + TOS need about
 /// 120 bytes (docs/design.md §3); 256 leaves room for what a kernel adds.
@@ -67,15 +67,14 @@ pub struct SocketStats {
 pub const SOCKET_BUFFER: usize = 8 << 20;
 
 /// The ecnq UDP socket. Build it with [`EcnSocket::bind`], hand it to
-/// `quinn::Endpoint::new_with_abstract_socket` (or use [`super::Endpoint`],
-/// which does both), and register each connection with
-/// [`EcnSocket::prepare`].
+/// `quinn::Endpoint::new_with_abstract_socket` with
+/// [`EcnSocket::endpoint_config`] (or use [`super::Endpoint`], which does
+/// both), and register each connection with [`EcnSocket::prepare`].
 pub struct EcnSocket {
     io: tokio::net::UdpSocket,
     state: UdpSocketState,
     ipv6: bool,
-    pub(crate) peers: PeerTable,
-    pub(crate) default_cc: CongestionControl,
+    pub(crate) routes: Arc<Routes>,
     counters: Counters,
 }
 
@@ -83,7 +82,7 @@ impl fmt::Debug for EcnSocket {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("EcnSocket")
             .field("local", &self.io.local_addr().ok())
-            .field("cc", &self.default_cc)
+            .field("cc", &self.routes.default_cc())
             .finish_non_exhaustive()
     }
 }
@@ -93,6 +92,27 @@ impl EcnSocket {
     /// dual-stack socket. Connections the peer opens towards this socket
     /// run `default_cc`. Must be called inside a tokio runtime.
     pub fn bind(addr: SocketAddr, default_cc: CongestionControl) -> io::Result<Arc<EcnSocket>> {
+        EcnSocket::open(addr, Arc::new(Routes::new(default_cc)))
+    }
+
+    /// A new socket on `addr` that serves this one's connections, for
+    /// `quinn::Endpoint::rebind_abstract`: their decoder state and feedback
+    /// carry over.
+    pub fn rebound(&self, addr: SocketAddr) -> io::Result<Arc<EcnSocket>> {
+        EcnSocket::open(addr, self.routes.clone())
+    }
+
+    /// quinn's default endpoint configuration with ecnq's connection ID
+    /// generator, which lets this socket tell connections apart by their
+    /// IDs. Without it, connections are told apart by remote address only.
+    pub fn endpoint_config(&self) -> quinn::EndpointConfig {
+        let routes = self.routes.clone();
+        let mut config = quinn::EndpointConfig::default();
+        config.cid_generator(move || Box::new(routes.cid_generator()));
+        config
+    }
+
+    fn open(addr: SocketAddr, routes: Arc<Routes>) -> io::Result<Arc<EcnSocket>> {
         use socket2::{Domain, Protocol, Socket, Type};
         let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
         if let IpAddr::V6(ip) = addr.ip() {
@@ -109,8 +129,7 @@ impl EcnSocket {
             io,
             state,
             ipv6: addr.is_ipv6(),
-            peers: PeerTable::default(),
-            default_cc,
+            routes,
             counters: Counters::default(),
         }))
     }
@@ -127,7 +146,10 @@ impl EcnSocket {
     }
 
     fn send(&self, transmit: &Transmit) -> io::Result<()> {
-        let tos = match self.peers.get(transmit.destination) {
+        let tos = match self
+            .routes
+            .route_sent(transmit.destination, transmit.contents)
+        {
             Some(peer) => peer.send_tos(transmit.ecn),
             None => transmit.ecn.map_or(0, |e| e as u8),
         };
@@ -276,9 +298,10 @@ impl EcnSocket {
             }
             let ecn = match control.tos {
                 Some(tos) => {
-                    let peer = self.peer_for(addr);
-                    let payload = &bufs[i][..len];
-                    EcnCodepoint::from_bits(peer.on_receive(at, tos, payload, stride).bits())
+                    let ecn = self
+                        .routes
+                        .on_receive(at, addr, tos, &bufs[i][..len], stride);
+                    EcnCodepoint::from_bits(ecn.bits())
                 }
                 None => {
                     self.counters.missing_tos.fetch_add(1, Ordering::Relaxed);
@@ -293,14 +316,6 @@ impl EcnSocket {
             m.dst_ip = control.dst_ip;
         }
         Ok(received)
-    }
-
-    /// The state for a sender: an existing connection's, or a new one (an
-    /// incoming connection, run with the default controller).
-    fn peer_for(&self, addr: SocketAddr) -> Arc<Peer> {
-        self.peers
-            .get(addr)
-            .unwrap_or_else(|| self.peers.get_or_insert(addr, self.default_cc))
     }
 }
 
