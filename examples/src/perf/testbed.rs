@@ -650,10 +650,17 @@ mod tests {
         assert_eq!(offsets, [0.0, 3.0, 3.0]);
         let d = single_plan(Layout::Dumbbell, &a.run, cc, "vcp");
         assert_eq!(d.paths, [0, 1]);
-        let mixed = plan(Layout::Dumbbell, "mixed", &a.run.mixed().unwrap());
-        assert_eq!(mixed.paths, vec![0, 1, 0, 1, 0, 1, 0, 1]);
-        let mixed = plan(Layout::ParkingLot, "mixed", &a.run.mixed().unwrap());
-        assert_eq!(mixed.paths, vec![0, 1, 2, 1, 2, 1, 2, 1]);
+        // The mixed run alternates the senders' routers; on a parking lot
+        // the long flow comes first, then one flow per bottleneck in turn.
+        let flows = a.run.mixed().unwrap();
+        let mixed = plan(Layout::Dumbbell, "mixed", &flows);
+        let alternating: Vec<usize> = (0..flows.len()).map(|i| i % 2).collect();
+        assert_eq!(mixed.paths, alternating);
+        let mixed = plan(Layout::ParkingLot, "mixed", &flows);
+        let lot: Vec<usize> = (0..flows.len())
+            .map(|i| if i == 0 { 0 } else { 2 - i % 2 })
+            .collect();
+        assert_eq!(mixed.paths, lot);
     }
 
     #[test]
