@@ -123,8 +123,8 @@ fn relay_marks_as_the_scheme_says_both_ways() {
     let client = tos_socket();
     let vcp = SchemeTag::new(1);
     // 4 Mbit/s offered to a 2 Mbit/s link for 0.8 s: VCP sees overload after
-    // the first 200 ms interval; the queue passes the classic threshold
-    // (half the 100 kb buffer) after about 200 ms.
+    // the first 200 ms interval (its queue's share is half the link); the
+    // classic queue holds packets long enough for CoDel.
     // Payload byte 0 says which kind the packet is.
     let kinds = [
         (b'v', vcp.tos(Ecn::Ect1)),
@@ -150,11 +150,9 @@ fn relay_marks_as_the_scheme_says_both_ways() {
     assert!(of(b'v').all(|r| SchemeTag::from_tos(r.tos) == vcp));
     assert_eq!(Ecn::from_tos(of(b'v').next().unwrap().tos), Ecn::Ect1);
     assert_eq!(Ecn::from_tos(of(b'v').next_back().unwrap().tos), Ecn::Ce);
-    // Untagged ECT: classic CE once the queue is over 5 ms; Not-ECT untouched.
-    assert_eq!(
-        of(b'c').next_back().unwrap().tos,
-        SchemeTag::UNTAGGED.tos(Ecn::Ce)
-    );
+    // Untagged ECT waits in the classic queue, where CoDel marks CE once
+    // its packets have waited over 5 ms for 100 ms; Not-ECT is never marked.
+    assert!(of(b'c').any(|r| r.tos == SchemeTag::UNTAGGED.tos(Ecn::Ce)));
     assert!(of(b'n').all(|r| r.tos == 0));
 
     // The way back: the server answers three packets with a VCP tag and
