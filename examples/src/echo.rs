@@ -27,13 +27,9 @@ fn endpoint(
     server: Option<quinn::ServerConfig>,
 ) -> Result<(quinn::Endpoint, Arc<EcnSocket>), String> {
     let socket = EcnSocket::bind(bind, cc).map_err(|e| format!("cannot bind {bind}: {e}"))?;
-    let endpoint = quinn::Endpoint::new_with_abstract_socket(
-        socket.endpoint_config(),
-        server,
-        socket.clone(),
-        Arc::new(quinn::TokioRuntime),
-    )
-    .map_err(|e| format!("cannot start an endpoint on {bind}: {e}"))?;
+    let endpoint = socket
+        .quinn_endpoint(server)
+        .map_err(|e| format!("cannot start an endpoint on {bind}: {e}"))?;
     Ok((endpoint, socket))
 }
 

@@ -59,13 +59,9 @@ impl Stack for Ecnq {
     ) -> Result<(quinn::Endpoint, Arc<dyn Hooks>), String> {
         let socket =
             EcnSocket::bind(bind, self.cc).map_err(|e| format!("cannot bind UDP {bind}: {e}"))?;
-        let endpoint = quinn::Endpoint::new_with_abstract_socket(
-            socket.endpoint_config(),
-            server,
-            socket.clone(),
-            Arc::new(quinn::TokioRuntime),
-        )
-        .map_err(|e| format!("cannot start an endpoint on {bind}: {e}"))?;
+        let endpoint = socket
+            .quinn_endpoint(server)
+            .map_err(|e| format!("cannot start an endpoint on {bind}: {e}"))?;
         Ok((
             endpoint,
             Arc::new(EcnqHooks {

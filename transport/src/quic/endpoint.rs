@@ -194,13 +194,7 @@ impl Endpoint {
         let default_server = server
             .clone()
             .map(|crypto| quinn::ServerConfig::with_crypto(crypto));
-        let inner = quinn::Endpoint::new_with_abstract_socket(
-            socket.endpoint_config(),
-            default_server,
-            socket.clone(),
-            Arc::new(quinn::TokioRuntime),
-        )
-        .map_err(Error::Io)?;
+        let inner = socket.quinn_endpoint(default_server).map_err(Error::Io)?;
         Ok(Endpoint {
             inner,
             socket: Mutex::new(socket),

@@ -38,9 +38,10 @@
 //! 1. ecnq's [`Endpoint`], as above: it wires the socket, the controller,
 //!    the feedback reports and the connection IDs itself.
 //! 2. Your own `quinn::Endpoint`, with ecnq's pieces plugged in:
-//!    * the socket: [`EcnSocket::bind`], handed to
-//!      `quinn::Endpoint::new_with_abstract_socket` with
-//!      [`EcnSocket::endpoint_config`] (quinn's defaults plus ecnq's
+//!    * the socket: [`EcnSocket::bind`], then
+//!      [`EcnSocket::quinn_endpoint`] (or hand it to
+//!      `quinn::Endpoint::new_with_abstract_socket` yourself with
+//!      [`EcnSocket::endpoint_config`]: quinn's defaults plus ecnq's
 //!      connection IDs, which let the socket tell connections apart);
 //!    * per connection, [`EcnSocket::prepare`] gives a [`Prepared`]:
 //!      [`Prepared::configure`] puts the scheme's quinn `ControllerFactory`
@@ -63,12 +64,7 @@
 //!
 //! let cc = CongestionControl::DEFAULT;
 //! let socket = EcnSocket::bind("[::]:4433".parse()?, cc)?;
-//! let endpoint = quinn::Endpoint::new_with_abstract_socket(
-//!     socket.endpoint_config(),
-//!     Some(quinn::ServerConfig::with_crypto(crypto.clone())),
-//!     socket.clone(),
-//!     Arc::new(quinn::TokioRuntime),
-//! )?;
+//! let endpoint = socket.quinn_endpoint(Some(quinn::ServerConfig::with_crypto(crypto.clone())))?;
 //! while let Some(incoming) = endpoint.accept().await {
 //!     let prepared = socket.prepare(incoming.remote_address(), cc);
 //!     let mut transport = quinn::TransportConfig::default();

@@ -112,6 +112,20 @@ impl EcnSocket {
         config
     }
 
+    /// A quinn endpoint on this socket, with [`Self::endpoint_config`] and
+    /// tokio's runtime; `server` lets it accept connections.
+    pub fn quinn_endpoint(
+        self: &Arc<Self>,
+        server: Option<quinn::ServerConfig>,
+    ) -> io::Result<quinn::Endpoint> {
+        quinn::Endpoint::new_with_abstract_socket(
+            self.endpoint_config(),
+            server,
+            self.clone(),
+            Arc::new(quinn::TokioRuntime),
+        )
+    }
+
     fn open(addr: SocketAddr, routes: Arc<Routes>) -> io::Result<Arc<EcnSocket>> {
         use socket2::{Domain, Protocol, Socket, Type};
         let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
