@@ -1171,6 +1171,45 @@ mod tests {
         assert!((law.pacing_rate().unwrap() / rate - 1.0).abs() < 0.01);
     }
 
+    /// Feedback that stops (lost reports, a silent receiver) never lets the
+    /// sender above the last rate it was told.
+    #[test]
+    fn silent_feedback_never_lifts_the_rate() {
+        let config = LawConfig::with_mss(1_000);
+        let rtt = RttSample::uniform(MS * 40);
+        let mut law = ErcLaw::new(config);
+        let told = rate_of(index_of(1e6)).unwrap();
+        law.on_feedback(MS, feedback(index_of(1e6)), &rtt);
+        for ms in 2..10_000u32 {
+            law.on_ack(MS * ms, 1_000, &rtt);
+            let rate = law.pacing_rate().unwrap();
+            assert!(rate <= told * (1.0 + 1e-9), "{rate} over {told} at {ms} ms");
+        }
+        assert!(
+            (law.pacing_rate().unwrap() / told - 1.0).abs() < 1e-6,
+            "holds"
+        );
+    }
+
+    /// A router that restarts (its flow table lost) finds the fair share
+    /// again from the flows' arrivals: no flow starves.
+    #[test]
+    fn a_restarted_router_finds_the_fair_share_again() {
+        let capacity = 1e6;
+        let span = ErcConfig::default().young + MS * 1_000;
+        let expected = 0.98 * capacity / 2.0;
+        let mut r = ErcMarker::new(ErcConfig::default(), FlowTableConfig::default());
+        drive(&mut r, capacity, &[2e6, 2e6], Duration::ZERO, span);
+        assert!((r.share() / expected - 1.0).abs() < 0.02, "{}", r.share());
+        let mut restarted = ErcMarker::new(ErcConfig::default(), FlowTableConfig::default());
+        drive(&mut restarted, capacity, &[2e6, 2e6], span, span * 2);
+        let share = restarted.share();
+        assert!(
+            (share / expected - 1.0).abs() < 0.02,
+            "share {share} vs {expected}"
+        );
+    }
+
     #[test]
     fn a_router_that_leaves_hands_the_flow_to_cubic_at_its_rate() {
         let config = LawConfig::with_mss(1_000);
