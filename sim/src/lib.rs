@@ -1,6 +1,8 @@
 //! ecnq-sim: a packet-level simulator that runs the ecnq core's markers,
 //! meters, decoders and laws under virtual time.
 
+#![warn(missing_docs)]
+
 pub mod baseline;
 pub mod engine;
 pub mod metrics;
