@@ -580,41 +580,6 @@ async fn late_flow_converges_bmcc() {
     );
 }
 
-/// A transfer of a fixed size through a link that loses 10 % of packets completes, byte for byte.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn transfer_survives_ten_percent_loss() {
-    let _machine = MACHINE.lock().await;
-    let bed = LoopbackBed::ecnq().await.expect("bed");
-    let chain = ecnq_examples::perf::loopback::RelayChain::start(
-        &[link("rate 20mbit delay 5ms loss 10% limit 100")],
-        bed.server(),
-    )
-    .expect("relay");
-    let mut config = bed.client_config(chain.entry, CongestionControl::Ecnq(Scheme::Vcp), 0.0);
-    config.request.bytes = 1 << 20;
-    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
-    let run = tokio::time::timeout(
-        Duration::from_secs(60),
-        client::run_stream(&config, 1, Instant::now(), tx),
-    )
-    .await
-    .expect("finishes within 60 s")
-    .expect("transfer");
-    let links = chain.stop().await;
-    assert_eq!(run.local_total.bytes, 1 << 20);
-    assert_eq!(
-        run.peer_result.bytes,
-        1 << 20,
-        "the server received every byte"
-    );
-    let loss = links[0].loss();
-    assert!(
-        (0.05..0.15).contains(&loss),
-        "the link really lost about 10 % ({:.1} %)",
-        loss * 100.0
-    );
-}
-
 /// A UDP forwarder to `server` that passes a datagram when `keep` says so;
 /// `keep` is told whether the datagram goes to the server.
 async fn forwarder(

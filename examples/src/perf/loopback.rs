@@ -287,8 +287,15 @@ pub struct LinkSample {
     pub departure_bytes: f64,
     /// Cumulative packets offered.
     pub arrivals: f64,
-    /// Cumulative packets dropped (overflow and emulated loss).
+    /// Cumulative packets dropped: overflow, emulated loss, the classic
+    /// queue's AQM and the policer.
     pub drops: f64,
+    /// Cumulative packets dropped during emulated outages (`blackhole`).
+    pub blackholed: f64,
+    /// Cumulative packets corrupted on the emulated link.
+    pub corrupted: f64,
+    /// Cumulative packets reordered on the emulated link.
+    pub reordered: f64,
     /// Load figures of the last interval: VCP ρ, BMCC f, MCP U.
     pub load: [f64; 3],
     /// Cumulative measurement intervals the relay disregarded because it
@@ -327,7 +334,13 @@ impl LinkSeries {
                     queue_bytes: f("queue_bytes"),
                     departure_bytes: f("departure_bytes"),
                     arrivals: f("arrivals"),
-                    drops: f("drops_overflow") + f("drops_loss"),
+                    drops: f("drops_overflow")
+                        + f("drops_loss")
+                        + f("drops_aqm")
+                        + f("drops_policed"),
+                    blackholed: f("drops_blackhole"),
+                    corrupted: f("corrupted"),
+                    reordered: f("reordered"),
                     load: [f("load_vcp"), f("load_bmcc"), f("load_mcp")],
                     intervals_disregarded: f("intervals_disregarded"),
                 }
