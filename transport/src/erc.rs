@@ -18,9 +18,15 @@
 //!
 //! The index travels Gray-coded, one binary digit per packet, over chains of
 //! [`DIGITS`] packets: the packet's position is `h % 10` from the packet hash
-//! (docs/design.md §2), digit 0 is ECT(1) and digit 1 is ECT(0). CE is never a
-//! digit: it keeps meaning congestion, from classic and L4S AQMs, and the
-//! sender answers it as Cubic does. Not-ECT packets are never rewritten.
+//! (docs/design.md §2), digit 0 is Not-ECT and digit 1 is ECT(0). Both are
+//! classic codepoints, so an L4S DualPI2 bottleneck downstream keeps every
+//! packet of the flow in its classic queue, in order (with ECT(1) as a digit,
+//! the flow was split across its two queues and the L4S queue's packets
+//! overtook the classic queue's by its delay, which QUIC reads as loss).
+//! A classic AQM drops a Not-ECT digit where it would mark an ECT(0) one;
+//! the sender's Cubic window answers either. CE is never a digit: it keeps
+//! meaning congestion, from classic and L4S AQMs, and the sender answers it
+//! as Cubic does. ECT(1) carries no digit and is never rewritten.
 //! Gray coding makes a one-step change of the index a one-digit change, so a
 //! receiver that has seen only part of a chain since a change still reads one
 //! of the two neighbouring indices.
@@ -141,16 +147,16 @@ pub const fn ecn_of(digit: bool) -> Ecn {
     if digit {
         Ecn::Ect0
     } else {
-        Ecn::Ect1
+        Ecn::NotEct
     }
 }
 
-/// The digit a codepoint carries; CE and Not-ECT carry none.
+/// The digit a codepoint carries; CE and ECT(1) carry none.
 pub const fn digit_of(ecn: Ecn) -> Option<bool> {
     match ecn {
-        Ecn::Ect1 => Some(false),
+        Ecn::NotEct => Some(false),
         Ecn::Ect0 => Some(true),
-        Ecn::NotEct | Ecn::Ce => None,
+        Ecn::Ect1 | Ecn::Ce => None,
     }
 }
 
@@ -977,7 +983,7 @@ mod tests {
             arrived += 1_000;
             hash = hash.wrapping_add(0x9e37_79b9);
             let mut pkt = PacketMarks {
-                ecn: Ecn::Ect1,
+                ecn: Ecn::Ect0,
                 tag: SchemeTag::new(WIRE.id()),
                 hash,
                 flow: f as u64 + 1,
@@ -1005,13 +1011,13 @@ mod tests {
         // A flow written by this router carries its index.
         let mut d = ErcDecoder::default();
         let mut pkt = PacketMarks {
-            ecn: Ecn::Ect1,
+            ecn: Ecn::Ect0,
             tag: SchemeTag::new(WIRE.id()),
             hash: 0,
             flow: 1,
         };
         for p in 0..DIGITS {
-            pkt.ecn = Ecn::Ect1;
+            pkt.ecn = Ecn::Ect0;
             pkt.hash = p;
             r.mark(span, &link(capacity, 0, 0), &mut pkt);
             d.on_packet(MS, pkt.ecn, pkt.tag, pkt.hash);
@@ -1027,7 +1033,7 @@ mod tests {
         let alone = r.share();
         assert!((alone / (0.98 * capacity) - 1.0).abs() < 0.02, "{alone}");
         let mut pkt = PacketMarks {
-            ecn: Ecn::Ect1,
+            ecn: Ecn::Ect0,
             tag: SchemeTag::new(WIRE.id()),
             hash: 0,
             flow: 99,
@@ -1051,13 +1057,13 @@ mod tests {
         let capacity = 1e6;
         let mut r = ErcMarker::new(ErcConfig::default(), FlowTableConfig::default());
         let mut pkt = PacketMarks {
-            ecn: Ecn::Ect1,
+            ecn: Ecn::Ect0,
             tag: SchemeTag::new(WIRE.id()),
             hash: 0,
             flow: 1,
         };
         for i in 0..200u64 {
-            pkt.ecn = Ecn::Ect1;
+            pkt.ecn = Ecn::Ect0;
             r.mark(MS * i as u32, &link(capacity, i * 1_000, 100_000), &mut pkt);
         }
         let drain = ErcConfig::default().drain_time.as_secs_f64();
@@ -1077,7 +1083,7 @@ mod tests {
             let mut d = ErcDecoder::default();
             for i in 0..200u32 {
                 let mut pkt = PacketMarks {
-                    ecn: Ecn::Ect1,
+                    ecn: Ecn::Ect0,
                     tag: SchemeTag::new(WIRE.id()),
                     hash: i.wrapping_mul(2_654_435_761),
                     flow,
@@ -1100,9 +1106,9 @@ mod tests {
     }
 
     #[test]
-    fn ce_and_not_ect_pass_unchanged() {
+    fn ce_and_ect1_pass_unchanged() {
         let mut r = ErcMarker::new(ErcConfig::default(), FlowTableConfig::default());
-        for ecn in [Ecn::Ce, Ecn::NotEct] {
+        for ecn in [Ecn::Ce, Ecn::Ect1] {
             let mut pkt = PacketMarks {
                 ecn,
                 tag: SchemeTag::new(WIRE.id()),
@@ -1112,6 +1118,31 @@ mod tests {
             r.mark(MS, &link(1e6, 0, 0), &mut pkt);
             assert_eq!(pkt.ecn, ecn);
         }
+    }
+
+    /// An L4S bottleneck downstream classifies by ECT(1): a flow whose
+    /// packets carried it on some digits only would be split across its two
+    /// queues and reordered. Every codepoint an erc router writes is classic.
+    #[test]
+    fn a_routers_digits_keep_the_flow_in_one_classic_queue() {
+        let mut r = ErcMarker::new(ErcConfig::default(), FlowTableConfig::default());
+        drive(&mut r, 1e6, &[2e6, 2e6], Duration::ZERO, MS * 1_000);
+        let mut written = [0usize; 4];
+        for i in 0..1_000u32 {
+            let mut pkt = PacketMarks {
+                ecn: Ecn::Ect0,
+                tag: SchemeTag::new(WIRE.id()),
+                hash: i.wrapping_mul(2_654_435_761),
+                flow: 1,
+            };
+            r.mark(MS * 1_000, &link(1e6, 0, 0), &mut pkt);
+            written[pkt.ecn.bits() as usize] += 1;
+        }
+        assert_eq!(written[Ecn::Ect1.bits() as usize], 0, "{written:?}");
+        assert_eq!(written[Ecn::Ce.bits() as usize], 0, "{written:?}");
+        // Both digits occur: the router spoke.
+        assert!(written[Ecn::NotEct.bits() as usize] > 0, "{written:?}");
+        assert!(written[Ecn::Ect0.bits() as usize] > 0, "{written:?}");
     }
 
     fn feedback(index: u16) -> Feedback {
