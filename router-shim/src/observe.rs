@@ -261,6 +261,16 @@ pub fn prometheus_text(links: &[LinkSnapshot]) -> String {
         links,
         |s| s.policed_flows as f64,
     );
+    let _ = writeln!(out, "# HELP ecnq_shim_active_flows Flows active in the last interval, by queue.\n# TYPE ecnq_shim_active_flows gauge");
+    for s in links {
+        for (queue, n) in ["ecnq", "classic", "l4s"].iter().zip(s.active_flows) {
+            let _ = writeln!(
+                out,
+                "ecnq_shim_active_flows{{dir=\"{}\",queue=\"{queue}\"}} {n}",
+                s.direction
+            );
+        }
+    }
     family(
         &mut out,
         "utilization",
@@ -400,7 +410,7 @@ mod tests {
             capacity: 1e6,
             send_errors: 0,
             intervals_disregarded: 0,
-            active_flows: [1, 0],
+            active_flows: [1, 0, 0],
             policed_flows: 0,
         }
     }

@@ -6,6 +6,7 @@ use std::io::{self, Write};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use ecnq::bottleneck::CLASSES;
 use ecnq::router::MarkCounters;
 use ecnq::{IntervalStats, LinkLoad};
 
@@ -37,8 +38,8 @@ pub struct LinkSnapshot {
     /// Measurement intervals whose load figures were kept from the one
     /// before because the shim was stalled during them.
     pub intervals_disregarded: u64,
-    /// Flows active in the ecnq and the classic queue.
-    pub active_flows: [usize; 2],
+    /// Flows active in the ecnq, the classic and the L4S queue.
+    pub active_flows: [usize; CLASSES],
     /// Flows of the ecnq queue the policer holds to their share.
     pub policed_flows: usize,
 }
@@ -100,6 +101,7 @@ impl LinkSnapshot {
             ("intervals_disregarded", self.intervals_disregarded),
             ("flows_ecnq", self.active_flows[0] as u64),
             ("flows_classic", self.active_flows[1] as u64),
+            ("flows_l4s", self.active_flows[2] as u64),
             ("flows_policed", self.policed_flows as u64),
         ];
         for (name, value) in fields {
@@ -186,7 +188,7 @@ mod tests {
             capacity: 1e6,
             send_errors: 0,
             intervals_disregarded: 1,
-            active_flows: [1, 0],
+            active_flows: [1, 0, 0],
             policed_flows: 0,
         };
         snap.marks.by_scheme[1][3] = 7;

@@ -23,7 +23,7 @@ use ecnq::{Ecn, SchemeTag};
 
 use crate::protocol::Protocol;
 use crate::rng::Rng;
-use ecnq::bottleneck::{Bottleneck, BottleneckConfig, Class, Discipline, Queued};
+use ecnq::bottleneck::{Bottleneck, BottleneckConfig, Discipline, Queued, CLASSES};
 use ecnq::router::{MarkCounters, MarkingMode, RouterConfig};
 
 /// Virtual time in nanoseconds.
@@ -239,11 +239,10 @@ pub struct LinkStats {
     pub peak_queue_packets: u64,
     /// Largest queue in bytes.
     pub peak_queue_bytes: u64,
-    /// Histogram of the queue (packets) each arriving packet found in its
-    /// class (the only queue, or a dual-queue link's ecnq queue).
-    pub queue_seen: Vec<u64>,
-    /// The same for a dual-queue link's classic queue.
-    pub classic_queue_seen: Vec<u64>,
+    /// Histograms of the queue (packets) each arriving packet found in its
+    /// class, indexed by [`Class`] (a FIFO link's only queue is the ecnq
+    /// class's).
+    pub queue_seen: [Vec<u64>; CLASSES],
     /// Classic packets CoDel dropped (dual-queue links).
     pub aqm_drops: u64,
 }
@@ -774,10 +773,7 @@ impl Sim {
         let stats = &mut link.stats;
         stats.arrived_packets += 1;
         stats.arrived_bytes += u64::from(pkt.len);
-        let histogram = match class {
-            Class::Ecnq => &mut stats.queue_seen,
-            Class::Classic => &mut stats.classic_queue_seen,
-        };
+        let histogram = &mut stats.queue_seen[class as usize];
         if histogram.len() <= seen {
             histogram.resize(seen + 1, 0);
         }

@@ -2,6 +2,7 @@
 //! throughput; Jain's fairness index over time; convergence time as the EVCP
 //! paper defines it; completion time of finite flows.
 
+use ecnq::bottleneck::Class;
 use ecnq::fairness::jain_index;
 use serde::Serialize;
 
@@ -18,14 +19,18 @@ pub struct LinkSummary {
     pub utilization: f64,
     /// Time-weighted mean queue, packets.
     pub mean_queue_packets: f64,
-    /// 99th percentile of the queue arriving packets found, packets.
+    /// 99th percentile of the queue arriving packets found in their class,
+    /// packets.
     pub p99_queue_packets: u64,
     /// Largest queue, packets.
     pub peak_queue_packets: u64,
     /// Mean queueing delay, ms.
     pub mean_queue_ms: f64,
-    /// 99th percentile queueing delay, ms (p99 packets at the mean packet size).
+    /// 99th percentile queueing delay, ms (p99 packets at the mean packet
+    /// size).
     pub p99_queue_ms: f64,
+    /// The same for each queue that packets took: ecnq, classic, L4S.
+    pub p99_class_queue_ms: ClassQueues,
     /// Largest queueing delay, ms.
     pub peak_queue_ms: f64,
     /// Dropped or lost packets over offered packets.
@@ -37,6 +42,17 @@ pub struct LinkSummary {
     /// The first sample at which utilization reached 90 %, s (the MPCP
     /// paper's "transition time" from an idle link).
     pub time_to_90pct_s: Option<f64>,
+}
+
+/// One figure per queue of a link; none for a queue no packet took.
+#[derive(Clone, Debug, Serialize)]
+pub struct ClassQueues {
+    /// The ecnq queue (a FIFO link's only queue).
+    pub ecnq: Option<f64>,
+    /// The classic queue.
+    pub classic: Option<f64>,
+    /// The L4S queue.
+    pub l4s: Option<f64>,
 }
 
 /// A flow group's aggregate.
@@ -153,7 +169,12 @@ impl Summary {
                 } else {
                     0.0
                 };
-                let p99 = percentile(&s.queue_seen, 0.99);
+                let p99 = percentile(&merged(&s.queue_seen), 0.99);
+                let p99_ms = |class: Class| {
+                    let seen = &s.queue_seen[class as usize];
+                    (seen.iter().sum::<u64>() > 0)
+                        .then(|| percentile(seen, 0.99) as f64 * mean_pkt * ms_per_byte)
+                };
                 Some(LinkSummary {
                     name: l.spec.name.clone(),
                     rate_bps: rate,
@@ -163,6 +184,11 @@ impl Summary {
                     peak_queue_packets: s.peak_queue_packets,
                     mean_queue_ms: s.queue_byte_ns / (measured * 1e9) * ms_per_byte,
                     p99_queue_ms: p99 as f64 * mean_pkt * ms_per_byte,
+                    p99_class_queue_ms: ClassQueues {
+                        ecnq: p99_ms(Class::Ecnq),
+                        classic: p99_ms(Class::Classic),
+                        l4s: p99_ms(Class::L4s),
+                    },
                     peak_queue_ms: s.peak_queue_bytes as f64 * ms_per_byte,
                     loss: (s.dropped_packets + s.lost_packets) as f64
                         / (s.arrived_packets.max(1)) as f64,
@@ -286,6 +312,14 @@ impl Summary {
 }
 
 /// The smallest value v with at least a fraction `q` of the counts at or below v.
+/// The histograms of every class added up.
+fn merged(histograms: &[Vec<u64>]) -> Vec<u64> {
+    let len = histograms.iter().map(Vec::len).max().unwrap_or(0);
+    (0..len)
+        .map(|v| histograms.iter().filter_map(|h| h.get(v)).sum())
+        .collect()
+}
+
 fn percentile(histogram: &[u64], q: f64) -> u64 {
     let total: u64 = histogram.iter().sum();
     let need = (total as f64 * q).ceil() as u64;

@@ -4,15 +4,18 @@
 //! bottleneck"). The simulator drives it with its virtual clock and the
 //! shim with the real one, so both run the same link.
 //!
-//! Two disciplines:
+//! Three disciplines:
 //! * [`Discipline::Dual`] (the default): packets with an ecnq scheme tag wait
 //!   in their own queue, metered and marked against that queue's share of the
-//!   capacity; everything else waits in a classic queue under CoDel (RFC
-//!   8289: CE for ECT packets, drop for Not-ECT). The scheduler splits the
-//!   capacity by the number of flows active in each class, so a flow's share
-//!   is the same in either class, and Cubic's standing queue never sits in
-//!   front of ecnq's packets. A flow of the ecnq queue that keeps sending
-//!   well over its fair share is held to it ([`crate::policer`]).
+//!   capacity; L4S traffic (untagged ECT(1) and CE, and schemes the registry
+//!   marks as L4S senders, Prague) waits in a short queue CE-marked from a
+//!   1 ms sojourn, as an L4S router's native AQM does (RFC 9332); everything
+//!   else waits in a classic queue under CoDel (RFC 8289: CE for ECT
+//!   packets, drop for Not-ECT). The scheduler splits the capacity by the
+//!   number of flows active in each class, so a flow's share is the same in
+//!   every class, and Cubic's standing queue never sits in front of ecnq's
+//!   or L4S packets. A flow of the ecnq queue that keeps sending well over
+//!   its fair share is held to it ([`crate::policer`]).
 //! * [`Discipline::Fifo`]: one drop-tail queue metered and marked as a whole,
 //!   as in the papers' experiments.
 //! * [`Discipline::DualPi2`]: an L4S bottleneck that knows nothing of ecnq
@@ -104,15 +107,25 @@ pub trait Queued {
     fn set_marks(&mut self, marks: &PacketMarks);
 }
 
-/// The two classes of the dual queue.
+/// The queues of a bottleneck.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Class {
-    /// ecnq-tagged traffic (every packet, under [`Discipline::Fifo`]; ECT(1)
-    /// and CE, the L4S queue, under [`Discipline::DualPi2`]).
+    /// ecnq-tagged traffic (every packet, under [`Discipline::Fifo`]).
     Ecnq = 0,
     /// Everything else.
     Classic = 1,
+    /// L4S traffic: ECT(1) and CE, and the registry's L4S senders (tagged
+    /// Prague) under [`Discipline::Dual`].
+    L4s = 2,
 }
+
+impl Class {
+    /// Every class, in index order.
+    pub const ALL: [Class; CLASSES] = [Class::Ecnq, Class::Classic, Class::L4s];
+}
+
+/// How many queues a bottleneck has.
+pub const CLASSES: usize = 3;
 
 /// Why the bottleneck dropped a packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -157,18 +170,18 @@ pub struct Bottleneck<P> {
     discipline: Discipline,
     capacity: f64,
     router: RouterLink,
-    queues: [VecDeque<Waiting<P>>; 2],
-    bytes: [u64; 2],
+    queues: [VecDeque<Waiting<P>>; CLASSES],
+    bytes: [u64; CLASSES],
     /// Bytes served per unit of weight: the scheduler serves the class
     /// that is furthest behind.
-    served: [f64; 2],
+    served: [f64; CLASSES],
     flows: ActiveFlows,
     policer: Policer,
     codel: Codel,
     pi2: Pi2,
     in_service: Option<(Duration, Waiting<P>)>,
     remainder: u128,
-    counters: [ClassCounters; 2],
+    counters: [ClassCounters; CLASSES],
     aqm_dropped: Vec<P>,
 }
 
@@ -189,28 +202,29 @@ impl<P: Queued> Bottleneck<P> {
             discipline,
             capacity,
             router: RouterLink::new(config.router, now),
-            queues: [VecDeque::new(), VecDeque::new()],
-            bytes: [0; 2],
-            served: [0.0; 2],
+            queues: [VecDeque::new(), VecDeque::new(), VecDeque::new()],
+            bytes: [0; CLASSES],
+            served: [0.0; CLASSES],
             flows: ActiveFlows::new(interval, now),
             policer: Policer::new(capacity, interval, now),
             codel: Codel::default(),
             pi2: Pi2::new(now),
             in_service: None,
             remainder: 0,
-            counters: [ClassCounters::default(); 2],
+            counters: [ClassCounters::default(); CLASSES],
             aqm_dropped: Vec::new(),
         }
     }
 
     /// The class a packet with these marks queues in.
     pub fn class_of(&self, marks: Option<&PacketMarks>) -> Class {
+        let l4s = |m: &PacketMarks| matches!(m.ecn, Ecn::Ect1 | Ecn::Ce);
         match (self.discipline, marks) {
             (Discipline::Fifo, _) => Class::Ecnq,
+            (Discipline::Dual, Some(m)) if m.tag.wire().is_l4s() => Class::L4s,
             (Discipline::Dual, Some(m)) if m.tag.wire() != WireScheme::CLASSIC => Class::Ecnq,
-            (Discipline::Dual, _) => Class::Classic,
-            (Discipline::DualPi2, Some(m)) if matches!(m.ecn, Ecn::Ect1 | Ecn::Ce) => Class::Ecnq,
-            (Discipline::DualPi2, _) => Class::Classic,
+            (_, Some(m)) if l4s(m) => Class::L4s,
+            _ => Class::Classic,
         }
     }
 
@@ -227,7 +241,7 @@ impl<P: Queued> Bottleneck<P> {
         }
         let c = class as usize;
         self.counters[c].arrivals += 1;
-        if class == Class::Ecnq && self.discipline != Discipline::DualPi2 {
+        if class == Class::Ecnq {
             let mut m = marks.unwrap_or(UNMARKABLE);
             self.router.on_arrival(now, len, &mut m);
             if marks.is_some() {
@@ -248,9 +262,13 @@ impl<P: Queued> Bottleneck<P> {
             self.counters[c].overflow += 1;
             return Err((Dropped::Overflow, packet));
         }
-        if self.queues[c].is_empty() && !self.queues[1 - c].is_empty() {
-            // A class that was idle banks no credit.
-            self.served[c] = self.served[c].max(self.served[1 - c]);
+        if self.queues[c].is_empty() {
+            // A class that was idle banks no credit: it starts level with
+            // the busy class furthest behind.
+            let busy = (0..CLASSES).filter(|&o| !self.queues[o].is_empty());
+            if let Some(floor) = busy.map(|o| self.served[o]).min_by(f64::total_cmp) {
+                self.served[c] = self.served[c].max(floor);
+            }
         }
         self.queues[c].push_back(Waiting {
             since: now,
@@ -272,18 +290,19 @@ impl<P: Queued> Bottleneck<P> {
         if self.discipline != Discipline::Dual {
             return;
         }
-        let [ecnq, classic] = self.flows.counts();
-        let share = if ecnq == 0 || classic == 0 {
+        let [ecnq, classic, l4s] = self.flows.counts();
+        let others = classic + l4s;
+        let share = if ecnq == 0 || others == 0 {
             1.0
         } else {
-            ecnq as f64 / (ecnq + classic) as f64
+            ecnq as f64 / (ecnq + others) as f64
         };
         self.router.set_capacity(self.capacity * share);
         self.policer.set_capacity(self.capacity * share);
     }
 
-    /// Weights of the two classes: their active flows, at least one.
-    fn weights(&self) -> [f64; 2] {
+    /// Weights of the classes: their active flows, at least one.
+    fn weights(&self) -> [f64; CLASSES] {
         self.flows.counts().map(|n| n.max(1) as f64)
     }
 
@@ -291,21 +310,10 @@ impl<P: Queued> Bottleneck<P> {
     /// head of the classic queue happen here.
     fn start_next(&mut self, start: Duration) {
         loop {
-            let class = match (self.queues[0].is_empty(), self.queues[1].is_empty()) {
-                (true, true) => {
-                    // The link goes idle: no fraction to carry.
-                    self.remainder = 0;
-                    return;
-                }
-                (false, true) => 0,
-                (true, false) => 1,
-                (false, false) if self.discipline == Discipline::DualPi2 => {
-                    // Time-shifted FIFO: the classic head goes first once
-                    // it has waited PI2_TSHIFT longer than the L4S head.
-                    let (l, c) = (self.queues[0][0].since, self.queues[1][0].since);
-                    usize::from(c + PI2_TSHIFT < l)
-                }
-                (false, false) => usize::from(self.served[1] < self.served[0]),
+            let Some(class) = self.next_class() else {
+                // The link goes idle: no fraction to carry.
+                self.remainder = 0;
+                return;
             };
             let Some(mut waiting) = self.queues[class].pop_front() else {
                 return;
@@ -329,12 +337,13 @@ impl<P: Queued> Bottleneck<P> {
                         .fold(sojourn, Duration::max);
                     self.pi2.update(start, delay);
                     let (p, step) = match class {
-                        Class::Ecnq => ((PI2_K * self.pi2.p).min(1.0), sojourn > PI2_STEP),
                         Class::Classic => (self.pi2.p * self.pi2.p, false),
+                        _ => ((PI2_K * self.pi2.p).min(1.0), sojourn > PI2_STEP),
                     };
                     step || self.pi2.chance(p)
                 }
                 (_, Class::Classic) => self.codel.signal(start, sojourn, self.bytes[class]),
+                (_, Class::L4s) => sojourn > PI2_STEP,
                 (_, Class::Ecnq) => false,
             };
             if signal {
@@ -349,8 +358,8 @@ impl<P: Queued> Bottleneck<P> {
                     continue;
                 }
             }
-            if waiting.class == Class::Classic || self.discipline == Discipline::DualPi2 {
-                // The router's marking counters cover what the AQM passed.
+            if waiting.class != Class::Ecnq {
+                // The router's marking counters cover what the AQMs passed.
                 let ecn = waiting.packet.marks().map_or(Ecn::NotEct, |m| m.ecn);
                 self.router.count(WireScheme::CLASSIC, ecn, signal);
             }
@@ -359,6 +368,26 @@ impl<P: Queued> Bottleneck<P> {
             self.in_service = Some((end, waiting));
             return;
         }
+    }
+
+    /// The queue to serve next, if any waits. DualPI2 serves its two
+    /// queues as a time-shifted FIFO: the classic head goes first once it
+    /// has waited [`PI2_TSHIFT`] longer than the L4S head. Otherwise the
+    /// busy class furthest behind in bytes per active flow goes first.
+    fn next_class(&self) -> Option<usize> {
+        let head = |class: Class| self.queues[class as usize].front().map(|w| w.since);
+        if self.discipline == Discipline::DualPi2 {
+            let class = match (head(Class::L4s), head(Class::Classic)) {
+                (Some(l), Some(c)) if c + PI2_TSHIFT < l => Class::Classic,
+                (Some(_), _) => Class::L4s,
+                (None, Some(_)) => Class::Classic,
+                (None, None) => return None,
+            };
+            return Some(class as usize);
+        }
+        (0..CLASSES)
+            .filter(|&c| !self.queues[c].is_empty())
+            .min_by(|&a, &b| self.served[a].total_cmp(&self.served[b]))
     }
 
     /// `len · 8 / rate` with the sub-nanosecond remainder carried over.
@@ -398,12 +427,12 @@ impl<P: Queued> Bottleneck<P> {
         self.aqm_dropped.drain(..)
     }
 
-    /// Waiting bytes (not the packet in service), both classes.
+    /// Waiting bytes (not the packet in service), every class.
     pub fn queue_bytes(&self) -> u64 {
         self.bytes.iter().sum()
     }
 
-    /// Waiting packets, both classes.
+    /// Waiting packets, every class.
     pub fn queue_packets(&self) -> usize {
         self.queues.iter().map(VecDeque::len).sum()
     }
@@ -429,7 +458,7 @@ impl<P: Queued> Bottleneck<P> {
     }
 
     /// Flows active in each class over the last interval.
-    pub fn active_flows(&self) -> [usize; 2] {
+    pub fn active_flows(&self) -> [usize; CLASSES] {
         self.flows.counts()
     }
 
@@ -478,8 +507,8 @@ const MAX_COUNTED_FLOWS: usize = 1 << 16;
 struct ActiveFlows {
     interval: Duration,
     ends: Duration,
-    current: [HashSet<u64>; 2],
-    last: [usize; 2],
+    current: [HashSet<u64>; CLASSES],
+    last: [usize; CLASSES],
 }
 
 impl ActiveFlows {
@@ -487,8 +516,8 @@ impl ActiveFlows {
         ActiveFlows {
             interval: interval.max(Duration::from_millis(1)),
             ends: now + interval,
-            current: [HashSet::new(), HashSet::new()],
-            last: [0; 2],
+            current: [HashSet::new(), HashSet::new(), HashSet::new()],
+            last: [0; CLASSES],
         }
     }
 
@@ -498,9 +527,9 @@ impl ActiveFlows {
         if now >= self.ends {
             let idle = now.saturating_sub(self.ends) >= self.interval;
             self.last = if idle {
-                [0; 2]
+                [0; CLASSES]
             } else {
-                [self.current[0].len(), self.current[1].len()]
+                self.current.each_ref().map(HashSet::len)
             };
             self.current.iter_mut().for_each(HashSet::clear);
             self.ends = now + self.interval;
@@ -513,8 +542,8 @@ impl ActiveFlows {
     }
 
     /// Flows per class: the last whole interval's, or this one's if more.
-    fn counts(&self) -> [usize; 2] {
-        [0, 1].map(|c| self.last[c].max(self.current[c].len()))
+    fn counts(&self) -> [usize; CLASSES] {
+        Class::ALL.map(|c| self.last[c as usize].max(self.current[c as usize].len()))
     }
 }
 
@@ -722,7 +751,7 @@ mod tests {
     fn departures_are_exact_at_the_link_rate() {
         let mut b = link(Discipline::Fifo);
         for _ in 0..10 {
-            b.offer(Duration::ZERO, pkt(1, ERC, Ecn::Ect1)).unwrap();
+            b.offer(Duration::ZERO, pkt(1, ERC, Ecn::Ect0)).unwrap();
         }
         let ends: Vec<Duration> =
             std::iter::from_fn(|| b.depart(MS * 100).map(|(t, _)| t)).collect();
@@ -735,12 +764,12 @@ mod tests {
         let mut b = link(Discipline::Dual);
         let out = run(
             &mut b,
-            &[(1, ERC, Ecn::Ect1), (2, SchemeTag::UNTAGGED, Ecn::NotEct)],
+            &[(1, ERC, Ecn::Ect0), (2, SchemeTag::UNTAGGED, Ecn::NotEct)],
             2000,
         );
         let (e, c) = (out[&1] as f64, out[&2] as f64);
         assert!((e / c - 1.0).abs() < 0.05, "erc {e} classic {c}");
-        assert_eq!(b.active_flows(), [1, 1]);
+        assert_eq!(b.active_flows(), [1, 1, 0]);
         // CoDel held the classic queue: drops, and a short sojourn.
         assert!(b.counters(Class::Classic).aqm_drops > 0);
         // Two classic flows against one erc flow: 2:1.
@@ -748,7 +777,7 @@ mod tests {
         let out = run(
             &mut b,
             &[
-                (1, ERC, Ecn::Ect1),
+                (1, ERC, Ecn::Ect0),
                 (2, SchemeTag::UNTAGGED, Ecn::Ect0),
                 (3, SchemeTag::UNTAGGED, Ecn::Ect0),
             ],
@@ -763,13 +792,48 @@ mod tests {
         assert_eq!(b.counters(Class::Classic).aqm_drops, 0);
     }
 
+    /// Untagged ECT(1) and CE, and tagged Prague, wait in the L4S queue,
+    /// CE-marked past a 1 ms sojourn; an erc, an L4S and a classic flow
+    /// split the link three ways.
+    #[test]
+    fn l4s_traffic_gets_a_step_marked_queue_and_an_equal_share() {
+        let mut b = link(Discipline::Dual);
+        let prague = SchemeTag::new(crate::prague::WIRE.id());
+        let untagged = SchemeTag::UNTAGGED;
+        for (tag, ecn, class) in [
+            (prague, Ecn::Ect1, Class::L4s),
+            (untagged, Ecn::Ect1, Class::L4s),
+            (untagged, Ecn::Ce, Class::L4s),
+            (untagged, Ecn::Ect0, Class::Classic),
+            (untagged, Ecn::NotEct, Class::Classic),
+            (ERC, Ecn::NotEct, Class::Ecnq),
+        ] {
+            assert_eq!(b.class_of(Some(&pkt(1, tag, ecn).0)), class, "{tag:?} {ecn:?}");
+        }
+        let out = run(
+            &mut b,
+            &[(1, ERC, Ecn::Ect0), (2, untagged, Ecn::Ect1), (3, untagged, Ecn::Ect0)],
+            3000,
+        );
+        let total = out.values().sum::<u64>() as f64;
+        for flow in 1..=3 {
+            let share = out[&flow] as f64 / total;
+            assert!((share - 1.0 / 3.0).abs() < 0.02, "{out:?}");
+        }
+        assert_eq!(b.active_flows(), [1, 1, 1]);
+        let capacity = b.router().meter().config().capacity;
+        assert!((capacity - 1e6 / 3.0).abs() < 1.0, "{capacity}");
+        assert!(b.counters(Class::L4s).aqm_marks > 0);
+        assert_eq!(b.counters(Class::L4s).aqm_drops, 0);
+    }
+
     #[test]
     fn the_ecnq_queue_is_metered_against_its_share() {
         let mut b = link(Discipline::Dual);
         run(
             &mut b,
             &[
-                (1, ERC, Ecn::Ect1),
+                (1, ERC, Ecn::Ect0),
                 (2, SchemeTag::UNTAGGED, Ecn::NotEct),
                 (3, SchemeTag::UNTAGGED, Ecn::NotEct),
                 (4, SchemeTag::UNTAGGED, Ecn::NotEct),
@@ -783,7 +847,7 @@ mod tests {
         for _ in 0..1000 {
             later += MS;
             while b.depart(later).is_some() {}
-            let _ = b.offer(later, pkt(1, ERC, Ecn::Ect1));
+            let _ = b.offer(later, pkt(1, ERC, Ecn::Ect0));
         }
         assert_eq!(b.router().meter().config().capacity, 1e6);
     }
@@ -803,10 +867,10 @@ mod tests {
                 }
             }
             for _ in 0..3 {
-                let _ = b.offer(now, pkt(1, ERC, Ecn::Ect1));
+                let _ = b.offer(now, pkt(1, ERC, Ecn::Ect0));
             }
             if t % 2 == 0 {
-                let _ = b.offer(now, pkt(2, ERC, Ecn::Ect1));
+                let _ = b.offer(now, pkt(2, ERC, Ecn::Ect0));
             }
         }
         // 4 s judged on a 1000-packet/s link: 500 packets per second each.
@@ -843,9 +907,9 @@ mod tests {
         let mut b = link(Discipline::Fifo);
         b.limit = QueueLimit::Packets(2);
         for _ in 0..3 {
-            b.offer(Duration::ZERO, pkt(1, ERC, Ecn::Ect1)).unwrap();
+            b.offer(Duration::ZERO, pkt(1, ERC, Ecn::Ect0)).unwrap();
         }
-        let (why, back) = b.offer(Duration::ZERO, pkt(9, ERC, Ecn::Ect1)).unwrap_err();
+        let (why, back) = b.offer(Duration::ZERO, pkt(9, ERC, Ecn::Ect0)).unwrap_err();
         assert_eq!((why, back.0.flow), (Dropped::Overflow, 9));
         assert_eq!(b.counters(Class::Ecnq).overflow, 1);
     }

@@ -38,6 +38,9 @@ pub struct WireEntry {
     pub decoder: Option<fn() -> Box<dyn Decoder>>,
     /// Its router marker.
     pub marker: fn(&MarkerConfig) -> Box<dyn Marker>,
+    /// Whether its senders are L4S scalable senders, which a dual-queue
+    /// router serves in its L4S queue rather than its ecnq queue.
+    pub l4s: bool,
 }
 
 /// Every wire scheme, untagged first.
@@ -55,6 +58,7 @@ pub const WIRES: [WireEntry; 8] = [
                 threshold: c.classic_threshold,
             })
         },
+        l4s: false,
     },
     WireEntry {
         wire: vcp::WIRE,
@@ -66,6 +70,7 @@ pub const WIRES: [WireEntry; 8] = [
         max_level: 2,
         decoder: Some(|| Box::new(VcpDecoder::default())),
         marker: |_| Box::new(VcpMarker),
+        l4s: false,
     },
     WireEntry {
         wire: Chain::Two.wire(),
@@ -76,6 +81,7 @@ pub const WIRES: [WireEntry; 8] = [
         max_level: Chain::Two.levels() - 1,
         decoder: Some(|| Box::new(MpcpDecoder::new(Chain::Two))),
         marker: |c| Box::new(MpcpMarker::new(Chain::Two, c.flows)),
+        l4s: false,
     },
     WireEntry {
         wire: Chain::Three.wire(),
@@ -85,6 +91,7 @@ pub const WIRES: [WireEntry; 8] = [
         max_level: Chain::Three.levels() - 1,
         decoder: Some(|| Box::new(MpcpDecoder::new(Chain::Three))),
         marker: |c| Box::new(MpcpMarker::new(Chain::Three, c.flows)),
+        l4s: false,
     },
     WireEntry {
         wire: bmcc::WIRE,
@@ -96,6 +103,7 @@ pub const WIRES: [WireEntry; 8] = [
         max_level: u16::MAX,
         decoder: Some(|| Box::new(BmccDecoder::default())),
         marker: |_| Box::new(BmccMarker),
+        l4s: false,
     },
     WireEntry {
         wire: mcp::WIRE,
@@ -108,6 +116,7 @@ pub const WIRES: [WireEntry; 8] = [
         max_level: 3,
         decoder: Some(|| Box::new(McpDecoder::default())),
         marker: |_| Box::new(McpMarker::default()),
+        l4s: false,
     },
     WireEntry {
         wire: erc::WIRE,
@@ -119,6 +128,7 @@ pub const WIRES: [WireEntry; 8] = [
         max_level: erc::MAX_LEVEL,
         decoder: Some(|| Box::new(ErcDecoder::default())),
         marker: |c| Box::new(ErcMarker::new(ErcConfig::default(), c.flows)),
+        l4s: false,
     },
     WireEntry {
         wire: prague::WIRE,
@@ -129,6 +139,8 @@ pub const WIRES: [WireEntry; 8] = [
         max_level: prague::MAX_LEVEL,
         decoder: Some(|| Box::new(PragueDecoder::default())),
         marker: |_| Box::new(PragueMarker),
+        // An L4S sender (RFC 9331 §4.3).
+        l4s: true,
     },
 ];
 
@@ -196,6 +208,11 @@ impl WireScheme {
     /// The codepoint a sender of this scheme puts on its packets.
     pub const fn base_ecn(self) -> Ecn {
         self.entry().base_ecn
+    }
+
+    /// Whether a dual-queue router serves it in its L4S queue.
+    pub const fn is_l4s(self) -> bool {
+        self.entry().l4s
     }
 
     /// The highest level its decoder reports.

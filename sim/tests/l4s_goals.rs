@@ -1,0 +1,151 @@
+//! L4S (issue 25) as simulator assertions: Prague and erc at a DualPI2
+//! bottleneck that knows nothing of ecnq, erc behind an erc router at one,
+//! the ecnq router's own L4S queue, and erc against Prague on erc's goal
+//! scenarios. Each test prints its figures
+//! (`cargo test -p ecnq-sim --test l4s_goals -- --nocapture`).
+
+use std::path::Path;
+
+use ecnq::Scheme;
+use ecnq_sim::metrics::{LinkSummary, Summary};
+use ecnq_sim::protocol::Protocol;
+use ecnq_sim::runner;
+use ecnq_sim::scenario::{Overrides, Scenario};
+
+fn run(name: &str, scheme: Scheme, set: &[&str]) -> Summary {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scenarios")
+        .join(format!("{name}.toml"));
+    let set: Vec<String> = set.iter().map(|s| s.to_string()).collect();
+    let scenario = Scenario::load(&path, &set).unwrap();
+    let o = Overrides {
+        scheme: Some(Protocol::Ecnq(scheme)),
+        ..Overrides::default()
+    };
+    runner::run(&scenario, &o).unwrap().summary
+}
+
+/// Throughput of one flow group, Mbit/s.
+fn group_mbit(s: &Summary, name: &str) -> f64 {
+    let g = s.groups.iter().find(|g| g.name == name).unwrap();
+    g.throughput_bps / g.flows as f64 / 1e6
+}
+
+fn link<'a>(s: &'a Summary, name: &str) -> &'a LinkSummary {
+    s.links.iter().find(|l| l.name == name).unwrap()
+}
+
+/// Packets every sender declared lost, and packets every link dropped or
+/// lost: equal when no loss was spurious (reordering read as loss).
+fn declared_and_dropped(s: &Summary) -> (u64, u64) {
+    let declared = s.flows.iter().map(|f| f.packets_lost).sum();
+    let dropped = s.links.iter().map(|l| l.drops + l.random_losses).sum();
+    (declared, dropped)
+}
+
+/// Prague through DualPI2: the link busy, the L4S queue short, and the
+/// coupling giving Prague and Cubic comparable shares.
+#[test]
+fn prague_through_dualpi2_keeps_the_l4s_queue_short_and_shares_with_cubic() {
+    let s = run("l4s-dualpi2", Scheme::Prague, &[]);
+    let (prague, cubic) = (group_mbit(&s, "ecnq"), group_mbit(&s, "cubic"));
+    let l = link(&s, "L");
+    let l4s_p99 = l.p99_class_queue_ms.l4s.unwrap();
+    println!(
+        "Prague {prague:.2} / Cubic {cubic:.2} Mbit/s, utilization {:.3}, L4S queue p99 {l4s_p99:.2} ms, classic p99 {:.2} ms",
+        l.utilization,
+        l.p99_class_queue_ms.classic.unwrap_or(0.0)
+    );
+    assert!(l.utilization >= 0.95, "utilization {:.3}", l.utilization);
+    assert!(l4s_p99 <= 2.0, "L4S queue p99 {l4s_p99:.2} ms");
+    assert!((0.5..=2.0).contains(&(prague / cubic)), "{prague:.2} / {cubic:.2}");
+}
+
+/// erc at a DualPI2 bottleneck, with no erc router on the path (it sends
+/// ECT(0) and runs Cubic) and behind one (its digits are Not-ECT and
+/// ECT(0), both classic): 0.5×–2× its neighbour, and no spurious loss.
+#[test]
+fn erc_is_safe_at_a_dualpi2_bottleneck() {
+    let mut misses = Vec::new();
+    for (name, other) in [
+        ("l4s-dualpi2", "cubic"),
+        ("l4s-dualpi2-vs-prague", "prague"),
+        ("l4s-erc-then-dualpi2", "cubic"),
+    ] {
+        let s = run(name, Scheme::Erc, &["measure_from=0s"]);
+        let (erc, them) = (group_mbit(&s, "ecnq"), group_mbit(&s, other));
+        let (declared, dropped) = declared_and_dropped(&s);
+        println!(
+            "{name:<22} erc {erc:.2} / {other} {them:.2} Mbit/s, declared lost {declared}, dropped {dropped}"
+        );
+        if !(0.5..=2.0).contains(&(erc / them)) || declared != dropped {
+            misses.push(format!(
+                "{name}: {erc:.2} / {them:.2}, lost {declared} for {dropped} dropped"
+            ));
+        }
+    }
+    assert!(misses.is_empty(), "{misses:?}");
+}
+
+/// The ecnq router's dual-queue bottleneck is an L4S router too: erc in
+/// the ecnq queue, Prague in the L4S queue, Cubic in the classic queue,
+/// each within 0.5×–2× of a third of the link, and erc's queue no longer
+/// than Prague's.
+#[test]
+fn the_ecnq_router_gives_l4s_traffic_a_queue_and_a_share_of_its_own() {
+    let s = run("l4s-three-classes", Scheme::Erc, &[]);
+    let l = link(&s, "L");
+    let fair = l.rate_bps / 3.0 / 1e6;
+    let flows = ["ecnq", "prague", "cubic"].map(|g| (g, group_mbit(&s, g)));
+    let q = &l.p99_class_queue_ms;
+    println!(
+        "erc / Prague / Cubic: {:.2} / {:.2} / {:.2} Mbit/s (fair {fair:.2}); queue p99 ecnq {:.2} ms, L4S {:.2} ms, classic {:.2} ms",
+        flows[0].1,
+        flows[1].1,
+        flows[2].1,
+        q.ecnq.unwrap(),
+        q.l4s.unwrap(),
+        q.classic.unwrap()
+    );
+    for (name, mbit) in flows {
+        assert!(
+            (0.5..=2.0).contains(&(mbit / fair)),
+            "{name}: {mbit:.2} Mbit/s against a fair {fair:.2}"
+        );
+    }
+    assert!(q.ecnq.unwrap() <= q.l4s.unwrap(), "{q:?}");
+}
+
+/// erc against Prague through an ecnq router: late flows at their share
+/// sooner, shares that do not depend on the RTT, and no more queue.
+#[test]
+fn erc_converges_sooner_than_prague_and_shares_across_rtts() {
+    let mut convergence = Vec::new();
+    for scheme in [Scheme::Erc, Scheme::Prague] {
+        let staggered = run("erc-staggered", scheme, &[]);
+        let mixed = run("erc-mixed-rtt", scheme, &[]);
+        // A late flow that never reached its share counts as never.
+        let slowest = staggered
+            .flows
+            .iter()
+            .filter(|f| f.start_s > 0.0)
+            .map(|f| f.convergence_s.unwrap_or(f64::INFINITY))
+            .fold(0.0, f64::max);
+        let (queue, jain) = (link(&staggered, "L").p99_queue_ms, mixed.jain.last);
+        println!(
+            "{scheme:<6} staggered: slowest late flow {slowest:.1} s, queue p99 {queue:.2} ms; mixed RTTs: Jain {jain:.3}, Mbit/s {:?}",
+            mixed
+                .flows
+                .iter()
+                .map(|f| (f.throughput_bps / 1e5).round() / 10.0)
+                .collect::<Vec<_>>()
+        );
+        convergence.push((slowest, queue, jain));
+    }
+    let [(erc_t, erc_q, erc_jain), (prague_t, prague_q, _)] = convergence[..] else {
+        unreachable!()
+    };
+    assert!(erc_t <= 1.0 && erc_t < prague_t, "{erc_t} s vs {prague_t} s");
+    assert!(erc_jain >= 0.99, "erc's Jain's index at mixed RTTs {erc_jain:.3}");
+    assert!(erc_q <= prague_q, "queue p99 {erc_q:.2} vs {prague_q:.2} ms");
+}
