@@ -84,13 +84,17 @@ fn link_args() -> Vec<Arg> {
             .help("BMCC average-queue weight k_1 [default: 0.5]"),
         Arg::new("queue")
             .long("queue")
+            .visible_alias("aqm")
             .value_name("KIND")
             .default_value("dual")
             .help(
                 "dual: ecnq-tagged packets in their own queue, metered and marked against their \
-                 share of the link, everything else in a classic queue under CoDel (CE for ECT, \
-                 drop for Not-ECT), capacity split by active flows; fifo: one drop-tail queue \
-                 for everyone, as in the papers (forced or off marking always queues fifo)",
+                 share of the link; L4S traffic (untagged ECT(1) and CE, and Prague) in a queue \
+                 CE-marked past 1 ms; everything else in a classic queue under CoDel (CE for \
+                 ECT, drop for Not-ECT); capacity split by active flows across the three; \
+                 fifo: one drop-tail queue for everyone, as in the papers (forced or off marking \
+                 always queues fifo); dualpi2: an L4S DualPI2 bottleneck that knows nothing of \
+                 ecnq (RFC 9332: ECT(1) and CE in an L4S queue, the rest under PI2, coupled)",
             ),
         Arg::new("classic-threshold")
             .long("classic-threshold")

@@ -123,19 +123,21 @@ fn relay_marks_as_the_scheme_says_both_ways() {
     let client = tos_socket();
     let vcp = SchemeTag::new(1);
     // 4 Mbit/s offered to a 2 Mbit/s link for 0.8 s: VCP sees overload after
-    // the first 200 ms interval (its queue's share is half the link); the
-    // classic queue holds packets long enough for CoDel.
+    // the first 200 ms interval (its queue's share is a third of the link);
+    // the classic queue holds packets long enough for CoDel, and the L4S
+    // queue for its 1 ms step.
     // Payload byte 0 says which kind the packet is.
     let kinds = [
         (b'v', vcp.tos(Ecn::Ect1)),
         (b'c', SchemeTag::UNTAGGED.tos(Ecn::Ect0)),
         (b'n', SchemeTag::UNTAGGED.tos(Ecn::NotEct)),
+        (b'l', SchemeTag::UNTAGGED.tos(Ecn::Ect1)),
     ];
     let start = Instant::now();
     let mut sent = 0u32;
     while start.elapsed() < Duration::from_millis(800) {
         // 500-byte payloads, one per ms: 4 Mbit/s.
-        let (kind, tos) = kinds[sent as usize % 3];
+        let (kind, tos) = kinds[sent as usize % kinds.len()];
         let mut payload = vec![kind; 500];
         payload[1..5].copy_from_slice(&sent.to_be_bytes());
         send(&client, relay.addr, &payload, tos);
@@ -154,6 +156,19 @@ fn relay_marks_as_the_scheme_says_both_ways() {
     // its packets have waited over 5 ms for 100 ms; Not-ECT is never marked.
     assert!(of(b'c').any(|r| r.tos == SchemeTag::UNTAGGED.tos(Ecn::Ce)));
     assert!(of(b'n').all(|r| r.tos == 0));
+    // Untagged ECT(1) is L4S traffic: its own queue, CE past a 1 ms sojourn,
+    // so most of it is marked where CoDel marks a few classic packets.
+    let l4s = [Ecn::Ect1, Ecn::Ce].map(|ecn| SchemeTag::UNTAGGED.tos(ecn));
+    assert!(of(b'l').all(|r| l4s.contains(&r.tos)));
+    let ce_fraction = |kind: u8| {
+        let ce = of(kind).filter(|r| Ecn::from_tos(r.tos) == Ecn::Ce).count();
+        ce as f64 / of(kind).count().max(1) as f64
+    };
+    let (l4s_ce, classic_ce) = (ce_fraction(b'l'), ce_fraction(b'c'));
+    assert!(
+        l4s_ce > 0.5 && l4s_ce > 2.0 * classic_ce,
+        "CE on L4S {l4s_ce:.2}, on classic ECT {classic_ce:.2}"
+    );
 
     // The way back: the server answers three packets with a VCP tag and
     // ECT(1); the (idle) down link keeps the low-load code.
