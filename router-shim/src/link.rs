@@ -296,8 +296,8 @@ pub struct Link<P> {
 
 impl<P: LinkPacket> Link<P> {
     /// A link starting at `now`. `router` meters and marks, `queue` says
-    /// how packets wait; `seed` drives loss, corruption, jitter, reordering
-    /// and duplication.
+    /// how packets wait unless the spec names a queue; `seed` drives loss,
+    /// corruption, jitter, reordering and duplication.
     pub fn new(
         spec: LinkSpec,
         router: RouterConfig,
@@ -313,7 +313,7 @@ impl<P: LinkPacket> Link<P> {
             BottleneckConfig {
                 rate: spec.rate,
                 limit,
-                discipline: queue,
+                discipline: spec.queue.unwrap_or(queue),
                 router,
             },
             now,
@@ -568,6 +568,17 @@ pub(crate) mod tests {
             1,
             Duration::ZERO,
         )
+    }
+
+    #[test]
+    fn a_spec_that_names_its_queue_overrides_the_default() {
+        assert_eq!(link("rate 1mbit").bottleneck().discipline(), Discipline::Fifo);
+        for (words, queue) in [
+            ("rate 1mbit queue dualpi2", Discipline::DualPi2),
+            ("rate 1mbit queue dual", Discipline::Dual),
+        ] {
+            assert_eq!(link(words).bottleneck().discipline(), queue, "{words}");
+        }
     }
 
     /// Drains everything, returning (release time, packet).

@@ -34,6 +34,7 @@ override it: rate RATE (bit, kbit, mbit, gbit; kbps = kbytes/s), delay TIME [JIT
 loss and corrupt (change one of the first 51 UDP payload bytes, checksum kept valid) take P% \
 [maxrun N] (at most N packets in a row) or gemodel P [R [1-H [1-K]]] (Gilbert-Elliott, as netem). \
 blackhole ON OFF [COUNT]: up for ON, then every packet dropped for OFF, COUNT times (default: forever). \
+queue dual|fifo|dualpi2: this link's queue, as --queue says (default: --queue). \
 Example: \"rate 20mbit delay 20ms 2ms loss 0.5% limit 100\"; the interop runner's handshakeloss: \
 \"rate 10mbit delay 15ms limit 25 loss 30% maxrun 4\". Empty: unlimited.";
 

@@ -7,6 +7,9 @@
 //! (the quic-interop-runner's `drop-rate` / `corrupt-rate` bursts).
 //! `blackhole ON OFF [COUNT]`, also beyond netem, keeps the link up for ON,
 //! then drops everything for OFF, COUNT times (forever without COUNT).
+//! `queue dual|fifo|dualpi2` names the queue discipline as a qdisc would
+//! (`dualpi2` is tc's name for the L4S DualPI2 qdisc); without it the
+//! shim's `--queue` applies.
 //!
 //! Units follow tc(8): rates in `bit`, `kbit`, `mbit`, `gbit`, `tbit` (powers
 //! of 1000; a bare number is bit/s) or `bps`, `kbps`, `mbps`, `gbps` (bytes
@@ -18,6 +21,8 @@
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
+
+use ecnq::bottleneck::Discipline;
 
 /// How much the link buffer holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,6 +59,8 @@ pub struct LinkSpec {
     pub duplicate: f64,
     /// Buffer limit.
     pub limit: Limit,
+    /// The queue discipline, if the spec names one.
+    pub queue: Option<Discipline>,
 }
 
 impl Default for LinkSpec {
@@ -69,6 +76,7 @@ impl Default for LinkSpec {
             reorder: 0.0,
             duplicate: 0.0,
             limit: DEFAULT_LIMIT,
+            queue: None,
         }
     }
 }
@@ -356,7 +364,7 @@ where
 }
 
 /// The words a spec may contain.
-const KEYWORDS: [&str; 8] = [
+const KEYWORDS: [&str; 9] = [
     "rate",
     "delay",
     "loss",
@@ -365,6 +373,7 @@ const KEYWORDS: [&str; 8] = [
     "duplicate",
     "limit",
     "blackhole",
+    "queue",
 ];
 
 impl FromStr for LinkSpec {
@@ -380,7 +389,7 @@ impl FromStr for LinkSpec {
                 .find(|k| k.eq_ignore_ascii_case(keyword))
             else {
                 return err(format!(
-                    "unknown word `{keyword}` (expected rate, delay, loss, corrupt, reorder, duplicate, limit or blackhole)"
+                    "unknown word `{keyword}` (expected rate, delay, loss, corrupt, reorder, duplicate, limit, blackhole or queue)"
                 ));
             };
             if seen.contains(&keyword) {
@@ -416,6 +425,7 @@ impl FromStr for LinkSpec {
                 }
                 "reorder" => spec.reorder = parse_percent(value, "reorder")?,
                 "duplicate" => spec.duplicate = parse_percent(value, "duplicate")?,
+                "queue" => spec.queue = Some(value.parse().map_err(SpecError)?),
                 _ => {
                     let limit = if value.chars().all(|c| c.is_ascii_digit()) {
                         Limit::Packets(
@@ -474,6 +484,9 @@ impl fmt::Display for LinkSpec {
                 words += &format!(" {n}");
             }
             parts.push(words);
+        }
+        if let Some(queue) = self.queue {
+            parts.push(format!("queue {queue}"));
         }
         f.write_str(&parts.join(" "))
     }
@@ -604,6 +617,8 @@ mod tests {
             "delay 5ms reorder 25% duplicate 1% limit 64kb",
             "loss 30% maxrun 4 corrupt 2% maxrun 4 blackhole 5s 2s 1",
             "loss gemodel 1% 25% 50% 0.5% corrupt gemodel 2% blackhole 100ms 30ms",
+            "rate 50mbit delay 20ms limit 250kb queue dualpi2",
+            "queue fifo",
             "",
         ] {
             let spec: LinkSpec = text.parse().unwrap();
@@ -642,6 +657,8 @@ mod tests {
             ("blackhole 5s 2parsecs", "unknown time unit"),
             ("blackhole 5s 2s 0", "COUNT must be a whole number above 0"),
             ("blackhole 1s 1s blackhole 1s 1s", "`blackhole` given twice"),
+            ("queue", "`queue` needs a value"),
+            ("queue red", "unknown queue discipline `red`"),
         ];
         for (text, want) in cases {
             let e = text.parse::<LinkSpec>().unwrap_err().to_string();
@@ -657,7 +674,7 @@ mod tests {
         fn parsers_never_panic(
             text in "\\PC{0,40}",
             words in proptest::collection::vec(
-                "(rate|delay|loss|reorder|duplicate|corrupt|limit|blackhole|maxrun|gemodel|[0-9.e]{1,30}(%|ms|s|us|mbit|kbps|kb|mb|gb)?)",
+                "(rate|delay|loss|reorder|duplicate|corrupt|limit|blackhole|queue|dualpi2|maxrun|gemodel|[0-9.e]{1,30}(%|ms|s|us|mbit|kbps|kb|mb|gb)?)",
                 0..8,
             ),
         ) {
