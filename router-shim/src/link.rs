@@ -572,7 +572,10 @@ pub(crate) mod tests {
 
     #[test]
     fn a_spec_that_names_its_queue_overrides_the_default() {
-        assert_eq!(link("rate 1mbit").bottleneck().discipline(), Discipline::Fifo);
+        assert_eq!(
+            link("rate 1mbit").bottleneck().discipline(),
+            Discipline::Fifo
+        );
         for (words, queue) in [
             ("rate 1mbit queue dualpi2", Discipline::DualPi2),
             ("rate 1mbit queue dual", Discipline::Dual),

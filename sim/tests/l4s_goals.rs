@@ -58,7 +58,10 @@ fn prague_through_dualpi2_keeps_the_l4s_queue_short_and_shares_with_cubic() {
     );
     assert!(l.utilization >= 0.95, "utilization {:.3}", l.utilization);
     assert!(l4s_p99 <= 2.0, "L4S queue p99 {l4s_p99:.2} ms");
-    assert!((0.5..=2.0).contains(&(prague / cubic)), "{prague:.2} / {cubic:.2}");
+    assert!(
+        (0.5..=2.0).contains(&(prague / cubic)),
+        "{prague:.2} / {cubic:.2}"
+    );
 }
 
 /// erc at a DualPI2 bottleneck, with no erc router on the path (it sends
@@ -145,7 +148,16 @@ fn erc_converges_sooner_than_prague_and_shares_across_rtts() {
     let [(erc_t, erc_q, erc_jain), (prague_t, prague_q, _)] = convergence[..] else {
         unreachable!()
     };
-    assert!(erc_t <= 1.0 && erc_t < prague_t, "{erc_t} s vs {prague_t} s");
-    assert!(erc_jain >= 0.99, "erc's Jain's index at mixed RTTs {erc_jain:.3}");
-    assert!(erc_q <= prague_q, "queue p99 {erc_q:.2} vs {prague_q:.2} ms");
+    assert!(
+        erc_t <= 1.0 && erc_t < prague_t,
+        "{erc_t} s vs {prague_t} s"
+    );
+    assert!(
+        erc_jain >= 0.99,
+        "erc's Jain's index at mixed RTTs {erc_jain:.3}"
+    );
+    assert!(
+        erc_q <= prague_q,
+        "queue p99 {erc_q:.2} vs {prague_q:.2} ms"
+    );
 }

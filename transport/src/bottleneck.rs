@@ -808,11 +808,19 @@ mod tests {
             (untagged, Ecn::NotEct, Class::Classic),
             (ERC, Ecn::NotEct, Class::Ecnq),
         ] {
-            assert_eq!(b.class_of(Some(&pkt(1, tag, ecn).0)), class, "{tag:?} {ecn:?}");
+            assert_eq!(
+                b.class_of(Some(&pkt(1, tag, ecn).0)),
+                class,
+                "{tag:?} {ecn:?}"
+            );
         }
         let out = run(
             &mut b,
-            &[(1, ERC, Ecn::Ect0), (2, untagged, Ecn::Ect1), (3, untagged, Ecn::Ect0)],
+            &[
+                (1, ERC, Ecn::Ect0),
+                (2, untagged, Ecn::Ect1),
+                (3, untagged, Ecn::Ect0),
+            ],
             3000,
         );
         let total = out.values().sum::<u64>() as f64;
