@@ -1,6 +1,8 @@
 //! On the namespace testbed (`ecnq-shim testbed`, root only; skipped with a
-//! message otherwise): a short `ecnq-perf testbed` comparison, and a
-//! transfer that survives its router's shim being killed and restarted.
+//! message otherwise): a short `ecnq-perf testbed` comparison, a short
+//! `--versus` run (an ecnq flow and a kernel TCP flow sharing the
+//! bottleneck), and a transfer that survives its router's shim being killed
+//! and restarted.
 //!
 //! Both need the `ecnq-shim` program: the tests build it with cargo (a no-op
 //! when it is fresh, as after `cargo test --workspace`).
@@ -58,6 +60,61 @@ fn shim_if_possible() -> Option<PathBuf> {
     }
 }
 
+/// Whether iperf3 is installed (for the kernel TCP runs); says why not.
+fn iperf3_available() -> bool {
+    let found = Command::new("iperf3").arg("-v").output().is_ok();
+    if !found {
+        eprintln!("skipped: needs iperf3 (interop/setup-peers installs it)");
+    }
+    found
+}
+
+/// A short dumbbell comparison at 20 Mbit/s and 20 ms, writing under `out`.
+fn short_comparison(
+    name: &str,
+    out: &std::path::Path,
+    shim: PathBuf,
+    cc: Scheme,
+    tcp: &str,
+    versus: &str,
+) -> perf_testbed::TestbedArgs {
+    perf_testbed::TestbedArgs {
+        run: DemoArgs {
+            rate: 20_000_000,
+            rtt: Duration::from_millis(20),
+            buffer: "bdp".into(),
+            duration: 4.0,
+            stagger: 1.0,
+            cc: vec![CongestionControl::Ecnq(cc)],
+            no_mixed: true,
+            out: out.to_owned(),
+        },
+        topology: Layout::Dumbbell,
+        tcp: vec![tcp.into()],
+        versus: vec![versus.into()],
+        shim: Some(shim),
+        name: name.to_owned(),
+    }
+}
+
+/// Runs a comparison, checks that its testbed is gone, and returns the rows
+/// of its summary.json.
+fn compare(args: perf_testbed::TestbedArgs) -> Vec<serde_json::Value> {
+    let (name, out) = (args.name.clone(), args.run.out.clone());
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(perf_testbed::run(args))
+        .expect("comparison");
+    assert!(
+        testbed::existing(&name).unwrap().is_empty(),
+        "the testbed must be gone"
+    );
+    let path = out.join("testbed-dumbbell").join("summary.json");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    summary.as_array().unwrap().clone()
+}
+
 /// A testbed name unique to this process (namespaces are ecnq-NAME-*).
 fn unique(prefix: &str) -> String {
     format!("{prefix}{}", std::process::id() % 100_000)
@@ -78,43 +135,23 @@ fn short_testbed_comparison_with_a_tcp_baseline() {
     let Some(shim) = shim_if_possible() else {
         return;
     };
-    if Command::new("iperf3").arg("-v").output().is_err() {
-        eprintln!("skipped: needs iperf3 (interop/setup-peers installs it)");
+    if !iperf3_available() {
         return;
     }
     let name = unique("tc");
     let out = std::env::temp_dir().join(format!("ecnq-testbed-test-{name}"));
-    let args = perf_testbed::TestbedArgs {
-        run: DemoArgs {
-            rate: 20_000_000,
-            rtt: Duration::from_millis(20),
-            buffer: "bdp".into(),
-            duration: 4.0,
-            stagger: 1.0,
-            cc: vec![CongestionControl::Ecnq(Scheme::Bmcc)],
-            no_mixed: true,
-            out: out.clone(),
-        },
-        topology: Layout::Dumbbell,
-        tcp: vec!["cubic".into()],
-        shim: Some(shim),
-        name: name.clone(),
-    };
-    tokio::runtime::Runtime::new()
-        .unwrap()
-        .block_on(perf_testbed::run(args))
-        .expect("comparison");
-    assert!(
-        testbed::existing(&name).unwrap().is_empty(),
-        "the testbed must be gone"
-    );
+    let rows = compare(short_comparison(
+        &name,
+        &out,
+        shim,
+        Scheme::Bmcc,
+        "cubic",
+        "none",
+    ));
     let dir = out.join("testbed-dumbbell");
-    let summary: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
-    let rows = summary.as_array().unwrap();
     let names: Vec<&str> = rows.iter().map(|r| r["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["bmcc", "tcp-cubic"]);
-    for row in rows {
+    for row in &rows {
         let utilization = row["utilization"].as_f64().unwrap();
         println!("{}: utilization {:.1} %", row["name"], utilization * 100.0);
         assert!(utilization > 0.2, "{row}");
@@ -135,6 +172,54 @@ fn short_testbed_comparison_with_a_tcp_baseline() {
         "{marks}"
     );
     assert!(count("classic", 2) + count("classic", 3) > 1000, "{marks}");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn short_versus_run_shares_the_bottleneck_with_kernel_tcp() {
+    let _serial = serial();
+    let Some(shim) = shim_if_possible() else {
+        return;
+    };
+    if !iperf3_available() {
+        return;
+    }
+    let name = unique("vs");
+    let out = std::env::temp_dir().join(format!("ecnq-testbed-test-{name}"));
+    let rows = compare(short_comparison(
+        &name,
+        &out,
+        shim,
+        Scheme::Erc,
+        "none",
+        "cubic",
+    ));
+    let names: Vec<&str> = rows.iter().map(|r| r["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["erc", "erc-vs-tcp-cubic"]);
+    let row = &rows[1];
+    let versus = &row["versus"];
+    let mbit = |key: &str| {
+        versus[key]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{key}: {row}"))
+    };
+    println!(
+        "erc {:.1} Mbit/s vs tcp-cubic {:.1} Mbit/s, ratio {:.2}, utilization {:.1} %",
+        mbit("quic_mbit"),
+        mbit("tcp_mbit"),
+        mbit("ratio"),
+        row["utilization"].as_f64().unwrap() * 100.0
+    );
+    assert!(mbit("quic_mbit") > 1.0 && mbit("tcp_mbit") > 1.0, "{row}");
+    assert!(mbit("ratio").is_finite(), "{row}");
+    // Issue 20's goal: each gets 0.5x to 2x the other. The shim's default
+    // dual queue splits the link by active flows between its ecnq and
+    // classic queues; here erc/cubic measured 0.89 to 0.94 (debug build),
+    // 0.98 to 1.01 at 50 Mbit/s and 40 ms (release). Behind a FIFO it is
+    // 0.07: erc is starved.
+    assert!((0.5..=2.0).contains(&mbit("ratio")), "{row}");
+    let plot = out.join("testbed-dumbbell/erc-vs-tcp-cubic-throughput.svg");
+    assert!(plot.is_file(), "{}", plot.display());
     let _ = std::fs::remove_dir_all(&out);
 }
 

@@ -14,6 +14,7 @@ use std::time::Duration;
 use clap::Args;
 use ecnq::quic::CongestionControl;
 use ecnq_shim::spec::{parse_rate, parse_size, parse_time, LinkSpec};
+use serde::Serialize;
 
 use super::check_seconds;
 use super::loopback::{Flow, LinkSeries, LoopbackBed, RunSummary};
@@ -168,7 +169,21 @@ pub async fn run(args: DemoArgs) -> Result<(), String> {
 
 /// Prints the comparison table and writes it to `out/summary.json`.
 pub fn report(summaries: &[RunSummary], out: &Path) -> Result<(), String> {
+    report_rows(summaries, &[], summaries, out)
+}
+
+/// Like [`report`], with `notes` printed after the table and `rows` (the
+/// summaries and whatever else the caller measured) written to summary.json.
+pub fn report_rows(
+    summaries: &[RunSummary],
+    notes: &[String],
+    rows: &(impl Serialize + ?Sized),
+    out: &Path,
+) -> Result<(), String> {
     print_table(summaries);
+    for note in notes {
+        println!("{note}");
+    }
     // One point per controller, as Pantheon draws it: up and left is better.
     let points: Vec<Point> = summaries
         .iter()
@@ -186,7 +201,7 @@ pub fn report(summaries: &[RunSummary], out: &Path) -> Result<(), String> {
         "goodput (Mbit/s)",
         &points,
     )?;
-    let json = serde_json::to_string_pretty(summaries).map_err(|e| e.to_string())?;
+    let json = serde_json::to_string_pretty(rows).map_err(|e| e.to_string())?;
     let path = out.join("summary.json");
     std::fs::write(&path, json).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     println!("Plots and summary.json in {}", out.display());

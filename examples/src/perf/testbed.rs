@@ -8,6 +8,10 @@
 //! and servers run in this process on threads moved into the hosts'
 //! namespaces; iperf3 runs as processes there. Queue, utilization, loss and
 //! load factors come from the shims' `--stats` lines.
+//!
+//! `--versus` adds runs where one ecnq-perf flow and one iperf3 flow share
+//! the bottleneck, started together, to see how each fares against the
+//! other.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -23,6 +27,7 @@ use ecnq::Scheme;
 use ecnq_shim::spec::LinkSpec;
 use ecnq_shim::testbed::{self as bed, namespace, Shape, Topology};
 use rustls::RootCertStore;
+use serde::Serialize;
 
 use super::client::{self, StreamRun};
 use super::demo::{self, DemoArgs};
@@ -41,6 +46,9 @@ const STATS_INTERVAL: &str = "50ms";
 const LISTEN_TIMEOUT: Duration = Duration::from_secs(10);
 /// Kernel TCP congestion controls the iperf3 baselines may use.
 const TCP_CONTROLS: [&str; 3] = ["reno", "cubic", "bbr"];
+/// The QUIC controller a kernel TCP flow's [`Flow`] names: it only
+/// schedules the flow; iperf3 runs the TCP control.
+const TCP_PLACEHOLDER: CongestionControl = CongestionControl::Ecnq(Scheme::Vcp);
 
 /// Topologies of `ecnq-perf testbed`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -98,6 +106,16 @@ pub struct TestbedArgs {
     /// cubic, bbr; `none` for none.
     #[arg(long, value_delimiter = ',', default_value = "reno,cubic,bbr", value_parser = tcp_arg)]
     pub tcp: Vec<String>,
+    /// Shared-bottleneck runs against kernel TCP, comma separated: reno,
+    /// cubic, bbr; `none` (the default) for none. For each --cc controller
+    /// and each TCP control named, one ecnq-perf flow (first sender/receiver
+    /// pair) and one iperf3 flow (second pair) start together and send for
+    /// --duration seconds (rounded to whole seconds); prints each flow's
+    /// goodput and their ratio, QUIC over TCP. On the parking lot the ecnq
+    /// flow is the long one and TCP is local at the first router, where the
+    /// run is judged.
+    #[arg(long, value_delimiter = ',', default_value = "none", value_parser = tcp_arg)]
+    pub versus: Vec<String>,
     /// The `ecnq-shim` program [default: next to this one, else on PATH].
     #[arg(long, value_name = "PATH")]
     pub shim: Option<PathBuf>,
@@ -123,6 +141,16 @@ struct Plan {
 }
 
 impl Plan {
+    /// Splits off the flows from `at` on, with their paths, as a plan of
+    /// the same name.
+    fn split_off(&mut self, at: usize) -> Plan {
+        Plan {
+            name: self.name.clone(),
+            flows: self.flows.split_off(at),
+            paths: self.paths.split_off(at),
+        }
+    }
+
     /// Each flow with its index and its sender and receiver hosts.
     fn placed(
         &self,
@@ -176,10 +204,13 @@ pub async fn run(args: TestbedArgs) -> Result<(), String> {
         );
     }
     let (spec, buffer) = args.run.link()?;
-    let tcp: Vec<String> = args.tcp.iter().filter(|t| *t != "none").cloned().collect();
-    if !tcp.is_empty() && which("iperf3").is_none() {
+    let tcp = TcpRuns {
+        alone: named(&args.tcp),
+        versus: named(&args.versus),
+    };
+    if !(tcp.alone.is_empty() && tcp.versus.is_empty()) && which("iperf3").is_none() {
         return Err(
-            "iperf3 is not installed (apt install iperf3, or interop/setup-peers), or pass --tcp none"
+            "iperf3 is not installed (apt install iperf3, or interop/setup-peers), or pass --tcp none and no --versus"
                 .into(),
         );
     }
@@ -227,9 +258,118 @@ pub async fn run(args: TestbedArgs) -> Result<(), String> {
         }
     };
     let removed = bed::down(&name);
-    let summaries = outcome?;
+    let comparison = outcome?;
     removed.map_err(|e| format!("removing the testbed: {e}"))?;
-    demo::report(&summaries, &out)
+    comparison.report(&out)
+}
+
+/// The TCP controls named in a `--tcp` or `--versus` list (`none` dropped).
+fn named(list: &[String]) -> Vec<String> {
+    list.iter().filter(|t| *t != "none").cloned().collect()
+}
+
+/// The kernel TCP controls to run: alone (`--tcp`) and against each
+/// ecnq-perf controller (`--versus`).
+struct TcpRuns {
+    alone: Vec<String>,
+    versus: Vec<String>,
+}
+
+/// What a comparison measured.
+struct Comparison {
+    /// The table's rows: each controller's run, the mixed run, kernel TCP's.
+    runs: Vec<RunSummary>,
+    /// The shared-bottleneck runs.
+    pairings: Vec<Pairing>,
+}
+
+/// A row of summary.json.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Row<'a> {
+    Run(&'a RunSummary),
+    Versus(&'a Pairing),
+}
+
+impl Comparison {
+    /// Prints the table and the pairings; writes every row to summary.json.
+    fn report(&self, out: &Path) -> Result<(), String> {
+        let mut notes = Vec::new();
+        if !self.pairings.is_empty() {
+            notes.push(
+                "\nshared bottleneck, ecnq-perf flow / kernel TCP flow (ratio: QUIC over TCP):"
+                    .to_owned(),
+            );
+            notes.extend(self.pairings.iter().map(Pairing::line));
+        }
+        let rows: Vec<Row> = (self.runs.iter().map(Row::Run))
+            .chain(self.pairings.iter().map(Row::Versus))
+            .collect();
+        demo::report_rows(&self.runs, &notes, &rows, out)
+    }
+}
+
+/// A `--versus` run: an ecnq-perf flow (the row's first) and a kernel TCP
+/// flow (its second) through one bottleneck at the same time.
+#[derive(Serialize)]
+struct Pairing {
+    #[serde(flatten)]
+    run: RunSummary,
+    versus: Versus,
+}
+
+/// The figures a pairing adds to its row in summary.json.
+#[derive(Serialize)]
+struct Versus {
+    /// The ecnq-perf flow's controller.
+    quic: String,
+    /// The iperf3 flow's (`tcp-cubic`, …).
+    tcp: String,
+    /// The QUIC flow's goodput, Mbit/s.
+    quic_mbit: f64,
+    /// The TCP flow's goodput, Mbit/s.
+    tcp_mbit: f64,
+    /// The QUIC flow's goodput over the TCP flow's; None when TCP moved nothing.
+    ratio: Option<f64>,
+}
+
+impl Pairing {
+    /// The pairing of a run whose flows are the QUIC one, then the TCP one.
+    fn new(run: RunSummary) -> Pairing {
+        let flow = |i: usize| run.flows.get(i).cloned().unwrap_or_default();
+        let ((quic, quic_mbit), (tcp, tcp_mbit)) = (flow(0), flow(1));
+        let ratio = (tcp_mbit > 0.0).then(|| quic_mbit / tcp_mbit);
+        Pairing {
+            versus: Versus {
+                quic,
+                tcp,
+                quic_mbit,
+                tcp_mbit,
+                ratio,
+            },
+            run,
+        }
+    }
+
+    /// Goodputs (Mbit/s), their ratio and the bottleneck's figures.
+    fn line(&self) -> String {
+        let (v, r) = (&self.versus, &self.run);
+        let mut line = format!(
+            "{:<20} {:>5.1} / {:>5.1} Mb/s  ratio {:>5}  util {:>5.1}%  queue p50 {:.1} ms p99 {:.1} ms  loss {:.2}%",
+            format!("{} vs {}", v.quic, v.tcp),
+            v.quic_mbit,
+            v.tcp_mbit,
+            v.ratio.map_or("n/a".to_owned(), |x| format!("{x:.2}")),
+            r.utilization * 100.0,
+            r.queue_p50_ms,
+            r.queue_p99_ms,
+            r.loss * 100.0,
+        );
+        if r.unjoined.contains(&1) {
+            line.push_str("  (the QUIC flow never got in)");
+        }
+        line
+    }
 }
 
 /// Every run, one after another, on a testbed that is up.
@@ -237,64 +377,200 @@ fn compare(
     args: &TestbedArgs,
     topology: &Topology,
     spec: &LinkSpec,
-    tcp: &[String],
+    tcp: &TcpRuns,
     out: &Path,
-) -> Result<Vec<RunSummary>, String> {
+) -> Result<Comparison, String> {
     let layout = args.topology;
     for host in layout.paths().iter().flat_map(|&(s, r)| [s, r]) {
         sysctl(&namespace(&args.name, host), "net.ipv4.tcp_ecn=1")?;
     }
     let servers = PerfServers::start(&args.name, topology, layout)?;
-    let mut plans: Vec<Plan> = args
-        .run
-        .cc
-        .iter()
+    let bed = Bed {
+        name: &args.name,
+        topology,
+        layout,
+        logs: ShimLogs::new(&args.name, layout, spec),
+        out,
+    };
+    let plans = quic_plans(args);
+    let tcp_plans = tcp_plans(args, &tcp.alone);
+    let pairs: Vec<(CongestionControl, &String)> = (args.run.cc.iter())
+        .flat_map(|&cc| tcp.versus.iter().map(move |t| (cc, t)))
+        .collect();
+    let mut progress = Progress::new(plans.len() + tcp_plans.len() + pairs.len());
+    let mut runs = Vec::new();
+    for plan in &plans {
+        progress.begin(&plan.name);
+        runs.push(progress.end(bed.quic_run(plan, &servers)?));
+    }
+    for (cc, plan) in &tcp_plans {
+        progress.begin(&plan.name);
+        runs.push(progress.end(bed.tcp_run(plan, cc)?));
+    }
+    let mut pairings = Vec::new();
+    for (cc, tcp) in pairs {
+        progress.begin(&format!("{cc} vs tcp-{tcp}"));
+        let seconds = whole_seconds(args.run.duration);
+        let pairing = Pairing::new(bed.versus_run(cc, tcp, seconds, &servers)?);
+        let v = &pairing.versus;
+        eprintln!(" {:.1} / {:.1} Mbit/s", v.quic_mbit, v.tcp_mbit);
+        pairings.push(pairing);
+    }
+    servers.stop();
+    Ok(Comparison { runs, pairings })
+}
+
+/// Each --cc controller's run, then the mixed run.
+fn quic_plans(args: &TestbedArgs) -> Vec<Plan> {
+    let layout = args.topology;
+    let mut plans: Vec<Plan> = (args.run.cc.iter())
         .map(|&cc| single_plan(layout, &args.run, cc, cc.name()))
         .collect();
     if let Some(flows) = args.run.mixed() {
         plans.push(plan(layout, "mixed", &flows));
     }
-    let tcp_plans: Vec<(String, Plan)> = tcp
-        .iter()
+    plans
+}
+
+/// Each kernel TCP control's run alone, as a controller's.
+fn tcp_plans(args: &TestbedArgs, tcp: &[String]) -> Vec<(String, Plan)> {
+    tcp.iter()
         .map(|name| {
-            // The flows' QUIC controller only schedules them; iperf3 runs `name`.
-            let cc = CongestionControl::Ecnq(Scheme::Vcp);
-            let mut plan = single_plan(layout, &args.run, cc, &format!("tcp-{name}"));
+            let run = &args.run;
+            let mut plan = single_plan(args.topology, run, TCP_PLACEHOLDER, &format!("tcp-{name}"));
             for flow in &mut plan.flows {
-                // iperf3 sends for whole seconds.
-                flow.seconds = flow.seconds.round().max(1.0);
+                flow.seconds = whole_seconds(flow.seconds);
             }
             (name.clone(), plan)
         })
-        .collect();
-    let total = plans.len() + tcp_plans.len();
-    let mut summaries = Vec::new();
-    let logs = ShimLogs::new(&args.name, layout, spec);
-    for (i, plan) in plans.iter().enumerate() {
-        eprint!("  [{}/{total}] {:<9} …", i + 1, plan.name);
-        let mark = logs.mark()?;
-        let result = run_quic(&args.name, layout, plan, &servers)?;
-        let links = logs.since(&mark)?;
-        let result = RunResult::new(&plan.flows, result.0, result.1, links);
-        let labels: Vec<String> = plan.flows.iter().map(|f| f.cc.to_string()).collect();
-        demo::plot_run(&plan.name, &labels, &result.series, &result.links[0], out)?;
-        let summary = result.summary(&plan.name, 0);
-        eprintln!(" {:.1} Mbit/s", summary.goodput_mbit);
-        summaries.push(summary);
+        .collect()
+}
+
+/// iperf3 sends for whole seconds.
+fn whole_seconds(seconds: f64) -> f64 {
+    seconds.round().max(1.0)
+}
+
+/// The runs' progress on stderr: `[3/7] name … 40.1 Mbit/s`.
+struct Progress {
+    done: usize,
+    total: usize,
+}
+
+impl Progress {
+    fn new(total: usize) -> Progress {
+        Progress { done: 0, total }
     }
-    servers.stop();
-    for (i, (cc, plan)) in tcp_plans.iter().enumerate() {
-        eprint!("  [{}/{total}] {:<9} …", plans.len() + i + 1, plan.name);
-        let mark = logs.mark()?;
-        let (totals, series, elapsed) = run_tcp(&args.name, topology, layout, plan, cc)?;
-        let links = logs.since(&mark)?;
+
+    fn begin(&mut self, name: &str) {
+        self.done += 1;
+        eprint!("  [{}/{}] {name:<9} …", self.done, self.total);
+    }
+
+    fn end(&self, run: RunSummary) -> RunSummary {
+        eprintln!(" {:.1} Mbit/s", run.goodput_mbit);
+        run
+    }
+}
+
+/// A testbed that is up, and where its runs' plots go.
+struct Bed<'a> {
+    name: &'a str,
+    topology: &'a Topology,
+    layout: Layout,
+    logs: ShimLogs,
+    out: &'a Path,
+}
+
+impl Bed<'_> {
+    /// The ecnq-perf flows of `plan`.
+    fn quic_run(&self, plan: &Plan, servers: &PerfServers) -> Result<RunSummary, String> {
+        let mark = self.logs.mark()?;
+        let (runs, elapsed) = run_quic(self.name, self.layout, plan, servers, soon())?;
+        let links = self.logs.since(&mark)?;
+        let (totals, series) = quic_flows(&plan.flows, runs);
+        self.summarize(&plan.name, &totals, &series, &links[0], elapsed)
+    }
+
+    /// The iperf3 flows of `plan`, with TCP congestion control `cc`.
+    fn tcp_run(&self, plan: &Plan, cc: &str) -> Result<RunSummary, String> {
+        let mark = self.logs.mark()?;
+        let (totals, series, elapsed) = run_tcp(self.name, self.topology, self.layout, plan, cc)?;
+        let links = self.logs.since(&mark)?;
+        self.summarize(&plan.name, &totals, &series, &links[0], elapsed)
+    }
+
+    /// One ecnq-perf flow of `cc` on the first path and one iperf3 flow of
+    /// `tcp` on the second, started together, each sending for `seconds`.
+    /// The row's flows are the QUIC one, then the TCP one.
+    fn versus_run(
+        &self,
+        cc: CongestionControl,
+        tcp: &str,
+        seconds: f64,
+        servers: &PerfServers,
+    ) -> Result<RunSummary, String> {
+        let name = format!("{cc}-vs-tcp-{tcp}");
+        let flow = |cc| Flow {
+            cc,
+            offset: 0.0,
+            seconds,
+        };
+        let mut quic = plan(self.layout, &name, &[flow(cc), flow(TCP_PLACEHOLDER)]);
+        let kernel = quic.split_off(1);
+        let mark = self.logs.mark()?;
+        let iperf = IperfServers::start(self.name, self.layout, &kernel)?;
+        let start = soon();
+        let (quic_side, tcp_side) = thread::scope(|s| {
+            let quic_side = s.spawn(|| run_quic(self.name, self.layout, &quic, servers, start));
+            let tcp_side = run_iperf3(self.name, self.topology, self.layout, &kernel, tcp, start);
+            (quic_side.join(), tcp_side)
+        });
+        drop(iperf);
+        let (runs, quic_elapsed) = quic_side.map_err(|_| "the ecnq-perf flow panicked")??;
+        let (tcp_totals, tcp_series, tcp_elapsed) = tcp_side?;
+        let links = self.logs.since(&mark)?;
+        let (mut totals, mut series) = quic_flows(&quic.flows, runs);
+        totals.extend(tcp_totals);
+        series.extend(tcp_series);
+        let elapsed = quic_elapsed.max(tcp_elapsed);
+        self.summarize(&name, &totals, &series, &links[0], elapsed)
+    }
+
+    /// Plots a run and returns its row, judged at the first router.
+    fn summarize(
+        &self,
+        name: &str,
+        totals: &[FlowTotal],
+        series: &[FlowSeries],
+        link: &LinkSeries,
+        elapsed: f64,
+    ) -> Result<RunSummary, String> {
         let labels: Vec<String> = totals.iter().map(|t| t.label.clone()).collect();
-        demo::plot_run(&plan.name, &labels, &series, &links[0], out)?;
-        let summary = summarize(&plan.name, &totals, &series, &links[0], elapsed);
-        eprintln!(" {:.1} Mbit/s", summary.goodput_mbit);
-        summaries.push(summary);
+        demo::plot_run(name, &labels, series, link, self.out)?;
+        Ok(summarize(name, totals, series, link, elapsed))
     }
-    Ok(summaries)
+}
+
+/// A run's start: a moment from now, for every flow's thread to be ready.
+fn soon() -> Instant {
+    Instant::now() + Duration::from_millis(100)
+}
+
+/// The totals and sending-rate series of ecnq-perf flows `flows` whose
+/// client runs came back as `runs` (as [`RunResult::summary`] counts them).
+fn quic_flows(flows: &[Flow], runs: Vec<Option<StreamRun>>) -> (Vec<FlowTotal>, Vec<FlowSeries>) {
+    let totals = flows
+        .iter()
+        .zip(&runs)
+        .map(|(f, r)| FlowTotal {
+            label: f.cc.to_string(),
+            seconds: f.seconds,
+            received: r.as_ref().map_or(0, |r| r.peer_result.bytes),
+            joined: r.is_some(),
+        })
+        .collect();
+    (totals, RunResult::new(flows, runs, 0.0, Vec::new()).series)
 }
 
 /// The routers' shim logs, where their `--stats -` lines go.
@@ -425,16 +701,16 @@ fn host_addr(topology: &Topology, host: &str) -> Result<String, String> {
         .ok_or_else(|| format!("the topology has no host {host}"))
 }
 
-/// The ecnq-perf flows of `plan`; returns their client records (None for
-/// a flow that never got in) and the seconds from the first start to the
-/// last end.
+/// The ecnq-perf flows of `plan`, timed from `start`; returns their client
+/// records (None for a flow that never got in) and the seconds from `start`
+/// to the last end.
 fn run_quic(
     testbed: &str,
     layout: Layout,
     plan: &Plan,
     servers: &PerfServers,
+    start: Instant,
 ) -> Result<(Vec<Option<StreamRun>>, f64), String> {
-    let start = Instant::now() + Duration::from_millis(100);
     let receivers: Vec<&str> = layout.paths().iter().map(|&(_, r)| r).collect();
     let tasks: Vec<_> = plan
         .placed(layout)
@@ -457,21 +733,34 @@ fn run_quic(
     Ok((runs, start.elapsed().as_secs_f64()))
 }
 
-/// The iperf3 flows of `plan` with TCP congestion control `cc`; returns
-/// each flow's total, its sending rate over time and the run's length.
+/// What iperf3 flows measured: each flow's total, its sending rate over
+/// time, and the seconds from the start to the last end.
+type TcpResult = (Vec<FlowTotal>, Vec<FlowSeries>, f64);
+
+/// The iperf3 flows of `plan` with TCP congestion control `cc`.
 fn run_tcp(
     testbed: &str,
     topology: &Topology,
     layout: Layout,
     plan: &Plan,
     cc: &str,
-) -> Result<(Vec<FlowTotal>, Vec<FlowSeries>, f64), String> {
-    let mut servers: Vec<Child> = Vec::new();
-    let result = (|| {
+) -> Result<TcpResult, String> {
+    let _servers = IperfServers::start(testbed, layout, plan)?;
+    run_iperf3(testbed, topology, layout, plan, cc, soon())
+}
+
+/// iperf3 servers for a plan's flows (flow `i` on port [`IPERF_PORT`] + `i`
+/// of its receiver host), killed when dropped.
+struct IperfServers(Vec<Child>);
+
+impl IperfServers {
+    /// Starts them and waits until each listens.
+    fn start(testbed: &str, layout: Layout, plan: &Plan) -> Result<IperfServers, String> {
+        let mut servers = IperfServers(Vec::new());
         for (i, _, _, receiver) in plan.placed(layout) {
             let receiver = namespace(testbed, receiver);
             let port = (IPERF_PORT + i as u16).to_string();
-            servers.push(
+            servers.0.push(
                 Command::new("ip")
                     .args([
                         "netns", "exec", &receiver, "iperf3", "-s", "-1", "-p", &port,
@@ -484,51 +773,66 @@ fn run_tcp(
             );
             wait_listening(&receiver, &port)?;
         }
-        let start = Instant::now() + Duration::from_millis(100);
-        let tasks: Vec<JoinHandle<Result<String, String>>> = plan
-            .placed(layout)
-            .map(|(i, flow, sender, receiver)| {
-                let sender = namespace(testbed, sender);
-                let to = host_addr(topology, receiver);
-                let port = (IPERF_PORT + i as u16).to_string();
-                let (at, seconds, cc) = (
-                    start + Duration::from_secs_f64(flow.offset),
-                    format!("{}", flow.seconds),
-                    cc.to_owned(),
-                );
-                thread::spawn(move || {
-                    let to = to?;
-                    thread::sleep(at.saturating_duration_since(Instant::now()));
-                    let args = [
-                        "netns", "exec", &sender, "iperf3", "-c", &to, "-p", &port, "-t", &seconds,
-                        "-C", &cc, "-J", "-i", "0.25",
-                    ];
-                    let out = Command::new("ip")
-                        .args(args)
-                        .stdin(Stdio::null())
-                        .output()
-                        .map_err(|e| format!("cannot run iperf3: {e}"))?;
-                    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-                })
-            })
-            .collect();
-        let mut totals = Vec::new();
-        let mut series = Vec::new();
-        for (task, flow) in tasks.into_iter().zip(&plan.flows) {
-            let json = task
-                .join()
-                .map_err(|_| "an iperf3 flow panicked".to_owned())??;
-            let (total, samples) = parse_iperf3(&json, cc, flow)?;
-            totals.push(total);
-            series.push(samples);
-        }
-        Ok((totals, series, start.elapsed().as_secs_f64()))
-    })();
-    for mut server in servers {
-        let _ = server.kill();
-        let _ = server.wait();
+        Ok(servers)
     }
-    result
+}
+
+impl Drop for IperfServers {
+    fn drop(&mut self) {
+        for server in &mut self.0 {
+            let _ = server.kill();
+            let _ = server.wait();
+        }
+    }
+}
+
+/// The iperf3 clients of `plan` (its servers listening), timed from `start`.
+fn run_iperf3(
+    testbed: &str,
+    topology: &Topology,
+    layout: Layout,
+    plan: &Plan,
+    cc: &str,
+    start: Instant,
+) -> Result<TcpResult, String> {
+    let tasks: Vec<JoinHandle<Result<String, String>>> = plan
+        .placed(layout)
+        .map(|(i, flow, sender, receiver)| {
+            let sender = namespace(testbed, sender);
+            let to = host_addr(topology, receiver);
+            let port = (IPERF_PORT + i as u16).to_string();
+            let (at, seconds, cc) = (
+                start + Duration::from_secs_f64(flow.offset),
+                format!("{}", flow.seconds),
+                cc.to_owned(),
+            );
+            thread::spawn(move || {
+                let to = to?;
+                thread::sleep(at.saturating_duration_since(Instant::now()));
+                let args = [
+                    "netns", "exec", &sender, "iperf3", "-c", &to, "-p", &port, "-t", &seconds,
+                    "-C", &cc, "-J", "-i", "0.25",
+                ];
+                let out = Command::new("ip")
+                    .args(args)
+                    .stdin(Stdio::null())
+                    .output()
+                    .map_err(|e| format!("cannot run iperf3: {e}"))?;
+                Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+            })
+        })
+        .collect();
+    let mut totals = Vec::new();
+    let mut series = Vec::new();
+    for (task, flow) in tasks.into_iter().zip(&plan.flows) {
+        let json = task
+            .join()
+            .map_err(|_| "an iperf3 flow panicked".to_owned())??;
+        let (total, samples) = parse_iperf3(&json, cc, flow)?;
+        totals.push(total);
+        series.push(samples);
+    }
+    Ok((totals, series, start.elapsed().as_secs_f64()))
 }
 
 /// A flow's total and sending-rate series from iperf3's `-J` report.
@@ -667,11 +971,72 @@ mod tests {
     fn tcp_options_are_checked() {
         assert_eq!(args(&[]).tcp, ["reno", "cubic", "bbr"]);
         assert_eq!(args(&["--tcp", "none"]).tcp, ["none"]);
-        let err = Cli::try_parse_from(["testbed", "--tcp", "vegas"])
-            .err()
-            .unwrap()
-            .to_string();
-        assert!(err.contains("expected reno, cubic, bbr or none"), "{err}");
+        assert!(named(&args(&[]).versus).is_empty());
+        assert_eq!(
+            named(&args(&["--versus", "cubic,bbr"]).versus),
+            ["cubic", "bbr"]
+        );
+        for option in ["--tcp", "--versus"] {
+            let err = Cli::try_parse_from(["testbed", option, "vegas"])
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(err.contains("expected reno, cubic, bbr or none"), "{err}");
+        }
+    }
+
+    #[test]
+    fn versus_runs_put_quic_and_tcp_on_different_pairs_of_one_bottleneck() {
+        let flow = Flow {
+            cc: CongestionControl::Ecnq(Scheme::Erc),
+            offset: 0.0,
+            seconds: whole_seconds(4.4),
+        };
+        for layout in [Layout::Dumbbell, Layout::ParkingLot] {
+            let mut quic = plan(layout, "erc-vs-tcp-cubic", &[flow, flow]);
+            let tcp = quic.split_off(1);
+            assert_eq!((quic.paths, tcp.paths), (vec![0], vec![1]));
+            assert_eq!((quic.flows.len(), tcp.flows[0].seconds), (1, 4.0));
+        }
+    }
+
+    fn pairing(quic_mbit: f64, tcp_mbit: f64, unjoined: Vec<usize>) -> Pairing {
+        Pairing::new(RunSummary {
+            name: "erc-vs-tcp-cubic".into(),
+            goodput_mbit: quic_mbit + tcp_mbit,
+            utilization: 0.952,
+            queue_p50_ms: 1.0,
+            queue_p95_ms: 2.0,
+            queue_p99_ms: 3.0,
+            loss: 0.001,
+            jain: 1.0,
+            converge_s: None,
+            flows: vec![("erc".into(), quic_mbit), ("tcp-cubic".into(), tcp_mbit)],
+            unjoined,
+        })
+    }
+
+    #[test]
+    fn pairings_report_each_goodput_and_their_ratio() {
+        let p = pairing(23.1, 22.0, vec![]);
+        assert!((p.versus.ratio.unwrap() - 1.05).abs() < 1e-9);
+        let line = p.line();
+        assert!(line.starts_with("erc vs tcp-cubic"), "{line}");
+        assert!(
+            line.contains("23.1 /  22.0 Mb/s  ratio  1.05  util  95.2%"),
+            "{line}"
+        );
+        let json = serde_json::to_value(Row::Versus(&p)).unwrap();
+        assert_eq!(json["name"], "erc-vs-tcp-cubic");
+        assert_eq!(json["versus"]["tcp"], "tcp-cubic");
+        assert_eq!(json["versus"]["quic_mbit"], 23.1);
+        let regular = serde_json::to_value(Row::Run(&p.run)).unwrap();
+        assert!(regular.get("versus").is_none());
+        let starved = pairing(0.0, 40.0, vec![1]);
+        assert_eq!(starved.versus.ratio, Some(0.0));
+        assert!(starved.line().ends_with("(the QUIC flow never got in)"));
+        let line = pairing(40.0, 0.0, vec![]).line();
+        assert!(line.contains("ratio   n/a"), "{line}");
     }
 
     #[test]
