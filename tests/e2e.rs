@@ -898,28 +898,43 @@ async fn non_ecnq_peer_falls_back_and_completes() {
     assert_eq!(run.stats.reports_received, 0);
 }
 
-/// One flow of `ecnq` and one of `other` started together through the
-/// relay shim's dual-queue bottleneck; returns Mbit/s of each (bytes the
-/// server received over the time the flow sent) and the bottleneck's
-/// utilization over the judged last 40 %.
+/// Flows of `ccs` started together through relay shims with `specs`, in
+/// path order; returns Mbit/s of each (bytes the server received over the
+/// time the flow sent) and the last link's utilization over the judged
+/// last 40 %.
+async fn shared_run(ccs: &[CongestionControl], specs: &[&str], seconds: f64) -> (Vec<f64>, f64) {
+    let flows: Vec<Flow> = ccs
+        .iter()
+        .map(|&cc| Flow {
+            cc,
+            offset: 0.0,
+            seconds,
+        })
+        .collect();
+    let links: Vec<LinkSpec> = specs.iter().map(|s| link(s)).collect();
+    let result = measured_run(&flows, &links).await;
+    let mbit = |run: &Option<client::StreamRun>| {
+        let bytes = run.as_ref().map_or(0, |r| r.peer_result.bytes);
+        bytes as f64 * 8.0 / seconds / 1e6
+    };
+    let (from, to) = judged_window(&result);
+    let bottleneck = result.links.last().expect("a link");
+    (
+        result.runs.iter().map(mbit).collect(),
+        bottleneck.utilization(from, to),
+    )
+}
+
+/// One flow of `ecnq` and one of `other` started together through one
+/// shim; returns Mbit/s of each and the link's utilization.
 async fn coexistence_run(
     ecnq: CongestionControl,
     other: CongestionControl,
     spec: &str,
     seconds: f64,
 ) -> (f64, f64, f64) {
-    let flows = [ecnq, other].map(|cc| Flow {
-        cc,
-        offset: 0.0,
-        seconds,
-    });
-    let result = measured_run(&flows, &[link(spec)]).await;
-    let mbit = |i: usize| {
-        let bytes = result.runs[i].as_ref().map_or(0, |r| r.peer_result.bytes);
-        bytes as f64 * 8.0 / seconds / 1e6
-    };
-    let (from, to) = judged_window(&result);
-    (mbit(0), mbit(1), result.links[0].utilization(from, to))
+    let (mbit, util) = shared_run(&[ecnq, other], &[spec], seconds).await;
+    (mbit[0], mbit[1], util)
 }
 
 /// erc beside quinn's Cubic through the shim's dual-queue bottleneck
@@ -961,6 +976,71 @@ async fn every_scheme_beside_cubic_and_bbr() {
             if !(0.5..=2.0).contains(&(a / b)) || util < 0.9 {
                 misses.push(format!("{scheme} vs {other}: {a:.2}/{b:.2}, {util:.3}"));
             }
+        }
+    }
+    assert!(misses.is_empty(), "{}", misses.join("; "));
+}
+
+/// erc behind an erc router, then at an L4S DualPI2 bottleneck that knows
+/// nothing of ecnq (10 Mbit/s, 40 ms, 20 s): the router's digits are
+/// classic codepoints, so the flow stays in DualPI2's classic queue, in
+/// order, and shares with Cubic (0.5×–2×). With ECT(1) as a digit the
+/// simulator measured erc at 0.07× Cubic there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn erc_behind_an_erc_router_shares_a_dualpi2_bottleneck_with_cubic() {
+    let (mbit, util) = shared_run(
+        &[CongestionControl::DEFAULT, CongestionControl::Cubic],
+        &[
+            "rate 20mbit delay 10ms limit 100kb",
+            "rate 10mbit delay 10ms limit 50kb queue dualpi2",
+        ],
+        20.0,
+    )
+    .await;
+    let (erc, cubic) = (mbit[0], mbit[1]);
+    println!("erc {erc:.2} Mbit/s, cubic {cubic:.2} Mbit/s, utilization {util:.3}");
+    assert!(
+        (0.5..=2.0).contains(&(erc / cubic)),
+        "erc/cubic {:.2}",
+        erc / cubic
+    );
+    assert!(util >= 0.9, "utilization {util:.3}");
+}
+
+/// Issue 25's goals on the real stack, opt-in (50 Mbit/s, 40 ms, one BDP,
+/// 30 s; prints the figures): Prague beside Cubic through a DualPI2
+/// bottleneck; erc behind an erc router at one; and erc, Prague and Cubic
+/// through the ecnq shim's three queues, each within 0.5×–2× of a third.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "long: run with --release -- --ignored"]
+async fn l4s_goals_on_the_real_stack() {
+    const DUALPI2: &str = "rate 50mbit delay 10ms limit 250kb queue dualpi2";
+    let prague = CongestionControl::Ecnq(Scheme::Prague);
+    let (erc, cubic) = (CongestionControl::DEFAULT, CongestionControl::Cubic);
+    let mut misses = Vec::new();
+    let runs: [(&str, Vec<CongestionControl>, Vec<&str>); 3] = [
+        (
+            "prague vs cubic, dualpi2",
+            vec![prague, cubic],
+            vec![DUALPI2],
+        ),
+        (
+            "erc vs cubic, erc router then dualpi2",
+            vec![erc, cubic],
+            vec!["rate 100mbit delay 10ms limit 500kb", DUALPI2],
+        ),
+        (
+            "erc, prague, cubic, the shim's three queues",
+            vec![erc, prague, cubic],
+            vec!["rate 50mbit delay 20ms limit 250kb"],
+        ),
+    ];
+    for (name, ccs, specs) in runs {
+        let (mbit, util) = shared_run(&ccs, &specs, 30.0).await;
+        println!("{name}: Mbit/s {mbit:.2?}, utilization {util:.3}");
+        let fair = mbit.iter().sum::<f64>() / mbit.len() as f64;
+        if mbit.iter().any(|m| !(0.5..=2.0).contains(&(m / fair))) || util < 0.9 {
+            misses.push(format!("{name}: {mbit:.2?}, {util:.3}"));
         }
     }
     assert!(misses.is_empty(), "{}", misses.join("; "));

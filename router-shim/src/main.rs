@@ -91,7 +91,7 @@ fn link_args() -> Vec<Arg> {
             .help(
                 "dual: ecnq-tagged packets in their own queue, metered and marked against their \
                  share of the link; L4S traffic (untagged ECT(1) and CE, and Prague) in a queue \
-                 CE-marked past 1 ms; everything else in a classic queue under CoDel (CE for \
+                 CE-marked beyond 1 ms of the link; everything else in a classic queue under CoDel (CE for \
                  ECT, drop for Not-ECT); capacity split by active flows across the three; \
                  fifo: one drop-tail queue for everyone, as in the papers (forced or off marking \
                  always queues fifo); dualpi2: an L4S DualPI2 bottleneck that knows nothing of \

@@ -156,7 +156,7 @@ fn relay_marks_as_the_scheme_says_both_ways() {
     // its packets have waited over 5 ms for 100 ms; Not-ECT is never marked.
     assert!(of(b'c').any(|r| r.tos == SchemeTag::UNTAGGED.tos(Ecn::Ce)));
     assert!(of(b'n').all(|r| r.tos == 0));
-    // Untagged ECT(1) is L4S traffic: its own queue, CE past a 1 ms sojourn,
+    // Untagged ECT(1) is L4S traffic: its own queue, CE beyond 1 ms of the link,
     // so most of it is marked where CoDel marks a few classic packets.
     let l4s = [Ecn::Ect1, Ecn::Ce].map(|ecn| SchemeTag::UNTAGGED.tos(ecn));
     assert!(of(b'l').all(|r| l4s.contains(&r.tos)));

@@ -8,8 +8,9 @@
 //! * [`Discipline::Dual`] (the default): packets with an ecnq scheme tag wait
 //!   in their own queue, metered and marked against that queue's share of the
 //!   capacity; L4S traffic (untagged ECT(1) and CE, and schemes the registry
-//!   marks as L4S senders, Prague) waits in a short queue CE-marked from a
-//!   1 ms sojourn, as an L4S router's native AQM does (RFC 9332); everything
+//!   marks as L4S senders, Prague) waits in a short queue CE-marked beyond
+//!   1 ms of the link's capacity, as an L4S router's native AQM does (RFC
+//!   9332); everything
 //!   else waits in a classic queue under CoDel (RFC 8289: CE for ECT
 //!   packets, drop for Not-ECT). The scheduler splits the capacity by the
 //!   number of flows active in each class, so a flow's share is the same in
@@ -343,7 +344,13 @@ impl<P: Queued> Bottleneck<P> {
                     step || self.pi2.chance(p)
                 }
                 (_, Class::Classic) => self.codel.signal(start, sojourn, self.bytes[class]),
-                (_, Class::L4s) => sojourn > PI2_STEP,
+                // The step on the queue's length at the link's rate, as an
+                // L4S router's queue drains when its packets go first: its
+                // sojourn here also counts the other classes' turns.
+                (_, Class::L4s) => {
+                    let backlog = self.bytes[class] + u64::from(len);
+                    backlog as f64 > self.capacity * PI2_STEP.as_secs_f64()
+                }
                 (_, Class::Ecnq) => false,
             };
             if signal {
@@ -793,7 +800,7 @@ mod tests {
     }
 
     /// Untagged ECT(1) and CE, and tagged Prague, wait in the L4S queue,
-    /// CE-marked past a 1 ms sojourn; an erc, an L4S and a classic flow
+    /// CE-marked beyond 1 ms of the link; an erc, an L4S and a classic flow
     /// split the link three ways.
     #[test]
     fn l4s_traffic_gets_a_step_marked_queue_and_an_equal_share() {

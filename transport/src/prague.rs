@@ -12,7 +12,11 @@
 //!   CE fraction, g = 1/16; a round with CE reduces the window by α/2; one
 //!   packet of additive increase per round, less for RTTs under
 //!   [`REFERENCE_RTT`] so that they gain rate no faster than a flow at that
-//!   RTT (Prague's RTT independence); loss halves, as Reno does. Packets are ECT(1), the L4S identifier.
+//!   RTT (Prague's RTT independence); loss halves, as Reno does. Packets
+//!   are ECT(1), the L4S identifier. The window is paced at window / srtt
+//!   once a round trip has been measured (the Prague draft requires
+//!   pacing): a burst of more than a millisecond of the link's capacity
+//!   meets the L4S step and is marked.
 
 use std::time::Duration;
 
@@ -103,6 +107,8 @@ pub struct PragueLaw {
     marked: bool,
     loss: LossEpoch,
     mode: Mode,
+    /// The smoothed RTT of the last ACK, once there was one.
+    srtt: Option<Duration>,
 }
 
 impl PragueLaw {
@@ -117,6 +123,7 @@ impl PragueLaw {
             marked: false,
             loss: LossEpoch::default(),
             mode: Mode::SlowStart,
+            srtt: None,
             config,
         }
     }
@@ -150,6 +157,7 @@ impl PragueLaw {
 
 impl Law for PragueLaw {
     fn on_ack(&mut self, now: Duration, acked_bytes: u64, rtt: &RttSample) {
+        self.srtt = Some(rtt.smoothed).filter(|srtt| !srtt.is_zero());
         self.end_round_if_due(now, rtt);
         if self.loss.in_recovery(now, rtt) {
             return;
@@ -194,6 +202,10 @@ impl Law for PragueLaw {
 
     fn window(&self) -> u64 {
         self.cwnd as u64
+    }
+
+    fn pacing_rate(&self) -> Option<f64> {
+        self.srtt.map(|srtt| self.cwnd / srtt.as_secs_f64())
     }
 
     fn mode(&self) -> Mode {
@@ -276,6 +288,15 @@ mod tests {
             load: LoadFactor::new(fraction),
             fairing: false,
         }
+    }
+
+    #[test]
+    fn the_window_is_paced_once_a_round_trip_is_known() {
+        let mut law = PragueLaw::new(LawConfig::with_mss(MSS));
+        assert_eq!(law.pacing_rate(), None);
+        law.on_ack(MS, 0, &rtt(40));
+        let rate = law.pacing_rate().unwrap();
+        assert!((rate - law.window() as f64 / 0.040).abs() < 1e-6, "{rate}");
     }
 
     #[test]
