@@ -2,3 +2,4 @@
 
 pub mod echo;
 pub mod perf;
+pub mod scale;
