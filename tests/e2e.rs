@@ -1045,3 +1045,43 @@ async fn l4s_goals_on_the_real_stack() {
     }
     assert!(misses.is_empty(), "{}", misses.join("; "));
 }
+
+/// A paper scheme with no ecnq router on its path: its presence probes
+/// arrive unraised, so it runs Cubic with ECT(0) and shares an L4S DualPI2
+/// bottleneck (which knows nothing of ecnq) with Cubic (10 Mbit/s, 40 ms,
+/// 20 s). Without probes TPCP took 34.81 of 50 Mbit/s from Cubic's 3.59 in
+/// the simulator's `l4s-dualpi2`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paper_scheme_with_no_ecnq_router_runs_cubic() {
+    let flows = [
+        CongestionControl::Ecnq(Scheme::Tpcp),
+        CongestionControl::Cubic,
+    ]
+    .map(|cc| Flow {
+        cc,
+        offset: 0.0,
+        seconds: 20.0,
+    });
+    let result = measured_run(
+        &flows,
+        &[link("rate 10mbit delay 20ms limit 50kb queue dualpi2")],
+    )
+    .await;
+    let tpcp = result.runs[0].as_ref().expect("tpcp ran");
+    let mbit = |i: usize| {
+        let bytes = result.runs[i].as_ref().map_or(0, |r| r.peer_result.bytes);
+        bytes as f64 * 8.0 / 20.0 / 1e6
+    };
+    let (a, b) = (mbit(0), mbit(1));
+    println!(
+        "tpcp {a:.2} Mbit/s ({:?}), cubic {b:.2} Mbit/s",
+        tpcp.stats.mode
+    );
+    assert_eq!(
+        tpcp.stats.mode,
+        PeerMode::ClassicNoRouter,
+        "{:?}",
+        tpcp.stats
+    );
+    assert!((0.5..=2.0).contains(&(a / b)), "tpcp/cubic {:.2}", a / b);
+}

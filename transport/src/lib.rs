@@ -35,6 +35,7 @@ pub mod meter;
 pub mod mpcp;
 pub mod policer;
 pub mod prague;
+pub mod presence;
 pub mod router;
 pub mod scheme;
 pub mod signal;

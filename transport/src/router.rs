@@ -152,6 +152,11 @@ impl RouterLink {
             arrived_bytes: self.meter.arrived_total(),
         };
         let before = *pkt;
+        if pkt.ecn == Ecn::NotEct && pkt.tag.wire() == wire && wire.sends_probes() {
+            // A presence probe: raised to the base codepoint, then marked,
+            // so the sender learns that an ecnq router is on its path.
+            pkt.ecn = wire.base_ecn();
+        }
         let index = wire.index();
         self.markers[index].mark(now, &link, pkt);
         self.counters.by_scheme[index][usize::from(pkt.ecn.bits())] += 1;
@@ -242,6 +247,28 @@ mod tests {
             hash: 0,
             flow: 1,
         }
+    }
+
+    /// A tagged Not-ECT packet of a scheme that probes leaves with at least
+    /// its base codepoint; untagged Not-ECT traffic stays Not-ECT.
+    #[test]
+    fn presence_probes_are_raised() {
+        let mut link = loaded_link(MarkingMode::Auto, 0.5);
+        let probing: Vec<WireScheme> = WireScheme::all().filter(|w| w.sends_probes()).collect();
+        assert_eq!(probing.len(), 4, "vcp, dpcp, tpcp, bmcc");
+        for wire in probing {
+            let mut pkt = marks(wire.id(), Ecn::NotEct);
+            link.on_arrival(MS * 201, 100, &mut pkt);
+            assert_ne!(pkt.ecn, Ecn::NotEct, "{}", wire.name());
+        }
+        let mut pkt = marks(0, Ecn::NotEct);
+        link.on_arrival(MS * 201, 100, &mut pkt);
+        assert_eq!(pkt.ecn, Ecn::NotEct);
+        // A router that marks nothing raises nothing: the sender sees no router.
+        let mut off = loaded_link(MarkingMode::Off, 0.5);
+        let mut pkt = marks(vcp::WIRE.id(), Ecn::NotEct);
+        off.on_arrival(MS * 201, 100, &mut pkt);
+        assert_eq!(pkt.ecn, Ecn::NotEct);
     }
 
     #[test]

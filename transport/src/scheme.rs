@@ -41,6 +41,12 @@ pub struct WireEntry {
     /// Whether its senders are L4S scalable senders, which a dual-queue
     /// router serves in its L4S queue rather than its ecnq queue.
     pub l4s: bool,
+    /// Whether its senders send presence probes: Not-ECT packets that an
+    /// ecnq router raises to the base codepoint. Its base codepoint is a
+    /// valid code, so without probes a sender cannot tell an ecnq router
+    /// at low load from no ecnq router at all (docs/design.md §2, "No
+    /// router on the path").
+    pub probes: bool,
 }
 
 /// Every wire scheme, untagged first.
@@ -59,6 +65,7 @@ pub const WIRES: [WireEntry; 8] = [
             })
         },
         l4s: false,
+        probes: false,
     },
     WireEntry {
         wire: vcp::WIRE,
@@ -71,6 +78,7 @@ pub const WIRES: [WireEntry; 8] = [
         decoder: Some(|| Box::new(VcpDecoder::default())),
         marker: |_| Box::new(VcpMarker),
         l4s: false,
+        probes: true,
     },
     WireEntry {
         wire: Chain::Two.wire(),
@@ -82,6 +90,7 @@ pub const WIRES: [WireEntry; 8] = [
         decoder: Some(|| Box::new(MpcpDecoder::new(Chain::Two))),
         marker: |c| Box::new(MpcpMarker::new(Chain::Two, c.flows)),
         l4s: false,
+        probes: true,
     },
     WireEntry {
         wire: Chain::Three.wire(),
@@ -92,6 +101,7 @@ pub const WIRES: [WireEntry; 8] = [
         decoder: Some(|| Box::new(MpcpDecoder::new(Chain::Three))),
         marker: |c| Box::new(MpcpMarker::new(Chain::Three, c.flows)),
         l4s: false,
+        probes: true,
     },
     WireEntry {
         wire: bmcc::WIRE,
@@ -104,6 +114,7 @@ pub const WIRES: [WireEntry; 8] = [
         decoder: Some(|| Box::new(BmccDecoder::default())),
         marker: |_| Box::new(BmccMarker),
         l4s: false,
+        probes: true,
     },
     WireEntry {
         wire: mcp::WIRE,
@@ -117,6 +128,7 @@ pub const WIRES: [WireEntry; 8] = [
         decoder: Some(|| Box::new(McpDecoder::default())),
         marker: |_| Box::new(McpMarker::default()),
         l4s: false,
+        probes: false,
     },
     WireEntry {
         wire: erc::WIRE,
@@ -129,6 +141,7 @@ pub const WIRES: [WireEntry; 8] = [
         decoder: Some(|| Box::new(ErcDecoder::default())),
         marker: |c| Box::new(ErcMarker::new(ErcConfig::default(), c.flows)),
         l4s: false,
+        probes: false,
     },
     WireEntry {
         wire: prague::WIRE,
@@ -141,6 +154,7 @@ pub const WIRES: [WireEntry; 8] = [
         marker: |_| Box::new(PragueMarker),
         // An L4S sender (RFC 9331 §4.3).
         l4s: true,
+        probes: false,
     },
 ];
 
@@ -208,6 +222,11 @@ impl WireScheme {
     /// The codepoint a sender of this scheme puts on its packets.
     pub const fn base_ecn(self) -> Ecn {
         self.entry().base_ecn
+    }
+
+    /// Whether its senders send presence probes ([`WireEntry::probes`]).
+    pub const fn sends_probes(self) -> bool {
+        self.entry().probes
     }
 
     /// Whether a dual-queue router serves it in its L4S queue.

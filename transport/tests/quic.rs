@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::{connect, endpoints, transfer, Dir, Relay};
+use common::{connect, endpoints, raise_probes, router_relay, transfer, Dir, Relay};
 use ecnq::quic::report::{self, Repr};
 use ecnq::quic::{CongestionControl, DatagramError, PeerMode};
 use ecnq::{Ecn, Feedback, LoadFactor, Mode, Scheme, SchemeTag};
@@ -27,6 +27,14 @@ fn vcp_tos(ecn: Ecn) -> u8 {
     SchemeTag::new(Scheme::Vcp.wire().id()).tos(ecn)
 }
 
+/// The last TOS byte of a data packet, presence probes (Not-ECT) left out.
+fn last_data(tos: &[u8]) -> Option<u8> {
+    tos.iter()
+        .rev()
+        .find(|&&t| Ecn::from_tos(t) != Ecn::NotEct)
+        .copied()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_controller_moves_10_mb_intact() {
     for cc in CongestionControl::all() {
@@ -37,17 +45,30 @@ async fn every_controller_moves_10_mb_intact() {
         let receiver = s.congestion_stats();
         assert_eq!(sender.controller, cc);
         if let Some(scheme) = cc.router_assisted() {
-            assert_eq!(sender.mode, PeerMode::Ecnq, "{cc}: {sender:?}");
             assert!(sender.reports_received > 0, "{cc}: {sender:?}");
             assert_eq!(sender.reports_rejected, 0, "{cc}");
             assert!(sender.path_load.is_some(), "{cc}");
             assert!(receiver.reports_sent >= sender.reports_received, "{cc}");
-            // No router on loopback: the data packets arrive with the
-            // scheme's base codepoint, never CE.
-            let base = scheme.wire().base_ecn();
             let counts = receiver.ecn_received;
-            assert!(counts[base.bits() as usize] > 5000, "{cc}: {receiver:?}");
             assert_eq!(counts[Ecn::Ce.bits() as usize], 0, "{cc}");
+            if scheme.wire().sends_probes() {
+                // No router on loopback: the presence probes arrive
+                // unraised, and the sender runs Cubic with ECT(0).
+                assert_eq!(sender.mode, PeerMode::ClassicNoRouter, "{cc}: {sender:?}");
+                assert!(
+                    counts[Ecn::NotEct.bits() as usize] > 100,
+                    "{cc}: {receiver:?}"
+                );
+                assert!(
+                    counts[Ecn::Ect0.bits() as usize] > 2000,
+                    "{cc}: {receiver:?}"
+                );
+            } else {
+                // The data packets arrive with the scheme's base codepoint.
+                assert_eq!(sender.mode, PeerMode::Ecnq, "{cc}: {sender:?}");
+                let base = scheme.wire().base_ecn();
+                assert!(counts[base.bits() as usize] > 5000, "{cc}: {receiver:?}");
+            }
         } else {
             assert_eq!(sender.mode, PeerMode::Unassisted, "{cc}");
             assert_eq!(sender.reports_received, 0, "{cc}");
@@ -81,19 +102,22 @@ async fn ecn_survives_gro_merged_receives_ipv4_and_dual_stack() {
             "{bind}"
         );
         let stats = s.congestion_stats();
-        // Every data packet was counted with its real codepoint.
+        // Every data packet was counted with its real codepoint: VCP's
+        // ECT(1), then (no router on loopback) Cubic's ECT(0), and the
+        // presence probes' Not-ECT.
+        let counts = stats.ecn_received;
         assert!(
-            stats.ecn_received[Ecn::Ect1.bits() as usize] > 2000,
+            counts[Ecn::Ect1.bits() as usize] + counts[Ecn::Ect0.bits() as usize] > 2000,
             "{bind}: {stats:?}"
         );
-        assert_eq!(stats.ecn_received[Ecn::NotEct.bits() as usize], 0, "{bind}");
+        assert!(counts[Ecn::NotEct.bits() as usize] > 0, "{bind}: {stats:?}");
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tos_byte_on_the_wire_carries_tag_and_scheme_code() {
     let (client, server) = endpoints(VCP, VCP, "127.0.0.1:0");
-    let relay = Relay::start(server.local_addr().unwrap(), |_, tos| tos);
+    let relay = router_relay(server.local_addr().unwrap());
     let (c, s) = connect(&client, &server, relay.addr).await;
     transfer(&c, &s, MB, 3).await;
     // The client's first packet goes out before it knows the server: tag +
@@ -108,6 +132,8 @@ async fn tos_byte_on_the_wire_carries_tag_and_scheme_code() {
         assert!(tos
             .iter()
             .all(|&t| SchemeTag::from_tos(t) == SchemeTag::new(1)));
+        // Presence probes, which the router raised.
+        assert!(tos.contains(&vcp_tos(Ecn::NotEct)), "{dir:?}");
     }
     assert_eq!(c.congestion_stats().mode, PeerMode::Ecnq);
 }
@@ -115,10 +141,11 @@ async fn tos_byte_on_the_wire_carries_tag_and_scheme_code() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn remarked_overload_reaches_the_sender_law() {
     let (client, server) = endpoints(VCP, VCP, "127.0.0.1:0");
-    // A router in overload: every ECN-capable client→server packet leaves with CE.
+    // A router in overload: every ECN-capable client→server packet, and
+    // every presence probe it raises, leaves with CE.
     let relay = Relay::start(server.local_addr().unwrap(), |dir, tos| match dir {
-        Dir::ToServer if Ecn::from_tos(tos).is_ect() => tos | Ecn::Ce.bits(),
-        _ => tos,
+        Dir::ToServer if Ecn::from_tos(raise_probes(tos)).is_ect() => tos | Ecn::Ce.bits(),
+        _ => raise_probes(tos),
     });
     let (c, s) = connect(&client, &server, relay.addr).await;
     transfer(&c, &s, 2 * MB, 4).await;
@@ -297,8 +324,9 @@ async fn application_datagrams_arrive_intact_beside_reports() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_reports_are_counted_and_ignored() {
-    let (client, server) = endpoints(VCP, VCP, "[::1]:0");
-    let (c, s) = connect(&client, &server, server.local_addr().unwrap()).await;
+    let (client, server) = endpoints(VCP, VCP, "127.0.0.1:0");
+    let relay = router_relay(server.local_addr().unwrap());
+    let (c, s) = connect(&client, &server, relay.addr).await;
     transfer(&c, &s, MB, 8).await;
     let before = c.congestion_stats();
     assert!(before.reports_received > 0);
@@ -357,9 +385,10 @@ async fn sender_falls_back_when_reports_stop_and_resumes_when_they_return() {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use std::sync::Arc;
     let (client, server) = endpoints(VCP, VCP, "127.0.0.1:0");
-    // After the handshake the path starts bleaching DSCP towards the server:
-    // the server can no longer tell the client's scheme, so its reports stop.
-    // Later the path heals.
+    // After the handshake the path starts bleaching DSCP towards the server,
+    // behind an ecnq router (which raises the client's presence probes):
+    // the server can no longer tell the client's scheme, so its reports
+    // stop. Later the path heals.
     let forwarded = AtomicUsize::new(0);
     let healed = Arc::new(AtomicBool::new(false));
     let heal = healed.clone();
@@ -367,9 +396,9 @@ async fn sender_falls_back_when_reports_stop_and_resumes_when_they_return() {
         Dir::ToServer
             if forwarded.fetch_add(1, Ordering::Relaxed) > 20 && !heal.load(Ordering::Relaxed) =>
         {
-            tos & 0b11
+            raise_probes(tos) & 0b11
         }
-        _ => tos,
+        _ => raise_probes(tos),
     });
     let (c, s) = connect(&client, &server, relay.addr).await;
     // Keep data flowing past the report timeout (500 ms at least).
@@ -399,7 +428,7 @@ async fn sender_falls_back_when_reports_stop_and_resumes_when_they_return() {
     assert_eq!(c.congestion_stats().mode, PeerMode::ClassicReportsStopped);
     let sent = relay.tos(Dir::ToServer);
     assert!(sent.contains(&vcp_tos(Ecn::Ect1)));
-    assert_eq!(sent.last(), Some(&vcp_tos(Ecn::Ect0)));
+    assert_eq!(last_data(&sent), Some(vcp_tos(Ecn::Ect0)));
     // The path heals: reports come back and so does the scheme.
     healed.store(true, Ordering::Relaxed);
     let healing = tokio::time::Instant::now();
@@ -412,7 +441,10 @@ async fn sender_falls_back_when_reports_stop_and_resumes_when_they_return() {
     assert_eq!(stats.mode, PeerMode::Ecnq, "{stats:?}");
     // The VCP law is back: its packets carry VCP's own codepoint again.
     transfer(&c, &s, MB, seed).await;
-    assert_eq!(relay.tos(Dir::ToServer).last(), Some(&vcp_tos(Ecn::Ect1)));
+    assert_eq!(
+        last_data(&relay.tos(Dir::ToServer)),
+        Some(vcp_tos(Ecn::Ect1))
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -478,8 +510,9 @@ fn packets_received(stats: &ecnq::quic::CongestionStats) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_connections_from_one_address_keep_their_own_state() {
-    let (client, server) = endpoints(VCP, VCP, "[::1]:0");
-    let addr = server.local_addr().unwrap();
+    let (client, server) = endpoints(VCP, VCP, "127.0.0.1:0");
+    let relay = router_relay(server.local_addr().unwrap());
+    let addr = relay.addr;
     let (a, sa) = connect(&client, &server, addr).await;
     let (b, sb) = connect(&client, &server, addr).await;
     assert_eq!(
@@ -516,7 +549,9 @@ async fn two_connections_from_one_address_keep_their_own_state() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_rebinds_mid_transfer_keeps_its_connection_and_feedback() {
-    let (client, server) = endpoints(VCP, VCP, "[::1]:0");
+    // erc stays on its law with no router on the path, as here.
+    let erc = CongestionControl::Ecnq(Scheme::Erc);
+    let (client, server) = endpoints(erc, erc, "[::1]:0");
     let (c, s) = connect(&client, &server, server.local_addr().unwrap()).await;
     let before_port = s.remote_address().port();
     let len = 24 * MB;
@@ -553,11 +588,10 @@ async fn a_client_that_rebinds_mid_transfer_keeps_its_connection_and_feedback() 
         client_now.reports_received > client_then.reports_received + 10,
         "feedback after the move: {client_then:?} then {client_now:?}"
     );
-    // The server kept decoding the client's tagged packets on the new path
-    // (VCP's low-load code, ECT(1)): at least 3/4 of the data at most 1500
-    // bytes a packet, under the same state.
-    let ect1 = |stats: &ecnq::quic::CongestionStats| stats.ecn_received[Ecn::Ect1.bits() as usize];
-    let moved = ect1(&server_now) - ect1(&server_then);
+    // The server kept decoding the client's tagged packets on the new path:
+    // at least 3/4 of the data at most 1500 bytes a packet, under the same
+    // state.
+    let moved = packets_received(&server_now) - packets_received(&server_then);
     assert!(
         moved as usize > len * 3 / 4 / 1500,
         "{moved} packets decoded after the move"
@@ -569,8 +603,9 @@ async fn a_client_that_rebinds_mid_transfer_keeps_its_connection_and_feedback() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_direction_runs_its_own_scheme() {
     let bmcc = CongestionControl::Ecnq(Scheme::Bmcc);
-    let (client, server) = endpoints(VCP, bmcc, "[::1]:0");
-    let (c, s) = connect(&client, &server, server.local_addr().unwrap()).await;
+    let (client, server) = endpoints(VCP, bmcc, "127.0.0.1:0");
+    let relay = router_relay(server.local_addr().unwrap());
+    let (c, s) = connect(&client, &server, relay.addr).await;
     tokio::join!(transfer(&c, &s, 2 * MB, 12), transfer(&s, &c, 2 * MB, 13));
     let (cs, ss) = (c.congestion_stats(), s.congestion_stats());
     assert_eq!((cs.mode, ss.mode), (PeerMode::Ecnq, PeerMode::Ecnq));
@@ -586,8 +621,9 @@ async fn each_direction_runs_its_own_scheme() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn feedback_mode_survives_an_idle_pause() {
-    let (client, server) = endpoints(VCP, VCP, "[::1]:0");
-    let (c, s) = connect(&client, &server, server.local_addr().unwrap()).await;
+    let (client, server) = endpoints(VCP, VCP, "127.0.0.1:0");
+    let relay = router_relay(server.local_addr().unwrap());
+    let (c, s) = connect(&client, &server, relay.addr).await;
     transfer(&c, &s, MB, 14).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     let reports = |x: &ecnq::quic::Connection| x.congestion_stats().reports_sent;
@@ -606,7 +642,8 @@ async fn feedback_mode_survives_an_idle_pause() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_server_decodes_each_client_by_its_own_tag() {
-    let dpcp = CongestionControl::Ecnq(Scheme::Dpcp);
+    // Two schemes that need no router to stay on their laws.
+    let erc = CongestionControl::Ecnq(Scheme::Erc);
     let mcp = CongestionControl::Ecnq(Scheme::Mcp);
     let cert = ecnq::quic::SelfSigned::new(&["localhost"]).unwrap();
     let server = ecnq::quic::Endpoint::server(
@@ -619,13 +656,13 @@ async fn one_server_decodes_each_client_by_its_own_tag() {
         ecnq::quic::Endpoint::client("[::]:0".parse().unwrap(), cert.roots(), common::options(cc))
             .unwrap()
     };
-    let (client_a, client_b) = (client(dpcp), client(mcp));
+    let (client_a, client_b) = (client(erc), client(mcp));
     let addr = server.local_addr().unwrap();
     let (a, sa) = connect(&client_a, &server, addr).await;
     let (b, sb) = connect(&client_b, &server, addr).await;
     tokio::join!(transfer(&a, &sa, 2 * MB, 16), transfer(&b, &sb, 2 * MB, 17));
     // Both clients got reports for their own scheme from the same server socket.
-    for (client, server_side, base) in [(&a, &sa, Ecn::Ect1), (&b, &sb, Ecn::NotEct)] {
+    for (client, server_side, base) in [(&a, &sa, Ecn::Ect0), (&b, &sb, Ecn::NotEct)] {
         let stats = client.congestion_stats();
         assert_eq!(stats.mode, PeerMode::Ecnq, "{stats:?}");
         assert!(

@@ -19,6 +19,7 @@ use super::report::{FeedbackSender, Next, ReportFilter, Repr, SendPolicy};
 use crate::ecn::WireScheme;
 use crate::ecn::{Ecn, SchemeTag};
 use crate::hash::packet_hash;
+use crate::presence::{RouterPresence, PROBE_EVERY};
 use crate::signal::{Decoder, Feedback, Law, LawConfig, Mode, RttSample};
 
 /// Whether a connection's sender uses router feedback, and if not, why.
@@ -35,15 +36,19 @@ pub enum PeerMode {
     /// This connection's controller uses no router feedback (the classic
     /// law, or one of quinn's controllers).
     Unassisted,
+    /// Classic congestion control: the scheme's presence probes arrive
+    /// unraised, so no ecnq router is on the path.
+    ClassicNoRouter,
 }
 
 impl PeerMode {
-    const ALL: [PeerMode; 5] = [
+    const ALL: [PeerMode; 6] = [
         PeerMode::Probing,
         PeerMode::Ecnq,
         PeerMode::ClassicPeerNotEcnq,
         PeerMode::ClassicReportsStopped,
         PeerMode::Unassisted,
+        PeerMode::ClassicNoRouter,
     ];
 
     /// A short name for logs and stats.
@@ -54,6 +59,7 @@ impl PeerMode {
             PeerMode::ClassicPeerNotEcnq => "classic (peer not ecnq)",
             PeerMode::ClassicReportsStopped => "classic (reports stopped)",
             PeerMode::Unassisted => "no router feedback",
+            PeerMode::ClassicNoRouter => "classic (no ecnq router)",
         }
     }
 
@@ -61,7 +67,9 @@ impl PeerMode {
     pub const fn is_fallback(self) -> bool {
         matches!(
             self,
-            PeerMode::ClassicPeerNotEcnq | PeerMode::ClassicReportsStopped
+            PeerMode::ClassicPeerNotEcnq
+                | PeerMode::ClassicReportsStopped
+                | PeerMode::ClassicNoRouter
         )
     }
 }
@@ -87,6 +95,8 @@ pub(crate) struct Sending {
     pub config: LawConfig,
     pub rtt: RttSample,
     pub filter: Option<ReportFilter>,
+    /// Whether an ecnq router is on the path, for schemes that probe.
+    pub presence: Option<RouterPresence>,
     /// When the last report was accepted, or acks resumed after a pause
     /// (reports are due only while data flows).
     pub reports_due_from: Duration,
@@ -144,6 +154,10 @@ pub(crate) struct Peer {
     wake_on_packet: AtomicBool,
     attached: AtomicBool,
     data_sent: AtomicU64,
+    /// Datagrams sent, for picking presence probes, and the packets sent
+    /// as probes.
+    sent_datagrams: AtomicU64,
+    probe_packets: AtomicU64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -184,6 +198,10 @@ impl Peer {
                 config,
                 rtt: RttSample::uniform(Duration::from_millis(333)),
                 filter: cc.router_assisted().map(|s| ReportFilter::new(s.wire())),
+                presence: cc
+                    .router_assisted()
+                    .filter(|s| s.wire().sends_probes())
+                    .map(|_| RouterPresence::default()),
                 reports_due_from: Duration::ZERO,
                 last_ack: Duration::ZERO,
                 data_sent: (0, Duration::ZERO),
@@ -204,6 +222,8 @@ impl Peer {
             wake_on_packet: AtomicBool::new(false),
             attached: AtomicBool::new(false),
             data_sent: AtomicU64::new(0),
+            sent_datagrams: AtomicU64::new(0),
+            probe_packets: AtomicU64::new(0),
         }
     }
 
@@ -296,18 +316,33 @@ impl Peer {
         })
     }
 
-    /// The whole TOS byte for a packet quinn wants sent with `quinn_ecn`.
-    pub fn send_tos(&self, quinn_ecn: Option<quinn::udp::EcnCodepoint>) -> u8 {
+    /// The whole TOS byte for a datagram of `packets` packets (a GSO batch)
+    /// quinn wants sent with `quinn_ecn`.
+    pub fn send_tos(&self, quinn_ecn: Option<quinn::udp::EcnCodepoint>, packets: u64) -> u8 {
         let quinn_ecn = Ecn::from_bits(quinn_ecn.map_or(0, |e| e as u8));
         let tag = SchemeTag::from_dscp(self.dscp.load(Ordering::Relaxed));
-        match self.mode() {
+        let mode = self.mode();
+        // A presence probe now and then, once the peer runs ecnq (its
+        // receiver hands quinn tagged Not-ECT as ECT(0), so quinn's ECN
+        // validation holds).
+        if matches!(mode, PeerMode::Ecnq | PeerMode::ClassicNoRouter)
+            && self.scheme_tag.wire().sends_probes()
+            && self.sent_datagrams.fetch_add(1, Ordering::Relaxed) % PROBE_EVERY == PROBE_EVERY - 1
+        {
+            self.probe_packets.fetch_add(packets, Ordering::Relaxed);
+            return self.scheme_tag.tos(Ecn::NotEct);
+        }
+        match mode {
             // Until the peer is known to run ecnq, use quinn's codepoint so that a
             // vanilla peer's ECN counts pass quinn's validation (ECT(1) would fail it).
             PeerMode::Probing => tag.tos(quinn_ecn),
             PeerMode::Ecnq => tag.tos(self.send_ecn),
             // Still tagged, so routers keep marking and the peer keeps
-            // decoding: when its reports get through again, feedback resumes.
-            PeerMode::ClassicReportsStopped => self.scheme_tag.tos(quinn_ecn),
+            // decoding: when its reports get through again, or its probes
+            // come back raised, feedback resumes.
+            PeerMode::ClassicReportsStopped | PeerMode::ClassicNoRouter => {
+                self.scheme_tag.tos(quinn_ecn)
+            }
             PeerMode::ClassicPeerNotEcnq | PeerMode::Unassisted => {
                 SchemeTag::UNTAGGED.tos(quinn_ecn)
             }
@@ -347,6 +382,15 @@ impl Peer {
         }
         if changed || (!tag.is_untagged() && self.wake_on_packet.swap(false, Ordering::AcqRel)) {
             self.notify.notify_one();
+        }
+        let peer_probes = matches!(
+            self.mode(),
+            PeerMode::Ecnq | PeerMode::ClassicReportsStopped | PeerMode::ClassicNoRouter
+        );
+        if ecn == Ecn::NotEct && peer_probes {
+            // A presence probe from an ecnq peer, whose tag a path may have
+            // bleached: its quinn counted it as ECT(0).
+            return Ecn::Ect0;
         }
         quinn_view(ecn, tag)
     }
@@ -413,6 +457,17 @@ impl Peer {
         if self.transition(PeerMode::ClassicReportsStopped, PeerMode::Ecnq) {
             self.resume_scheme(tx);
         }
+        if let Some(presence) = tx.presence.as_mut() {
+            let unraised = repr.counts[usize::from(Ecn::NotEct.bits())];
+            let probes = self.probe_packets.load(Ordering::Relaxed);
+            if presence.on_report(unraised, probes) {
+                if self.transition(PeerMode::ClassicNoRouter, PeerMode::Ecnq) {
+                    self.resume_scheme(tx);
+                }
+            } else {
+                let _ = self.transition(PeerMode::Ecnq, PeerMode::ClassicNoRouter);
+            }
+        }
         if let Active::Law(law) = &mut tx.active {
             let before = law_level(law.as_ref());
             law.on_feedback(now, repr.feedback, &tx.rtt);
@@ -421,8 +476,8 @@ impl Peer {
         self.publish(tx);
     }
 
-    /// Reports came back after a fallback: the scheme's law takes over again
-    /// from the classic law's window.
+    /// Reports came back, or probes came back raised, after a fallback: the
+    /// scheme's law takes over again from the classic law's window.
     fn resume_scheme(&self, tx: &mut Sending) {
         let (CongestionControl::Ecnq(scheme), Active::Law(law)) = (self.cc, &tx.active) else {
             return;
@@ -431,7 +486,7 @@ impl Peer {
             initial_window: law.window(),
             ..tx.config
         };
-        tracing::info!(window = config.initial_window, scheme = %scheme, "reports resumed: the scheme's law is back");
+        tracing::info!(window = config.initial_window, scheme = %scheme, "router feedback resumed: the scheme's law is back");
         tx.active = Active::Law(scheme.law(config));
     }
 

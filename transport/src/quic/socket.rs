@@ -164,7 +164,12 @@ impl EcnSocket {
             .routes
             .route_sent(transmit.destination, transmit.contents)
         {
-            Some(peer) => peer.send_tos(transmit.ecn),
+            Some(peer) => {
+                let packets = transmit
+                    .segment_size
+                    .map_or(1, |size| transmit.contents.len().div_ceil(size.max(1)));
+                peer.send_tos(transmit.ecn, packets as u64)
+            }
             None => transmit.ecn.map_or(0, |e| e as u8),
         };
         let destination = match transmit.destination {

@@ -12,6 +12,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use ecnq::quic::{CongestionControl, Connection, Endpoint, Options, SelfSigned};
+use ecnq::{Ecn, SchemeTag};
 
 /// Deterministic test data (xorshift64*), so the receiver can check every byte.
 pub fn pattern(len: usize, seed: u64) -> Vec<u8> {
@@ -168,6 +169,23 @@ impl Drop for Relay {
             let _ = t.join();
         }
     }
+}
+
+/// What an ecnq router with nothing to say does to a TOS byte: it raises a
+/// presence probe (a tagged Not-ECT packet of a scheme that probes) to the
+/// scheme's base codepoint, and leaves everything else alone.
+pub fn raise_probes(tos: u8) -> u8 {
+    let (ecn, tag) = (Ecn::from_tos(tos), SchemeTag::from_tos(tos));
+    if ecn == Ecn::NotEct && tag.wire().sends_probes() {
+        tag.tos(tag.wire().base_ecn())
+    } else {
+        tos
+    }
+}
+
+/// A relay that stands for an ecnq router at low load ([`raise_probes`]).
+pub fn router_relay(server: SocketAddr) -> Relay {
+    Relay::start(server, |_, tos| raise_probes(tos))
 }
 
 /// A plain UDP socket on `bind` that reports the TOS / traffic class of what

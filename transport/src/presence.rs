@@ -1,0 +1,158 @@
+//! Router presence for the schemes whose wire cannot say "no router"
+//! (docs/design.md §2, "No router on the path"). VCP's, MPCP's and BMCC's
+//! base codepoint is a valid low-load code, so a path with no ecnq router
+//! reads as an idle one, and their laws would grow until loss. Their
+//! senders therefore send presence probes: every [`PROBE_EVERY`]-th
+//! datagram goes out Not-ECT, and an ecnq router raises a tagged Not-ECT
+//! packet of these schemes to the base codepoint before it marks it. The
+//! receiver's feedback report carries its cumulative counts per codepoint;
+//! when about as many packets arrive Not-ECT as the sender sent as probes,
+//! no ecnq router saw them, and the sender runs Cubic with ECT(0) until
+//! probes come back raised.
+//!
+//! Sans-IO: the sender feeds [`RouterPresence`] its own count of probe
+//! packets and the receiver's count of Not-ECT arrivals at each accepted
+//! report.
+
+/// A sender makes every this-many-th datagram it sends a probe.
+pub const PROBE_EVERY: u64 = 16;
+/// The verdict follows about the last this-many probe packets, however
+/// often reports come (probes still in flight at one report arrive by a
+/// later one).
+const WINDOW_PROBES: f64 = 32.0;
+/// The verdict needs this many probe packets in the window.
+const MIN_PROBES: f64 = 4.0;
+/// No router when more than this share of the probes arrived unraised ...
+const ABSENT_ABOVE: f64 = 0.5;
+/// ... and a router again when less than this share did.
+const PRESENT_BELOW: f64 = 0.1;
+
+/// Whether an ecnq router is on the path, from probes sent and Not-ECT
+/// packets received.
+#[derive(Clone, Debug)]
+pub struct RouterPresence {
+    last: Option<(u64, u64)>,
+    /// Not-ECT arrivals and probe packets sent over the window.
+    unraised: f64,
+    probes: f64,
+    present: bool,
+}
+
+impl Default for RouterPresence {
+    /// A router is assumed until the counts say otherwise, so a flow starts
+    /// on its scheme's law.
+    fn default() -> Self {
+        RouterPresence {
+            last: None,
+            unraised: 0.0,
+            probes: 0.0,
+            present: true,
+        }
+    }
+}
+
+impl RouterPresence {
+    /// At an accepted report: the receiver's cumulative Not-ECT arrivals
+    /// and this sender's cumulative probe packets. Returns whether an ecnq
+    /// router is on the path.
+    pub fn on_report(&mut self, not_ect_received: u64, probes_sent: u64) -> bool {
+        if let Some((received, sent)) = self.last {
+            self.unraised += not_ect_received.saturating_sub(received) as f64;
+            self.probes += probes_sent.saturating_sub(sent) as f64;
+            if self.probes > WINDOW_PROBES {
+                // Older counts fade as new probes come, keeping the share.
+                let keep = WINDOW_PROBES / self.probes;
+                self.unraised *= keep;
+                self.probes = WINDOW_PROBES;
+            }
+        }
+        self.last = Some((not_ect_received, probes_sent));
+        if self.probes >= MIN_PROBES {
+            let share = self.unraised_share();
+            if self.present && share > ABSENT_ABOVE {
+                self.present = false;
+            } else if !self.present && share < PRESENT_BELOW {
+                self.present = true;
+            }
+        }
+        self.present
+    }
+
+    /// The share of the window's probes that arrived unraised.
+    pub fn unraised_share(&self) -> f64 {
+        self.unraised / self.probes.max(1.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Feeds `reports` reports of `probes` probes each, `unraised` of them
+    /// arriving Not-ECT; returns the verdict after each.
+    fn feed(
+        p: &mut RouterPresence,
+        totals: &mut (u64, u64),
+        reports: usize,
+        probes: u64,
+        unraised: u64,
+    ) -> Vec<bool> {
+        (0..reports)
+            .map(|_| {
+                totals.0 += unraised;
+                totals.1 += probes;
+                p.on_report(totals.0, totals.1)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn unraised_probes_mean_no_router_and_raised_ones_bring_it_back() {
+        let mut p = RouterPresence::default();
+        let mut totals = (0, 0);
+        // A router raises every probe: present throughout.
+        assert!(feed(&mut p, &mut totals, 20, 3, 0).iter().all(|&v| v));
+        // No router: every probe arrives Not-ECT. Absent once about half a
+        // window of probes has, not at the first.
+        let verdicts = feed(&mut p, &mut totals, 10, 3, 3);
+        let absent_after = verdicts.iter().position(|&v| !v).expect("absent");
+        assert!((2..=8).contains(&absent_after), "{verdicts:?}");
+        assert!(verdicts[absent_after..].iter().all(|&v| !v));
+        // A router again: present within a few windows of probes, not at once.
+        let verdicts = feed(&mut p, &mut totals, 80, 3, 0);
+        let back_after = verdicts.iter().position(|&v| v).expect("present");
+        assert!((2..=40).contains(&back_after), "{verdicts:?}");
+    }
+
+    /// Reports come every 10 ms or every round trip: either way, a window
+    /// of unraised probes is a verdict.
+    #[test]
+    fn the_verdict_does_not_depend_on_how_often_reports_come() {
+        for (reports_per_probe, probes) in [(20, 0), (1, 1), (1, 40)] {
+            let mut p = RouterPresence::default();
+            let mut totals = (0, 0);
+            let mut absent = false;
+            for _ in 0..12 {
+                feed(&mut p, &mut totals, reports_per_probe, 0, 0);
+                absent = !*feed(&mut p, &mut totals, 1, probes.max(1), probes.max(1))
+                    .last()
+                    .unwrap();
+            }
+            assert!(
+                absent,
+                "{reports_per_probe} reports per probe, {probes} probes"
+            );
+        }
+    }
+
+    #[test]
+    fn a_few_lost_or_bleached_probes_are_no_verdict() {
+        let mut p = RouterPresence::default();
+        let mut totals = (0, 0);
+        // One probe in ten arrives Not-ECT (a middlebox, a router's reboot).
+        for i in 0..40 {
+            let verdict = feed(&mut p, &mut totals, 1, 10, u64::from(i % 10 == 0)).pop();
+            assert_eq!(verdict, Some(true));
+        }
+    }
+}
