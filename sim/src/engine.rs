@@ -18,6 +18,8 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::time::Duration;
 
+use ecnq::cubic::CubicLaw;
+use ecnq::presence::{RouterPresence, PROBE_EVERY};
 use ecnq::signal::{Congestion, Decoder, Feedback, Law, LawConfig, PacketMarks, RttSample};
 use ecnq::{Ecn, SchemeTag};
 
@@ -172,6 +174,9 @@ pub struct Packet {
     pub feedback: Feedback,
     /// ACK: the acknowledged packet arrived with CE.
     pub ce: bool,
+    /// ACK: how many of the acknowledged packets arrived Not-ECT (presence
+    /// probes no ecnq router raised).
+    pub unraised: u8,
     /// ACK: an earlier packet number this (delayed) ACK also acknowledges.
     pub also: Option<u64>,
 }
@@ -403,6 +408,8 @@ pub struct Flow {
     decoder: Option<Box<dyn Decoder>>,
     data_ecn: Ecn,
     router_assisted: bool,
+    /// Presence probes, for the schemes that send them.
+    probes: Option<Probes>,
     /// Life stage.
     pub state: FlowState,
     next_pn: u64,
@@ -435,7 +442,51 @@ pub struct Flow {
     pub packets_lost: u64,
 }
 
+/// A probing sender's presence probes (`ecnq::presence`): what it sent,
+/// what came back unraised, and the verdict.
+#[derive(Debug)]
+struct Probes {
+    presence: RouterPresence,
+    tag: SchemeTag,
+    sent: u64,
+    unraised: u64,
+    config: LawConfig,
+}
+
 impl Flow {
+    /// Whether Cubic stands in for the scheme's law (no ecnq router).
+    fn fallen_back(&self) -> bool {
+        self.probes.as_ref().is_some_and(|p| !p.presence.present())
+    }
+
+    /// An ACK echoed `unraised` probes that arrived Not-ECT: on a change of
+    /// verdict, Cubic with ECT(0) takes over from the scheme's law at its
+    /// window, or hands back to it, as the QUIC sender does.
+    fn on_probe_echo(&mut self, unraised: u8) {
+        let Some(probes) = self.probes.as_mut() else {
+            return;
+        };
+        probes.unraised += u64::from(unraised);
+        let was = probes.presence.present();
+        let present = probes.presence.on_report(probes.unraised, probes.sent);
+        if present == was {
+            return;
+        }
+        let config = LawConfig {
+            initial_window: self.law.window(),
+            ..probes.config
+        };
+        if present {
+            self.law = self.spec.protocol.law(config);
+            self.data_ecn = self.spec.protocol.data_ecn();
+        } else {
+            let mut cubic = CubicLaw::new(config);
+            cubic.set_window(config.initial_window as f64);
+            self.law = Box::new(cubic);
+            self.data_ecn = Ecn::Ect0;
+        }
+    }
+
     fn new(spec: FlowSpec) -> Flow {
         let mut config = LawConfig::with_mss(u64::from(spec.mss));
         if let Some(cap) = spec.max_window {
@@ -447,6 +498,13 @@ impl Flow {
             decoder: spec.protocol.decoder(),
             data_ecn: spec.protocol.data_ecn(),
             router_assisted: spec.protocol.router_assisted(),
+            probes: spec.protocol.sends_probes().then(|| Probes {
+                presence: RouterPresence::default(),
+                tag: spec.protocol.law(config).tag(),
+                sent: 0,
+                unraised: 0,
+                config,
+            }),
             new_bytes_left: spec.size.unwrap_or(u64::MAX),
             spec,
             state: FlowState::Pending,
@@ -949,12 +1007,20 @@ impl Sim {
         });
         flow.bytes_in_flight += u64::from(len);
         flow.packets_sent += 1;
-        let marks = PacketMarks {
+        let mut marks = PacketMarks {
             ecn: flow.data_ecn,
             tag: flow.law.tag(),
             hash,
             flow: f as u64,
         };
+        if let Some(probes) = flow.probes.as_mut() {
+            // The scheme's tag also while Cubic stands in for its law.
+            marks.tag = probes.tag;
+            if flow.packets_sent % PROBE_EVERY == 0 {
+                marks.ecn = Ecn::NotEct;
+                probes.sent += 1;
+            }
+        }
         self.arm_rto(f);
         self.inject(Packet {
             id: 0,
@@ -967,6 +1033,7 @@ impl Sim {
             sent: now,
             feedback: Feedback::default(),
             ce: false,
+            unraised: 0,
             also: None,
         });
     }
@@ -1019,6 +1086,7 @@ impl Sim {
 
     fn on_ack(&mut self, ack: Packet) {
         let f = ack.flow as usize;
+        self.flows[f].on_probe_echo(ack.unraised);
         let earlier = ack.also.is_some_and(|pn| self.ack_packet(f, pn, &ack));
         if !(self.ack_packet(f, ack.pn, &ack) || earlier) {
             return;
@@ -1062,7 +1130,7 @@ impl Sim {
         if flow.router_assisted {
             flow.law.on_feedback(t, ack.feedback, &rtt);
         }
-        if ack.ce && flow.spec.protocol.ce_is_congestion() {
+        if ack.ce && (flow.spec.protocol.ce_is_congestion() || flow.fallen_back()) {
             flow.law.on_congestion(t, dur(sent), Congestion::Ce, &rtt);
         }
         flow.law.on_ack(t, u64::from(len), &rtt);
@@ -1152,6 +1220,7 @@ impl Sim {
             .as_ref()
             .map_or(Feedback::default(), |d| d.estimate(t));
         let ce = |p: &Packet| p.marks.ecn == Ecn::Ce;
+        let unraised = |p: &Packet| u8::from(p.marks.ecn == Ecn::NotEct);
         self.inject(Packet {
             id: 0,
             flow: data.flow,
@@ -1170,6 +1239,7 @@ impl Sim {
             sent: data.sent,
             feedback,
             ce: ce(data) || earlier.is_some_and(ce),
+            unraised: unraised(data) + earlier.map_or(0, unraised),
             also: earlier.map(|p| p.pn),
         });
     }

@@ -98,6 +98,11 @@ impl Protocol {
         matches!(self, Protocol::Ecnq(s) if s.is_router_assisted())
     }
 
+    /// Whether the sender sends presence probes ([`ecnq::presence`]).
+    pub fn sends_probes(self) -> bool {
+        matches!(self, Protocol::Ecnq(s) if s.wire().sends_probes())
+    }
+
     /// Whether the sender answers a CE mark as congestion: baselines do, and
     /// so do schemes that never use CE as one of their codes.
     pub fn ce_is_congestion(self) -> bool {

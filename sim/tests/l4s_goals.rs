@@ -161,3 +161,21 @@ fn erc_converges_sooner_than_prague_and_shares_across_rtts() {
         "queue p99 {erc_q:.2} vs {prague_q:.2} ms"
     );
 }
+
+/// VCP, EVCP, DPCP, TPCP and BMCC at a DualPI2 bottleneck with no ecnq
+/// router: their presence probes come back unraised, so they run Cubic with
+/// ECT(0) and share with Cubic (0.5×–2×). Without probes DPCP, TPCP and
+/// BMCC took 7–14× Cubic's throughput there.
+#[test]
+fn probing_schemes_run_cubic_where_no_ecnq_router_is() {
+    let mut misses = Vec::new();
+    for scheme in Scheme::router_assisted().filter(|s| s.wire().sends_probes()) {
+        let s = run("l4s-dualpi2", scheme, &[]);
+        let (a, cubic) = (group_mbit(&s, "ecnq"), group_mbit(&s, "cubic"));
+        println!("{scheme:<5} {a:.2} / cubic {cubic:.2} Mbit/s");
+        if !(0.5..=2.0).contains(&(a / cubic)) {
+            misses.push(format!("{scheme}: {a:.2} / {cubic:.2}"));
+        }
+    }
+    assert!(misses.is_empty(), "{misses:?}");
+}

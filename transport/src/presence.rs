@@ -78,6 +78,11 @@ impl RouterPresence {
         self.present
     }
 
+    /// The current verdict: whether an ecnq router is on the path.
+    pub fn present(&self) -> bool {
+        self.present
+    }
+
     /// The share of the window's probes that arrived unraised.
     pub fn unraised_share(&self) -> f64 {
         self.unraised / self.probes.max(1.0)
