@@ -549,9 +549,7 @@ async fn two_connections_from_one_address_keep_their_own_state() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_rebinds_mid_transfer_keeps_its_connection_and_feedback() {
-    // erc stays on its law with no router on the path, as here.
-    let erc = CongestionControl::Ecnq(Scheme::Erc);
-    let (client, server) = endpoints(erc, erc, "[::1]:0");
+    let (client, server) = endpoints(VCP, VCP, "[::1]:0");
     let (c, s) = connect(&client, &server, server.local_addr().unwrap()).await;
     let before_port = s.remote_address().port();
     let len = 24 * MB;
@@ -583,10 +581,20 @@ async fn a_client_that_rebinds_mid_transfer_keeps_its_connection_and_feedback() 
         "the server saw the move"
     );
     let (client_now, server_now) = (c.congestion_stats(), s.congestion_stats());
-    assert_eq!(client_now.mode, PeerMode::Ecnq, "{client_now:?}");
+    // Router feedback still in use: no router on loopback, which the
+    // client's presence probes may have told it by now.
     assert!(
-        client_now.reports_received > client_then.reports_received + 10,
-        "feedback after the move: {client_then:?} then {client_now:?}"
+        matches!(client_now.mode, PeerMode::Ecnq | PeerMode::ClassicNoRouter),
+        "{client_now:?}"
+    );
+    // Reports kept coming (Cubic, which stands in for VCP on loopback,
+    // moves the rest of the data in a tenth of a second: one report or a
+    // few).
+    assert!(
+        client_now.reports_received > client_then.reports_received,
+        "feedback after the move: {} then {} reports",
+        client_then.reports_received,
+        client_now.reports_received
     );
     // The server kept decoding the client's tagged packets on the new path:
     // at least 3/4 of the data at most 1500 bytes a packet, under the same
