@@ -451,6 +451,21 @@ pub struct RunSummary {
     pub unjoined: Vec<usize>,
 }
 
+/// Each flow's total from its client run (none for a flow that never got
+/// in), as a run's summary counts it.
+pub fn flow_totals(flows: &[Flow], runs: &[Option<StreamRun>]) -> Vec<FlowTotal> {
+    flows
+        .iter()
+        .zip(runs)
+        .map(|(f, r)| FlowTotal {
+            label: f.cc.to_string(),
+            seconds: f.seconds,
+            received: r.as_ref().map_or(0, |r| r.peer_result.bytes),
+            joined: r.is_some(),
+        })
+        .collect()
+}
+
 impl RunResult {
     /// The record of `flows` whose client runs came back as `runs`, after
     /// `elapsed` seconds, through `links`.
@@ -483,17 +498,7 @@ impl RunResult {
     /// The figures of the run, judged at link `bottleneck`.
     pub fn summary(&self, name: &str, bottleneck: usize) -> RunSummary {
         let empty = LinkSeries::default();
-        let flows: Vec<FlowTotal> = self
-            .flows
-            .iter()
-            .zip(&self.runs)
-            .map(|(f, r)| FlowTotal {
-                label: f.cc.to_string(),
-                seconds: f.seconds,
-                received: r.as_ref().map_or(0, |r| r.peer_result.bytes),
-                joined: r.is_some(),
-            })
-            .collect();
+        let flows = flow_totals(&self.flows, &self.runs);
         summarize(
             name,
             &flows,

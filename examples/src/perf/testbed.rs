@@ -32,7 +32,8 @@ use serde::Serialize;
 use super::client::{self, StreamRun};
 use super::demo::{self, DemoArgs};
 use super::loopback::{
-    client_config, summarize, Flow, FlowTotal, LinkSeries, LoopbackBed, RunResult, RunSummary,
+    client_config, flow_totals, summarize, Flow, FlowTotal, LinkSeries, LoopbackBed, RunResult,
+    RunSummary,
 };
 use super::stats::FlowSeries;
 
@@ -560,16 +561,7 @@ fn soon() -> Instant {
 /// The totals and sending-rate series of ecnq-perf flows `flows` whose
 /// client runs came back as `runs` (as [`RunResult::summary`] counts them).
 fn quic_flows(flows: &[Flow], runs: Vec<Option<StreamRun>>) -> (Vec<FlowTotal>, Vec<FlowSeries>) {
-    let totals = flows
-        .iter()
-        .zip(&runs)
-        .map(|(f, r)| FlowTotal {
-            label: f.cc.to_string(),
-            seconds: f.seconds,
-            received: r.as_ref().map_or(0, |r| r.peer_result.bytes),
-            joined: r.is_some(),
-        })
-        .collect();
+    let totals = flow_totals(flows, &runs);
     (totals, RunResult::new(flows, runs, 0.0, Vec::new()).series)
 }
 
