@@ -247,7 +247,9 @@ pub fn parse_time(word: &str) -> Result<Duration, SpecError> {
     if secs > 3600.0 {
         return err(format!("time `{word}` is longer than an hour"));
     }
-    Ok(Duration::from_secs_f64(secs))
+    // Whole microseconds, what a spec displays (a fuzzer found `delay 0.4`,
+    // 0.4 µs, displayed as `0us`, which re-parses as no delay).
+    Ok(Duration::from_micros((secs * 1e6).round() as u64))
 }
 
 /// A size in bytes (powers of 1024).

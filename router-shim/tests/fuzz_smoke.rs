@@ -4,9 +4,7 @@
 //! `ROUNDS` inputs made from them by seeded random mutation, and some
 //! purely random ones. A failing input is printed before the panic goes on.
 //!
-//! `FUZZ_SMOKE_ROUNDS=N` changes the number of inputs per target. Two
-//! targets fail on known bugs and are ignored until those are fixed:
-//! `cargo test -p ecnq-shim --test fuzz_smoke -- --include-ignored` runs all.
+//! `FUZZ_SMOKE_ROUNDS=N` changes the number of inputs per target.
 
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 
@@ -326,19 +324,16 @@ fn feedback_report() {
     smoke_target(TESTED[1], &report_seeds());
 }
 
-/// Fails until a scenario's huge times and buffers stop overflowing the
-/// build (`2 * delay`, `packets * mss` in sim/src/scenario.rs); then drop
-/// the `ignore`.
+/// Its seeds include the huge times and buffers that overflowed
+/// `Scenario::build` (`2 * delay`, `packets * mss`) before it saturated.
 #[test]
-#[ignore = "known failure: arithmetic overflow in Scenario::build on huge times or buffers"]
 fn scenario() {
     smoke_target(TESTED[2], &scenario_seeds());
 }
 
-/// Fails until a sub-microsecond time in a link spec stops displaying as
-/// `0us` (router-shim/src/spec.rs); then drop the `ignore`.
+/// Its seeds include the sub-microsecond time that displayed as `0us`
+/// and re-parsed as no delay before times were kept in whole microseconds.
 #[test]
-#[ignore = "known failure: LinkSpec displays sub-microsecond times as 0us"]
 fn link_spec() {
     smoke_target(TESTED[3], &spec_seeds());
 }

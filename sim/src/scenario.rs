@@ -367,7 +367,8 @@ impl Scenario {
                     Buffer::Packets(n) => BufferLimit::Packets(n),
                     Buffer::Bytes(n) => BufferLimit::Bytes(n),
                     Buffer::Bdp(x) => {
-                        let rtt = f.bdp_rtt.map_or(2 * l.delay.0, |t| t.0);
+                        // Saturating: a fuzzer's `delay = "1e30s"` overflowed.
+                        let rtt = f.bdp_rtt.map_or(l.delay.0.saturating_mul(2), |t| t.0);
                         let bytes = x * l.rate.0 / 8.0 * rtt as f64 / 1e9;
                         BufferLimit::Packets((bytes / f64::from(mss)).round().max(1.0) as u64)
                     }
@@ -389,9 +390,11 @@ impl Scenario {
                     (b, None) => b,
                 };
             let ecn_threshold = match l.ecn_threshold.map(to_limit).transpose()?.unwrap_or(buffer) {
-                BufferLimit::Packets(n) if l.ecn_threshold.is_some() => n * u64::from(mss),
+                BufferLimit::Packets(n) if l.ecn_threshold.is_some() => {
+                    n.saturating_mul(u64::from(mss))
+                }
                 BufferLimit::Bytes(b) if l.ecn_threshold.is_some() => b,
-                BufferLimit::Packets(n) => n * u64::from(mss) / 2,
+                BufferLimit::Packets(n) => n.saturating_mul(u64::from(mss)) / 2,
                 BufferLimit::Bytes(b) => b / 2,
             };
             let d = net.duplex(&DuplexSpec {
