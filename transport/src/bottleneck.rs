@@ -509,11 +509,15 @@ const UNMARKABLE: PacketMarks = PacketMarks {
 /// and memory stays bounded.
 const MAX_COUNTED_FLOWS: usize = 1 << 16;
 
-/// Flows seen in each class, counted over measurement intervals.
+/// Flows seen in each class, counted over measurement intervals. A flow
+/// counts from its second packet in an interval: a flood of one-packet
+/// "flows" (spoofed sources) must not shrink the other classes' shares.
 #[derive(Debug)]
 struct ActiveFlows {
     interval: Duration,
     ends: Duration,
+    /// Flows seen once this interval, and flows seen twice or more.
+    once: [HashSet<u64>; CLASSES],
     current: [HashSet<u64>; CLASSES],
     last: [usize; CLASSES],
 }
@@ -523,6 +527,7 @@ impl ActiveFlows {
         ActiveFlows {
             interval: interval.max(Duration::from_millis(1)),
             ends: now + interval,
+            once: [HashSet::new(), HashSet::new(), HashSet::new()],
             current: [HashSet::new(), HashSet::new(), HashSet::new()],
             last: [0; CLASSES],
         }
@@ -538,10 +543,17 @@ impl ActiveFlows {
             } else {
                 self.current.each_ref().map(HashSet::len)
             };
+            self.once.iter_mut().for_each(HashSet::clear);
             self.current.iter_mut().for_each(HashSet::clear);
             self.ends = now + self.interval;
         }
-        let set = &mut self.current[class as usize];
+        let c = class as usize;
+        let again = self.once[c].contains(&flow);
+        let set = if again {
+            &mut self.current[c]
+        } else {
+            &mut self.once[c]
+        };
         if set.len() < MAX_COUNTED_FLOWS {
             set.insert(flow);
         }
@@ -840,6 +852,24 @@ mod tests {
         assert!((capacity - 1e6 / 3.0).abs() < 1.0, "{capacity}");
         assert!(b.counters(Class::L4s).aqm_marks > 0);
         assert_eq!(b.counters(Class::L4s).aqm_drops, 0);
+    }
+
+    /// Spoofed sources, one packet each, are no flows: the ecnq flow keeps
+    /// the whole link's share.
+    #[test]
+    fn one_packet_flows_do_not_shrink_the_shares() {
+        let mut b = link(Discipline::Dual);
+        for t in 0..1000u32 {
+            let now = MS * t;
+            while b.depart(now).is_some() {}
+            let _ = b.offer(now, pkt(1, ERC, Ecn::Ect0));
+            let _ = b.offer(
+                now,
+                pkt(1_000 + u64::from(t), SchemeTag::UNTAGGED, Ecn::NotEct),
+            );
+        }
+        assert_eq!(b.active_flows(), [1, 0, 0]);
+        assert_eq!(b.router().meter().config().capacity, 1e6);
     }
 
     #[test]
