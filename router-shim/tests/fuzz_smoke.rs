@@ -265,6 +265,14 @@ fn scenario_seeds() -> Vec<Vec<u8>> {
     };
     seeds.push(link("1e30s", "1bdp"));
     seeds.push(link("10ms", "1e30pkt"));
+    // Found by fuzzing: a path's delays overflowed their sum.
+    seeds.push(
+        b"title = \"t\"\nscheme = \"vcp\"\nduration = \"10s\"\n\
+          [[links]]\nname = \"A\"\nrate = \"4Mbit\"\ndelay = \"1e30s\"\nbuffer = \"100pkt\"\n\
+          [[links]]\nname = \"B\"\nrate = \"4Mbit\"\ndelay = \"1e30s\"\nbuffer = \"100pkt\"\n\
+          [[flows]]\npath = [\"A\", \"B\"]\nrtt = \"2s\"\n"
+            .to_vec(),
+    );
     seeds
 }
 

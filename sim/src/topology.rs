@@ -107,10 +107,15 @@ impl Network {
         let pick = |d: &Duplex, data: bool| if data != reverse { d.fwd } else { d.rev };
         let mut path: Vec<usize> = hops.iter().map(|d| pick(d, true)).collect();
         let mut ack_path: Vec<usize> = hops.iter().rev().map(|d| pick(d, false)).collect();
-        let one_way: Nanos = path.iter().map(|&l| self.links[l].delay).sum();
-        let back: Nanos = ack_path.iter().map(|&l| self.links[l].delay).sum();
+        // Saturating: a fuzzer's path of huge delays overflowed the sum.
+        let delay = |links: &[usize]| {
+            links
+                .iter()
+                .fold(0, |t: Nanos, &l| t.saturating_add(self.links[l].delay))
+        };
+        let (one_way, back) = (delay(&path), delay(&ack_path));
         if let Some(rtt) = rtt {
-            let base = one_way + back;
+            let base = one_way.saturating_add(back);
             if rtt < base {
                 return Err(format!(
                     "rtt {} ms is shorter than the path's own round trip of {} ms",
