@@ -296,15 +296,9 @@ impl<D: Decrease> VcpLaw<D> {
     ///
     /// Overload reported until one RTT and one t_p after the hold still
     /// describes the episode this MD answered, so it does not decrease the
-    /// window again. The ns-2 release guards only the hold and the RTT, which
-    /// covers the router intervals that ended before the decreased traffic
-    /// reached it; but the interval during which it arrives is mostly older
-    /// traffic, reads overload as well, and its verdict reaches the sender up
-    /// to a t_p later. On the end-to-end goal path (100 Mbit/s, RTT = t_p =
-    /// 200 ms) the simulator had 53 of 151 VCP MDs come exactly 400 ms after
-    /// the previous one, each a second ×0.875 for one episode (and under
-    /// EVCP, whose controller reads the second MD as a downward trend, a
-    /// ×0.7 with MI blocked: 77.6 % utilization in one of eight seeds).
+    /// window again: the ns-2 release guards only the hold and the RTT, but
+    /// the interval in which the decreased traffic arrives reads overload
+    /// too (measurements: sim/REPRODUCTION.md, "Deviations and tuning").
     pub fn decrease_if_due(&mut self, now: Duration, rtt: &RttSample, beta: f64) {
         if now < self.episode_until {
             return;
