@@ -38,11 +38,10 @@ impl LoadParams {
 
 use std::time::Duration;
 
-use crate::classic::LOSS_REDUCTION;
 use crate::ecn::{Ecn, SchemeTag, WireScheme};
 use crate::signal::{
-    Congestion, Decoder, Feedback, Law, LawConfig, LinkState, LossEpoch, Marker, Mode, PacketMarks,
-    RttSample,
+    Congestion, Decoder, Feedback, Law, LawConfig, LinkState, Marker, Mode, PacketMarks, RttSample,
+    Window,
 };
 use crate::vcp::MI_SCALE_CAP;
 
@@ -174,14 +173,13 @@ impl Decoder for BmccDecoder {
 #[derive(Clone, Debug)]
 pub struct BmccLaw {
     config: LawConfig,
-    cwnd: f64,
+    cwnd: Window,
     estimate: f64,
     /// New flows stay in MI until the estimate first reaches 1.
     starting: bool,
     /// Since when the estimate has been under η (after the start).
     low_since: Option<Duration>,
     last_decrease: Option<Duration>,
-    loss: LossEpoch,
     mode: Mode,
 }
 
@@ -189,13 +187,12 @@ impl BmccLaw {
     /// A BMCC sender.
     pub fn new(config: LawConfig) -> BmccLaw {
         BmccLaw {
-            cwnd: config.clamp(config.initial_window as f64),
+            cwnd: Window::new(config),
             config,
             estimate: ETA0,
             starting: true,
             low_since: None,
             last_decrease: None,
-            loss: LossEpoch::default(),
             mode: Mode::MultiplicativeIncrease,
         }
     }
@@ -215,7 +212,7 @@ impl BmccLaw {
     }
 
     fn decrease(&mut self, now: Duration) {
-        self.cwnd = self.config.clamp(self.cwnd * md_factor(self.estimate));
+        self.cwnd.set(self.cwnd.bytes() * md_factor(self.estimate));
         self.last_decrease = Some(now);
         self.mode = Mode::Overloaded;
     }
@@ -240,14 +237,15 @@ impl Law for BmccLaw {
         let acked = acked_bytes as f64;
         let grown = if self.starting || low_held {
             self.mode = Mode::MultiplicativeIncrease;
-            self.cwnd + Self::mi_growth(self.estimate, rtt.smoothed, self.config.interval) * acked
+            self.cwnd.bytes()
+                + Self::mi_growth(self.estimate, rtt.smoothed, self.config.interval) * acked
         } else {
             // α = (T/t_p)² packets per RTT (BMCC paper eq. 1.3).
             let ratio = rtt.smoothed.as_secs_f64() / self.config.interval.as_secs_f64();
             self.mode = Mode::AdditiveIncrease;
-            self.cwnd + ratio * ratio * self.config.mss as f64 * acked / self.cwnd
+            self.cwnd.bytes() + ratio * ratio * self.config.mss as f64 * acked / self.cwnd.bytes()
         };
-        self.cwnd = self.config.clamp(grown);
+        self.cwnd.set(grown);
     }
 
     fn on_feedback(&mut self, now: Duration, feedback: Feedback, rtt: &RttSample) {
@@ -272,15 +270,18 @@ impl Law for BmccLaw {
         _kind: Congestion,
         _rtt: &RttSample,
     ) {
-        if self.loss.begins(now, sent) {
+        if self
+            .cwnd
+            .reduce_on_congestion(now, sent, Window::LOSS_REDUCTION)
+            .is_some()
+        {
             self.starting = false;
-            self.cwnd = self.config.clamp(self.cwnd * LOSS_REDUCTION);
             self.mode = Mode::Recovery;
         }
     }
 
     fn window(&self) -> u64 {
-        self.cwnd as u64
+        self.cwnd.bytes() as u64
     }
 
     fn mode(&self) -> Mode {
