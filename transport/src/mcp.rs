@@ -14,17 +14,26 @@
 //!   new flow sets fairing + this-path until it has seen seven
 //!   increase-decrease cycles (§IV-D.1).
 //!
+//! Where no ecnq router is at the bottleneck, every packet arrives with code
+//! `00`, the same as a lightly used ecnq link, and the paper's sender doubles
+//! its rate into a queue it cannot see. ecnq's sender tells the two apart by
+//! loss: a loss while no code above `00` has come for [`ROUTER_SPAN_PERIODS`]
+//! adjustment periods happened at a link no ecnq router meters, and the flow
+//! runs Cubic from its current rate until a code above `00` arrives again
+//! (docs/design.md §2, router presence).
+//!
 //! Rates are in bytes per second, like every other ecnq figure; the paper
 //! counts bits per second, and each constant gives both. In QUIC the rate
 //! becomes a window = rate × srtt and the pacer spreads it (docs/design.md §2).
 
 use std::time::Duration;
 
+use crate::cubic::CubicLaw;
 use crate::ecn::{Ecn, SchemeTag, WireScheme};
 use crate::load::IntervalStats;
 use crate::load::LoadFactor;
 use crate::signal::{
-    Congestion, Decoder, Feedback, LawConfig, LinkState, Marker, Mode, PacketMarks, RttSample,
+    Congestion, Decoder, Feedback, Law, LawConfig, LinkState, Marker, Mode, PacketMarks, RttSample,
 };
 
 /// U = (N + Q) / (C·T), Q the minimum queue of the period (MCP paper eq. 1).
@@ -65,6 +74,14 @@ pub const MAX_RATE: f64 = 12.5e9;
 pub const FAIRING_CYCLES: u32 = 7;
 /// Senders adjust the rate once per 2T, T the measurement period (MCP paper §IV-H).
 pub const ADJUSTMENT_PERIODS: u32 = 2;
+/// A loss counts as one at a link without an ecnq router when no code above
+/// `00` arrived for this many adjustment periods (2T each; 3.2 s at the
+/// default T = 200 ms). ecnq's, not the paper's: a loaded ecnq router writes
+/// at least `01` from 48 % utilization on, long before its queue overflows,
+/// so a flow whose bottleneck it is has seen such a code within a few
+/// periods of any loss there, even right after a halving.
+pub const ROUTER_SPAN_PERIODS: u32 = 8;
+
 /// A fairing request at a router lasts while the link's last completed
 /// period is below e + 2, e the last completed period when the request
 /// arrived: the rest of period e + 1 in progress, and all of the next
@@ -280,6 +297,10 @@ pub struct McpLaw {
     /// A stable flow's pending overload: when it counts as confirmed.
     overload_confirmed_at: Option<Duration>,
     cycles: u32,
+    /// When the latest code above `00` arrived.
+    router_spoke_at: Option<Duration>,
+    /// While no ecnq router is at the bottleneck: the Cubic law in control.
+    unassisted: Option<CubicLaw>,
 }
 
 impl McpLaw {
@@ -309,6 +330,8 @@ impl McpLaw {
             halved: false,
             overload_confirmed_at: None,
             cycles: 0,
+            router_spoke_at: None,
+            unassisted: None,
         };
         law.set_rate(INITIAL_RATE);
         law
@@ -344,6 +367,32 @@ impl McpLaw {
     pub fn request_fairing(&mut self) {
         self.cycles = 0;
         self.increased = false;
+    }
+
+    /// Whether the flow runs Cubic because its bottleneck has no ecnq router.
+    pub fn is_unassisted(&self) -> bool {
+        self.unassisted.is_some()
+    }
+
+    /// Whether a loss at `now` happened at a link without an ecnq router:
+    /// no code above `00` for [`ROUTER_SPAN_PERIODS`] adjustment periods.
+    fn router_silent(&self, now: Duration) -> bool {
+        let span = self.period.saturating_mul(ROUTER_SPAN_PERIODS);
+        self.code == McpCode::Light
+            && self
+                .router_spoke_at
+                .is_none_or(|at| now >= at.saturating_add(span))
+    }
+
+    /// A router speaks again: MCP from the rate Cubic reached, in the mode
+    /// the code selects, adjusting 2T from now.
+    fn leave_cubic(&mut self, now: Duration) {
+        if let Some(cubic) = self.unassisted.take() {
+            let srtt = self.srtt.unwrap_or(self.period).as_secs_f64();
+            self.set_rate(cubic.window() as f64 / srtt);
+            self.halved = false;
+            self.restart_timer(now);
+        }
     }
 
     fn set_rate(&mut self, rate: f64) {
@@ -490,10 +539,13 @@ impl McpLaw {
     }
 }
 
-impl crate::signal::Law for McpLaw {
-    fn on_ack(&mut self, now: Duration, _acked_bytes: u64, rtt: &RttSample) {
+impl Law for McpLaw {
+    fn on_ack(&mut self, now: Duration, acked_bytes: u64, rtt: &RttSample) {
         self.observe_rtt(rtt);
-        self.advance(now);
+        match &mut self.unassisted {
+            Some(cubic) => cubic.on_ack(now, acked_bytes, rtt),
+            None => self.advance(now),
+        }
     }
 
     fn on_feedback(&mut self, now: Duration, feedback: Feedback, rtt: &RttSample) {
@@ -502,6 +554,15 @@ impl crate::signal::Law for McpLaw {
         // that was current then.
         self.advance(now);
         let code = McpCode::from_level(feedback.level);
+        if code > McpCode::Light {
+            self.router_spoke_at = Some(now);
+            self.leave_cubic(now);
+        }
+        if self.unassisted.is_some() {
+            self.code = code;
+            self.fairing_echo = feedback.fairing;
+            return;
+        }
         let nascent = code == McpCode::Overload && self.code != McpCode::Overload;
         self.code = code;
         self.fairing_echo = feedback.fairing;
@@ -528,8 +589,18 @@ impl crate::signal::Law for McpLaw {
         }
     }
 
-    fn on_congestion(&mut self, now: Duration, sent: Duration, _kind: Congestion, rtt: &RttSample) {
+    fn on_congestion(&mut self, now: Duration, sent: Duration, kind: Congestion, rtt: &RttSample) {
         self.observe_rtt(rtt);
+        if self.unassisted.is_none() && self.router_silent(now) {
+            // Cubic from the rate the flow sent; its decrease answers this loss.
+            let mut cubic = CubicLaw::new(self.config);
+            cubic.set_window(self.window() as f64);
+            self.unassisted = Some(cubic);
+        }
+        if let Some(cubic) = &mut self.unassisted {
+            cubic.on_congestion(now, sent, kind, rtt);
+            return;
+        }
         self.advance(now);
         if self.last_decrease.is_some_and(|last| sent <= last) {
             return;
@@ -543,6 +614,9 @@ impl crate::signal::Law for McpLaw {
     /// [`pacing_rate`](crate::signal::Law::pacing_rate); this one is for
     /// window-driven callers.
     fn window(&self) -> u64 {
+        if let Some(cubic) = &self.unassisted {
+            return cubic.window();
+        }
         let bytes = match self.srtt {
             Some(srtt) => self.rate * srtt.as_secs_f64(),
             None => self.config.initial_window as f64,
@@ -551,11 +625,14 @@ impl crate::signal::Law for McpLaw {
     }
 
     fn pacing_rate(&self) -> Option<f64> {
-        Some(self.rate)
+        self.unassisted.is_none().then_some(self.rate)
     }
 
     fn mode(&self) -> Mode {
-        self.mode
+        match &self.unassisted {
+            Some(cubic) => cubic.mode(),
+            None => self.mode,
+        }
     }
 
     fn tag(&self) -> SchemeTag {
@@ -1128,6 +1205,8 @@ mod tests {
     #[test]
     fn loss_halves_at_most_once_per_round_trip() {
         let mut law = scaled_up(4);
+        // An ecnq router spoke lately: the loss is MCP's to answer.
+        law.router_spoke_at = Some(MS * 1600);
         let peak = law.rate();
         let rtt = rtt();
         law.on_congestion(MS * 1700, MS * 1650, Congestion::Loss, &rtt);
@@ -1281,6 +1360,52 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_loss_no_router_saw_turns_the_flow_to_cubic_until_a_router_speaks() {
+        let mut law = law_seeing(McpCode::Light, false);
+        let second = Duration::from_secs(1);
+        // Scaling on code 00 for a few seconds, then a loss: no ecnq router
+        // wrote anything above 00, so the loss happened at a link none meters.
+        for t in 1..=4 {
+            law.on_ack(second * t, 1200, &rtt());
+        }
+        let rate = law.rate();
+        law.on_congestion(second * 4, second * 4 - MS, Congestion::Loss, &rtt());
+        assert!(law.is_unassisted());
+        assert_eq!(law.pacing_rate(), None, "Cubic's window rules");
+        // Cubic's decrease (β = 0.7) of the window the flow sent at.
+        let window = law.window() as f64;
+        let sent = rate * rtt().smoothed.as_secs_f64();
+        assert!(
+            (window - 0.7 * sent).abs() <= 0.01 * sent + 1200.0,
+            "{window} vs {sent}"
+        );
+        // Acks grow Cubic's window, not MCP's rate.
+        for ms in 1..200 {
+            law.on_ack(second * 4 + MS * ms, 1200, &rtt());
+        }
+        assert!(law.window() as f64 > window);
+        assert_eq!(law.rate(), rate, "MCP's rate waits");
+        // A router at a loaded link speaks: MCP again, from Cubic's rate.
+        let cubic_rate = law.window() as f64 / rtt().smoothed.as_secs_f64();
+        law.on_feedback(second * 5, feedback(McpCode::Moderate, false), &rtt());
+        assert!(!law.is_unassisted());
+        assert!((law.rate() - cubic_rate).abs() < 1e-6 * cubic_rate);
+        assert_eq!(law.pacing_rate(), Some(law.rate()));
+    }
+
+    #[test]
+    fn a_loss_soon_after_a_router_spoke_is_answered_by_mcp() {
+        let mut law = law_seeing(McpCode::High, false);
+        let at = ROUTER_SPAN_PERIODS * law.period / 2;
+        law.on_feedback(at, feedback(McpCode::Light, false), &rtt());
+        let rate = law.rate();
+        law.on_congestion(at + MS, at, Congestion::Loss, &rtt());
+        assert!(!law.is_unassisted());
+        assert_eq!(law.mode(), Mode::Overloaded);
+        assert!(law.rate() <= rate * DECREASE_FACTOR + 1e-9);
+    }
+
     proptest! {
         #[test]
         fn decoder_never_panics(packets in proptest::collection::vec((any::<u8>(), any::<u8>(), any::<u32>()), 0..200)) {
@@ -1310,7 +1435,8 @@ mod tests {
                 let rate = law.rate();
                 prop_assert!(rate.is_finite());
                 prop_assert!(rate >= law.min_rate() && rate <= MAX_RATE, "rate {}", rate);
-                prop_assert_eq!(law.pacing_rate(), Some(rate));
+                let paced = (!law.is_unassisted()).then_some(rate);
+                prop_assert_eq!(law.pacing_rate(), paced);
                 prop_assert!(law.window() >= cfg.min_window && law.window() <= cfg.max_window);
             }
         }
