@@ -26,16 +26,10 @@ use tokio::io::Interest;
 
 use super::congestion::CongestionControl;
 use super::demux::Routes;
+use crate::tos_io::{parse_control, sent_as_ipv6, CmsgWriter, ControlBuffer, CONTROL_LEN};
 
-/// Control space per message: timestamp + GRO + PKTINFO + TOS need about
-/// 120 bytes (docs/design.md §3); 256 leaves room for what a kernel adds.
-const CONTROL_LEN: usize = 256;
 /// Messages per `recvmmsg` call at most.
 const RECV_BATCH: usize = 32;
-
-#[repr(C, align(8))]
-#[derive(Clone, Copy)]
-struct Control([u8; CONTROL_LEN]);
 
 /// Counters of what the socket saw.
 #[derive(Debug, Default)]
@@ -183,7 +177,7 @@ impl EcnSocket {
             iov_base: transmit.contents.as_ptr() as *mut libc::c_void,
             iov_len: transmit.contents.len(),
         };
-        let mut control = Control([0; CONTROL_LEN]);
+        let mut control = ControlBuffer::default();
         // SAFETY: msghdr is plain old data; every pointer set below outlives sendmsg.
         let mut hdr: libc::msghdr = unsafe { mem::zeroed() };
         hdr.msg_name = name.as_ptr() as *mut libc::c_void;
@@ -192,20 +186,8 @@ impl EcnSocket {
         hdr.msg_iovlen = 1;
         hdr.msg_control = control.0.as_mut_ptr().cast();
         hdr.msg_controllen = CONTROL_LEN as _;
-        let mut cmsgs = CmsgWriter::new(&mut hdr, CONTROL_LEN);
-        let to_ipv4 = match destination.ip() {
-            IpAddr::V4(_) => true,
-            IpAddr::V6(ip) => ip.to_ipv4_mapped().is_some(),
-        };
-        if to_ipv4 {
-            cmsgs.push(libc::IPPROTO_IP, libc::IP_TOS, libc::c_int::from(tos));
-        } else {
-            cmsgs.push(
-                libc::IPPROTO_IPV6,
-                libc::IPV6_TCLASS,
-                libc::c_int::from(tos),
-            );
-        }
+        let mut cmsgs = CmsgWriter::new(&mut hdr);
+        cmsgs.push_tos(sent_as_ipv6(destination), tos);
         if let Some(segment) = transmit.segment_size {
             if segment < transmit.contents.len() {
                 cmsgs.push(libc::SOL_UDP, libc::UDP_SEGMENT, segment as u16);
@@ -233,11 +215,7 @@ impl EcnSocket {
             }
             None => {}
         }
-        let used = cmsgs.finish();
-        hdr.msg_controllen = used as _;
-        if used == 0 {
-            hdr.msg_control = std::ptr::null_mut();
-        }
+        cmsgs.finish();
         loop {
             // SAFETY: hdr points at live buffers (see above).
             let n = unsafe { libc::sendmsg(self.io.as_raw_fd(), &hdr, 0) };
@@ -264,7 +242,7 @@ impl EcnSocket {
         // Names are zeroed (read back whole); control data is read only as
         // far as the kernel wrote it.
         let mut names = [MaybeUninit::<libc::sockaddr_storage>::zeroed(); RECV_BATCH];
-        let mut controls = [MaybeUninit::<Control>::uninit(); RECV_BATCH];
+        let mut controls = [MaybeUninit::<ControlBuffer>::uninit(); RECV_BATCH];
         // SAFETY: mmsghdr is plain old data.
         let mut hdrs: [libc::mmsghdr; RECV_BATCH] = unsafe { mem::zeroed() };
         for i in 0..count {
@@ -335,94 +313,6 @@ impl EcnSocket {
             m.dst_ip = control.dst_ip;
         }
         Ok(received)
-    }
-}
-
-/// What the control messages of one receive said.
-#[derive(Default)]
-struct ReceivedControl {
-    tos: Option<u8>,
-    gro_segment: Option<usize>,
-    dst_ip: Option<IpAddr>,
-}
-
-fn parse_control(hdr: &libc::msghdr) -> ReceivedControl {
-    let mut out = ReceivedControl::default();
-    // SAFETY: the kernel filled msg_control with msg_controllen bytes of
-    // well-formed cmsgs; CMSG_FIRSTHDR / CMSG_NXTHDR stay inside them.
-    unsafe {
-        let mut cmsg = libc::CMSG_FIRSTHDR(hdr);
-        while !cmsg.is_null() {
-            let c = &*cmsg;
-            let data = libc::CMSG_DATA(cmsg);
-            let data_len = c.cmsg_len as usize - (data as usize - cmsg as usize);
-            match (c.cmsg_level, c.cmsg_type) {
-                // IPv4 TOS arrives as one byte, IPv6 traffic class as an int.
-                (libc::IPPROTO_IP, libc::IP_TOS) if data_len >= 1 => out.tos = Some(*data),
-                (libc::IPPROTO_IPV6, libc::IPV6_TCLASS) if data_len >= 4 => {
-                    out.tos = Some(data.cast::<libc::c_int>().read_unaligned() as u8)
-                }
-                (libc::SOL_UDP, libc::UDP_GRO) if data_len >= 4 => {
-                    out.gro_segment = Some(data.cast::<libc::c_int>().read_unaligned() as usize)
-                }
-                (libc::IPPROTO_IP, libc::IP_PKTINFO) => {
-                    let info = data.cast::<libc::in_pktinfo>().read_unaligned();
-                    out.dst_ip = Some(IpAddr::from(info.ipi_addr.s_addr.to_ne_bytes()));
-                }
-                (libc::IPPROTO_IPV6, libc::IPV6_PKTINFO) => {
-                    let info = data.cast::<libc::in6_pktinfo>().read_unaligned();
-                    out.dst_ip = Some(IpAddr::from(info.ipi6_addr.s6_addr));
-                }
-                _ => {}
-            }
-            cmsg = libc::CMSG_NXTHDR(hdr, cmsg);
-        }
-    }
-    out
-}
-
-/// Appends control messages to a `msghdr`'s control buffer.
-struct CmsgWriter<'a> {
-    hdr: &'a mut libc::msghdr,
-    cmsg: *mut libc::cmsghdr,
-    used: usize,
-    capacity: usize,
-}
-
-impl<'a> CmsgWriter<'a> {
-    /// `hdr`'s control buffer must be `capacity` bytes, as msg_controllen says.
-    fn new(hdr: &'a mut libc::msghdr, capacity: usize) -> CmsgWriter<'a> {
-        // SAFETY: msg_control / msg_controllen describe a live, aligned buffer.
-        let cmsg = unsafe { libc::CMSG_FIRSTHDR(hdr) };
-        CmsgWriter {
-            hdr,
-            cmsg,
-            used: 0,
-            capacity,
-        }
-    }
-
-    fn push<T: Copy>(&mut self, level: libc::c_int, kind: libc::c_int, value: T) {
-        assert!(!self.cmsg.is_null(), "control buffer too small");
-        // SAFETY: cmsg points inside the control buffer with room for one
-        // CMSG_SPACE(size_of::<T>()) (checked by the caller's buffer size,
-        // CONTROL_LEN, far above the three small messages written).
-        unsafe {
-            let space = libc::CMSG_SPACE(mem::size_of::<T>() as _) as usize;
-            assert!(self.used + space <= self.capacity);
-            (*self.cmsg).cmsg_level = level;
-            (*self.cmsg).cmsg_type = kind;
-            (*self.cmsg).cmsg_len = libc::CMSG_LEN(mem::size_of::<T>() as _) as _;
-            libc::CMSG_DATA(self.cmsg)
-                .cast::<T>()
-                .write_unaligned(value);
-            self.used += space;
-            self.cmsg = libc::CMSG_NXTHDR(self.hdr, self.cmsg);
-        }
-    }
-
-    fn finish(self) -> usize {
-        self.used
     }
 }
 
