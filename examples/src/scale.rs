@@ -27,11 +27,11 @@ use std::time::{Duration, Instant};
 
 use ecnq::bottleneck::Discipline;
 use ecnq::quic::{CongestionControl, Endpoint, Options, SelfSigned};
+use ecnq_shim::io::relay::{raise_fd_limit, Relay, RelayConfig, RelayReport, FD_RESERVE};
+use ecnq_shim::io::sessions::SessionLimits;
+use ecnq_shim::link::spec::{parse_size, LinkSpec};
 use ecnq_shim::link::{router_config, Direction, LinkCounters};
-use ecnq_shim::pump::Observers;
-use ecnq_shim::relay::{raise_fd_limit, Relay, RelayConfig, RelayReport, FD_RESERVE};
-use ecnq_shim::sessions::SessionLimits;
-use ecnq_shim::spec::{parse_size, LinkSpec};
+use ecnq_shim::observe::Observers;
 use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
 use rustls::RootCertStore;
 use serde::{Deserialize, Serialize};

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use clap::Args;
 use ecnq::quic::CongestionControl;
-use ecnq_shim::spec::{parse_rate, parse_size, parse_time, LinkSpec};
+use ecnq_shim::link::spec::{parse_rate, parse_size, parse_time, LinkSpec};
 use serde::Serialize;
 
 use super::check_seconds;

@@ -7,9 +7,9 @@
 
 use ecnq::quic::report::{Packet, ReportFilter, Repr, LEN};
 use ecnq::{Ecn, SchemeTag, WireScheme};
-use ecnq_shim::classify::{classify, rewrite, IpVersion, Verdict};
+use ecnq_shim::link::classify::{classify, rewrite, IpVersion, Verdict};
 use ecnq_shim::link::router_config;
-use ecnq_shim::spec::LinkSpec;
+use ecnq_shim::link::spec::LinkSpec;
 use ecnq_shim::wire::Ipv4Packet;
 use ecnq_sim::scenario::{Overrides, Scenario};
 

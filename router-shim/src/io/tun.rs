@@ -1,7 +1,7 @@
 //! `ecnq-shim tun`: the shim as a router hop, through two TUN devices.
 //!
 //! Each direction is one thread that reads its device, drives its link
-//! ([`crate::pump::Driver`]) and writes into the other device: no hand-over
+//! ([`super::pump::Driver`]) and writes into the other device: no hand-over
 //! between threads on the packet path.
 //!
 //! The router's policy routes send traffic from the left side into the `up`
@@ -27,10 +27,12 @@ use std::time::{Duration, Instant};
 use ecnq::PacketMarks;
 use tun_rs::{DeviceBuilder, GROTable, SyncDevice, IDEAL_BATCH_SIZE, VIRTIO_NET_HDR_LEN};
 
-use crate::classify::{classify, corrupt_udp, rewrite, Classified, PassReason, Verdict};
+use super::pump::{Driver, Egress};
+use crate::link::classify::{
+    classify, corrupt_udp, remarked_tos, rewrite, Classified, PassReason, Verdict,
+};
 use crate::link::{Corruption, Direction, Link, LinkPacket};
-use crate::pump::{Driver, Egress, Observers};
-use crate::stats::LinkSnapshot;
+use crate::observe::{LinkSnapshot, Observers};
 
 /// Room in front of each packet for the virtio-net header a write may need.
 const HEADROOM: usize = VIRTIO_NET_HDR_LEN;
@@ -96,7 +98,7 @@ impl LinkPacket for TunPacket {
     fn set_marks(&mut self, marks: &PacketMarks) {
         if let Ok(c) = self.classified.as_mut() {
             rewrite(&mut self.buf[HEADROOM..], c, marks);
-            c.tos = crate::classify::remarked_tos(c.tos, marks);
+            c.tos = remarked_tos(c.tos, marks);
             c.marks = *marks;
         }
     }
