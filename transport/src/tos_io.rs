@@ -108,10 +108,10 @@ pub struct CmsgWriter<'a> {
 }
 
 impl<'a> CmsgWriter<'a> {
-    /// Writes into the control buffer `hdr` points at, which must be a
-    /// [`ControlBuffer`] with `msg_controllen` = [`CONTROL_LEN`].
-    pub fn new(hdr: &'a mut libc::msghdr) -> CmsgWriter<'a> {
-        assert_eq!(hdr.msg_controllen as usize, CONTROL_LEN);
+    /// Writes into `control`, which `hdr` then points at.
+    pub fn new(hdr: &'a mut libc::msghdr, control: &'a mut ControlBuffer) -> CmsgWriter<'a> {
+        hdr.msg_control = control.0.as_mut_ptr().cast();
+        hdr.msg_controllen = CONTROL_LEN as _;
         // SAFETY: msg_control / msg_controllen describe a live, aligned buffer.
         let cmsg = unsafe { libc::CMSG_FIRSTHDR(hdr) };
         CmsgWriter { hdr, cmsg, used: 0 }
@@ -145,6 +145,32 @@ impl<'a> CmsgWriter<'a> {
             (libc::IPPROTO_IP, libc::IP_TOS)
         };
         self.push(level, kind, libc::c_int::from(tos));
+    }
+
+    /// Appends the source address to send from (`IP_PKTINFO` /
+    /// `IPV6_PKTINFO`).
+    pub fn push_source(&mut self, ip: IpAddr) {
+        match ip {
+            IpAddr::V4(ip) => {
+                let info = libc::in_pktinfo {
+                    ipi_ifindex: 0,
+                    ipi_spec_dst: libc::in_addr {
+                        s_addr: u32::from_ne_bytes(ip.octets()),
+                    },
+                    ipi_addr: libc::in_addr { s_addr: 0 },
+                };
+                self.push(libc::IPPROTO_IP, libc::IP_PKTINFO, info);
+            }
+            IpAddr::V6(ip) => {
+                let info = libc::in6_pktinfo {
+                    ipi6_ifindex: 0,
+                    ipi6_addr: libc::in6_addr {
+                        s6_addr: ip.octets(),
+                    },
+                };
+                self.push(libc::IPPROTO_IPV6, libc::IPV6_PKTINFO, info);
+            }
+        }
     }
 
     /// Sets `msg_controllen` to what was written (no control data at all
@@ -302,9 +328,7 @@ pub fn send_with_tos(
     }
     msg.msg_iov = &mut iov;
     msg.msg_iovlen = 1;
-    msg.msg_control = control.0.as_mut_ptr().cast();
-    msg.msg_controllen = CONTROL_LEN as _;
-    let mut cmsgs = CmsgWriter::new(&mut msg);
+    let mut cmsgs = CmsgWriter::new(&mut msg, &mut control);
     cmsgs.push_tos(ipv6, tos);
     cmsgs.finish();
     // SAFETY: every pointer in `msg` is valid for the lengths given, for the call.

@@ -153,8 +153,10 @@ impl EcnSocket {
         }
     }
 
-    fn send(&self, transmit: &Transmit) -> io::Result<()> {
-        let tos = match self
+    /// The TOS byte of a transmit: what its connection's peer sends (ECN
+    /// codepoint and scheme tag), or quinn's ECN alone for an unknown one.
+    fn tos_of(&self, transmit: &Transmit) -> u8 {
+        match self
             .routes
             .route_sent(transmit.destination, transmit.contents)
         {
@@ -165,7 +167,11 @@ impl EcnSocket {
                 peer.send_tos(transmit.ecn, packets as u64)
             }
             None => transmit.ecn.map_or(0, |e| e as u8),
-        };
+        }
+    }
+
+    fn send(&self, transmit: &Transmit) -> io::Result<()> {
+        let tos = self.tos_of(transmit);
         let destination = match transmit.destination {
             SocketAddr::V4(v4) if self.ipv6 => {
                 SocketAddr::new(v4.ip().to_ipv6_mapped().into(), v4.port())
@@ -184,36 +190,15 @@ impl EcnSocket {
         hdr.msg_namelen = name.len();
         hdr.msg_iov = &mut iov;
         hdr.msg_iovlen = 1;
-        hdr.msg_control = control.0.as_mut_ptr().cast();
-        hdr.msg_controllen = CONTROL_LEN as _;
-        let mut cmsgs = CmsgWriter::new(&mut hdr);
+        let mut cmsgs = CmsgWriter::new(&mut hdr, &mut control);
         cmsgs.push_tos(sent_as_ipv6(destination), tos);
         if let Some(segment) = transmit.segment_size {
             if segment < transmit.contents.len() {
                 cmsgs.push(libc::SOL_UDP, libc::UDP_SEGMENT, segment as u16);
             }
         }
-        match transmit.src_ip {
-            Some(IpAddr::V4(ip)) => {
-                let info = libc::in_pktinfo {
-                    ipi_ifindex: 0,
-                    ipi_spec_dst: libc::in_addr {
-                        s_addr: u32::from_ne_bytes(ip.octets()),
-                    },
-                    ipi_addr: libc::in_addr { s_addr: 0 },
-                };
-                cmsgs.push(libc::IPPROTO_IP, libc::IP_PKTINFO, info);
-            }
-            Some(IpAddr::V6(ip)) => {
-                let info = libc::in6_pktinfo {
-                    ipi6_ifindex: 0,
-                    ipi6_addr: libc::in6_addr {
-                        s6_addr: ip.octets(),
-                    },
-                };
-                cmsgs.push(libc::IPPROTO_IPV6, libc::IPV6_PKTINFO, info);
-            }
-            None => {}
+        if let Some(ip) = transmit.src_ip {
+            cmsgs.push_source(ip);
         }
         cmsgs.finish();
         loop {
@@ -276,43 +261,57 @@ impl EcnSocket {
         };
         let at = Instant::now();
         for i in 0..received {
-            let hdr = &hdrs[i].msg_hdr;
-            let len = hdrs[i].msg_len as usize;
-            // SAFETY: the kernel wrote a socket address of msg_namelen bytes.
-            let addr = unsafe { socket2::SockAddr::new(names[i].assume_init(), hdr.msg_namelen) }
-                .as_socket()
-                .ok_or_else(|| io::Error::other("recvmmsg returned a non-IP address"))?;
-            if hdr.msg_flags & libc::MSG_CTRUNC != 0 {
-                self.counters
-                    .truncated_control
-                    .fetch_add(1, Ordering::Relaxed);
-                tracing::warn!("control data truncated (MSG_CTRUNC): ECN of this receive is lost");
-            }
-            let control = parse_control(hdr);
-            let stride = control.gro_segment.unwrap_or(len).max(1);
-            if stride < len {
-                self.counters.gro_receives.fetch_add(1, Ordering::Relaxed);
-            }
-            let ecn = match control.tos {
-                Some(tos) => {
-                    let ecn = self
-                        .routes
-                        .on_receive(at, addr, tos, &bufs[i][..len], stride);
-                    EcnCodepoint::from_bits(ecn.bits())
-                }
-                None => {
-                    self.counters.missing_tos.fetch_add(1, Ordering::Relaxed);
-                    None
-                }
-            };
-            let m = &mut meta[i];
-            m.addr = addr;
-            m.len = len;
-            m.stride = stride;
-            m.ecn = ecn;
-            m.dst_ip = control.dst_ip;
+            // SAFETY: the names were zeroed, which is a valid sockaddr_storage.
+            let name = unsafe { names[i].assume_init() };
+            self.take_received(at, &hdrs[i], name, &bufs[i], &mut meta[i])?;
         }
         Ok(received)
+    }
+
+    /// Reads one message of a `recvmmsg` into quinn's `meta`: sender, size,
+    /// GRO stride, and the ECN the connection's decoder makes of the TOS
+    /// byte (which it also feeds with the message).
+    fn take_received(
+        &self,
+        at: Instant,
+        msg: &libc::mmsghdr,
+        name: libc::sockaddr_storage,
+        buf: &[u8],
+        meta: &mut RecvMeta,
+    ) -> io::Result<()> {
+        let hdr = &msg.msg_hdr;
+        let len = msg.msg_len as usize;
+        // SAFETY: the kernel wrote a socket address of msg_namelen bytes.
+        let addr = unsafe { socket2::SockAddr::new(name, hdr.msg_namelen) }
+            .as_socket()
+            .ok_or_else(|| io::Error::other("recvmmsg returned a non-IP address"))?;
+        if hdr.msg_flags & libc::MSG_CTRUNC != 0 {
+            self.counters
+                .truncated_control
+                .fetch_add(1, Ordering::Relaxed);
+            tracing::warn!("control data truncated (MSG_CTRUNC): ECN of this receive is lost");
+        }
+        let control = parse_control(hdr);
+        let stride = control.gro_segment.unwrap_or(len).max(1);
+        if stride < len {
+            self.counters.gro_receives.fetch_add(1, Ordering::Relaxed);
+        }
+        let ecn = match control.tos {
+            Some(tos) => {
+                let ecn = self.routes.on_receive(at, addr, tos, &buf[..len], stride);
+                EcnCodepoint::from_bits(ecn.bits())
+            }
+            None => {
+                self.counters.missing_tos.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+        };
+        meta.addr = addr;
+        meta.len = len;
+        meta.stride = stride;
+        meta.ecn = ecn;
+        meta.dst_ip = control.dst_ip;
+        Ok(())
     }
 }
 
