@@ -272,10 +272,8 @@ impl<P: LinkPacket> Link<P> {
             self.counters.drop(cause);
             return Err(cause);
         }
-        if self.corrupt.next(&mut self.rng) {
-            if packet.corrupt(Corruption::draw(&mut self.rng)) {
-                self.counters.corrupted += 1;
-            }
+        if self.corrupt.next(&mut self.rng) && packet.corrupt(Corruption::draw(&mut self.rng)) {
+            self.counters.corrupted += 1;
         }
         let offered = self.bottleneck.offer(now, Carried(packet));
         self.count_aqm_drops();

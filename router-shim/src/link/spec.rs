@@ -385,71 +385,77 @@ impl FromStr for LinkSpec {
         let mut spec = LinkSpec::default();
         let mut seen: Vec<&str> = Vec::new();
         let mut words = s.split_whitespace().peekable();
-        while let Some(keyword) = words.next() {
-            let Some(keyword) = KEYWORDS
-                .into_iter()
-                .find(|k| k.eq_ignore_ascii_case(keyword))
-            else {
+        while let Some(word) = words.next() {
+            let Some(keyword) = KEYWORDS.into_iter().find(|k| k.eq_ignore_ascii_case(word)) else {
                 return err(format!(
-                    "unknown word `{keyword}` (expected rate, delay, loss, corrupt, reorder, duplicate, limit, blackhole or queue)"
+                    "unknown word `{word}` (expected rate, delay, loss, corrupt, reorder, duplicate, limit, blackhole or queue)"
                 ));
             };
             if seen.contains(&keyword) {
                 return err(format!("`{keyword}` given twice"));
             }
             seen.push(keyword);
-            match keyword {
-                "loss" | "corrupt" => {
-                    let pattern = parse_pattern(keyword, &mut words)?;
-                    if keyword == "loss" {
-                        spec.loss = pattern;
-                    } else {
-                        spec.corrupt = pattern;
-                    }
-                    continue;
-                }
-                "blackhole" => {
-                    spec.blackhole = Some(parse_blackhole(&mut words)?);
-                    continue;
-                }
-                _ => {}
-            }
-            let Some(value) = words.next() else {
-                return err(format!("`{keyword}` needs a value"));
-            };
-            match keyword {
-                "rate" => spec.rate = Some(parse_rate(value)?),
-                "delay" => {
-                    spec.delay = parse_time(value)?;
-                    if let Some(jitter) = words.next_if(|w| looks_numeric(w)) {
-                        spec.jitter = parse_time(jitter)?;
-                    }
-                }
-                "reorder" => spec.reorder = parse_percent(value, "reorder")?,
-                "duplicate" => spec.duplicate = parse_percent(value, "duplicate")?,
-                "queue" => spec.queue = Some(value.parse().map_err(SpecError)?),
-                _ => {
-                    let limit = if value.chars().all(|c| c.is_ascii_digit()) {
-                        Limit::Packets(
-                            value
-                                .parse()
-                                .or_else(|_| err(format!("limit `{value}` is too large")))?,
-                        )
-                    } else {
-                        Limit::Bytes(parse_size(value)?)
-                    };
-                    if matches!(limit, Limit::Packets(0) | Limit::Bytes(0)) {
-                        return err("limit must be greater than zero");
-                    }
-                    spec.limit = limit;
-                }
-            }
+            spec.set(keyword, &mut words)?;
         }
         if spec.reorder > 0.0 && spec.delay.is_zero() {
             return err("reorder needs a delay to reorder against (as in netem)");
         }
         Ok(spec)
     }
+}
+
+impl LinkSpec {
+    /// Sets what `keyword` and the words after it say.
+    fn set<'a, I>(
+        &mut self,
+        keyword: &str,
+        words: &mut std::iter::Peekable<I>,
+    ) -> Result<(), SpecError>
+    where
+        I: Iterator<Item = &'a str>,
+    {
+        match keyword {
+            "loss" => self.loss = parse_pattern(keyword, words)?,
+            "corrupt" => self.corrupt = parse_pattern(keyword, words)?,
+            "blackhole" => self.blackhole = Some(parse_blackhole(words)?),
+            _ => {
+                let Some(value) = words.next() else {
+                    return err(format!("`{keyword}` needs a value"));
+                };
+                match keyword {
+                    "rate" => self.rate = Some(parse_rate(value)?),
+                    "delay" => {
+                        self.delay = parse_time(value)?;
+                        if let Some(jitter) = words.next_if(|w| looks_numeric(w)) {
+                            self.jitter = parse_time(jitter)?;
+                        }
+                    }
+                    "reorder" => self.reorder = parse_percent(value, "reorder")?,
+                    "duplicate" => self.duplicate = parse_percent(value, "duplicate")?,
+                    "queue" => self.queue = Some(value.parse().map_err(SpecError)?),
+                    _ => self.limit = parse_limit(value)?,
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The value of `limit`: a bare number counts packets, a size bytes.
+fn parse_limit(value: &str) -> Result<Limit, SpecError> {
+    let limit = if value.chars().all(|c| c.is_ascii_digit()) {
+        Limit::Packets(
+            value
+                .parse()
+                .or_else(|_| err(format!("limit `{value}` is too large")))?,
+        )
+    } else {
+        Limit::Bytes(parse_size(value)?)
+    };
+    if matches!(limit, Limit::Packets(0) | Limit::Bytes(0)) {
+        return err("limit must be greater than zero");
+    }
+    Ok(limit)
 }
 
 impl fmt::Display for LinkSpec {

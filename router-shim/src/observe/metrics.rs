@@ -171,11 +171,12 @@ fn by<T>(label: &str, values: impl IntoIterator<Item = (&'static str, T)>) -> Ve
         .collect()
 }
 
-/// A counter family: name, help, and how to read it from a snapshot.
-type Counter = (&'static str, &'static str, fn(&LinkSnapshot) -> u64);
+/// A family without labels beyond the direction: name, help, and how to
+/// read its value from a snapshot.
+type Plain<T> = (&'static str, &'static str, fn(&LinkSnapshot) -> T);
 
 /// The link counters without labels beyond the direction.
-const COUNTERS: [Counter; 10] = [
+const COUNTERS: [Plain<u64>; 10] = [
     (
         "arrivals_total",
         "Packets offered to the link (before drops).",
@@ -279,7 +280,7 @@ fn drops_passed_and_marks(out: &mut String, links: &[LinkSnapshot]) {
 
 /// Queue, flows, utilization and load-factor gauges.
 fn queue_and_load(out: &mut String, links: &[LinkSnapshot]) {
-    let gauges: [(&str, &str, fn(&LinkSnapshot) -> f64); 3] = [
+    let gauges: [Plain<f64>; 3] = [
         ("queue_bytes", "Bytes waiting for serialization.", |s| {
             s.queue_bytes as f64
         }),
