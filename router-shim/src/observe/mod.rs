@@ -1,5 +1,6 @@
-//! What the shim tells about its links: JSON lines ([`stats`]), a
-//! Prometheus endpoint ([`metrics`]) and a pcap file ([`pcap`]), and the
+//! What the shim tells about its links: JSON lines ([`LinkSnapshot`],
+//! [`SessionCounters`], [`StatsSink`]), a Prometheus endpoint
+//! ([`SnapshotBoard`]) and a pcap file ([`PcapWriter`]), and the
 //! [`Observers`] bundle a link reports to.
 
 use std::sync::Arc;
