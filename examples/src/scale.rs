@@ -27,9 +27,10 @@ use std::time::{Duration, Instant};
 
 use ecnq::bottleneck::Discipline;
 use ecnq::quic::{CongestionControl, Endpoint, Options, SelfSigned};
+use ecnq::units::Size;
 use ecnq_shim::io::relay::{raise_fd_limit, Relay, RelayConfig, RelayReport, FD_RESERVE};
 use ecnq_shim::io::sessions::SessionLimits;
-use ecnq_shim::link::spec::{parse_size, LinkSpec};
+use ecnq_shim::link::spec::LinkSpec;
 use ecnq_shim::link::{router_config, Direction, LinkCounters};
 use ecnq_shim::observe::Observers;
 use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
@@ -161,8 +162,10 @@ pub fn parse_args<I: IntoIterator<Item = String>>(args: I) -> Result<Command, St
             "--batch" => config.batch = count(&flag, &value()?)?,
             "-b" | "--bytes" => {
                 let text = value()?;
-                config.bytes = parse_size(&text)
+                config.bytes = text
+                    .parse::<Size>()
                     .ok()
+                    .map(Size::bytes)
                     .filter(|b| (1..=MAX_BYTES).contains(b))
                     .ok_or_else(|| {
                         format!("{flag} must be a size from 1 byte to 16mb, got `{text}`")

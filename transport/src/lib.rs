@@ -41,8 +41,10 @@ pub mod presence;
 pub mod router;
 pub mod scheme;
 pub mod signal;
+pub mod statistics;
 #[cfg(feature = "tos-io")]
 pub mod tos_io;
+pub mod units;
 pub mod vcp;
 
 #[cfg(feature = "quic")]

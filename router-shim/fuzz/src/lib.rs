@@ -135,7 +135,7 @@ pub fn scenario(input: &[u8]) {
     }
 }
 
-/// Link specs (`ecnq_shim::spec`): what parses displays as a spec that
+/// Link specs (`ecnq_shim::link::spec`): what parses displays as a spec that
 /// parses again and displays the same (the display is a fixed point), and
 /// yields a router configuration.
 pub fn link_spec(input: &[u8]) {
