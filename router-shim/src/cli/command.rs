@@ -2,14 +2,15 @@
 //! subcommands and the options relay and tun share.
 
 use clap::{Arg, ArgAction, Command};
+use ecnq::units::UNITS_HELP;
 use ecnq::Scheme;
 
 const ABOUT: &str = "ecnq router shim: an emulated bottleneck link that measures its load \
 factor every t_p and re-marks ECN for router-assisted congestion control (VCP family).";
 
 const LINK_HELP: &str = "Link in tc/netem words, for both directions unless --link-up/--link-down \
-override it: rate RATE (bit, kbit, mbit, gbit; kbps = kbytes/s), delay TIME [JITTER] \
-(s, ms, us), loss P%, reorder P%, duplicate P%, limit N (packets) or limit SIZE (b, kb, mb: bytes). \
+override it: rate RATE (bit, kbit, mbit, gbit, tbit: bits/s), delay TIME [JITTER] \
+(s, ms, us, ns), loss P%, reorder P%, duplicate P%, limit N (packets) or limit SIZE (b, kb, mb, gb: bytes). \
 loss and corrupt (change one of the first 51 UDP payload bytes, checksum kept valid) take P% \
 [maxrun N] (at most N packets in a row) or gemodel P [R [1-H [1-K]]] (Gilbert-Elliott, as netem). \
 blackhole ON OFF [COUNT]: up for ON, then every packet dropped for OFF, COUNT times (default: forever). \
@@ -32,6 +33,7 @@ pub fn command() -> Command {
 /// `ecnq-shim relay`.
 fn relay_command() -> Command {
     Command::new("relay")
+        .after_help(UNITS_HELP)
         .about(
             "Unprivileged UDP relay: clients send to --listen, datagrams go to --to and \
              replies come back, both ways through the emulated link with the TOS byte \
@@ -163,6 +165,7 @@ fn testbed_command() -> Command {
 /// `ecnq-shim tun`.
 fn tun_command() -> Command {
     Command::new("tun")
+        .after_help(UNITS_HELP)
         .about(
             "Router hop through two TUN devices (root): packets the kernel routes into the \
              up device cross the up link and are written into the down device, and the \
@@ -289,7 +292,7 @@ fn marking_args() -> Vec<Arg> {
         Arg::new("classic-threshold")
             .long("classic-threshold")
             .value_name("SIZE")
-            .help("Queue (b, kb, mb) at which untagged ECT packets get CE under --queue fifo [default: half the buffer limit, packets counted as 1500 bytes]"),
+            .help("Queue (b, kb, mb, gb) at which untagged ECT packets get CE under --queue fifo [default: half the buffer limit, packets counted as 1500 bytes]"),
         Arg::new("flows")
             .long("flows")
             .value_name("N")

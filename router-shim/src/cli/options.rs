@@ -14,7 +14,8 @@ use ecnq::bottleneck::Discipline;
 use ecnq::router::{MarkingMode, RouterConfig};
 use ecnq::FlowTableConfig;
 
-use ecnq_shim::link::spec::{parse_rate, parse_size, parse_time, LinkSpec, SpecError};
+use ecnq::units::UnitError;
+use ecnq_shim::link::spec::{parse_rate, parse_size, parse_time, LinkSpec};
 use ecnq_shim::link::{router_config, Direction};
 use ecnq_shim::observe::{Observers, PcapWriter, SnapshotBoard, StatsSink};
 
@@ -33,11 +34,11 @@ where
         .transpose()
 }
 
-/// `--name` parsed with `parse`, if given.
+/// `--name` parsed with `parse` (a rate, size or time), if given.
 pub fn with<T>(
     m: &ArgMatches,
     name: &str,
-    parse: impl Fn(&str) -> Result<T, SpecError>,
+    parse: impl Fn(&str) -> Result<T, UnitError>,
 ) -> Result<Option<T>, String> {
     text(m, name)
         .map(|v| parse(v).map_err(|e| format!("--{name}: {e}")))
