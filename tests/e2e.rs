@@ -18,7 +18,7 @@ use ecnq::Scheme;
 use ecnq_e2e::StallWatch;
 use ecnq_examples::perf::client;
 use ecnq_examples::perf::loopback::{Flow, LoopbackBed, RunResult};
-use ecnq_shim::spec::LinkSpec;
+use ecnq_shim::link::spec::LinkSpec;
 use tokio::time::Instant;
 
 fn link(spec: &str) -> LinkSpec {

@@ -7,7 +7,7 @@ use ecnq::quic::{CongestionControl, PeerMode, SelfSigned};
 use ecnq::Scheme;
 use ecnq_examples::echo::{self, EchoServer};
 use ecnq_examples::perf::loopback::RelayChain;
-use ecnq_shim::spec::LinkSpec;
+use ecnq_shim::link::spec::LinkSpec;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn own_quinn_endpoints_run_erc_through_the_shim() {

@@ -17,7 +17,7 @@ use ecnq_examples::perf::client;
 use ecnq_examples::perf::demo::DemoArgs;
 use ecnq_examples::perf::loopback::{client_config, LinkSeries};
 use ecnq_examples::perf::testbed::{self as perf_testbed, spawn_in, Layout, PerfServers};
-use ecnq_shim::spec::LinkSpec;
+use ecnq_shim::link::spec::LinkSpec;
 use ecnq_shim::testbed::{self, namespace, Shape, Topology};
 
 /// The testbed tests build and tear down namespaces: one at a time.

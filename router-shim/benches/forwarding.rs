@@ -201,7 +201,7 @@ fn main() {
         };
         let tx = testbed::udp_socket_in(&namespace(&name, "s1"), addr("s1", 4000)).unwrap();
         let rx = testbed::udp_socket_in(&namespace(&name, "r1"), addr("r1", 5000)).unwrap();
-        ecnq_shim::tos_socket::set_buffers(&rx, 16 << 20);
+        ecnq::tos_io::set_buffers(&rx, 16 << 20);
         let router_ns = namespace(&name, "rt");
         // `up` leaves transit traffic going through the shim.
         let mut current = Route::Shim;

@@ -7,7 +7,7 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use ecnq::router::{RouterConfig, RouterLink};
 use ecnq::{Ecn, SchemeTag};
-use ecnq_shim::classify::{classify, rewrite, Verdict};
+use ecnq_shim::link::classify::{classify, rewrite, Verdict};
 use ecnq_shim::wire::{Ipv4Repr, UdpRepr, PROTO_UDP};
 
 /// 1024 IPv4/UDP packets of `payload` bytes, tags cycling through every scheme.

@@ -18,8 +18,8 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use ecnq::tos_io::send_with_tos;
 use ecnq::{Ecn, Scheme, SchemeTag};
-use ecnq_shim::tos_socket::send_with_tos;
 
 #[path = "../tests/load/mod.rs"]
 mod load;

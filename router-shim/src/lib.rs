@@ -5,32 +5,25 @@
 //! [`ecnq::LoadFactorMeter`] and re-marks ECN with the core's markers, both
 //! through [`ecnq::router::RouterLink`], one per link direction.
 //!
+//! The modules, from the packet up:
+//!
 //! * [`wire`]: zero-copy IPv4 / IPv6 / UDP views and the TOS rewrite.
-//! * [`classify`]: raw packet → [`ecnq::PacketMarks`] and back.
-//! * [`spec`]: link specs in tc/netem words.
-//! * [`link`]: the sans-IO link model (queue, rate, delay, loss, ...).
-//! * [`pump`]: the thread that drives a link in real time.
-//! * [`observe`]: Prometheus metrics and pcap capture.
-//! * [`stats`]: per-link snapshots as JSON lines.
-//! * [`relay`]: the UDP relay data path.
-//! * [`sessions`]: the relay's bounded session table.
-//! * [`tos_socket`]: UDP send/receive with the TOS byte (relay mode).
-//! * [`tun`]: the TUN data path (`ecnq-shim tun`).
+//! * [`link`]: the emulated link, sans-IO — its spec in tc/netem words,
+//!   classification of packets into marks, and the link model.
+//! * [`observe`]: what the links report — JSON lines, Prometheus metrics,
+//!   pcap capture.
+//! * [`io`]: the data paths — the link threads, the UDP relay and its
+//!   sessions, the TUN router hop.
 //! * [`testbed`]: network-namespace topologies with a shim per router.
+//!
+//! The `ecnq-shim` command line (`src/main.rs`, `src/cli/`) sits on top.
 
 #![warn(missing_docs)]
 
-pub mod classify;
+pub mod io;
 pub mod link;
 pub mod observe;
-pub mod pump;
-pub mod relay;
-pub mod sessions;
-pub mod spec;
-pub mod stats;
 pub mod testbed;
-pub mod tos_socket;
-pub mod tun;
 pub mod wire;
 
 /// Completes on SIGINT or SIGTERM (never if they cannot be watched): how

@@ -359,6 +359,27 @@ pub fn up(topology: &Topology, shim: &Path, shim_args: &[String]) -> Result<UpIn
 }
 
 fn build(t: &Topology, shim: &Path, shim_args: &[String]) -> Result<UpInfo, String> {
+    add_namespaces(t)?;
+    for l in &t.links {
+        add_link(t, l)?;
+    }
+    let dir = state_dir(&t.name);
+    // Logs of an earlier testbed of this name go; a restarted shim appends.
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    for router in &t.routers {
+        set_up_router(t, router, shim, shim_args, &dir)?;
+    }
+    let saved = dir.join(SHIM_ARGS_FILE);
+    fs::write(&saved, shim_args.join("\0"))
+        .map_err(|e| format!("cannot write {}: {e}", saved.display()))?;
+    Ok(UpInfo {
+        summary: summary(t),
+    })
+}
+
+/// A namespace per node, loopback up, no duplicate address detection.
+fn add_namespaces(t: &Topology) -> Result<(), String> {
     for ns in t.namespaces() {
         run("ip", &["netns", "add", &ns])?;
         ip_in(&ns, &["link", "set", "lo", "up"])?;
@@ -371,73 +392,77 @@ fn build(t: &Topology, shim: &Path, shim_args: &[String]) -> Result<UpInfo, Stri
             sysctl_in(&ns, setting)?;
         }
     }
-    for l in &t.links {
-        let (a, b) = (t.ns(&l.a), t.ns(&l.b));
-        run(
-            "ip",
+    Ok(())
+}
+
+/// A veth pair between two nodes, addressed (IPv4 and IPv6) and up; a
+/// host's default routes point at its router.
+fn add_link(t: &Topology, l: &Veth) -> Result<(), String> {
+    let (a, b) = (t.ns(&l.a), t.ns(&l.b));
+    run(
+        "ip",
+        &[
+            "link", "add", &l.a_if, "netns", &a, "type", "veth", "peer", "name", &l.b_if, "netns",
+            &b,
+        ],
+    )?;
+    for (ns, iface, end_b) in [(&a, &l.a_if, false), (&b, &l.b_if, true)] {
+        ip_in(
+            ns,
             &[
-                "link", "add", &l.a_if, "netns", &a, "type", "veth", "peer", "name", &l.b_if,
-                "netns", &b,
+                "addr",
+                "add",
+                &format!("{}/24", l.addr(end_b)),
+                "dev",
+                iface,
             ],
         )?;
-        for (ns, iface, end_b) in [(&a, &l.a_if, false), (&b, &l.b_if, true)] {
-            ip_in(
-                ns,
-                &[
-                    "addr",
-                    "add",
-                    &format!("{}/24", l.addr(end_b)),
-                    "dev",
-                    iface,
-                ],
-            )?;
-            // No duplicate address detection: the addresses are usable at once.
-            let addr6 = format!("{}/64", l.addr6(end_b));
-            ip_in(ns, &["-6", "addr", "add", &addr6, "dev", iface, "nodad"])?;
-            ip_in(ns, &["link", "set", iface, "up"])?;
-        }
-        if t.hosts.contains(&l.b) {
-            ip_in(&b, &["route", "add", "default", "via", &l.addr(false)])?;
-            ip_in(
-                &b,
-                &["-6", "route", "add", "default", "via", &l.addr6(false)],
-            )?;
+        // No duplicate address detection: the addresses are usable at once.
+        let addr6 = format!("{}/64", l.addr6(end_b));
+        ip_in(ns, &["-6", "addr", "add", &addr6, "dev", iface, "nodad"])?;
+        ip_in(ns, &["link", "set", iface, "up"])?;
+    }
+    if t.hosts.contains(&l.b) {
+        ip_in(&b, &["route", "add", "default", "via", &l.addr(false)])?;
+        ip_in(
+            &b,
+            &["-6", "route", "add", "default", "via", &l.addr6(false)],
+        )?;
+    }
+    Ok(())
+}
+
+/// A router: forwarding on, rp_filter off, routes, and its shim with the
+/// policy rules that lead into it.
+fn set_up_router(
+    t: &Topology,
+    router: &str,
+    shim: &Path,
+    shim_args: &[String],
+    dir: &Path,
+) -> Result<(), String> {
+    let ns = t.ns(router);
+    for setting in [
+        "net.ipv4.ip_forward=1",
+        "net.ipv4.conf.all.rp_filter=0",
+        "net.ipv4.conf.default.rp_filter=0",
+        "net.ipv6.conf.all.forwarding=1",
+    ] {
+        sysctl_in(&ns, setting)?;
+    }
+    for (subnet, via) in t.router_routes(router) {
+        ip_in(&ns, &["route", "add", &subnet, "via", &via])?;
+    }
+    for (subnet, via) in t.router_routes6(router) {
+        ip_in(&ns, &["-6", "route", "add", &subnet, "via", &via])?;
+    }
+    attach_shim(&ns, router, shim, shim_args, dir)?;
+    for side in [Side::Left, Side::Right] {
+        for iface in t.router_ifaces(router, side) {
+            sysctl_in(&ns, &format!("net.ipv4.conf.{iface}.rp_filter=0"))?;
         }
     }
-    let dir = state_dir(&t.name);
-    // Logs of an earlier testbed of this name go; a restarted shim appends.
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    for router in &t.routers {
-        let ns = t.ns(router);
-        for setting in [
-            "net.ipv4.ip_forward=1",
-            "net.ipv4.conf.all.rp_filter=0",
-            "net.ipv4.conf.default.rp_filter=0",
-            "net.ipv6.conf.all.forwarding=1",
-        ] {
-            sysctl_in(&ns, setting)?;
-        }
-        for (subnet, via) in t.router_routes(router) {
-            ip_in(&ns, &["route", "add", &subnet, "via", &via])?;
-        }
-        for (subnet, via) in t.router_routes6(router) {
-            ip_in(&ns, &["-6", "route", "add", &subnet, "via", &via])?;
-        }
-        attach_shim(&ns, router, shim, shim_args, &dir)?;
-        for side in [Side::Left, Side::Right] {
-            for iface in t.router_ifaces(router, side) {
-                sysctl_in(&ns, &format!("net.ipv4.conf.{iface}.rp_filter=0"))?;
-            }
-        }
-        shim_rules(t, router, "add")?;
-    }
-    let saved = dir.join(SHIM_ARGS_FILE);
-    fs::write(&saved, shim_args.join("\0"))
-        .map_err(|e| format!("cannot write {}: {e}", saved.display()))?;
-    Ok(UpInfo {
-        summary: summary(t),
-    })
+    shim_rules(t, router, "add")
 }
 
 /// Starts a router's shim and points the router's policy tables at its

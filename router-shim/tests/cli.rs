@@ -41,7 +41,9 @@ fn bad_input_gets_one_line_errors() {
             "--flows must be between 1 and 16777216",
         ),
         (&["--session-idle", "0s"], "--session-idle must be between"),
-        (&["--session-idle", "99999999s"], "longer than an hour"),
+        (&["--session-idle", "99999999s"], "longer than 3600s"),
+        (&["--capacity", "10mbps"], "write `10mbit`"),
+        (&["--tp", "200"], "`200` has no unit"),
         (&["--max-sessions", "0"], "--max-sessions must be between"),
         (
             &["--max-sessions-per-source", "99999999999"],

@@ -25,8 +25,8 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use ecnq::tos_io::send_with_tos;
 use ecnq::{Ecn, Scheme, SchemeTag};
-use ecnq_shim::tos_socket::send_with_tos;
 
 mod load;
 use load::{kernel_drops, numbered, paced, socket, Metrics, Receiver, Shim};

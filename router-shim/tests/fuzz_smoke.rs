@@ -281,10 +281,12 @@ fn spec_seeds() -> Vec<Vec<u8>> {
         "rate 20mbit delay 20ms 2ms loss 0.5% reorder 1% duplicate 0.1% limit 100",
         "rate 10mbit delay 15ms limit 25 loss 30% maxrun 4",
         "loss gemodel 1% 25% 50% 0.5% corrupt gemodel 2% blackhole 100ms 30ms",
-        "corrupt 2% maxrun 4 blackhole 5s 2s 1 limit 64kb rate 2kbps",
+        "corrupt 2% maxrun 4 blackhole 5s 2s 1 limit 64kb rate 2kbit",
         "delay 1500ns 250ns reorder 5 duplicate 0.5 limit 3mb",
         // Found by fuzzing: a sub-microsecond delay displayed as `0us`.
-        "rate 1 delay 0.4",
+        "rate 1bit delay 0.4us",
+        // Words other tools read otherwise, refused.
+        "rate 2kbps delay 40",
         "",
     ]
     .map(|s| s.as_bytes().to_vec())
@@ -340,7 +342,7 @@ fn scenario() {
 }
 
 /// Its seeds include the sub-microsecond time that displayed as `0us`
-/// and re-parsed as no delay before times were kept in whole microseconds.
+/// and re-parsed as no delay, before times were shown exactly.
 #[test]
 fn link_spec() {
     smoke_target(TESTED[3], &spec_seeds());

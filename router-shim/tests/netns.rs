@@ -8,9 +8,9 @@ use std::path::Path;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use ecnq::tos_io::{enable_recv_tos, set_buffers};
 use ecnq::{Ecn, SchemeTag};
 use ecnq_shim::testbed::{self, namespace, Shape, Topology};
-use ecnq_shim::tos_socket::{enable_recv_tos, set_buffers};
 
 mod common;
 use common::{receive_all, send, steady_rate};
@@ -374,7 +374,7 @@ fn ipv6_traffic_class_is_re_marked() {
     let vcp = SchemeTag::new(1);
     let to = receiver.local_addr().unwrap();
     for tc in [vcp.tos(Ecn::Ect1), vcp.tos(Ecn::NotEct)] {
-        ecnq_shim::tos_socket::send_with_tos(&sender, &[tc; 20], Some(to), tc, true).unwrap();
+        ecnq::tos_io::send_with_tos(&sender, &[tc; 20], Some(to), tc, true).unwrap();
     }
     let got = receive_all(&receiver, Duration::from_millis(1000), 2);
     assert_eq!(got.len(), 2);

@@ -9,16 +9,16 @@ use std::time::{Duration, Instant};
 
 use ecnq::bottleneck::Discipline;
 use ecnq::router::MarkingMode;
+use ecnq::tos_io::{enable_recv_tos, send_with_tos, set_buffers};
 use ecnq::{Ecn, Scheme, SchemeTag, WireScheme};
+use ecnq_shim::io::relay::{Relay, RelayConfig, RelayReport};
+use ecnq_shim::io::sessions::SessionLimits;
 use ecnq_shim::link::router_config;
+use ecnq_shim::link::spec::LinkSpec;
 use ecnq_shim::link::Direction;
+use ecnq_shim::observe::Observers;
 use ecnq_shim::observe::PcapWriter;
-use ecnq_shim::pump::Observers;
-use ecnq_shim::relay::{Relay, RelayConfig, RelayReport};
-use ecnq_shim::sessions::SessionLimits;
-use ecnq_shim::spec::LinkSpec;
-use ecnq_shim::stats::StatsSink;
-use ecnq_shim::tos_socket::{enable_recv_tos, send_with_tos, set_buffers};
+use ecnq_shim::observe::StatsSink;
 
 mod common;
 use common::{receive_all, send, steady_rate};

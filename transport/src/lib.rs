@@ -12,6 +12,8 @@
 //!   and the QUIC stack all run this same code.
 //! * the **QUIC integration** (feature `quic`, on by default): quinn
 //!   congestion controllers fed by the load factor routers write into ECN.
+//!   Its socket reads and writes the TOS byte through `tos_io` (feature
+//!   `tos-io`, which the router shim's relay uses without QUIC).
 //!
 //! One module per scheme holds its marker, decoder and law side by side:
 //! [`vcp`], [`evcp`], [`mpcp`] (DPCP and TPCP), [`bmcc`], [`mcp`], and
@@ -40,6 +42,8 @@ pub mod router;
 pub mod scheme;
 pub mod signal;
 pub mod statistics;
+#[cfg(feature = "tos-io")]
+pub mod tos_io;
 pub mod units;
 pub mod vcp;
 

@@ -14,7 +14,7 @@ use std::time::Duration;
 use clap::Args;
 use ecnq::quic::CongestionControl;
 use ecnq::units::{parse_duration, Rate, Size, UNITS_HELP};
-use ecnq_shim::spec::LinkSpec;
+use ecnq_shim::link::spec::LinkSpec;
 use serde::Serialize;
 
 use super::check_seconds;

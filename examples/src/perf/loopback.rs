@@ -11,12 +11,12 @@ use std::time::Duration;
 use ecnq::bottleneck::Discipline;
 use ecnq::quic::{CongestionControl, Endpoint, Options};
 use ecnq::Scheme;
+use ecnq_shim::io::relay::{Relay, RelayConfig};
+use ecnq_shim::io::sessions::SessionLimits;
+use ecnq_shim::link::spec::LinkSpec;
 use ecnq_shim::link::{router_config, Direction};
-use ecnq_shim::pump::Observers;
-use ecnq_shim::relay::{Relay, RelayConfig};
-use ecnq_shim::sessions::SessionLimits;
-use ecnq_shim::spec::LinkSpec;
-use ecnq_shim::stats::StatsSink;
+use ecnq_shim::observe::Observers;
+use ecnq_shim::observe::StatsSink;
 use rustls::RootCertStore;
 use serde::Serialize;
 use tokio::task::JoinHandle;
@@ -319,8 +319,8 @@ impl LinkSeries {
     pub fn parse(text: &str, spec: &LinkSpec) -> LinkSeries {
         let capacity_bps = spec.rate.unwrap_or(u64::MAX) as f64;
         let buffer_bytes = match spec.limit {
-            ecnq_shim::spec::Limit::Bytes(b) => b as f64,
-            ecnq_shim::spec::Limit::Packets(p) => p as f64 * 1500.0,
+            ecnq_shim::link::spec::Limit::Bytes(b) => b as f64,
+            ecnq_shim::link::spec::Limit::Packets(p) => p as f64 * 1500.0,
         };
         let samples = text
             .lines()

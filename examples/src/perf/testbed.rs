@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use clap::{Args, ValueEnum};
 use ecnq::quic::CongestionControl;
 use ecnq::Scheme;
-use ecnq_shim::spec::LinkSpec;
+use ecnq_shim::link::spec::LinkSpec;
 use ecnq_shim::testbed::{self as bed, namespace, Shape, Topology};
 use rustls::RootCertStore;
 use serde::Serialize;

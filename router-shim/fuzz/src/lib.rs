@@ -7,9 +7,9 @@
 
 use ecnq::quic::report::{Packet, ReportFilter, Repr, LEN};
 use ecnq::{Ecn, SchemeTag, WireScheme};
-use ecnq_shim::classify::{classify, rewrite, IpVersion, Verdict};
+use ecnq_shim::link::classify::{classify, rewrite, IpVersion, Verdict};
 use ecnq_shim::link::router_config;
-use ecnq_shim::spec::LinkSpec;
+use ecnq_shim::link::spec::LinkSpec;
 use ecnq_shim::wire::Ipv4Packet;
 use ecnq_sim::scenario::{Overrides, Scenario};
 
@@ -135,7 +135,7 @@ pub fn scenario(input: &[u8]) {
     }
 }
 
-/// Link specs (`ecnq_shim::spec`): what parses displays as a spec that
+/// Link specs (`ecnq_shim::link::spec`): what parses displays as a spec that
 /// parses again and displays the same (the display is a fixed point), and
 /// yields a router configuration.
 pub fn link_spec(input: &[u8]) {

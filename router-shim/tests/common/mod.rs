@@ -8,7 +8,7 @@ use std::net::{SocketAddr, UdpSocket};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ecnq_shim::tos_socket::{recv_with_tos, send_with_tos};
+use ecnq::tos_io::{recv_with_tos, send_with_tos};
 
 /// A datagram as a test receiver saw it.
 #[derive(Clone, Debug)]
@@ -37,7 +37,7 @@ pub fn receive_all(socket: &UdpSocket, idle: Duration, max: usize) -> Vec<Receiv
         out.push(Received {
             at: Instant::now(),
             len: meta.len,
-            tos: meta.tos,
+            tos: meta.tos.expect("the socket reports the TOS byte"),
             from: meta.from,
             payload: buf[..meta.len].to_vec(),
         });

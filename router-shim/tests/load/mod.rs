@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use ecnq_shim::tos_socket::{enable_recv_tos, recv_with_tos, send_with_tos, set_buffers};
+use ecnq::tos_io::{enable_recv_tos, recv_with_tos, send_with_tos, set_buffers};
 
 /// The shim binary Cargo built for this test or bench.
 const BIN: &str = env!("CARGO_BIN_EXE_ecnq-shim");
@@ -361,7 +361,7 @@ impl Receiver {
                                     socket,
                                     payload,
                                     Some(meta.from),
-                                    meta.tos,
+                                    meta.tos.unwrap_or(0),
                                     false,
                                 );
                             }

@@ -26,16 +26,10 @@ use tokio::io::Interest;
 
 use super::congestion::CongestionControl;
 use super::demux::Routes;
+use crate::tos_io::{parse_control, sent_as_ipv6, CmsgWriter, ControlBuffer, CONTROL_LEN};
 
-/// Control space per message: timestamp + GRO + PKTINFO + TOS need about
-/// 120 bytes (docs/design.md §3); 256 leaves room for what a kernel adds.
-const CONTROL_LEN: usize = 256;
 /// Messages per `recvmmsg` call at most.
 const RECV_BATCH: usize = 32;
-
-#[repr(C, align(8))]
-#[derive(Clone, Copy)]
-struct Control([u8; CONTROL_LEN]);
 
 /// Counters of what the socket saw.
 #[derive(Debug, Default)]
@@ -159,8 +153,10 @@ impl EcnSocket {
         }
     }
 
-    fn send(&self, transmit: &Transmit) -> io::Result<()> {
-        let tos = match self
+    /// The TOS byte of a transmit: what its connection's peer sends (ECN
+    /// codepoint and scheme tag), or quinn's ECN alone for an unknown one.
+    fn tos_of(&self, transmit: &Transmit) -> u8 {
+        match self
             .routes
             .route_sent(transmit.destination, transmit.contents)
         {
@@ -171,7 +167,11 @@ impl EcnSocket {
                 peer.send_tos(transmit.ecn, packets as u64)
             }
             None => transmit.ecn.map_or(0, |e| e as u8),
-        };
+        }
+    }
+
+    fn send(&self, transmit: &Transmit) -> io::Result<()> {
+        let tos = self.tos_of(transmit);
         let destination = match transmit.destination {
             SocketAddr::V4(v4) if self.ipv6 => {
                 SocketAddr::new(v4.ip().to_ipv6_mapped().into(), v4.port())
@@ -183,61 +183,24 @@ impl EcnSocket {
             iov_base: transmit.contents.as_ptr() as *mut libc::c_void,
             iov_len: transmit.contents.len(),
         };
-        let mut control = Control([0; CONTROL_LEN]);
+        let mut control = ControlBuffer::default();
         // SAFETY: msghdr is plain old data; every pointer set below outlives sendmsg.
         let mut hdr: libc::msghdr = unsafe { mem::zeroed() };
         hdr.msg_name = name.as_ptr() as *mut libc::c_void;
         hdr.msg_namelen = name.len();
         hdr.msg_iov = &mut iov;
         hdr.msg_iovlen = 1;
-        hdr.msg_control = control.0.as_mut_ptr().cast();
-        hdr.msg_controllen = CONTROL_LEN as _;
-        let mut cmsgs = CmsgWriter::new(&mut hdr, CONTROL_LEN);
-        let to_ipv4 = match destination.ip() {
-            IpAddr::V4(_) => true,
-            IpAddr::V6(ip) => ip.to_ipv4_mapped().is_some(),
-        };
-        if to_ipv4 {
-            cmsgs.push(libc::IPPROTO_IP, libc::IP_TOS, libc::c_int::from(tos));
-        } else {
-            cmsgs.push(
-                libc::IPPROTO_IPV6,
-                libc::IPV6_TCLASS,
-                libc::c_int::from(tos),
-            );
-        }
+        let mut cmsgs = CmsgWriter::new(&mut hdr, &mut control);
+        cmsgs.push_tos(sent_as_ipv6(destination), tos);
         if let Some(segment) = transmit.segment_size {
             if segment < transmit.contents.len() {
                 cmsgs.push(libc::SOL_UDP, libc::UDP_SEGMENT, segment as u16);
             }
         }
-        match transmit.src_ip {
-            Some(IpAddr::V4(ip)) => {
-                let info = libc::in_pktinfo {
-                    ipi_ifindex: 0,
-                    ipi_spec_dst: libc::in_addr {
-                        s_addr: u32::from_ne_bytes(ip.octets()),
-                    },
-                    ipi_addr: libc::in_addr { s_addr: 0 },
-                };
-                cmsgs.push(libc::IPPROTO_IP, libc::IP_PKTINFO, info);
-            }
-            Some(IpAddr::V6(ip)) => {
-                let info = libc::in6_pktinfo {
-                    ipi6_ifindex: 0,
-                    ipi6_addr: libc::in6_addr {
-                        s6_addr: ip.octets(),
-                    },
-                };
-                cmsgs.push(libc::IPPROTO_IPV6, libc::IPV6_PKTINFO, info);
-            }
-            None => {}
+        if let Some(ip) = transmit.src_ip {
+            cmsgs.push_source(ip);
         }
-        let used = cmsgs.finish();
-        hdr.msg_controllen = used as _;
-        if used == 0 {
-            hdr.msg_control = std::ptr::null_mut();
-        }
+        cmsgs.finish();
         loop {
             // SAFETY: hdr points at live buffers (see above).
             let n = unsafe { libc::sendmsg(self.io.as_raw_fd(), &hdr, 0) };
@@ -264,7 +227,7 @@ impl EcnSocket {
         // Names are zeroed (read back whole); control data is read only as
         // far as the kernel wrote it.
         let mut names = [MaybeUninit::<libc::sockaddr_storage>::zeroed(); RECV_BATCH];
-        let mut controls = [MaybeUninit::<Control>::uninit(); RECV_BATCH];
+        let mut controls = [MaybeUninit::<ControlBuffer>::uninit(); RECV_BATCH];
         // SAFETY: mmsghdr is plain old data.
         let mut hdrs: [libc::mmsghdr; RECV_BATCH] = unsafe { mem::zeroed() };
         for i in 0..count {
@@ -298,131 +261,57 @@ impl EcnSocket {
         };
         let at = Instant::now();
         for i in 0..received {
-            let hdr = &hdrs[i].msg_hdr;
-            let len = hdrs[i].msg_len as usize;
-            // SAFETY: the kernel wrote a socket address of msg_namelen bytes.
-            let addr = unsafe { socket2::SockAddr::new(names[i].assume_init(), hdr.msg_namelen) }
-                .as_socket()
-                .ok_or_else(|| io::Error::other("recvmmsg returned a non-IP address"))?;
-            if hdr.msg_flags & libc::MSG_CTRUNC != 0 {
-                self.counters
-                    .truncated_control
-                    .fetch_add(1, Ordering::Relaxed);
-                tracing::warn!("control data truncated (MSG_CTRUNC): ECN of this receive is lost");
-            }
-            let control = parse_control(hdr);
-            let stride = control.gro_segment.unwrap_or(len).max(1);
-            if stride < len {
-                self.counters.gro_receives.fetch_add(1, Ordering::Relaxed);
-            }
-            let ecn = match control.tos {
-                Some(tos) => {
-                    let ecn = self
-                        .routes
-                        .on_receive(at, addr, tos, &bufs[i][..len], stride);
-                    EcnCodepoint::from_bits(ecn.bits())
-                }
-                None => {
-                    self.counters.missing_tos.fetch_add(1, Ordering::Relaxed);
-                    None
-                }
-            };
-            let m = &mut meta[i];
-            m.addr = addr;
-            m.len = len;
-            m.stride = stride;
-            m.ecn = ecn;
-            m.dst_ip = control.dst_ip;
+            // SAFETY: the names were zeroed, which is a valid sockaddr_storage.
+            let name = unsafe { names[i].assume_init() };
+            self.take_received(at, &hdrs[i], name, &bufs[i], &mut meta[i])?;
         }
         Ok(received)
     }
-}
 
-/// What the control messages of one receive said.
-#[derive(Default)]
-struct ReceivedControl {
-    tos: Option<u8>,
-    gro_segment: Option<usize>,
-    dst_ip: Option<IpAddr>,
-}
-
-fn parse_control(hdr: &libc::msghdr) -> ReceivedControl {
-    let mut out = ReceivedControl::default();
-    // SAFETY: the kernel filled msg_control with msg_controllen bytes of
-    // well-formed cmsgs; CMSG_FIRSTHDR / CMSG_NXTHDR stay inside them.
-    unsafe {
-        let mut cmsg = libc::CMSG_FIRSTHDR(hdr);
-        while !cmsg.is_null() {
-            let c = &*cmsg;
-            let data = libc::CMSG_DATA(cmsg);
-            let data_len = c.cmsg_len as usize - (data as usize - cmsg as usize);
-            match (c.cmsg_level, c.cmsg_type) {
-                // IPv4 TOS arrives as one byte, IPv6 traffic class as an int.
-                (libc::IPPROTO_IP, libc::IP_TOS) if data_len >= 1 => out.tos = Some(*data),
-                (libc::IPPROTO_IPV6, libc::IPV6_TCLASS) if data_len >= 4 => {
-                    out.tos = Some(data.cast::<libc::c_int>().read_unaligned() as u8)
-                }
-                (libc::SOL_UDP, libc::UDP_GRO) if data_len >= 4 => {
-                    out.gro_segment = Some(data.cast::<libc::c_int>().read_unaligned() as usize)
-                }
-                (libc::IPPROTO_IP, libc::IP_PKTINFO) => {
-                    let info = data.cast::<libc::in_pktinfo>().read_unaligned();
-                    out.dst_ip = Some(IpAddr::from(info.ipi_addr.s_addr.to_ne_bytes()));
-                }
-                (libc::IPPROTO_IPV6, libc::IPV6_PKTINFO) => {
-                    let info = data.cast::<libc::in6_pktinfo>().read_unaligned();
-                    out.dst_ip = Some(IpAddr::from(info.ipi6_addr.s6_addr));
-                }
-                _ => {}
+    /// Reads one message of a `recvmmsg` into quinn's `meta`: sender, size,
+    /// GRO stride, and the ECN the connection's decoder makes of the TOS
+    /// byte (which it also feeds with the message).
+    fn take_received(
+        &self,
+        at: Instant,
+        msg: &libc::mmsghdr,
+        name: libc::sockaddr_storage,
+        buf: &[u8],
+        meta: &mut RecvMeta,
+    ) -> io::Result<()> {
+        let hdr = &msg.msg_hdr;
+        let len = msg.msg_len as usize;
+        // SAFETY: the kernel wrote a socket address of msg_namelen bytes.
+        let addr = unsafe { socket2::SockAddr::new(name, hdr.msg_namelen) }
+            .as_socket()
+            .ok_or_else(|| io::Error::other("recvmmsg returned a non-IP address"))?;
+        if hdr.msg_flags & libc::MSG_CTRUNC != 0 {
+            self.counters
+                .truncated_control
+                .fetch_add(1, Ordering::Relaxed);
+            tracing::warn!("control data truncated (MSG_CTRUNC): ECN of this receive is lost");
+        }
+        let control = parse_control(hdr);
+        let stride = control.gro_segment.unwrap_or(len).max(1);
+        if stride < len {
+            self.counters.gro_receives.fetch_add(1, Ordering::Relaxed);
+        }
+        let ecn = match control.tos {
+            Some(tos) => {
+                let ecn = self.routes.on_receive(at, addr, tos, &buf[..len], stride);
+                EcnCodepoint::from_bits(ecn.bits())
             }
-            cmsg = libc::CMSG_NXTHDR(hdr, cmsg);
-        }
-    }
-    out
-}
-
-/// Appends control messages to a `msghdr`'s control buffer.
-struct CmsgWriter<'a> {
-    hdr: &'a mut libc::msghdr,
-    cmsg: *mut libc::cmsghdr,
-    used: usize,
-    capacity: usize,
-}
-
-impl<'a> CmsgWriter<'a> {
-    /// `hdr`'s control buffer must be `capacity` bytes, as msg_controllen says.
-    fn new(hdr: &'a mut libc::msghdr, capacity: usize) -> CmsgWriter<'a> {
-        // SAFETY: msg_control / msg_controllen describe a live, aligned buffer.
-        let cmsg = unsafe { libc::CMSG_FIRSTHDR(hdr) };
-        CmsgWriter {
-            hdr,
-            cmsg,
-            used: 0,
-            capacity,
-        }
-    }
-
-    fn push<T: Copy>(&mut self, level: libc::c_int, kind: libc::c_int, value: T) {
-        assert!(!self.cmsg.is_null(), "control buffer too small");
-        // SAFETY: cmsg points inside the control buffer with room for one
-        // CMSG_SPACE(size_of::<T>()) (checked by the caller's buffer size,
-        // CONTROL_LEN, far above the three small messages written).
-        unsafe {
-            let space = libc::CMSG_SPACE(mem::size_of::<T>() as _) as usize;
-            assert!(self.used + space <= self.capacity);
-            (*self.cmsg).cmsg_level = level;
-            (*self.cmsg).cmsg_type = kind;
-            (*self.cmsg).cmsg_len = libc::CMSG_LEN(mem::size_of::<T>() as _) as _;
-            libc::CMSG_DATA(self.cmsg)
-                .cast::<T>()
-                .write_unaligned(value);
-            self.used += space;
-            self.cmsg = libc::CMSG_NXTHDR(self.hdr, self.cmsg);
-        }
-    }
-
-    fn finish(self) -> usize {
-        self.used
+            None => {
+                self.counters.missing_tos.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+        };
+        meta.addr = addr;
+        meta.len = len;
+        meta.stride = stride;
+        meta.ecn = ecn;
+        meta.dst_ip = control.dst_ip;
+        Ok(())
     }
 }
 

@@ -3,15 +3,14 @@
 //! the wire with a plain socket.
 
 use std::io;
-use std::mem;
 use std::net::{SocketAddr, UdpSocket};
-use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use ecnq::quic::{CongestionControl, Connection, Endpoint, Options, SelfSigned};
+use ecnq::tos_io::{enable_recv_tos, recv_with_tos, send_with_tos, sent_as_ipv6};
 use ecnq::{Ecn, SchemeTag};
 
 /// Deterministic test data (xorshift64*), so the receiver can check every byte.
@@ -106,7 +105,7 @@ impl Relay {
         let front = UdpSocket::bind("127.0.0.1:0").unwrap();
         let back = UdpSocket::bind("127.0.0.1:0").unwrap();
         for s in [&front, &back] {
-            set_int(s, libc::IPPROTO_IP, libc::IP_RECVTOS, 1).unwrap();
+            enable_recv_tos(s, false).unwrap();
             s.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
         }
         let addr = front.local_addr().unwrap();
@@ -126,7 +125,7 @@ impl Relay {
             threads.push(std::thread::spawn(move || {
                 let mut buf = vec![0u8; 65536];
                 while !stop.load(Ordering::Relaxed) {
-                    let Ok((len, src, tos)) = recv_with_tos(&from, &mut buf) else {
+                    let Ok((len, src, tos)) = recv_blocking(&from, &mut buf) else {
                         continue;
                     };
                     let dst = match dir {
@@ -140,7 +139,8 @@ impl Relay {
                         },
                     };
                     seen.lock().unwrap().push((dir, tos));
-                    let _ = send_with_tos(&to, &buf[..len], dst, remark(dir, tos));
+                    let tos = remark(dir, tos);
+                    let _ = send_with_tos(&*to, &buf[..len], Some(dst), tos, sent_as_ipv6(dst));
                 }
             }));
         }
@@ -192,11 +192,7 @@ pub fn router_relay(server: SocketAddr) -> Relay {
 /// it receives.
 pub fn tos_reading_socket(bind: &str) -> UdpSocket {
     let socket = UdpSocket::bind(bind).unwrap();
-    if socket.local_addr().unwrap().is_ipv4() {
-        set_int(&socket, libc::IPPROTO_IP, libc::IP_RECVTOS, 1).unwrap();
-    } else {
-        set_int(&socket, libc::IPPROTO_IPV6, libc::IPV6_RECVTCLASS, 1).unwrap();
-    }
+    enable_recv_tos(&socket, socket.local_addr().unwrap().is_ipv6()).unwrap();
     socket
         .set_read_timeout(Some(Duration::from_secs(5)))
         .unwrap();
@@ -206,98 +202,17 @@ pub fn tos_reading_socket(bind: &str) -> UdpSocket {
 /// Receives one datagram; returns its length and TOS / traffic-class byte.
 pub fn recv_tos(socket: &UdpSocket) -> (usize, u8) {
     let mut buf = vec![0u8; 65536];
-    let (len, _, tos) = recv_with_tos(socket, &mut buf).unwrap();
+    let (len, _, tos) = recv_blocking(socket, &mut buf).unwrap();
     (len, tos)
 }
 
-fn set_int(s: &UdpSocket, level: i32, name: i32, value: libc::c_int) -> io::Result<()> {
-    // SAFETY: a valid socket and a c_int option value.
-    let rc = unsafe {
-        libc::setsockopt(
-            s.as_raw_fd(),
-            level,
-            name,
-            (&value as *const libc::c_int).cast(),
-            mem::size_of::<libc::c_int>() as _,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
-#[repr(C, align(8))]
-struct Control([u8; 128]);
-
-fn recv_with_tos(s: &UdpSocket, buf: &mut [u8]) -> io::Result<(usize, SocketAddr, u8)> {
-    let mut name: libc::sockaddr_storage = unsafe { mem::zeroed() };
-    let mut iov = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
-    let mut control = Control([0; 128]);
-    let mut hdr: libc::msghdr = unsafe { mem::zeroed() };
-    hdr.msg_name = (&mut name as *mut libc::sockaddr_storage).cast();
-    hdr.msg_namelen = mem::size_of::<libc::sockaddr_storage>() as _;
-    hdr.msg_iov = &mut iov;
-    hdr.msg_iovlen = 1;
-    hdr.msg_control = control.0.as_mut_ptr().cast();
-    hdr.msg_controllen = 128;
-    // SAFETY: all pointers are to live buffers of the given sizes.
-    let n = unsafe { libc::recvmsg(s.as_raw_fd(), &mut hdr, 0) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let mut tos = None;
-    // SAFETY: the kernel wrote well-formed cmsgs.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(&hdr);
-        while !c.is_null() {
-            match ((*c).cmsg_level, (*c).cmsg_type) {
-                (libc::IPPROTO_IP, libc::IP_TOS) => tos = Some(*libc::CMSG_DATA(c)),
-                (libc::IPPROTO_IPV6, libc::IPV6_TCLASS) => {
-                    tos = Some(libc::CMSG_DATA(c).cast::<libc::c_int>().read_unaligned() as u8)
-                }
-                _ => {}
-            }
-            c = libc::CMSG_NXTHDR(&hdr, c);
-        }
-    }
-    let addr = unsafe { socket2::SockAddr::new(name, hdr.msg_namelen) }
-        .as_socket()
-        .unwrap();
-    let tos = tos.ok_or_else(|| io::Error::other("no TOS control message"))?;
-    Ok((n as usize, addr, tos))
-}
-
-fn send_with_tos(s: &UdpSocket, data: &[u8], dst: SocketAddr, tos: u8) -> io::Result<()> {
-    let name = socket2::SockAddr::from(dst);
-    let mut iov = libc::iovec {
-        iov_base: data.as_ptr() as *mut libc::c_void,
-        iov_len: data.len(),
-    };
-    let mut control = Control([0; 128]);
-    let mut hdr: libc::msghdr = unsafe { mem::zeroed() };
-    hdr.msg_name = name.as_ptr() as *mut libc::c_void;
-    hdr.msg_namelen = name.len();
-    hdr.msg_iov = &mut iov;
-    hdr.msg_iovlen = 1;
-    hdr.msg_control = control.0.as_mut_ptr().cast();
-    // SAFETY: one int-sized cmsg in a 128-byte aligned buffer.
-    unsafe {
-        hdr.msg_controllen = libc::CMSG_SPACE(mem::size_of::<libc::c_int>() as _) as _;
-        let c = libc::CMSG_FIRSTHDR(&hdr);
-        (*c).cmsg_level = libc::IPPROTO_IP;
-        (*c).cmsg_type = libc::IP_TOS;
-        (*c).cmsg_len = libc::CMSG_LEN(mem::size_of::<libc::c_int>() as _) as _;
-        libc::CMSG_DATA(c)
-            .cast::<libc::c_int>()
-            .write_unaligned(libc::c_int::from(tos));
-        if libc::sendmsg(s.as_raw_fd(), &hdr, 0) < 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(())
+/// Waits for a datagram as long as the socket's read timeout allows, then
+/// receives it: length, sender and TOS byte (an error if it has none).
+fn recv_blocking(socket: &UdpSocket, buf: &mut [u8]) -> io::Result<(usize, SocketAddr, u8)> {
+    socket.peek(&mut [0u8; 1])?;
+    let meta = recv_with_tos(socket, buf)?;
+    let tos = meta
+        .tos
+        .ok_or_else(|| io::Error::other("no TOS control message"))?;
+    Ok((meta.len, meta.from, tos))
 }

@@ -1,7 +1,7 @@
 //! `ecnq-shim tun`: the shim as a router hop, through two TUN devices.
 //!
 //! Each direction is one thread that reads its device, drives its link
-//! ([`crate::pump::Driver`]) and writes into the other device: no hand-over
+//! ([`super::pump::Driver`]) and writes into the other device: no hand-over
 //! between threads on the packet path.
 //!
 //! The router's policy routes send traffic from the left side into the `up`
@@ -27,10 +27,12 @@ use std::time::{Duration, Instant};
 use ecnq::PacketMarks;
 use tun_rs::{DeviceBuilder, GROTable, SyncDevice, IDEAL_BATCH_SIZE, VIRTIO_NET_HDR_LEN};
 
-use crate::classify::{classify, corrupt_udp, rewrite, Classified, PassReason, Verdict};
+use super::pump::{Driver, Egress};
+use crate::link::classify::{
+    classify, corrupt_udp, remarked_tos, rewrite, Classified, PassReason, Verdict,
+};
 use crate::link::{Corruption, Direction, Link, LinkPacket};
-use crate::pump::{Driver, Egress, Observers};
-use crate::stats::LinkSnapshot;
+use crate::observe::{LinkSnapshot, Observers};
 
 /// Room in front of each packet for the virtio-net header a write may need.
 const HEADROOM: usize = VIRTIO_NET_HDR_LEN;
@@ -96,7 +98,7 @@ impl LinkPacket for TunPacket {
     fn set_marks(&mut self, marks: &PacketMarks) {
         if let Ok(c) = self.classified.as_mut() {
             rewrite(&mut self.buf[HEADROOM..], c, marks);
-            c.tos = crate::classify::remarked_tos(c.tos, marks);
+            c.tos = remarked_tos(c.tos, marks);
             c.marks = *marks;
         }
     }
@@ -369,47 +371,99 @@ fn forward(
     stop: &AtomicBool,
 ) -> LinkSnapshot {
     tune_thread();
-    let mut original = vec![0u8; VIRTIO_NET_HDR_LEN + 65_535];
-    // Segments of a GSO packet are at most MTU-sized; plain reads fit too.
-    // Each read lands in the buffer the packet keeps through the link.
-    let len = HEADROOM + mtu.max(1280);
-    let mut bufs = vec![vec![0u8; len]; IDEAL_BATCH_SIZE];
-    let mut sizes = vec![0usize; IDEAL_BATCH_SIZE];
+    let mut reader = Reader::new(mtu);
     let mut wait = Wait::Poll;
     while !stop.load(Ordering::Relaxed) {
         driver.release();
-        let timeout = driver.timeout().min(STOP_CHECK);
-        // A wait that ends by its timeout shows whether the thread stalled
-        // (one that ends on a readable device cannot: it reads as on time).
-        let waited = driver.now();
-        match wait {
-            Wait::None => {}
-            Wait::Pause => {
-                let pause = BATCH_PAUSE.min(timeout);
-                thread::sleep(pause);
-                driver.resumed(waited + pause);
-            }
-            Wait::Poll => match wait_readable(input, timeout) {
-                Readiness::Readable => {}
-                Readiness::TimedOut => {
-                    driver.resumed(waited + timeout);
-                    continue;
-                }
-                Readiness::Gone => return driver.finish(),
-            },
+        match wait_for_input(input, &mut driver, wait) {
+            Readiness::Readable => {}
+            Readiness::TimedOut => continue,
+            Readiness::Gone => break,
         }
+        match reader.read_batch(input, &mut driver) {
+            Some(next) => wait = next,
+            None => break,
+        }
+    }
+    driver.finish()
+}
+
+/// Waits as `wait` says, at most until the driver has something to do or
+/// it is time to check for a stop.
+fn wait_for_input(
+    input: &SyncDevice,
+    driver: &mut Driver<TunPacket, TunEgress>,
+    wait: Wait,
+) -> Readiness {
+    let timeout = driver.timeout().min(STOP_CHECK);
+    // A wait that ends by its timeout shows whether the thread stalled
+    // (one that ends on a readable device cannot: it reads as on time).
+    let waited = driver.now();
+    match wait {
+        Wait::None => Readiness::Readable,
+        Wait::Pause => {
+            let pause = BATCH_PAUSE.min(timeout);
+            thread::sleep(pause);
+            driver.resumed(waited + pause);
+            Readiness::Readable
+        }
+        Wait::Poll => {
+            let ready = wait_readable(input, timeout);
+            if ready == Readiness::TimedOut {
+                driver.resumed(waited + timeout);
+            }
+            ready
+        }
+    }
+}
+
+/// A forwarding thread's read buffers.
+struct Reader {
+    /// A GSO super-packet as read, before it is split.
+    original: Vec<u8>,
+    /// Where the packets land: each read lands in the buffer the packet
+    /// keeps through the link.
+    bufs: Vec<Vec<u8>>,
+    sizes: Vec<usize>,
+    /// Room of a packet buffer: the headroom and an MTU.
+    len: usize,
+}
+
+impl Reader {
+    fn new(mtu: usize) -> Reader {
+        // Segments of a GSO packet are at most MTU-sized; plain reads fit too.
+        let len = HEADROOM + mtu.max(1280);
+        Reader {
+            original: vec![0u8; VIRTIO_NET_HDR_LEN + 65_535],
+            bufs: vec![vec![0u8; len]; IDEAL_BATCH_SIZE],
+            sizes: vec![0usize; IDEAL_BATCH_SIZE],
+            len,
+        }
+    }
+
+    /// Reads what waits on `input` (up to a batch of reads) into the link.
+    /// Returns how to wait before the next reads; None if the device is
+    /// gone.
+    fn read_batch(
+        &mut self,
+        input: &SyncDevice,
+        driver: &mut Driver<TunPacket, TunEgress>,
+    ) -> Option<Wait> {
         let mut read = 0;
-        wait = Wait::None;
         for _ in 0..IDEAL_BATCH_SIZE {
-            let n = match input.recv_multiple(&mut original, &mut bufs, &mut sizes, HEADROOM) {
+            let n = match input.recv_multiple(
+                &mut self.original,
+                &mut self.bufs,
+                &mut self.sizes,
+                HEADROOM,
+            ) {
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    wait = if read >= BUSY_READS {
+                    return Some(if read >= BUSY_READS {
                         Wait::Pause
                     } else {
                         Wait::Poll
-                    };
-                    break;
+                    });
                 }
                 // The device is gone.
                 Err(e)
@@ -418,7 +472,7 @@ fn forward(
                         Some(libc::EBADF | libc::EBADFD | libc::ENODEV)
                     ) =>
                 {
-                    return driver.finish();
+                    return None;
                 }
                 // Interrupted, or a packet the offload layer cannot split: lost, like a bad frame.
                 Err(_) => continue,
@@ -427,14 +481,15 @@ fn forward(
             // Stamped per read, never earlier: a packet that arrived while
             // this thread was descheduled mid-batch must not leave early.
             let at = driver.now();
-            for (buf, &size) in bufs.iter_mut().zip(&sizes).take(n) {
-                let mut packet = std::mem::replace(buf, driver.egress_mut().buffers.buffer(len));
+            for (buf, &size) in self.bufs.iter_mut().zip(&self.sizes).take(n) {
+                let spare = driver.egress_mut().buffers.buffer(self.len);
+                let mut packet = std::mem::replace(buf, spare);
                 packet.truncate(HEADROOM + size);
                 driver.enqueue(at, TunPacket::new(packet));
             }
         }
+        Some(Wait::None)
     }
-    driver.finish()
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 //! Clients send to `--listen`; each client gets a session with its own
 //! upstream socket connected to `--to`, so replies find their way back and
 //! many clients work at once. Sessions are bounded in number, per source
-//! address and in memory ([`crate::sessions`]): a session holds a socket, a
+//! address and in memory ([`super::sessions`]): a session holds a socket, a
 //! reader task and no buffer of its own (readers share one per thread). A
 //! session that cannot get a socket (descriptor limit) is refused and
 //! counted; the relay keeps serving the others. Both directions cross an emulated [`Link`]
@@ -12,12 +12,12 @@
 //! read on every receive and the marked one written on every send.
 //!
 //! Sockets are read by tokio tasks; each link runs on its own thread
-//! ([`crate::pump`]), which sends what the link releases.
+//! ([`super::pump`]), which sends what the link releases.
 
 use std::cell::RefCell;
 use std::future::Future;
 use std::io;
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
@@ -28,21 +28,18 @@ use tokio::io::Interest;
 use tokio::net::UdpSocket;
 use tokio::task::JoinHandle;
 
-use crate::classify::{marks_of, remarked_tos, PassReason};
+use ecnq::tos_io::{recv_with_tos, send_with_tos, sent_as_ipv6, RecvMeta};
+
+use super::pump::{Egress, LinkMsg, LinkThread};
+use super::sessions::{Activity, Admission, SessionLimits, SessionTable};
+use super::udp::{bind_tos_socket, upstream_socket, wait_writable};
+use crate::link::classify::{marks_of, remarked_tos, PassReason};
 use crate::link::{Corruption, Direction, Link, LinkPacket};
-use crate::pump::{Egress, LinkMsg, LinkThread, Observers};
-use crate::sessions::{Activity, Admission, SessionCounters, SessionLimits, SessionTable};
-use crate::stats::LinkSnapshot;
-use crate::tos_socket::{
-    enable_recv_time, enable_recv_tos, recv_with_tos, send_with_tos, set_buffers, wait_writable,
-    RecvMeta,
-};
+use crate::observe::{LinkSnapshot, Observers, SessionCounters};
 use crate::wire::{Ipv4Repr, Ipv6Repr, UdpRepr, PROTO_UDP};
 
 /// Largest datagram relayed.
 const MAX_DATAGRAM: usize = 65_535;
-/// Socket buffers requested (the kernel may cap them).
-const SOCKET_BUFFER: i32 = 4 << 20;
 /// How often idle sessions are swept.
 const SWEEP_PERIOD: Duration = Duration::from_secs(1);
 /// Descriptors kept for everything but sessions: stdio, the listener, the
@@ -77,7 +74,32 @@ struct Datagram {
     wire_len: u32,
     out: Arc<UdpSocket>,
     to: Option<SocketAddr>,
+    /// Whether it leaves in an IPv6 header.
     ipv6: bool,
+}
+
+impl Datagram {
+    /// A datagram received with `meta`, on its way to `dst` through `out`
+    /// (`to`: None on a socket connected to `dst`).
+    fn received(
+        meta: &RecvMeta,
+        payload: Vec<u8>,
+        dst: SocketAddr,
+        out: Arc<UdpSocket>,
+        to: Option<SocketAddr>,
+    ) -> Datagram {
+        // A byte the kernel did not report counts as 0: Not-ECT, untagged.
+        let tos = meta.tos.unwrap_or(0);
+        Datagram {
+            marks: marks_of(tos, meta.from, dst, &payload),
+            wire_len: wire_len(meta.len, meta.from),
+            payload,
+            tos,
+            out,
+            to,
+            ipv6: sent_as_ipv6(dst),
+        }
+    }
 }
 
 impl LinkPacket for Datagram {
@@ -176,7 +198,7 @@ impl Relay {
         let counters = sessions.counters();
         drop(sessions.drain());
         let time = epoch.elapsed();
-        report_sessions(&reporter, &counters, time, true);
+        reporter.report_sessions(&counters, time, true);
         drop((up_tx, down_tx));
         // Stopping blocks until the link thread takes the message.
         let (up, down) = tokio::task::spawn_blocking(move || -> io::Result<_> {
@@ -192,33 +214,6 @@ impl Relay {
             time,
         })
     }
-}
-
-/// A UDP socket bound to `addr`, non-blocking, registered with tokio,
-/// reporting the TOS byte of what it receives.
-fn bind_tos_socket(addr: SocketAddr) -> io::Result<UdpSocket> {
-    tos_socket(std::net::UdpSocket::bind(addr)?, addr.is_ipv6())
-}
-
-/// A socket connected to `target` from an ephemeral port, set up like the
-/// listener.
-fn upstream_socket(target: SocketAddr) -> io::Result<UdpSocket> {
-    let any: SocketAddr = if target.is_ipv6() {
-        (Ipv6Addr::UNSPECIFIED, 0).into()
-    } else {
-        (Ipv4Addr::UNSPECIFIED, 0).into()
-    };
-    let socket = std::net::UdpSocket::bind(any)?;
-    socket.connect(target)?;
-    tos_socket(socket, target.is_ipv6())
-}
-
-fn tos_socket(socket: std::net::UdpSocket, ipv6: bool) -> io::Result<UdpSocket> {
-    socket.set_nonblocking(true)?;
-    enable_recv_tos(&socket, ipv6)?;
-    enable_recv_time(&socket);
-    set_buffers(&socket, SOCKET_BUFFER);
-    UdpSocket::from_std(socket)
 }
 
 /// Raises the soft limit on open descriptors to the hard limit (each
@@ -295,21 +290,6 @@ fn millis(d: Duration) -> u64 {
     d.as_millis() as u64
 }
 
-/// Writes the session counters as a stats line and to the metrics board.
-fn report_sessions(
-    observers: &Observers,
-    counters: &SessionCounters,
-    time: Duration,
-    final_: bool,
-) {
-    if let Some(sink) = &observers.stats {
-        let _ = sink.write_line(&counters.to_json(time, final_));
-    }
-    if let Some(board) = &observers.board {
-        board.publish_sessions(*counters);
-    }
-}
-
 /// What the client side of the relay works with.
 struct RelayIo<'a> {
     config: &'a RelayConfig,
@@ -337,7 +317,7 @@ impl RelayIo<'_> {
                     drop(sessions.expire(millis(now)));
                     if sessions.counters() != reported {
                         reported = sessions.counters();
-                        report_sessions(observers, &reported, now, false);
+                        observers.report_sessions(&reported, now, false);
                     }
                     continue;
                 }
@@ -353,15 +333,7 @@ impl RelayIo<'_> {
                     None => continue,
                 },
             };
-            let datagram = Datagram {
-                marks: marks_of(meta.tos, meta.from, self.config.target, &payload),
-                wire_len: wire_len(meta.len, meta.from),
-                payload,
-                tos: meta.tos,
-                out: upstream,
-                to: None,
-                ipv6: self.config.target.is_ipv6(),
-            };
+            let datagram = Datagram::received(&meta, payload, self.config.target, upstream, None);
             if self.up_tx.send(LinkMsg::Packet(arrived, datagram)).is_err() {
                 return Err(io::Error::other("the up link stopped"));
             }
@@ -421,7 +393,6 @@ async fn read_replies(
     last_active: Activity,
     down_tx: SyncSender<LinkMsg<Datagram>>,
 ) {
-    let ipv6 = client.is_ipv6();
     loop {
         let Ok((meta, payload)) = receive_next(&upstream).await else {
             // ICMP errors (target not listening yet) surface as read errors:
@@ -431,15 +402,7 @@ async fn read_replies(
         };
         let arrived = arrival(epoch, &meta);
         last_active.store(millis(arrived), Ordering::Relaxed);
-        let datagram = Datagram {
-            marks: marks_of(meta.tos, meta.from, client, &payload),
-            wire_len: wire_len(meta.len, meta.from),
-            payload,
-            tos: meta.tos,
-            out: listener.clone(),
-            to: Some(client),
-            ipv6,
-        };
+        let datagram = Datagram::received(&meta, payload, client, listener.clone(), Some(client));
         if down_tx.send(LinkMsg::Packet(arrived, datagram)).is_err() {
             return;
         }

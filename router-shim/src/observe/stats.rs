@@ -1,5 +1,6 @@
-//! Per-link observability: a snapshot of a link's counters, queue and load,
-//! written as one JSON line (`--stats FILE`), periodically and at shutdown.
+//! What the shim reports, as JSON lines (`--stats FILE`), periodically and
+//! at shutdown: a snapshot of each link's counters, queue and load, and the
+//! relay's session counters.
 
 use std::fmt::Write as _;
 use std::io::{self, Write};
@@ -132,6 +133,54 @@ impl LinkSnapshot {
             let _ = write!(s, "{sep}\"{name}\":[{},{},{},{}]", m[0], m[1], m[2], m[3]);
         }
         s.push_str("}}");
+        s
+    }
+}
+
+/// What the table did with sessions, for stats and metrics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SessionCounters {
+    /// Sessions open now.
+    pub active: u64,
+    /// Sessions opened.
+    pub opened: u64,
+    /// New sessions refused: their source had `per_source` sessions.
+    pub refused_source: u64,
+    /// New sessions refused: no socket could be opened (descriptor limit).
+    pub refused_sockets: u64,
+    /// Sessions closed to make room for a new one.
+    pub evicted: u64,
+    /// Sessions closed after the idle time.
+    pub expired: u64,
+}
+
+impl SessionCounters {
+    /// New sessions refused, all causes.
+    pub fn refused(&self) -> u64 {
+        self.refused_source + self.refused_sockets
+    }
+
+    /// The counters as `(name, value)`, names as in the JSON line.
+    pub fn fields(&self) -> [(&'static str, u64); 7] {
+        [
+            ("sessions", self.opened),
+            ("sessions_active", self.active),
+            ("sessions_refused", self.refused()),
+            ("sessions_refused_source", self.refused_source),
+            ("sessions_refused_sockets", self.refused_sockets),
+            ("sessions_evicted", self.evicted),
+            ("sessions_expired", self.expired),
+        ]
+    }
+
+    /// One JSON object, like a link's line: time since the relay started,
+    /// `final_` on the shutdown line, then [`SessionCounters::fields`].
+    pub fn to_json(&self, time: Duration, final_: bool) -> String {
+        let mut s = format!("{{\"t\":{:.6},\"final\":{final_}", time.as_secs_f64());
+        for (name, value) in self.fields() {
+            let _ = write!(s, ",\"{name}\":{value}");
+        }
+        s.push('}');
         s
     }
 }

@@ -9,13 +9,11 @@
 
 use std::io;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
-use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::link::{Link, LinkPacket};
-use crate::observe::{PcapWriter, SnapshotBoard};
-use crate::stats::{LinkSnapshot, StatsSink};
+use crate::observe::{LinkSnapshot, Observers};
 
 /// Packets waiting between the readers and a link thread.
 const CHANNEL_DEPTH: usize = 8192;
@@ -44,34 +42,6 @@ pub enum LinkMsg<P> {
     Packet(Duration, P),
     /// Finish: report and exit.
     Stop,
-}
-
-/// Where a link reports: JSON lines, the metrics board, a pcap file.
-#[derive(Clone, Debug, Default)]
-pub struct Observers {
-    /// JSON lines, shared by the shim's links.
-    pub stats: Option<Arc<StatsSink>>,
-    /// The latest snapshots, for `--metrics`.
-    pub board: Option<Arc<SnapshotBoard>>,
-    /// What leaves the shim.
-    pub pcap: Option<Arc<PcapWriter>>,
-    /// Period of stats lines and board updates.
-    pub interval: Duration,
-}
-
-impl Observers {
-    fn periodic(&self) -> bool {
-        (self.stats.is_some() || self.board.is_some()) && !self.interval.is_zero()
-    }
-
-    fn report(&self, snapshot: &LinkSnapshot, final_: bool) {
-        if let Some(sink) = &self.stats {
-            let _ = sink.write_line(&snapshot.to_json(final_));
-        }
-        if let Some(board) = &self.board {
-            board.publish(*snapshot);
-        }
-    }
 }
 
 /// A running link thread.
@@ -288,6 +258,7 @@ fn run<P: LinkPacket>(
 mod tests {
     use super::*;
     use crate::link::tests::{link, pkt, Pkt};
+    use std::sync::Arc;
 
     /// Counts what the link released.
     struct Count(Arc<std::sync::atomic::AtomicU64>);

@@ -11,7 +11,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use ecnq::{packet_hash, Ecn, PacketMarks, SchemeTag};
 
-use crate::link::Corruption;
+use super::impair::Corruption;
 use crate::wire::{self, checksum, Ipv4Packet, Ipv6Packet, UdpPacket, PROTO_UDP};
 
 /// IANA protocol number of TCP.

@@ -1,18 +1,15 @@
-//! Observability beyond the JSON lines: the latest snapshot of every link
-//! in Prometheus text format (`--metrics ADDR`), and a pcap file of what
-//! leaves the shim (`--pcap FILE`, raw IP link type, read by tshark).
+//! The latest snapshot of every link (and the relay's session counters)
+//! in Prometheus text format, served over HTTP (`--metrics ADDR`).
 
 use std::fmt::Write as _;
-use std::fs::File;
-use std::io::{self, BufWriter, Read, Write};
+use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use crate::sessions::SessionCounters;
-use crate::stats::LinkSnapshot;
+use super::stats::{LinkSnapshot, SessionCounters};
 
 /// The latest snapshot of each link (and of the relay's sessions), for the
 /// metrics endpoint.
@@ -118,6 +115,14 @@ impl Drop for ScrapeSlot {
     }
 }
 
+/// The `# HELP` and `# TYPE` lines of a metric family.
+fn header(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(
+        out,
+        "# HELP ecnq_shim_{name} {help}\n# TYPE ecnq_shim_{name} {kind}"
+    );
+}
+
 /// One metric family: name, type, help, and a value per link.
 fn family(
     out: &mut String,
@@ -127,10 +132,7 @@ fn family(
     links: &[LinkSnapshot],
     value: impl Fn(&LinkSnapshot) -> f64,
 ) {
-    let _ = writeln!(
-        out,
-        "# HELP ecnq_shim_{name} {help}\n# TYPE ecnq_shim_{name} {kind}"
-    );
+    header(out, name, kind, help);
     for s in links {
         let _ = writeln!(
             out,
@@ -141,160 +143,195 @@ fn family(
     }
 }
 
-/// A counter family: name, help, and how to read it from a snapshot.
-type Counter = (&'static str, &'static str, fn(&LinkSnapshot) -> u64);
+/// One metric family with labels beyond the direction: per link, the
+/// values with their labels (`cause="loss"`).
+fn labelled<T: std::fmt::Display>(
+    out: &mut String,
+    (name, kind, help): (&str, &str, &str),
+    links: &[LinkSnapshot],
+    values: impl Fn(&LinkSnapshot) -> Vec<(String, T)>,
+) {
+    header(out, name, kind, help);
+    for s in links {
+        for (labels, value) in values(s) {
+            let _ = writeln!(
+                out,
+                "ecnq_shim_{name}{{dir=\"{}\",{labels}}} {value}",
+                s.direction
+            );
+        }
+    }
+}
+
+/// `label="name"` for each name, with its value.
+fn by<T>(label: &str, values: impl IntoIterator<Item = (&'static str, T)>) -> Vec<(String, T)> {
+    values
+        .into_iter()
+        .map(|(name, value)| (format!("{label}=\"{name}\""), value))
+        .collect()
+}
+
+/// A family without labels beyond the direction: name, help, and how to
+/// read its value from a snapshot.
+type Plain<T> = (&'static str, &'static str, fn(&LinkSnapshot) -> T);
+
+/// The link counters without labels beyond the direction.
+const COUNTERS: [Plain<u64>; 10] = [
+    (
+        "arrivals_total",
+        "Packets offered to the link (before drops).",
+        |s| s.counters.arrivals,
+    ),
+    ("arrival_bytes_total", "Bytes offered to the link.", |s| {
+        s.counters.arrival_bytes
+    }),
+    ("departures_total", "Packets that left the link.", |s| {
+        s.counters.departures
+    }),
+    ("departure_bytes_total", "Bytes that left the link.", |s| {
+        s.counters.departure_bytes
+    }),
+    ("duplicates_total", "Emulated duplicates.", |s| {
+        s.counters.duplicates
+    }),
+    ("reordered_total", "Packets that skipped the delay.", |s| {
+        s.counters.reordered
+    }),
+    ("corrupted_total", "Emulated corruptions.", |s| {
+        s.counters.corrupted
+    }),
+    (
+        "rewritten_total",
+        "Packets whose marks the router changed.",
+        |s| s.marks.rewritten,
+    ),
+    (
+        "send_errors_total",
+        "Packets the shim failed to write.",
+        |s| s.send_errors,
+    ),
+    (
+        "intervals_disregarded_total",
+        "Measurement intervals that kept the previous load because the shim was stalled.",
+        |s| s.intervals_disregarded,
+    ),
+];
 
 /// The Prometheus text for a set of link snapshots.
-pub fn prometheus_text(links: &[LinkSnapshot]) -> String {
+fn prometheus_text(links: &[LinkSnapshot]) -> String {
     let mut out = String::new();
-    let counters: [Counter; 10] = [
-        (
-            "arrivals_total",
-            "Packets offered to the link (before drops).",
-            |s| s.counters.arrivals,
-        ),
-        ("arrival_bytes_total", "Bytes offered to the link.", |s| {
-            s.counters.arrival_bytes
-        }),
-        ("departures_total", "Packets that left the link.", |s| {
-            s.counters.departures
-        }),
-        ("departure_bytes_total", "Bytes that left the link.", |s| {
-            s.counters.departure_bytes
-        }),
-        ("duplicates_total", "Emulated duplicates.", |s| {
-            s.counters.duplicates
-        }),
-        ("reordered_total", "Packets that skipped the delay.", |s| {
-            s.counters.reordered
-        }),
-        ("corrupted_total", "Emulated corruptions.", |s| {
-            s.counters.corrupted
-        }),
-        (
-            "rewritten_total",
-            "Packets whose marks the router changed.",
-            |s| s.marks.rewritten,
-        ),
-        (
-            "send_errors_total",
-            "Packets the shim failed to write.",
-            |s| s.send_errors,
-        ),
-        (
-            "intervals_disregarded_total",
-            "Measurement intervals that kept the previous load because the shim was stalled.",
-            |s| s.intervals_disregarded,
-        ),
-    ];
-    for (name, help, get) in counters {
+    for (name, help, get) in COUNTERS {
         family(&mut out, name, "counter", help, links, |s| get(s) as f64);
     }
-    let _ = writeln!(out, "# HELP ecnq_shim_drops_total Packets dropped, by cause.\n# TYPE ecnq_shim_drops_total counter");
-    for s in links {
-        for (cause, n) in [
-            ("overflow", s.counters.drops_overflow),
-            ("loss", s.counters.drops_loss),
-            ("blackhole", s.counters.drops_blackhole),
-            ("aqm", s.counters.drops_aqm),
-            ("policed", s.counters.drops_policed),
-        ] {
-            let _ = writeln!(
-                out,
-                "ecnq_shim_drops_total{{dir=\"{}\",cause=\"{cause}\"}} {n}",
-                s.direction
-            );
-        }
-    }
-    let _ = writeln!(out, "# HELP ecnq_shim_passed_total Packets forwarded unmarked, by reason.\n# TYPE ecnq_shim_passed_total counter");
-    for s in links {
-        let p = &s.counters.passed;
-        for (reason, n) in [
-            ("fragment", p.fragment),
-            ("not_udp", p.not_udp),
-            ("malformed", p.malformed),
-        ] {
-            let _ = writeln!(
-                out,
-                "ecnq_shim_passed_total{{dir=\"{}\",reason=\"{reason}\"}} {n}",
-                s.direction
-            );
-        }
-    }
-    let _ = writeln!(
-        out,
-        "# HELP ecnq_shim_marks_total Packets by the scheme that marked them and the ECN codepoint they left with.\n# TYPE ecnq_shim_marks_total counter"
+    drops_passed_and_marks(&mut out, links);
+    queue_and_load(&mut out, links);
+    out
+}
+
+/// Drops by cause, packets passed unmarked by reason, and marks by scheme
+/// and codepoint.
+fn drops_passed_and_marks(out: &mut String, links: &[LinkSnapshot]) {
+    let drops = ("drops_total", "counter", "Packets dropped, by cause.");
+    labelled(out, drops, links, |s| {
+        let c = &s.counters;
+        by(
+            "cause",
+            [
+                ("overflow", c.drops_overflow),
+                ("loss", c.drops_loss),
+                ("blackhole", c.drops_blackhole),
+                ("aqm", c.drops_aqm),
+                ("policed", c.drops_policed),
+            ],
+        )
+    });
+    let passed = (
+        "passed_total",
+        "counter",
+        "Packets forwarded unmarked, by reason.",
     );
-    for s in links {
+    labelled(out, passed, links, |s| {
+        let p = &s.counters.passed;
+        by(
+            "reason",
+            [
+                ("fragment", p.fragment),
+                ("not_udp", p.not_udp),
+                ("malformed", p.malformed),
+            ],
+        )
+    });
+    let marks = (
+        "marks_total",
+        "counter",
+        "Packets by the scheme that marked them and the ECN codepoint they left with.",
+    );
+    labelled(out, marks, links, |s| {
+        let mut values = Vec::new();
         for (wire, row) in s.marks.iter() {
             let scheme = wire.name();
             for (ecn, n) in ["00", "01", "10", "11"].iter().zip(row) {
-                let _ = writeln!(
-                    out,
-                    "ecnq_shim_marks_total{{dir=\"{}\",scheme=\"{scheme}\",ecn=\"{ecn}\"}} {n}",
-                    s.direction
-                );
+                values.push((format!("scheme=\"{scheme}\",ecn=\"{ecn}\""), *n));
             }
         }
+        values
+    });
+}
+
+/// Queue, flows, utilization and load-factor gauges.
+fn queue_and_load(out: &mut String, links: &[LinkSnapshot]) {
+    let gauges: [Plain<f64>; 3] = [
+        ("queue_bytes", "Bytes waiting for serialization.", |s| {
+            s.queue_bytes as f64
+        }),
+        ("queue_packets", "Packets waiting for serialization.", |s| {
+            s.queue_packets as f64
+        }),
+        (
+            "policed_flows",
+            "Flows of the ecnq queue held to their fair share for sending over it.",
+            |s| s.policed_flows as f64,
+        ),
+    ];
+    for (name, help, get) in gauges {
+        family(out, name, "gauge", help, links, get);
     }
-    family(
-        &mut out,
-        "queue_bytes",
+    let active = (
+        "active_flows",
         "gauge",
-        "Bytes waiting for serialization.",
-        links,
-        |s| s.queue_bytes as f64,
+        "Flows active in the last interval, by queue.",
     );
+    labelled(out, active, links, |s| {
+        let [ecnq, classic, l4s] = s.active_flows;
+        by(
+            "queue",
+            [("ecnq", ecnq), ("classic", classic), ("l4s", l4s)],
+        )
+    });
     family(
-        &mut out,
-        "queue_packets",
-        "gauge",
-        "Packets waiting for serialization.",
-        links,
-        |s| s.queue_packets as f64,
-    );
-    family(
-        &mut out,
-        "policed_flows",
-        "gauge",
-        "Flows of the ecnq queue held to their fair share for sending over it.",
-        links,
-        |s| s.policed_flows as f64,
-    );
-    let _ = writeln!(out, "# HELP ecnq_shim_active_flows Flows active in the last interval, by queue.\n# TYPE ecnq_shim_active_flows gauge");
-    for s in links {
-        for (queue, n) in ["ecnq", "classic", "l4s"].iter().zip(s.active_flows) {
-            let _ = writeln!(
-                out,
-                "ecnq_shim_active_flows{{dir=\"{}\",queue=\"{queue}\"}} {n}",
-                s.direction
-            );
-        }
-    }
-    family(
-        &mut out,
+        out,
         "utilization",
         "gauge",
         "Departures over capacity in the last interval.",
         links,
         |s| s.interval.map_or(0.0, |iv| iv.utilization(s.capacity)),
     );
-    let _ = writeln!(out, "# HELP ecnq_shim_load_factor Load factor of the last interval, by formula.\n# TYPE ecnq_shim_load_factor gauge");
-    for s in links {
-        for (formula, v) in [
-            ("vcp", s.load.vcp),
-            ("bmcc", s.load.bmcc),
-            ("mcp", s.load.mcp),
-        ] {
-            let _ = writeln!(
-                out,
-                "ecnq_shim_load_factor{{dir=\"{}\",formula=\"{formula}\"}} {}",
-                s.direction,
-                v.get()
-            );
-        }
-    }
-    out
+    let load = (
+        "load_factor",
+        "gauge",
+        "Load factor of the last interval, by formula.",
+    );
+    labelled(out, load, links, |s| {
+        let l = &s.load;
+        by(
+            "formula",
+            [
+                ("vcp", l.vcp.get()),
+                ("bmcc", l.bmcc.get()),
+                ("mcp", l.mcp.get()),
+            ],
+        )
+    });
 }
 
 /// The relay's session counters in Prometheus text.
@@ -320,69 +357,13 @@ fn session_text(out: &mut String, c: &SessionCounters) {
             c.expired,
         ),
     ] {
-        let _ = writeln!(
-            out,
-            "# HELP ecnq_shim_{name} {help}\n# TYPE ecnq_shim_{name} {kind}\necnq_shim_{name} {value}"
-        );
+        header(out, name, kind, help);
+        let _ = writeln!(out, "ecnq_shim_{name} {value}");
     }
-    let _ = writeln!(
-        out,
-        "# HELP ecnq_shim_sessions_refused_total New sessions refused, by cause.\n# TYPE ecnq_shim_sessions_refused_total counter\n\
-         ecnq_shim_sessions_refused_total{{cause=\"source\"}} {}\n\
-         ecnq_shim_sessions_refused_total{{cause=\"sockets\"}} {}",
-        c.refused_source, c.refused_sockets
-    );
-}
-
-/// pcap link type for raw IPv4/IPv6 packets.
-const LINKTYPE_RAW: u32 = 101;
-/// Bytes of each packet kept.
-const SNAPLEN: u32 = 65_535;
-
-/// A pcap file of packets as they leave the shim, shared by its links.
-pub struct PcapWriter {
-    out: Mutex<BufWriter<File>>,
-}
-
-impl PcapWriter {
-    /// Creates `path` and writes the pcap header.
-    pub fn create(path: &std::path::Path) -> io::Result<PcapWriter> {
-        let mut out = BufWriter::new(File::create(path)?);
-        // Magic (µs timestamps), version 2.4, zone 0, sigfigs 0, snaplen, link type.
-        out.write_all(&0xa1b2_c3d4u32.to_le_bytes())?;
-        out.write_all(&2u16.to_le_bytes())?;
-        out.write_all(&4u16.to_le_bytes())?;
-        out.write_all(&[0; 8])?;
-        out.write_all(&SNAPLEN.to_le_bytes())?;
-        out.write_all(&LINKTYPE_RAW.to_le_bytes())?;
-        out.flush()?;
-        Ok(PcapWriter {
-            out: Mutex::new(out),
-        })
-    }
-
-    /// Appends packets (raw IP), stamped with the current wall-clock time.
-    pub fn write_all<'a>(&self, packets: impl IntoIterator<Item = &'a [u8]>) -> io::Result<()> {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default();
-        let mut out = self.out.lock().unwrap_or_else(|p| p.into_inner());
-        for packet in packets {
-            let len = packet.len() as u32;
-            let kept = len.min(SNAPLEN);
-            out.write_all(&(now.as_secs() as u32).to_le_bytes())?;
-            out.write_all(&now.subsec_micros().to_le_bytes())?;
-            out.write_all(&kept.to_le_bytes())?;
-            out.write_all(&len.to_le_bytes())?;
-            out.write_all(&packet[..kept as usize])?;
-        }
-        out.flush()
-    }
-}
-
-impl std::fmt::Debug for PcapWriter {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("PcapWriter")
+    let refused = "sessions_refused_total";
+    header(out, refused, "counter", "New sessions refused, by cause.");
+    for (cause, n) in [("source", c.refused_source), ("sockets", c.refused_sockets)] {
+        let _ = writeln!(out, "ecnq_shim_{refused}{{cause=\"{cause}\"}} {n}");
     }
 }
 
@@ -468,24 +449,5 @@ mod tests {
             "{:?}",
             started.elapsed()
         );
-    }
-
-    #[test]
-    fn pcap_layout() {
-        let path = std::env::temp_dir().join(format!("ecnq-shim-{}.pcap", std::process::id()));
-        let pcap = PcapWriter::create(&path).unwrap();
-        pcap.write_all([&[0x45u8; 20][..], &[0x60; 48][..]])
-            .unwrap();
-        drop(pcap);
-        let bytes = std::fs::read(&path).unwrap();
-        let _ = std::fs::remove_file(&path);
-        assert_eq!(bytes.len(), 24 + 16 + 20 + 16 + 48);
-        assert_eq!(&bytes[..4], &0xa1b2_c3d4u32.to_le_bytes());
-        assert_eq!(
-            u32::from_le_bytes(bytes[20..24].try_into().unwrap()),
-            LINKTYPE_RAW
-        );
-        assert_eq!(u32::from_le_bytes(bytes[32..36].try_into().unwrap()), 20);
-        assert_eq!(bytes[40], 0x45);
     }
 }

@@ -11,11 +11,12 @@
 //! (`dualpi2` is tc's name for the L4S DualPI2 qdisc); without it the
 //! shim's `--queue` applies.
 //!
-//! Units follow tc(8): rates in `bit`, `kbit`, `mbit`, `gbit`, `tbit` (powers
-//! of 1000; a bare number is bit/s) or `bps`, `kbps`, `mbps`, `gbps` (bytes
-//! per second); times in `s`, `ms`, `us`, `ns` (a bare number is µs, as in
-//! tc); sizes in `b`, `kb`/`k`, `mb`/`m`, `gb`/`g` (powers of 1024). `limit`
-//! with a bare number counts packets, as in netem; with a size unit
+//! Rates, times and sizes are read by [`ecnq::units`], in tc(8)'s words and
+//! meanings: rates in `bit`, `kbit`, `mbit`, `gbit`, `tbit`; times in `s`,
+//! `ms`, `us`, `ns`; sizes in `b`, `kb`, `mb`, `gb` (powers of 1024). A rate
+//! or time needs its unit, and `kbps` and its kin, which tc reads as bytes
+//! per second and other tools as bits, are refused with the word to write.
+//! `limit` with a bare number counts packets, as in netem; with a size unit
 //! (`limit 64kb`) it counts bytes.
 
 use std::fmt;
@@ -23,6 +24,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use ecnq::bottleneck::Discipline;
+use ecnq::units::{parse_duration, Rate, ShowDuration, Size, UnitError};
 
 /// How much the link buffer holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -191,82 +193,28 @@ fn err<T>(msg: impl Into<String>) -> Result<T, SpecError> {
     Err(SpecError(msg.into()))
 }
 
-/// Splits `12.5mbit` into (12.5, "mbit"); errors name the word.
-fn number_and_unit<'a>(word: &'a str, what: &str) -> Result<(f64, &'a str), SpecError> {
-    let split = word
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(word.len());
-    let (num, unit) = word.split_at(split);
-    match num.parse::<f64>() {
-        Ok(v) if v.is_finite() => Ok((v, unit)),
-        _ => err(format!("`{word}` is not a {what}")),
+impl From<UnitError> for SpecError {
+    fn from(e: UnitError) -> SpecError {
+        SpecError(e.to_string())
     }
 }
 
-/// A rate in bit/s.
-pub fn parse_rate(word: &str) -> Result<u64, SpecError> {
-    let (value, unit) = number_and_unit(word, "rate (e.g. 20mbit)")?;
-    let scale = match unit.to_ascii_lowercase().as_str() {
-        "" | "bit" => 1.0,
-        "kbit" => 1e3,
-        "mbit" => 1e6,
-        "gbit" => 1e9,
-        "tbit" => 1e12,
-        "bps" => 8.0,
-        "kbps" => 8e3,
-        "mbps" => 8e6,
-        "gbps" => 8e9,
-        _ => {
-            return err(format!(
-                "unknown rate unit `{unit}` in `{word}` (use bit, kbit, mbit, gbit, tbit, or bps, kbps, mbps, gbps for bytes/s)"
-            ))
-        }
-    };
-    let bits = value * scale;
-    if bits < 1.0 {
-        return err(format!("rate `{word}` must be at least 1 bit/s"));
-    }
-    Ok(bits.round() as u64)
+/// The longest time a spec (or a shim option) takes: an hour.
+pub const MAX_TIME: Duration = Duration::from_secs(3600);
+
+/// A time of at most [`MAX_TIME`].
+pub fn parse_time(word: &str) -> Result<Duration, UnitError> {
+    parse_duration(word, Some(MAX_TIME))
 }
 
-/// A time.
-pub fn parse_time(word: &str) -> Result<Duration, SpecError> {
-    let (value, unit) = number_and_unit(word, "time (e.g. 20ms)")?;
-    let scale = match unit.to_ascii_lowercase().as_str() {
-        "s" | "sec" | "secs" => 1.0,
-        "ms" | "msec" | "msecs" => 1e-3,
-        "" | "us" | "usec" | "usecs" => 1e-6,
-        "ns" | "nsec" | "nsecs" => 1e-9,
-        _ => {
-            return err(format!(
-                "unknown time unit `{unit}` in `{word}` (use s, ms, us or ns)"
-            ))
-        }
-    };
-    let secs = value * scale;
-    if secs > 3600.0 {
-        return err(format!("time `{word}` is longer than an hour"));
-    }
-    // Whole microseconds, what a spec displays (a fuzzer found `delay 0.4`,
-    // 0.4 µs, displayed as `0us`, which re-parses as no delay).
-    Ok(Duration::from_micros((secs * 1e6).round() as u64))
+/// A rate in whole bits per second.
+pub fn parse_rate(word: &str) -> Result<u64, UnitError> {
+    Ok(word.parse::<Rate>()?.bits_per_sec().round() as u64)
 }
 
-/// A size in bytes (powers of 1024).
-pub fn parse_size(word: &str) -> Result<u64, SpecError> {
-    let (value, unit) = number_and_unit(word, "size (e.g. 64kb)")?;
-    let scale = match unit.to_ascii_lowercase().as_str() {
-        "" | "b" => 1.0,
-        "k" | "kb" => 1024.0,
-        "m" | "mb" => 1024.0 * 1024.0,
-        "g" | "gb" => 1024.0 * 1024.0 * 1024.0,
-        _ => {
-            return err(format!(
-                "unknown size unit `{unit}` in `{word}` (use b, kb, mb or gb)"
-            ))
-        }
-    };
-    Ok((value * scale).round() as u64)
+/// A size in bytes.
+pub fn parse_size(word: &str) -> Result<u64, UnitError> {
+    Ok(word.parse::<Size>()?.bytes())
 }
 
 /// A percentage `0.5%` (the `%` may be left out) as a probability.
@@ -385,65 +333,17 @@ impl FromStr for LinkSpec {
         let mut spec = LinkSpec::default();
         let mut seen: Vec<&str> = Vec::new();
         let mut words = s.split_whitespace().peekable();
-        while let Some(keyword) = words.next() {
-            let Some(keyword) = KEYWORDS
-                .into_iter()
-                .find(|k| k.eq_ignore_ascii_case(keyword))
-            else {
+        while let Some(word) = words.next() {
+            let Some(keyword) = KEYWORDS.into_iter().find(|k| k.eq_ignore_ascii_case(word)) else {
                 return err(format!(
-                    "unknown word `{keyword}` (expected rate, delay, loss, corrupt, reorder, duplicate, limit, blackhole or queue)"
+                    "unknown word `{word}` (expected rate, delay, loss, corrupt, reorder, duplicate, limit, blackhole or queue)"
                 ));
             };
             if seen.contains(&keyword) {
                 return err(format!("`{keyword}` given twice"));
             }
             seen.push(keyword);
-            match keyword {
-                "loss" | "corrupt" => {
-                    let pattern = parse_pattern(keyword, &mut words)?;
-                    if keyword == "loss" {
-                        spec.loss = pattern;
-                    } else {
-                        spec.corrupt = pattern;
-                    }
-                    continue;
-                }
-                "blackhole" => {
-                    spec.blackhole = Some(parse_blackhole(&mut words)?);
-                    continue;
-                }
-                _ => {}
-            }
-            let Some(value) = words.next() else {
-                return err(format!("`{keyword}` needs a value"));
-            };
-            match keyword {
-                "rate" => spec.rate = Some(parse_rate(value)?),
-                "delay" => {
-                    spec.delay = parse_time(value)?;
-                    if let Some(jitter) = words.next_if(|w| looks_numeric(w)) {
-                        spec.jitter = parse_time(jitter)?;
-                    }
-                }
-                "reorder" => spec.reorder = parse_percent(value, "reorder")?,
-                "duplicate" => spec.duplicate = parse_percent(value, "duplicate")?,
-                "queue" => spec.queue = Some(value.parse().map_err(SpecError)?),
-                _ => {
-                    let limit = if value.chars().all(|c| c.is_ascii_digit()) {
-                        Limit::Packets(
-                            value
-                                .parse()
-                                .or_else(|_| err(format!("limit `{value}` is too large")))?,
-                        )
-                    } else {
-                        Limit::Bytes(parse_size(value)?)
-                    };
-                    if matches!(limit, Limit::Packets(0) | Limit::Bytes(0)) {
-                        return err("limit must be greater than zero");
-                    }
-                    spec.limit = limit;
-                }
-            }
+            spec.set(keyword, &mut words)?;
         }
         if spec.reorder > 0.0 && spec.delay.is_zero() {
             return err("reorder needs a delay to reorder against (as in netem)");
@@ -452,17 +352,72 @@ impl FromStr for LinkSpec {
     }
 }
 
+impl LinkSpec {
+    /// Sets what `keyword` and the words after it say.
+    fn set<'a, I>(
+        &mut self,
+        keyword: &str,
+        words: &mut std::iter::Peekable<I>,
+    ) -> Result<(), SpecError>
+    where
+        I: Iterator<Item = &'a str>,
+    {
+        match keyword {
+            "loss" => self.loss = parse_pattern(keyword, words)?,
+            "corrupt" => self.corrupt = parse_pattern(keyword, words)?,
+            "blackhole" => self.blackhole = Some(parse_blackhole(words)?),
+            _ => {
+                let Some(value) = words.next() else {
+                    return err(format!("`{keyword}` needs a value"));
+                };
+                match keyword {
+                    "rate" => self.rate = Some(parse_rate(value)?),
+                    "delay" => {
+                        self.delay = parse_time(value)?;
+                        if let Some(jitter) = words.next_if(|w| looks_numeric(w)) {
+                            self.jitter = parse_time(jitter)?;
+                        }
+                    }
+                    "reorder" => self.reorder = parse_percent(value, "reorder")?,
+                    "duplicate" => self.duplicate = parse_percent(value, "duplicate")?,
+                    "queue" => self.queue = Some(value.parse().map_err(SpecError)?),
+                    _ => self.limit = parse_limit(value)?,
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The value of `limit`: a bare number counts packets, a size bytes.
+fn parse_limit(value: &str) -> Result<Limit, SpecError> {
+    let limit = if value.chars().all(|c| c.is_ascii_digit()) {
+        Limit::Packets(
+            value
+                .parse()
+                .or_else(|_| err(format!("limit `{value}` is too large")))?,
+        )
+    } else {
+        Limit::Bytes(parse_size(value)?)
+    };
+    if matches!(limit, Limit::Packets(0) | Limit::Bytes(0)) {
+        return err("limit must be greater than zero");
+    }
+    Ok(limit)
+}
+
 impl fmt::Display for LinkSpec {
-    /// Back in netem words (rates in bit/s, times in µs: exact and re-parsable).
+    /// Back in netem words (rates in bit/s, times in the largest exact
+    /// unit: exact and re-parsable).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut parts = Vec::new();
         if let Some(rate) = self.rate {
             parts.push(format!("rate {rate}bit"));
         }
         if !self.delay.is_zero() || !self.jitter.is_zero() {
-            let mut delay = format!("delay {}us", self.delay.as_micros());
+            let mut delay = format!("delay {}", ShowDuration(self.delay));
             if !self.jitter.is_zero() {
-                delay += &format!(" {}us", self.jitter.as_micros());
+                delay += &format!(" {}", ShowDuration(self.jitter));
             }
             parts.push(delay);
         }
@@ -481,7 +436,7 @@ impl fmt::Display for LinkSpec {
             Limit::Bytes(n) => format!("limit {n}b"),
         });
         if let Some(b) = self.blackhole {
-            let mut words = format!("blackhole {}us {}us", b.on.as_micros(), b.off.as_micros());
+            let mut words = format!("blackhole {} {}", ShowDuration(b.on), ShowDuration(b.off));
             if let Some(n) = b.count {
                 words += &format!(" {n}");
             }
@@ -544,11 +499,16 @@ mod tests {
     fn units() {
         assert_eq!(parse_rate("1gbit"), Ok(1_000_000_000));
         assert_eq!(parse_rate("1.5mbit"), Ok(1_500_000));
-        assert_eq!(parse_rate("100kbps"), Ok(800_000));
-        assert_eq!(parse_rate("9600"), Ok(9600));
         assert_eq!(parse_time("1.5s"), Ok(Duration::from_millis(1500)));
-        assert_eq!(parse_time("250"), Ok(Duration::from_micros(250)));
+        assert_eq!(parse_time("250us"), Ok(Duration::from_micros(250)));
         assert_eq!(parse_size("64kb"), Ok(65_536));
+        // tc reads `kbps` as kbytes/s, other tools as kbit/s; bare rates and
+        // times are bytes/s and µs to tc only: all refused, naming the word.
+        assert!(parse_rate("100kbps")
+            .unwrap_err()
+            .to_string()
+            .contains("`100kbit`"));
+        assert!(parse_rate("9600").is_err() && parse_time("250").is_err());
         let spec: LinkSpec = "limit 64kb loss random 1 duplicate 2% delay 5ms reorder 25%"
             .parse()
             .unwrap();
@@ -635,7 +595,11 @@ mod tests {
             ("rate 20mbits", "unknown rate unit `mbits`"),
             ("rate fast", "`fast` is not a rate"),
             ("rate 0bit", "at least 1 bit/s"),
-            ("delay 20 parsecs", "unknown word `parsecs`"),
+            ("delay 20ms parsecs", "unknown word `parsecs`"),
+            ("delay 20", "`20` has no unit"),
+            ("delay 2h", "unknown time unit `h`"),
+            ("delay 3601s", "longer than 3600s"),
+            ("rate 20mbps", "ambiguous"),
             ("delay 20xs", "unknown time unit `xs`"),
             ("loss 120%", "between 0% and 100%"),
             ("loss lots", "loss needs a percentage"),
