@@ -38,6 +38,7 @@ pub mod prague;
 pub mod presence;
 pub mod router;
 pub mod scheme;
+pub mod session;
 pub mod signal;
 pub mod vcp;
 
