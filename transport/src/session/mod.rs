@@ -220,8 +220,8 @@ impl Published {
         self.probe_packets.load(Ordering::Relaxed)
     }
 
-    /// Stores what changed (a store the sending path would read for nothing
-    /// is left out: it shares these cache lines).
+    /// Stores only what changed: rewriting an unchanged value would still
+    /// pull the cache line away from the core that sends.
     fn store(&self, marking: Marking, window: u64, rate_gated: bool) {
         let bits = marking.to_bits();
         if self.marking.load(Ordering::Relaxed) != bits {

@@ -30,28 +30,25 @@ const TICK: Duration = Duration::from_millis(1);
 /// The most packets a sender sends in one tick, whatever its window.
 const BURST: usize = 64;
 
-/// Deterministic pseudo-random numbers (xorshift64*), so every run repeats.
-struct Rng(u64);
+/// Deterministic pseudo-random numbers (the packet hash's mixer over a
+/// counter), so every run repeats.
+struct Rng(u32);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    /// Uniform in [0, 1).
+    fn unit(&mut self) -> f64 {
+        self.0 = self.0.wrapping_add(1);
+        f64::from(fmix32(self.0)) / 4_294_967_296.0
     }
 
     /// True with probability `p`.
     fn chance(&mut self, p: f64) -> bool {
-        ((self.next() >> 11) as f64) < p * (1u64 << 53) as f64
+        self.unit() < p
     }
 
     /// Uniform in [0, `max`).
     fn below(&mut self, max: Duration) -> Duration {
-        match max.as_nanos() as u64 {
-            0 => Duration::ZERO,
-            max => Duration::from_nanos(self.next() % max),
-        }
+        max.mul_f64(self.unit())
     }
 }
 
@@ -200,7 +197,7 @@ impl Pair {
             data: Wire::new(leg.clone()),
             acks: Wire::new(leg.clone()),
             reports: Wire::new(leg),
-            rng: Rng(0x9e37_79b9_7f4a_7c15),
+            rng: Rng(1 << 31),
             outstanding: BTreeMap::new(),
             sent: 0,
             received: 0,

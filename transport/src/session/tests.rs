@@ -181,7 +181,7 @@ fn report_after(pair: &Pair, ahead: u32, level: u16) -> Vec<u8> {
 fn reordered_reports_never_move_the_law_backwards() {
     // Reports that overtake each other: the stale ones are refused.
     let mut pair = Pair::new(Scheme::Vcp);
-    pair.report_leg().jitter = 30 * MS;
+    pair.report_leg().jitter = 40 * MS;
     let mut last_sequence = 0;
     pair.run_checking(5 * SECOND, |pair| {
         if let Some(report) = pair.stats().last_report {
@@ -190,7 +190,7 @@ fn reordered_reports_never_move_the_law_backwards() {
         }
     });
     let stats = pair.stats();
-    assert!(stats.reports_rejected > 10, "{stats:?}");
+    assert!(stats.reports_rejected > 5, "reordered: {stats:?}");
     assert_eq!(stats.mode, PeerMode::Ecnq);
 
     // A newer report says low load, then an older one says overload: the
