@@ -7,8 +7,9 @@
 //!
 //! * the **sans-IO protocol core** (always built): for every scheme a router
 //!   [`Marker`], a receiver [`Decoder`] and a sender [`Law`], plus the
-//!   [`LoadFactorMeter`] routers run on each output link. No sockets, no
-//!   tasks, no clocks: time is an argument. The router shim, the simulator
+//!   [`LoadFactorMeter`] routers run on each output link, and the
+//!   [`session::Session`] that holds one connection's feedback state. No
+//!   sockets, no tasks, no clocks: time is an argument. The router shim, the simulator
 //!   and the QUIC stack all run this same code.
 //! * the **QUIC integration** (feature `quic`, on by default): quinn
 //!   congestion controllers fed by the load factor routers write into ECN.
@@ -40,6 +41,7 @@ pub mod prague;
 pub mod presence;
 pub mod router;
 pub mod scheme;
+pub mod session;
 pub mod signal;
 pub mod statistics;
 #[cfg(feature = "tos-io")]

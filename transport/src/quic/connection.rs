@@ -14,10 +14,11 @@ use super::cid::issuing_for;
 use super::congestion::CongestionControl;
 use super::controller::EcnqControllerFactory;
 use super::demux::Routes;
-use super::peer::{Active, Peer, PeerMode};
-use super::report::{self, Next};
+use super::peer::Peer;
 use super::socket::EcnSocket;
 use super::tap::{Tap, TappedClient, TappedServer};
+use crate::session::report::{self, Next};
+use crate::session::{PeerMode, Progress};
 use crate::signal::{Feedback, Mode};
 
 /// Application datagrams waiting for [`Connection::read_datagram`] at most;
@@ -212,7 +213,7 @@ impl std::fmt::Debug for Peer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Peer")
             .field("cc", &self.cc)
-            .field("mode", &self.mode())
+            .field("mode", &self.published().mode())
             .finish_non_exhaustive()
     }
 }
@@ -228,8 +229,10 @@ async fn send_reports(
     loop {
         // Data progress both ways: what was exchanged besides ACKs and reports.
         let stats = connection.stats();
-        peer.note_data_sent(stats.frame_tx.stream + app_sent.load(Ordering::Relaxed));
-        let progress = stats.frame_rx.stream + app_received.load(Ordering::Relaxed);
+        let progress = Progress {
+            sent: stats.frame_tx.stream + app_sent.load(Ordering::Relaxed),
+            received: stats.frame_rx.stream + app_received.load(Ordering::Relaxed),
+        };
         let (next, report) = peer.poll_report(Instant::now(), connection.rtt(), progress);
         match (next, report) {
             (Next::Send, Some(report)) => match connection.send_datagram(report.into()) {
@@ -388,31 +391,32 @@ impl Connection {
 
     /// What the congestion controller and the feedback channel are doing.
     pub fn congestion_stats(&self) -> CongestionStats {
-        let now = Instant::now();
         let srtt = self.inner.rtt();
-        let (local_estimate, ecn_received, reports_sent) = self.peer.receive_stats(now);
-        let tx = self.peer.sending();
-        let window = self.peer.window();
-        let (law_mode, pacing_rate) = match &tx.active {
-            Active::Law(law) => (Some(law.mode()), law.pacing_rate()),
-            Active::Quinn(_) => (None, None),
-        };
-        let last = tx.filter.as_ref().and_then(|f| f.last());
+        let session = self
+            .peer
+            .session()
+            .stats(self.peer.since_epoch(Instant::now()));
+        // Without a law, the sender runs one of quinn's controllers.
+        let window = session
+            .window
+            .unwrap_or_else(|| self.inner.stats().path.cwnd);
         CongestionStats {
             controller: self.peer.cc,
-            mode: self.peer.mode(),
-            law_mode,
+            mode: session.mode,
+            law_mode: session.law_mode,
             window,
-            rate: pacing_rate.unwrap_or(window as f64 / srtt.as_secs_f64().max(1e-6)),
+            rate: session
+                .pacing_rate
+                .unwrap_or(window as f64 / srtt.as_secs_f64().max(1e-6)),
             srtt,
-            path_load: last.map(|r| r.feedback),
-            peer_ecn_counts: last.map(|r| r.counts),
-            local_estimate,
-            ecn_received,
-            reports_sent,
-            reports_received: tx.filter.as_ref().map_or(0, |f| f.accepted()),
-            reports_rejected: tx.filter.as_ref().map_or(0, |f| f.rejected()),
-            decreases: tx.md_events,
+            path_load: session.last_report.map(|r| r.feedback),
+            peer_ecn_counts: session.last_report.map(|r| r.counts),
+            local_estimate: session.local_estimate,
+            ecn_received: session.ecn_received,
+            reports_sent: session.reports_sent,
+            reports_received: session.reports_accepted,
+            reports_rejected: session.reports_rejected,
+            decreases: session.decreases,
             app_datagrams_dropped: self.dropped.load(Ordering::Relaxed),
         }
     }

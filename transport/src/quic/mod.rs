@@ -106,17 +106,16 @@ mod demux;
 mod endpoint;
 pub mod header;
 mod peer;
-mod rate_gate;
-pub mod report;
 mod socket;
 mod tap;
 mod tls;
 
+pub use crate::session::report;
+pub use crate::session::PeerMode;
 pub use congestion::{CongestionControl, UnknownController};
 pub use connection::{CongestionStats, Connection, DatagramError, Prepared};
 pub use controller::EcnqControllerFactory;
 pub use endpoint::{Endpoint, Options, TransportHook, STREAM_RECEIVE_WINDOW};
-pub use peer::PeerMode;
 pub use socket::{EcnSocket, SocketStats};
 pub use tls::{Identity, SelfSigned};
 

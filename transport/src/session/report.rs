@@ -407,12 +407,15 @@ impl FeedbackSender {
         } else {
             // Marked packets but no data: only a change is worth a report;
             // look at the progress counter again a period from now.
-            return Next::At(now + period);
+            now + period
         };
         if now >= due {
             Next::Send
         } else {
-            Next::At(due)
+            // Ask again within the policy's period: `srtt` may be stale (a
+            // new path starts from the initial RTT, 333 ms in quinn, RFC
+            // 9002 §6.2.2) and shrink before `due`.
+            Next::At(due.min(now + self.policy.period))
         }
     }
 
@@ -565,8 +568,9 @@ mod tests {
         assert_eq!(sender.on_sent(ms(0), low, 0), 1);
         assert_eq!(sender.poll(ms(1), low, srtt, 5), Next::Idle);
         sender.on_packets(1);
-        // Unchanged while data flows: once per RTT.
-        assert_eq!(sender.poll(ms(1), low, srtt, 5), Next::At(ms(40)));
+        // Unchanged while data flows: once per RTT, asking again every period.
+        assert_eq!(sender.poll(ms(1), low, srtt, 5), Next::At(ms(11)));
+        assert_eq!(sender.poll(ms(39), low, srtt, 5), Next::At(ms(40)));
         assert_eq!(sender.poll(ms(40), low, srtt, 5), Next::Send);
         // Changed: after a quarter RTT at the earliest.
         assert_eq!(sender.poll(ms(1), high, srtt, 5), Next::At(ms(10)));
@@ -579,6 +583,20 @@ mod tests {
         assert_eq!(sender.poll(ms(11), high, tiny, 6), Next::At(ms(20)));
     }
 
+    /// After a path change the RTT starts again from quinn's initial 333 ms;
+    /// the reports must not wait that long once the real RTT is known.
+    #[test]
+    fn a_shrinking_rtt_brings_the_next_report_forward() {
+        let ms = Duration::from_millis;
+        let low = Feedback::default();
+        let mut sender = FeedbackSender::new(SendPolicy::default());
+        sender.on_packets(1);
+        sender.on_sent(ms(0), low, 1);
+        sender.on_packets(5);
+        assert_eq!(sender.poll(ms(1), low, ms(333), 2), Next::At(ms(11)));
+        assert_eq!(sender.poll(ms(11), low, ms(1), 3), Next::Send);
+    }
+
     #[test]
     fn marked_packets_without_data_get_no_periodic_reports() {
         let ms = Duration::from_millis;
@@ -588,8 +606,8 @@ mod tests {
         sender.on_sent(ms(0), low, 7);
         // ACK-only packets keep arriving, the progress counter stays at 7.
         sender.on_packets(10);
-        assert_eq!(sender.poll(ms(100), low, srtt, 7), Next::At(ms(140)));
-        assert_eq!(sender.poll(ms(500), low, srtt, 7), Next::At(ms(540)));
+        assert_eq!(sender.poll(ms(100), low, srtt, 7), Next::At(ms(110)));
+        assert_eq!(sender.poll(ms(500), low, srtt, 7), Next::At(ms(510)));
         // A change is still reported.
         let high = Feedback {
             level: 1,

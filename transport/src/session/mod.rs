@@ -1,0 +1,413 @@
+//! One ecnq connection's state beyond what its transport (quinn) keeps,
+//! sans-IO: the decoder of the peer's marks and the reports it sends
+//! ([`report`]), the active law with its fallback and recovery
+//! ([`PeerMode`]), router presence, the rate gate, and stats
+//! (docs/design.md §3).
+//!
+//! A [`Session`] is fed with time (a [`Duration`] since an origin the caller
+//! chooses), the TOS byte and packet hash of every received datagram, what
+//! the transport's congestion controller sees (packets sent, acknowledged,
+//! lost, RTT samples) and the reports the peer sends. It returns the reports
+//! to send, the window, and the TOS byte of every datagram. The QUIC glue
+//! (`quic/peer.rs`) holds one behind a lock; the tests drive two of them as a
+//! simulated pair (no sockets, virtual time).
+//!
+//! The socket picks a TOS byte per datagram without taking that lock: the
+//! session keeps a [`Published`] view, updated after every change, that it
+//! shares with whoever sends.
+//!
+//! quinn's own controllers (NewReno, Cubic, BBR) take quinn's `Instant`s and
+//! RTT estimator, so they stay with quinn: a session built without a scheme
+//! only decodes and reports, and its sender is [`PeerMode::Unassisted`].
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+mod mode;
+mod rate_gate;
+mod receiving;
+pub mod report;
+mod sending;
+
+#[cfg(test)]
+mod pair;
+#[cfg(test)]
+mod tests;
+
+pub use mode::{Marking, PeerMode};
+pub use report::{Next, ReportError, Repr};
+
+use crate::ecn::{Ecn, SchemeTag};
+use crate::presence::PROBE_EVERY;
+use crate::scheme::Scheme;
+use crate::signal::{Feedback, LawConfig, Mode, RttSample};
+use receiving::Receiving;
+use sending::Sending;
+
+/// What happened inside a session, for logs: drain with [`Session::poll_event`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Event {
+    /// The sender's mode changed.
+    ModeChanged {
+        /// The mode before.
+        from: PeerMode,
+        /// The mode now.
+        to: PeerMode,
+    },
+    /// A fallback replaced the scheme's law by Cubic at `window` bytes.
+    LawReplaced {
+        /// The window handed over.
+        window: u64,
+        /// The fallback mode.
+        mode: PeerMode,
+    },
+    /// Router feedback is back: the scheme's law took over at `window` bytes.
+    SchemeResumed {
+        /// The scheme.
+        scheme: Scheme,
+        /// The window handed over.
+        window: u64,
+    },
+    /// The law's own mode changed.
+    LawModeChanged {
+        /// The law's mode before.
+        from: Mode,
+        /// The law's mode now.
+        to: Mode,
+        /// The window now.
+        window: u64,
+        /// What the law was told.
+        cause: Cause,
+    },
+    /// The law decreased its window (or its rate, for rate laws).
+    Decrease {
+        /// The law's mode now.
+        mode: Mode,
+        /// The window or rate before.
+        from: f64,
+        /// The window or rate now.
+        to: f64,
+        /// What the law was told.
+        cause: Cause,
+    },
+    /// A report was refused.
+    ReportRejected(ReportError),
+    /// A report arrived, but this sender runs no ecnq scheme.
+    ReportIgnored,
+}
+
+/// What a law was told when it changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cause {
+    /// An acknowledgement.
+    Ack,
+    /// A feedback report.
+    Feedback,
+    /// A loss or a CE mark.
+    Congestion,
+}
+
+impl Cause {
+    /// A short name for logs.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Cause::Ack => "ack",
+            Cause::Feedback => "feedback",
+            Cause::Congestion => "congestion",
+        }
+    }
+}
+
+/// What [`Session::on_receive`] tells the transport.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Arrival {
+    /// The codepoint to hand quinn ([`quinn_view`]).
+    pub quinn_ecn: Ecn,
+    /// The estimate changed, or packets arrived after an idle poll: poll
+    /// for a report again.
+    pub wake_reporter: bool,
+}
+
+/// Data progress both ways: stream frames and application datagrams sent
+/// and received so far (ACKs and reports are not data).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// Pieces of data this end sent.
+    pub sent: u64,
+    /// Pieces of data this end received.
+    pub received: u64,
+}
+
+/// A snapshot of a session ([`Session::stats`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SessionStats {
+    /// Whether router feedback is in use, and if not why.
+    pub mode: PeerMode,
+    /// The law's own mode; `None` without a law.
+    pub law_mode: Option<Mode>,
+    /// The law's window in bytes (rate × srtt for a rate law); `None`
+    /// without a law.
+    pub window: Option<u64>,
+    /// A rate law's rate in bytes per second.
+    pub pacing_rate: Option<f64>,
+    /// The peer's last accepted report.
+    pub last_report: Option<Repr>,
+    /// Reports from the peer accepted.
+    pub reports_accepted: u64,
+    /// Reports from the peer refused.
+    pub reports_rejected: u64,
+    /// Multiplicative decreases (and hold / recovery entries) of the law.
+    pub decreases: u64,
+    /// The decoder's estimate of the peer's path (what this end reports).
+    pub local_estimate: Option<Feedback>,
+    /// Packets received per codepoint, indexed by [`Ecn::bits`].
+    pub ecn_received: [u64; 4],
+    /// Reports sent to the peer.
+    pub reports_sent: u64,
+}
+
+/// What the sending path reads without the session's lock: the marking of
+/// the next datagrams, the window, and the presence probe counters.
+#[derive(Debug, Default)]
+pub struct Published {
+    marking: AtomicU32,
+    window: AtomicU64,
+    rate_gated: AtomicBool,
+    /// Datagrams sent while probing, for picking presence probes, and the
+    /// packets sent as probes.
+    datagrams: AtomicU64,
+    probe_packets: AtomicU64,
+}
+
+impl Published {
+    /// The marking of the next datagrams.
+    pub fn marking(&self) -> Marking {
+        Marking::from_bits(self.marking.load(Ordering::Relaxed))
+    }
+
+    /// The sender's mode.
+    pub fn mode(&self) -> PeerMode {
+        self.marking().mode
+    }
+
+    /// The law's window (rate × srtt for a rate law); 0 without a law.
+    pub fn window(&self) -> u64 {
+        self.window.load(Ordering::Relaxed)
+    }
+
+    /// Whether the law is a rate law, whose window the session's gate sets
+    /// ([`Session::window`]).
+    pub fn rate_gated(&self) -> bool {
+        self.rate_gated.load(Ordering::Relaxed)
+    }
+
+    /// The whole TOS byte for a datagram of `packets` packets (a GSO batch)
+    /// the transport wants sent with `quinn_ecn`. Every [`PROBE_EVERY`]-th
+    /// datagram of a probing sender is a presence probe.
+    pub fn send_tos(&self, quinn_ecn: Ecn, packets: u64) -> u8 {
+        let marking = self.marking();
+        let probe = marking.takes_probes()
+            && self.datagrams.fetch_add(1, Ordering::Relaxed) % PROBE_EVERY == PROBE_EVERY - 1;
+        if probe {
+            self.probe_packets.fetch_add(packets, Ordering::Relaxed);
+        }
+        marking.tos(quinn_ecn, probe)
+    }
+
+    fn probe_packets(&self) -> u64 {
+        self.probe_packets.load(Ordering::Relaxed)
+    }
+
+    /// Stores only what changed: rewriting an unchanged value would still
+    /// pull the cache line away from the core that sends.
+    fn store(&self, marking: Marking, window: u64, rate_gated: bool) {
+        let bits = marking.to_bits();
+        if self.marking.load(Ordering::Relaxed) != bits {
+            self.marking.store(bits, Ordering::Relaxed);
+        }
+        if self.window.load(Ordering::Relaxed) != window {
+            self.window.store(window, Ordering::Relaxed);
+        }
+        if self.rate_gated.load(Ordering::Relaxed) != rate_gated {
+            self.rate_gated.store(rate_gated, Ordering::Relaxed);
+        }
+    }
+}
+
+/// One connection's ecnq state (see the module docs).
+#[derive(Debug)]
+pub struct Session {
+    sending: Sending,
+    receiving: Receiving,
+    published: Arc<Published>,
+    events: VecDeque<Event>,
+}
+
+impl Session {
+    /// A session whose sender runs `scheme`'s law, or, with `None`, a
+    /// controller outside the session. `header_bytes` are the IP and UDP
+    /// header bytes of every packet (28 for IPv4, 48 for IPv6).
+    pub fn new(scheme: Option<Scheme>, config: LawConfig, header_bytes: u64) -> Session {
+        let session = Session {
+            sending: Sending::new(scheme, config, header_bytes),
+            receiving: Receiving::new(),
+            published: Arc::default(),
+            events: VecDeque::new(),
+        };
+        session.publish();
+        session
+    }
+
+    /// The view the sending path reads without locking; it follows the session.
+    pub fn published(&self) -> &Arc<Published> {
+        &self.published
+    }
+
+    /// The sender's mode.
+    pub fn mode(&self) -> PeerMode {
+        self.sending.mode
+    }
+
+    /// The law's configuration (its packet unit and initial window).
+    pub fn config(&self) -> &LawConfig {
+        &self.sending.config
+    }
+
+    /// The next event, if any. Events accumulate until drained.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// The TOS byte of the next datagram ([`Published::send_tos`]).
+    pub fn send_tos(&self, quinn_ecn: Ecn, packets: u64) -> u8 {
+        self.published.send_tos(quinn_ecn, packets)
+    }
+
+    /// The window the transport may use at `now`: the law's, through the
+    /// rate gate for a rate law; `None` without a law.
+    pub fn window(&self, now: Duration) -> Option<u64> {
+        self.sending.gated_window(now)
+    }
+
+    /// A received datagram of `hashes.len()` packets (a GRO batch), all with
+    /// TOS byte `tos`; `hashes` are their packet hashes
+    /// ([`crate::packet_hash`]), read only if the datagram is tagged.
+    pub fn on_receive(
+        &mut self,
+        now: Duration,
+        tos: u8,
+        hashes: impl ExactSizeIterator<Item = u32>,
+    ) -> Arrival {
+        let (ecn, tag) = (Ecn::from_tos(tos), SchemeTag::from_tos(tos));
+        if self.sending.mode == PeerMode::Probing {
+            self.sending
+                .on_peer_packet(!tag.is_untagged(), &mut self.events);
+            self.publish();
+        }
+        let wake_reporter = self.receiving.on_datagram(now, ecn, tag, hashes);
+        let quinn_ecn = if ecn == Ecn::NotEct && self.sending.mode.peer_probes() {
+            // A presence probe from an ecnq peer, whose tag a path may have
+            // bleached: its quinn counted it as ECT(0).
+            Ecn::Ect0
+        } else {
+            quinn_view(ecn, tag)
+        };
+        Arrival {
+            quinn_ecn,
+            wake_reporter,
+        }
+    }
+
+    /// Asks the report policy at `now`; with [`Next::Send`], also returns
+    /// the report to send. `srtt` is the connection's smoothed RTT.
+    pub fn poll_report(
+        &mut self,
+        now: Duration,
+        srtt: Duration,
+        progress: Progress,
+    ) -> (Next, Option<Vec<u8>>) {
+        self.sending.on_data_progress(progress.sent);
+        self.receiving.poll_report(now, srtt, progress.received)
+    }
+
+    /// A report datagram from the peer: checked, then handed to the law
+    /// (and to the presence verdict and the fallback decision).
+    pub fn on_report(&mut self, now: Duration, datagram: &[u8]) {
+        let probes = self.published.probe_packets();
+        self.sending
+            .on_report(now, datagram, probes, &mut self.events);
+        self.publish();
+    }
+
+    /// `bytes` of a packet were sent at `now`.
+    pub fn on_sent(&mut self, now: Duration, bytes: u64) {
+        self.sending.on_sent(now, bytes);
+    }
+
+    /// `bytes` were acknowledged at `now`; `rtt` is the transport's estimate.
+    pub fn on_ack(&mut self, now: Duration, bytes: u64, app_limited: bool, rtt: RttSample) {
+        self.sending
+            .on_ack(now, bytes, app_limited, rtt, &mut self.events);
+        self.publish();
+    }
+
+    /// The end of an ACK's processing: the transport's bytes in flight.
+    pub fn on_end_acks(&mut self, in_flight: u64) {
+        self.sending.on_end_acks(in_flight);
+        self.publish();
+    }
+
+    /// A loss (`lost_bytes` > 0) or a CE mark (`lost_bytes` == 0) at `now`
+    /// for a packet sent at `sent`.
+    pub fn on_congestion(&mut self, now: Duration, sent: Duration, lost_bytes: u64) {
+        self.sending
+            .on_congestion(now, sent, lost_bytes, &mut self.events);
+        self.publish();
+    }
+
+    /// A snapshot of the session at `now`.
+    pub fn stats(&self, now: Duration) -> SessionStats {
+        let (tx, rx) = (&self.sending, &self.receiving);
+        let law = tx.law();
+        SessionStats {
+            mode: tx.mode,
+            law_mode: law.map(|l| l.mode()),
+            window: tx.law_window(),
+            pacing_rate: law.and_then(|l| l.pacing_rate()),
+            last_report: tx.filter.as_ref().and_then(|f| f.last()).copied(),
+            reports_accepted: tx.filter.as_ref().map_or(0, |f| f.accepted()),
+            reports_rejected: tx.filter.as_ref().map_or(0, |f| f.rejected()),
+            decreases: tx.decreases,
+            local_estimate: rx.estimate(now),
+            ecn_received: rx.counts,
+            reports_sent: rx.reports_sent,
+        }
+    }
+
+    fn publish(&self) {
+        let marking = Marking {
+            mode: self.sending.mode,
+            tag: self.sending.tag(),
+            scheme_tag: self.sending.scheme_tag,
+        };
+        let window = self.sending.law_window().unwrap_or(0);
+        self.published
+            .store(marking, window, self.sending.law_rate().is_some());
+    }
+}
+
+/// What quinn is told about a received codepoint. quinn sends ECT(0) only
+/// and disables ECN when the peer's ACKs report ECT(1) or fewer ECN-marked
+/// packets than it acked (`detect_ecn` in quinn-proto). ecnq senders put
+/// scheme codes on their packets, so every tagged non-CE packet is reported
+/// as ECT(0); CE stays CE (quinn's controller hook sees it, and the session
+/// decides what it means). Untagged Not-ECT stays Not-ECT.
+pub fn quinn_view(ecn: Ecn, tag: SchemeTag) -> Ecn {
+    match ecn {
+        Ecn::Ce => Ecn::Ce,
+        Ecn::NotEct if tag.is_untagged() => Ecn::NotEct,
+        _ => Ecn::Ect0,
+    }
+}

@@ -1,0 +1,211 @@
+//! Whether a connection's sender uses router feedback ([`PeerMode`]), the
+//! one table of its transitions, and the marks its datagrams carry in each
+//! mode ([`Marking`]).
+
+use crate::ecn::{Ecn, SchemeTag};
+
+/// Whether a connection's sender uses router feedback, and if not, why.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PeerMode {
+    /// Nothing received from the peer yet: packets are tagged, ECN is quinn's ECT(0).
+    Probing,
+    /// The peer tags its packets: it runs ecnq, the scheme's law is in control.
+    Ecnq,
+    /// Classic congestion control: the peer's packets are untagged.
+    ClassicPeerNotEcnq,
+    /// Classic congestion control: the peer's reports stopped.
+    ClassicReportsStopped,
+    /// This connection's controller uses no router feedback (the classic
+    /// law, or one of quinn's controllers).
+    Unassisted,
+    /// Classic congestion control: the scheme's presence probes arrive
+    /// unraised, so no ecnq router is on the path.
+    ClassicNoRouter,
+}
+
+/// What moves a sender from one [`PeerMode`] to another.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Signal {
+    /// A packet arrived from the peer, with a scheme tag or without.
+    PeerPacket { tagged: bool },
+    /// A report from the peer was accepted.
+    ReportAccepted,
+    /// The presence verdict at an accepted report.
+    RouterPresent(bool),
+    /// No report for too long while data flowed.
+    ReportsStopped,
+}
+
+impl PeerMode {
+    const ALL: [PeerMode; 6] = [
+        PeerMode::Probing,
+        PeerMode::Ecnq,
+        PeerMode::ClassicPeerNotEcnq,
+        PeerMode::ClassicReportsStopped,
+        PeerMode::Unassisted,
+        PeerMode::ClassicNoRouter,
+    ];
+
+    /// A short name for logs and stats.
+    pub const fn name(self) -> &'static str {
+        match self {
+            PeerMode::Probing => "probing",
+            PeerMode::Ecnq => "ecnq",
+            PeerMode::ClassicPeerNotEcnq => "classic (peer not ecnq)",
+            PeerMode::ClassicReportsStopped => "classic (reports stopped)",
+            PeerMode::Unassisted => "no router feedback",
+            PeerMode::ClassicNoRouter => "classic (no ecnq router)",
+        }
+    }
+
+    /// Whether the scheme's law has been replaced by the classic law.
+    pub const fn is_fallback(self) -> bool {
+        matches!(
+            self,
+            PeerMode::ClassicPeerNotEcnq
+                | PeerMode::ClassicReportsStopped
+                | PeerMode::ClassicNoRouter
+        )
+    }
+
+    /// The mode after `signal`: every transition a sender makes (docs/design.md
+    /// §3). An untagged peer is final; a fallback for stopped reports or an
+    /// absent router ends when reports, or raised probes, come back.
+    pub(super) fn after(self, signal: Signal) -> PeerMode {
+        use PeerMode::*;
+        match (self, signal) {
+            (Probing, Signal::PeerPacket { tagged: true }) => Ecnq,
+            (Probing, Signal::PeerPacket { tagged: false }) => ClassicPeerNotEcnq,
+            (ClassicReportsStopped, Signal::ReportAccepted) => Ecnq,
+            (Ecnq, Signal::RouterPresent(false)) => ClassicNoRouter,
+            (ClassicNoRouter, Signal::RouterPresent(true)) => Ecnq,
+            (Probing | Ecnq, Signal::ReportsStopped) => ClassicReportsStopped,
+            (mode, _) => mode,
+        }
+    }
+
+    /// Whether the peer's Not-ECT packets may be its presence probes.
+    pub(super) const fn peer_probes(self) -> bool {
+        matches!(
+            self,
+            PeerMode::Ecnq | PeerMode::ClassicReportsStopped | PeerMode::ClassicNoRouter
+        )
+    }
+
+    const fn from_index(index: u8) -> PeerMode {
+        PeerMode::ALL[index as usize % PeerMode::ALL.len()]
+    }
+}
+
+/// What decides the TOS byte of the next datagrams: published by the session
+/// after every change, read by the socket without a lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Marking {
+    /// The sender's mode.
+    pub mode: PeerMode,
+    /// The active law's current tag (MCP changes its fairing bits; the
+    /// classic law after a fallback is untagged).
+    pub tag: SchemeTag,
+    /// The scheme's own tag, kept while fallen back.
+    pub scheme_tag: SchemeTag,
+}
+
+impl Marking {
+    /// Whether datagrams sent now take turns as presence probes: once the
+    /// peer runs ecnq (its receiver hands quinn tagged Not-ECT as ECT(0), so
+    /// quinn's ECN validation holds), for schemes that probe.
+    pub fn takes_probes(self) -> bool {
+        matches!(self.mode, PeerMode::Ecnq | PeerMode::ClassicNoRouter)
+            && self.scheme_tag.wire().sends_probes()
+    }
+
+    /// The whole TOS byte of a datagram quinn wants sent with `quinn_ecn`;
+    /// `probe` makes it a presence probe.
+    pub fn tos(self, quinn_ecn: Ecn, probe: bool) -> u8 {
+        if probe {
+            return self.scheme_tag.tos(Ecn::NotEct);
+        }
+        match self.mode {
+            // Until the peer is known to run ecnq, use quinn's codepoint so that a
+            // vanilla peer's ECN counts pass quinn's validation (ECT(1) would fail it).
+            PeerMode::Probing => self.tag.tos(quinn_ecn),
+            PeerMode::Ecnq => self.tag.tos(self.scheme_tag.wire().base_ecn()),
+            // Still tagged, so routers keep marking and the peer keeps
+            // decoding: when its reports get through again, or its probes
+            // come back raised, feedback resumes.
+            PeerMode::ClassicReportsStopped | PeerMode::ClassicNoRouter => {
+                self.scheme_tag.tos(quinn_ecn)
+            }
+            PeerMode::ClassicPeerNotEcnq | PeerMode::Unassisted => {
+                SchemeTag::UNTAGGED.tos(quinn_ecn)
+            }
+        }
+    }
+
+    /// Packed into one word, for an atomic.
+    pub(super) fn to_bits(self) -> u32 {
+        u32::from(self.mode as u8)
+            | u32::from(self.tag.dscp()) << 8
+            | u32::from(self.scheme_tag.dscp()) << 16
+    }
+
+    /// The inverse of [`Marking::to_bits`].
+    pub(super) fn from_bits(bits: u32) -> Marking {
+        let [mode, tag, scheme_tag, _] = bits.to_le_bytes();
+        Marking {
+            mode: PeerMode::from_index(mode),
+            tag: SchemeTag::from_dscp(tag),
+            scheme_tag: SchemeTag::from_dscp(scheme_tag),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Scheme;
+
+    #[test]
+    fn fallbacks_end_only_when_their_cause_does() {
+        use PeerMode::*;
+        use Signal::*;
+        assert_eq!(Probing.after(PeerPacket { tagged: true }), Ecnq);
+        assert_eq!(
+            Probing.after(PeerPacket { tagged: false }),
+            ClassicPeerNotEcnq
+        );
+        // An untagged peer stays classic whatever arrives later.
+        for signal in [
+            PeerPacket { tagged: true },
+            ReportAccepted,
+            RouterPresent(true),
+        ] {
+            assert_eq!(ClassicPeerNotEcnq.after(signal), ClassicPeerNotEcnq);
+        }
+        assert_eq!(Ecnq.after(ReportsStopped), ClassicReportsStopped);
+        assert_eq!(
+            ClassicReportsStopped.after(RouterPresent(true)),
+            ClassicReportsStopped
+        );
+        assert_eq!(ClassicReportsStopped.after(ReportAccepted), Ecnq);
+        assert_eq!(Ecnq.after(RouterPresent(false)), ClassicNoRouter);
+        assert_eq!(ClassicNoRouter.after(ReportsStopped), ClassicNoRouter);
+        assert_eq!(ClassicNoRouter.after(RouterPresent(true)), Ecnq);
+        assert_eq!(Unassisted.after(PeerPacket { tagged: true }), Unassisted);
+    }
+
+    #[test]
+    fn marking_round_trips_through_bits() {
+        let scheme_tag = SchemeTag::new(Scheme::Vcp.wire().id());
+        for mode in PeerMode::ALL {
+            for tag in [scheme_tag, SchemeTag::UNTAGGED] {
+                let marking = Marking {
+                    mode,
+                    tag,
+                    scheme_tag,
+                };
+                assert_eq!(Marking::from_bits(marking.to_bits()), marking);
+            }
+        }
+    }
+}

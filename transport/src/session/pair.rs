@@ -1,0 +1,422 @@
+//! A simulated pair for the session tests, after quinn-proto's `Pair`: a
+//! sending and a receiving [`Session`] over a sans-IO path, in virtual time
+//! stepped a millisecond at a time. No sockets, no clock.
+//!
+//! The sender sends 1200-byte data packets whenever its window allows; the
+//! receiver acknowledges each one and sends the reports its session asks
+//! for. Each direction ([`Leg`]) has a delay, a loss rate, jitter (which
+//! reorders) and a blackout; data packets may cross a [`Bottleneck`] whose
+//! router writes the schemes' marks, or one that only queues.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::time::Duration;
+
+use super::{Event, PeerMode, Progress, Session, SessionStats};
+use crate::bottleneck::{Bottleneck, BottleneckConfig, Discipline, QueueLimit, Queued};
+use crate::ecn::{Ecn, SchemeTag};
+use crate::hash::fmix32;
+use crate::router::{MarkingMode, RouterConfig};
+use crate::scheme::Scheme;
+use crate::signal::{LawConfig, PacketMarks, RttSample};
+
+/// The packet unit, and the size of every data packet.
+pub(super) const MSS: u64 = 1200;
+/// IPv4 and UDP headers.
+const HEADERS: u64 = 28;
+/// The bottleneck's rate, bits per second.
+pub(super) const LINK_RATE: u64 = 10_000_000;
+const TICK: Duration = Duration::from_millis(1);
+/// The most packets a sender sends in one tick, whatever its window.
+const BURST: usize = 64;
+
+/// Deterministic pseudo-random numbers (the packet hash's mixer over a
+/// counter), so every run repeats.
+struct Rng(u32);
+
+impl Rng {
+    /// Uniform in [0, 1).
+    fn unit(&mut self) -> f64 {
+        self.0 = self.0.wrapping_add(1);
+        f64::from(fmix32(self.0)) / 4_294_967_296.0
+    }
+
+    /// True with probability `p`.
+    fn chance(&mut self, p: f64) -> bool {
+        self.unit() < p
+    }
+
+    /// Uniform in [0, `max`).
+    fn below(&mut self, max: Duration) -> Duration {
+        max.mul_f64(self.unit())
+    }
+}
+
+/// What one direction of the path does to what crosses it.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Leg {
+    pub delay: Duration,
+    /// The share of items lost.
+    pub loss: f64,
+    /// Extra delay, uniform below this: items closer than it may swap.
+    pub jitter: Duration,
+    /// Everything sent in this span is lost.
+    pub blackout: Option<Range<Duration>>,
+}
+
+impl Leg {
+    fn new(delay: Duration) -> Leg {
+        Leg {
+            delay,
+            ..Leg::default()
+        }
+    }
+}
+
+/// Items crossing one leg, with their arrival times.
+struct Wire<T> {
+    leg: Leg,
+    crossing: Vec<(Duration, u64, T)>,
+    sent: u64,
+}
+
+impl<T> Wire<T> {
+    fn new(leg: Leg) -> Wire<T> {
+        Wire {
+            leg,
+            crossing: Vec::new(),
+            sent: 0,
+        }
+    }
+
+    fn send(&mut self, now: Duration, item: T, rng: &mut Rng) {
+        self.sent += 1;
+        let blackout = self.leg.blackout.as_ref().is_some_and(|b| b.contains(&now));
+        if blackout || rng.chance(self.leg.loss) {
+            return;
+        }
+        let at = now + self.leg.delay + rng.below(self.leg.jitter);
+        self.crossing.push((at, self.sent, item));
+    }
+
+    /// What arrived by `now`, in order of arrival.
+    fn arrived(&mut self, now: Duration) -> Vec<T> {
+        let (mut due, rest): (Vec<_>, Vec<_>) =
+            self.crossing.drain(..).partition(|(at, _, _)| *at <= now);
+        self.crossing = rest;
+        due.sort_by_key(|(at, seq, _)| (*at, *seq));
+        due.into_iter().map(|(_, _, item)| item).collect()
+    }
+}
+
+/// A data packet.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Datagram {
+    number: u64,
+    tos: u8,
+    hash: u32,
+}
+
+impl Queued for Datagram {
+    fn wire_len(&self) -> u32 {
+        (MSS + HEADERS) as u32
+    }
+
+    fn marks(&self) -> Option<PacketMarks> {
+        Some(PacketMarks {
+            ecn: Ecn::from_tos(self.tos),
+            tag: SchemeTag::from_tos(self.tos),
+            hash: self.hash,
+            flow: 1,
+        })
+    }
+
+    fn set_marks(&mut self, marks: &PacketMarks) {
+        self.tos = marks.tag.tos(marks.ecn);
+    }
+}
+
+/// The acknowledgement of one data packet.
+#[derive(Clone, Copy, Debug)]
+struct Ack {
+    number: u64,
+    tos: u8,
+    ce: bool,
+}
+
+/// A bottleneck of [`LINK_RATE`] whose router marks as `marking` says
+/// ([`MarkingMode::Off`]: a plain drop-tail queue, no ecnq router).
+pub(super) fn bottleneck<P: Queued>(marking: MarkingMode, now: Duration) -> Bottleneck<P> {
+    let mut router = RouterConfig::new(LINK_RATE as f64 / 8.0, 100 * (MSS + HEADERS));
+    router.mode = marking;
+    let config = BottleneckConfig {
+        rate: Some(LINK_RATE),
+        limit: QueueLimit::Packets(100),
+        discipline: Discipline::Fifo,
+        router,
+    };
+    Bottleneck::new(config, now)
+}
+
+/// A sender and a receiver session over a simulated path.
+pub(super) struct Pair {
+    pub now: Duration,
+    pub sender: Session,
+    /// `None`: a peer that does not run ecnq (untagged ACKs, no reports).
+    pub receiver: Option<Session>,
+    /// Between the sender and the data leg; `None`: a path of unlimited rate.
+    pub bottleneck: Option<Bottleneck<Datagram>>,
+    data: Wire<Datagram>,
+    acks: Wire<Ack>,
+    reports: Wire<Vec<u8>>,
+    rng: Rng,
+    /// Packets sent and not yet acknowledged or lost, by number: when sent.
+    outstanding: BTreeMap<u64, Duration>,
+    sent: u64,
+    received: u64,
+    rtt: Option<RttSample>,
+    /// Bytes acknowledged so far.
+    pub acked_bytes: u64,
+    /// The sender's events, with when they happened.
+    pub events: Vec<(Duration, Event)>,
+    /// Every data packet's TOS byte as the sender sent it, with when.
+    pub sent_tos: Vec<(Duration, u8)>,
+}
+
+impl Pair {
+    /// `scheme`'s sender and an ecnq receiver, 10 ms each way, across a
+    /// bottleneck whose router marks every scheme.
+    pub fn new(scheme: Scheme) -> Pair {
+        let session = || Session::new(Some(scheme), LawConfig::with_mss(MSS), HEADERS);
+        let leg = Leg::new(Duration::from_millis(10));
+        Pair {
+            now: Duration::ZERO,
+            sender: session(),
+            receiver: Some(session()),
+            bottleneck: Some(bottleneck(MarkingMode::Auto, Duration::ZERO)),
+            data: Wire::new(leg.clone()),
+            acks: Wire::new(leg.clone()),
+            reports: Wire::new(leg),
+            rng: Rng(1 << 31),
+            outstanding: BTreeMap::new(),
+            sent: 0,
+            received: 0,
+            rtt: None,
+            acked_bytes: 0,
+            events: Vec::new(),
+            sent_tos: Vec::new(),
+        }
+    }
+
+    /// The leg reports cross, for loss, delay, reordering and blackouts.
+    pub fn report_leg(&mut self) -> &mut Leg {
+        &mut self.reports.leg
+    }
+
+    /// Replaces the bottleneck by one that marks as `marking` (packets
+    /// waiting in the old one are lost).
+    pub fn set_router(&mut self, marking: MarkingMode) {
+        self.bottleneck = Some(bottleneck(marking, self.now));
+    }
+
+    /// Runs until `end`.
+    pub fn run_until(&mut self, end: Duration) {
+        while self.now < end {
+            self.step();
+        }
+    }
+
+    /// Runs until `end`, calling `check` after every step.
+    pub fn run_checking(&mut self, end: Duration, mut check: impl FnMut(&Pair)) {
+        while self.now < end {
+            self.step();
+            check(self);
+        }
+    }
+
+    /// The sender's stats now.
+    pub fn stats(&self) -> SessionStats {
+        self.sender.stats(self.now)
+    }
+
+    /// The sender's mode changes: when, and to what.
+    pub fn mode_changes(&self) -> Vec<(Duration, PeerMode)> {
+        self.events
+            .iter()
+            .filter_map(|(at, event)| match event {
+                Event::ModeChanged { to, .. } => Some((*at, *to)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// When the sender first entered `mode` at or after `from`.
+    pub fn entered(&self, mode: PeerMode, from: Duration) -> Option<Duration> {
+        self.mode_changes()
+            .into_iter()
+            .find(|&(at, to)| to == mode && at >= from)
+            .map(|(at, _)| at)
+    }
+
+    /// Data packets sent in `span`, by TOS byte.
+    pub fn tos_sent(&self, span: Range<Duration>) -> impl Iterator<Item = u8> + '_ {
+        self.sent_tos
+            .iter()
+            .filter(move |(at, _)| span.contains(at))
+            .map(|(_, tos)| *tos)
+    }
+
+    fn step(&mut self) {
+        self.now += TICK;
+        let now = self.now;
+        self.forward_data(now);
+        self.deliver_data(now);
+        self.deliver_acks(now);
+        self.detect_timeouts(now);
+        for report in self.reports.arrived(now) {
+            self.sender.on_report(now, &report);
+        }
+        self.poll_reports(now);
+        self.transmit(now);
+        while let Some(event) = self.sender.poll_event() {
+            self.events.push((now, event));
+        }
+    }
+
+    fn srtt(&self) -> Duration {
+        self.rtt.map_or(Duration::from_millis(100), |r| r.smoothed)
+    }
+
+    fn transmit(&mut self, now: Duration) {
+        for _ in 0..BURST {
+            let window = self.sender.window(now).expect("the sender runs a law");
+            let in_flight = self.outstanding.len() as u64 * MSS;
+            if in_flight + MSS > window {
+                return;
+            }
+            self.sent += 1;
+            let packet = Datagram {
+                number: self.sent,
+                tos: self.sender.send_tos(Ecn::Ect0, 1),
+                hash: fmix32(self.sent as u32),
+            };
+            self.sender.on_sent(now, MSS);
+            self.outstanding.insert(packet.number, now);
+            self.sent_tos.push((now, packet.tos));
+            match self.bottleneck.as_mut() {
+                // A packet the bottleneck drops is lost: the acks of later
+                // ones tell.
+                Some(bottleneck) => {
+                    let _ = bottleneck.offer(now, packet);
+                }
+                None => self.data.send(now, packet, &mut self.rng),
+            }
+        }
+    }
+
+    fn forward_data(&mut self, now: Duration) {
+        let Some(bottleneck) = self.bottleneck.as_mut() else {
+            return;
+        };
+        while let Some((end, packet)) = bottleneck.depart(now) {
+            self.data.send(end, packet, &mut self.rng);
+        }
+    }
+
+    fn deliver_data(&mut self, now: Duration) {
+        for packet in self.data.arrived(now) {
+            self.received += 1;
+            let tos = match self.receiver.as_mut() {
+                Some(receiver) => {
+                    receiver.on_receive(now, packet.tos, std::iter::once(packet.hash));
+                    receiver.send_tos(Ecn::Ect0, 1)
+                }
+                None => SchemeTag::UNTAGGED.tos(Ecn::Ect0),
+            };
+            let ack = Ack {
+                number: packet.number,
+                tos,
+                ce: Ecn::from_tos(packet.tos) == Ecn::Ce,
+            };
+            self.acks.send(now, ack, &mut self.rng);
+        }
+    }
+
+    fn deliver_acks(&mut self, now: Duration) {
+        for ack in self.acks.arrived(now) {
+            let hash = fmix32(!(ack.number as u32));
+            self.sender.on_receive(now, ack.tos, std::iter::once(hash));
+            let Some(sent) = self.outstanding.remove(&ack.number) else {
+                continue;
+            };
+            let rtt = self.sample_rtt(now - sent);
+            self.acked_bytes += MSS;
+            self.sender.on_ack(now, MSS, false, rtt);
+            if ack.ce {
+                self.sender.on_congestion(now, sent, 0);
+            }
+            // RFC 9002's packet threshold: three later packets acknowledged.
+            let lost: Vec<_> = self
+                .outstanding
+                .range(..ack.number.saturating_sub(2))
+                .map(|(&n, &at)| (n, at))
+                .collect();
+            self.declare_lost(now, &lost);
+            self.sender.on_end_acks(self.outstanding.len() as u64 * MSS);
+        }
+    }
+
+    /// Packets unacknowledged for three smoothed RTTs are lost (a tail the
+    /// packet threshold cannot catch).
+    fn detect_timeouts(&mut self, now: Duration) {
+        let limit = (self.srtt() * 3).max(Duration::from_millis(200));
+        let lost: Vec<_> = self
+            .outstanding
+            .iter()
+            .filter(|(_, &at)| now.saturating_sub(at) > limit)
+            .map(|(&n, &at)| (n, at))
+            .collect();
+        self.declare_lost(now, &lost);
+    }
+
+    fn declare_lost(&mut self, now: Duration, lost: &[(u64, Duration)]) {
+        for &(number, sent) in lost {
+            self.outstanding.remove(&number);
+            self.sender.on_congestion(now, sent, MSS);
+        }
+    }
+
+    fn sample_rtt(&mut self, latest: Duration) -> RttSample {
+        let rtt = match self.rtt {
+            None => RttSample::uniform(latest),
+            Some(r) => RttSample {
+                smoothed: (r.smoothed * 7 + latest) / 8,
+                min: r.min.min(latest),
+                latest,
+            },
+        };
+        self.rtt = Some(rtt);
+        rtt
+    }
+
+    fn poll_reports(&mut self, now: Duration) {
+        let srtt = self.srtt();
+        // The sender's own reports (on the ACKs it receives) are not under
+        // test; polling tells its session how much data it sent.
+        let progress = Progress {
+            sent: self.sent,
+            received: 0,
+        };
+        let _ = self.sender.poll_report(now, srtt, progress);
+        let Some(receiver) = self.receiver.as_mut() else {
+            return;
+        };
+        let progress = Progress {
+            sent: 0,
+            received: self.received,
+        };
+        if let (_, Some(report)) = receiver.poll_report(now, srtt, progress) {
+            self.reports.send(now, report, &mut self.rng);
+        }
+    }
+}

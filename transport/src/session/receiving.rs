@@ -1,0 +1,96 @@
+//! The receiving half of a session: the decoder of the peer's scheme, the
+//! codepoint counts, and when to report.
+
+use std::time::Duration;
+
+use super::report::{FeedbackSender, Next, Repr, SendPolicy};
+use crate::ecn::{Ecn, SchemeTag, WireScheme};
+use crate::signal::{Decoder, Feedback};
+
+/// The receiving direction: what the socket feeds.
+#[derive(Debug)]
+pub(super) struct Receiving {
+    /// The decoder of the scheme the peer's packets are tagged with.
+    decoder: Option<(WireScheme, Box<dyn Decoder>)>,
+    /// Packets received per codepoint, indexed by [`Ecn::bits`].
+    pub counts: [u64; 4],
+    sender: FeedbackSender,
+    pub reports_sent: u64,
+    /// The last poll found nothing to report: the next decoded packet is
+    /// worth waking the reporter for.
+    wake_on_packet: bool,
+}
+
+impl Receiving {
+    pub fn new() -> Receiving {
+        Receiving {
+            decoder: None,
+            counts: [0; 4],
+            sender: FeedbackSender::new(SendPolicy::default()),
+            reports_sent: 0,
+            wake_on_packet: false,
+        }
+    }
+
+    /// A datagram of `hashes.len()` packets with codepoint `ecn` and tag
+    /// `tag`; returns whether the reporter should look again.
+    pub fn on_datagram(
+        &mut self,
+        now: Duration,
+        ecn: Ecn,
+        tag: SchemeTag,
+        hashes: impl ExactSizeIterator<Item = u32>,
+    ) -> bool {
+        let packets = hashes.len() as u64;
+        self.counts[usize::from(ecn.bits())] += packets;
+        if tag.is_untagged() {
+            return false;
+        }
+        let wire = tag.wire();
+        let mut changed = false;
+        if self.decoder.as_ref().map(|(w, _)| *w) != Some(wire) {
+            self.decoder = wire.decoder().map(|d| (wire, d));
+            changed = self.decoder.is_some();
+        }
+        if let Some((_, decoder)) = self.decoder.as_mut() {
+            for hash in hashes {
+                changed |= decoder.on_packet(now, ecn, tag, hash);
+            }
+            self.sender.on_packets(packets);
+        }
+        changed || std::mem::take(&mut self.wake_on_packet)
+    }
+
+    /// The decoder's estimate of the peer's path.
+    pub fn estimate(&self, now: Duration) -> Option<Feedback> {
+        self.decoder.as_ref().map(|(_, d)| d.estimate(now))
+    }
+
+    /// Asks the report policy; with [`Next::Send`], also builds the report.
+    pub fn poll_report(
+        &mut self,
+        now: Duration,
+        srtt: Duration,
+        progress: u64,
+    ) -> (Next, Option<Vec<u8>>) {
+        let Some((wire, decoder)) = self.decoder.as_ref() else {
+            self.wake_on_packet = true;
+            return (Next::Idle, None);
+        };
+        let (wire, feedback) = (*wire, decoder.estimate(now));
+        let next = self.sender.poll(now, feedback, srtt, progress);
+        if next != Next::Send {
+            self.wake_on_packet |= next == Next::Idle;
+            return (next, None);
+        }
+        let sequence = self.sender.on_sent(now, feedback, progress);
+        self.reports_sent += 1;
+        let repr = Repr {
+            scheme: wire,
+            sequence,
+            feedback,
+            counts: self.counts,
+        };
+        (Next::Send, Some(repr.to_bytes()))
+    }
+}

@@ -1,0 +1,385 @@
+//! The sending half of a session: the active law, the fallback decision,
+//! router presence, the report timeout and the rate gate.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use super::mode::{PeerMode, Signal};
+use super::rate_gate::RateGate;
+use super::report::{ReportFilter, Repr};
+use super::{Cause, Event};
+use crate::cubic::CubicLaw;
+use crate::ecn::{Ecn, SchemeTag};
+use crate::presence::RouterPresence;
+use crate::scheme::Scheme;
+use crate::signal::{Congestion, Law, LawConfig, Mode, RttSample};
+
+/// No report for this long while acks arrive ⇒ fall back to classic:
+/// max(`REPORT_TIMEOUT_RTTS` · srtt, `REPORT_TIMEOUT_MIN`) (docs/design.md §3:
+/// "when no report arrives for a few RTTs").
+const REPORT_TIMEOUT_RTTS: u32 = 4;
+/// The floor of the report timeout; reports are sent at least every 10 ms
+/// ([`super::report::SendPolicy::default`]), so this leaves room for
+/// scheduling delays.
+const REPORT_TIMEOUT_MIN: Duration = Duration::from_millis(500);
+
+/// A rate law's gated window reaches at most this many times rate × srtt:
+/// room for the ACK delay and a queue, while the gate spaces the sending.
+const GATED_WINDOW_CAP: u64 = 2;
+
+/// When reports are overdue. Reports are due only while data flows: while
+/// this end sends no data (perhaps only its own reports), or after a pause,
+/// the peer has nothing it must report, so the timeout restarts.
+#[derive(Clone, Debug, Default)]
+struct ReportTimeout {
+    /// When the last report was accepted, or acks resumed after a pause.
+    due_from: Duration,
+    /// When the last ack arrived.
+    last_ack: Duration,
+    /// The data-sent progress counter and when it last moved.
+    data_sent: (u64, Duration),
+    /// The data-sent progress counter as last told.
+    progress: u64,
+}
+
+impl ReportTimeout {
+    /// At an ack: whether reports are overdue.
+    fn on_ack(&mut self, now: Duration, srtt: Duration) -> bool {
+        let timeout = (srtt * REPORT_TIMEOUT_RTTS).max(REPORT_TIMEOUT_MIN);
+        if self.progress != self.data_sent.0 {
+            self.data_sent = (self.progress, now);
+        }
+        let paused = now.saturating_sub(self.data_sent.1) > timeout
+            || now.saturating_sub(self.last_ack) > timeout;
+        if paused {
+            self.due_from = self.due_from.max(now);
+        }
+        self.last_ack = now;
+        now.saturating_sub(self.due_from) > timeout
+    }
+}
+
+/// The sending direction: what the congestion controller owns.
+#[derive(Debug)]
+pub(super) struct Sending {
+    /// The scheme whose law this is; `None` when the sender runs a
+    /// controller outside the session (one of quinn's).
+    scheme: Option<Scheme>,
+    /// The active law: the scheme's, or the classic law after a fallback.
+    law: Option<Box<dyn Law>>,
+    pub mode: PeerMode,
+    /// The scheme's own tag, kept while fallen back.
+    pub scheme_tag: SchemeTag,
+    pub config: LawConfig,
+    rtt: RttSample,
+    pub filter: Option<ReportFilter>,
+    /// Whether an ecnq router is on the path, for schemes that probe.
+    presence: Option<RouterPresence>,
+    timeout: ReportTimeout,
+    pub decreases: u64,
+    /// Holds a rate law to its rate (none of the other laws use it).
+    gate: RateGate,
+    /// IP and UDP header bytes of every packet: routers meter whole packets
+    /// and advertise rates in those bytes, while quinn counts UDP payload,
+    /// so the gate debits both.
+    header_bytes: u64,
+    /// Bytes in flight as the transport counts them, for the gate: its own
+    /// figure at the end of each ACK, plus what was sent and less what was
+    /// declared lost since.
+    in_flight: u64,
+}
+
+impl Sending {
+    pub fn new(scheme: Option<Scheme>, config: LawConfig, header_bytes: u64) -> Sending {
+        let law = scheme.map(|s| s.law(config));
+        let assisted = scheme.filter(|s| s.is_router_assisted());
+        Sending {
+            scheme,
+            mode: match assisted {
+                Some(_) => PeerMode::Probing,
+                None => PeerMode::Unassisted,
+            },
+            scheme_tag: law.as_ref().map_or(SchemeTag::UNTAGGED, |l| l.tag()),
+            law,
+            config,
+            rtt: RttSample::uniform(Duration::from_millis(333)),
+            filter: assisted.map(|s| ReportFilter::new(s.wire())),
+            presence: assisted
+                .filter(|s| s.wire().sends_probes())
+                .map(|_| RouterPresence::default()),
+            timeout: ReportTimeout::default(),
+            decreases: 0,
+            gate: RateGate::default(),
+            header_bytes,
+            in_flight: 0,
+        }
+    }
+
+    pub fn law(&self) -> Option<&dyn Law> {
+        self.law.as_deref()
+    }
+
+    /// The rate the active law sends at, if it is a rate law (its gate's fill rate).
+    pub fn law_rate(&self) -> Option<f64> {
+        self.law.as_ref().and_then(|law| law.pacing_rate())
+    }
+
+    /// The law's current tag.
+    pub fn tag(&self) -> SchemeTag {
+        self.law.as_ref().map_or(SchemeTag::UNTAGGED, |l| l.tag())
+    }
+
+    /// The window published for the law. For a rate law it is rate × srtt,
+    /// what stats show; the transport gets the gate's window
+    /// ([`Sending::gated_window`]), which this caps. docs/design.md's
+    /// rate × srtt / 1.25 (for quinn's pacer to run at the rate) would cap
+    /// a rate law at 80 % of its own rate.
+    pub fn law_window(&self) -> Option<u64> {
+        let law = self.law.as_ref()?;
+        Some(match law.pacing_rate() {
+            Some(rate) => self.config.clamp(rate * self.rtt.smoothed.as_secs_f64()) as u64,
+            None => law.window(),
+        })
+    }
+
+    /// The window the transport may use at `now`: a rate law's goes through
+    /// its gate, up to [`GATED_WINDOW_CAP`] times rate × srtt.
+    pub fn gated_window(&self, now: Duration) -> Option<u64> {
+        let published = self.law_window()?;
+        Some(self.law_rate().map_or(published, |rate| {
+            self.gate.window(
+                now,
+                rate,
+                self.config.mss,
+                self.in_flight,
+                published.saturating_mul(GATED_WINDOW_CAP),
+            )
+        }))
+    }
+
+    pub fn on_data_progress(&mut self, sent: u64) {
+        self.timeout.progress = sent;
+    }
+
+    pub fn on_sent(&mut self, now: Duration, bytes: u64) {
+        self.in_flight = self.in_flight.saturating_add(bytes);
+        if let Some(rate) = self.law_rate() {
+            self.gate
+                .on_sent(now, bytes + self.header_bytes, rate, self.config.mss);
+        }
+    }
+
+    pub fn on_ack(
+        &mut self,
+        now: Duration,
+        bytes: u64,
+        app_limited: bool,
+        rtt: RttSample,
+        events: &mut VecDeque<Event>,
+    ) {
+        self.rtt = rtt;
+        if self.timeout.on_ack(now, rtt.smoothed) {
+            self.signal(Signal::ReportsStopped, events);
+        }
+        if !app_limited {
+            self.update_law(Cause::Ack, events, |law, rtt| law.on_ack(now, bytes, rtt));
+        }
+    }
+
+    pub fn on_end_acks(&mut self, in_flight: u64) {
+        self.in_flight = in_flight;
+    }
+
+    pub fn on_congestion(
+        &mut self,
+        now: Duration,
+        sent: Duration,
+        lost_bytes: u64,
+        events: &mut VecDeque<Event>,
+    ) {
+        self.in_flight = self.in_flight.saturating_sub(lost_bytes);
+        let ce = lost_bytes == 0;
+        // CE on an ecnq path is the scheme's own overload code (the
+        // receiver's report carries it to the law), unless the scheme
+        // never uses CE as a code.
+        let ce_is_congestion = self.scheme.is_none_or(|s| s.ce_is_congestion());
+        if ce && self.mode == PeerMode::Ecnq && !ce_is_congestion {
+            return;
+        }
+        let kind = if ce { Congestion::Ce } else { Congestion::Loss };
+        self.update_law(Cause::Congestion, events, |law, rtt| {
+            law.on_congestion(now, sent, kind, rtt)
+        });
+    }
+
+    /// A packet from the peer arrived, tagged or not.
+    pub fn on_peer_packet(&mut self, tagged: bool, events: &mut VecDeque<Event>) {
+        self.signal(Signal::PeerPacket { tagged }, events);
+    }
+
+    /// A report datagram from the peer: checked, then handed to the law.
+    /// `probes_sent` counts the presence probe packets sent so far.
+    pub fn on_report(
+        &mut self,
+        now: Duration,
+        datagram: &[u8],
+        probes_sent: u64,
+        events: &mut VecDeque<Event>,
+    ) {
+        let Some(filter) = self.filter.as_mut() else {
+            events.push_back(Event::ReportIgnored);
+            return;
+        };
+        let repr: Repr = match filter.accept(datagram) {
+            Ok(repr) => repr,
+            Err(error) => {
+                events.push_back(Event::ReportRejected(error));
+                return;
+            }
+        };
+        self.timeout.due_from = now;
+        self.signal(Signal::ReportAccepted, events);
+        if let Some(presence) = self.presence.as_mut() {
+            let unraised = repr.counts[usize::from(Ecn::NotEct.bits())];
+            let present = presence.on_report(unraised, probes_sent);
+            self.signal(Signal::RouterPresent(present), events);
+        }
+        self.update_law(Cause::Feedback, events, |law, rtt| {
+            law.on_feedback(now, repr.feedback, rtt)
+        });
+    }
+
+    /// Moves the mode on `signal`; entering a fallback hands the window to
+    /// the classic law, leaving one hands it back to the scheme's.
+    fn signal(&mut self, signal: Signal, events: &mut VecDeque<Event>) {
+        let (from, to) = (self.mode, self.mode.after(signal));
+        if from == to {
+            return;
+        }
+        self.mode = to;
+        events.push_back(Event::ModeChanged { from, to });
+        if to.is_fallback() {
+            self.fall_back(to, events);
+        } else if from.is_fallback() {
+            self.resume_scheme(events);
+        }
+    }
+
+    /// Replaces the scheme's law by Cubic at the law's window: without router
+    /// feedback, a loss-based law that holds its own next to today's traffic
+    /// (a law still in slow start stays in it).
+    fn fall_back(&mut self, mode: PeerMode, events: &mut VecDeque<Event>) {
+        let Some(law) = self.law.as_ref().filter(|l| l.tag() != SchemeTag::UNTAGGED) else {
+            return;
+        };
+        let window = law.window();
+        let mut cubic = CubicLaw::new(LawConfig {
+            initial_window: window,
+            ..self.config
+        });
+        if law.mode() != Mode::SlowStart {
+            cubic.set_window(window as f64);
+        }
+        self.law = Some(Box::new(cubic));
+        events.push_back(Event::LawReplaced { window, mode });
+    }
+
+    /// Reports came back, or probes came back raised, after a fallback: the
+    /// scheme's law takes over again from the classic law's window.
+    fn resume_scheme(&mut self, events: &mut VecDeque<Event>) {
+        let (Some(scheme), Some(law)) = (self.scheme, self.law.as_ref()) else {
+            return;
+        };
+        let config = LawConfig {
+            initial_window: law.window(),
+            ..self.config
+        };
+        events.push_back(Event::SchemeResumed {
+            scheme,
+            window: config.initial_window,
+        });
+        self.law = Some(scheme.law(config));
+    }
+
+    /// Runs `update` on the law and notes its mode changes and decreases.
+    fn update_law(
+        &mut self,
+        cause: Cause,
+        events: &mut VecDeque<Event>,
+        update: impl FnOnce(&mut dyn Law, &RttSample),
+    ) {
+        let Some(law) = self.law.as_deref_mut() else {
+            return;
+        };
+        let before = law_level(law);
+        update(law, &self.rtt);
+        let (mode, level) = law_level(law);
+        if mode != before.0 {
+            events.push_back(Event::LawModeChanged {
+                from: before.0,
+                to: mode,
+                window: law.window(),
+                cause,
+            });
+        }
+        if level < before.1 {
+            self.decreases += 1;
+            events.push_back(Event::Decrease {
+                mode,
+                from: before.1,
+                to: level,
+                cause,
+            });
+        }
+    }
+}
+
+/// What a law's decreases are measured on: its rate for rate laws (their
+/// window follows the RTT), else its window.
+fn law_level(law: &dyn Law) -> (Mode, f64) {
+    (law.mode(), law.pacing_rate().unwrap_or(law.window() as f64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mcp::McpLaw;
+    use crate::signal::Law;
+
+    #[test]
+    fn a_rate_law_gets_a_window_of_one_rate_times_rtt() {
+        let mut sending = Sending::new(
+            Some(Scheme::Mcp),
+            LawConfig {
+                min_window: 1,
+                ..LawConfig::with_mss(1200)
+            },
+            28,
+        );
+        sending.rtt = RttSample::uniform(Duration::from_millis(100));
+        let rate = McpLaw::new(LawConfig::with_mss(1200))
+            .pacing_rate()
+            .expect("MCP is rate-based");
+        // Throughput is at most window / RTT: the window must carry a whole RTT of the rate.
+        assert_eq!(sending.law_window(), Some((rate * 0.1) as u64));
+    }
+
+    #[test]
+    fn reports_are_overdue_only_while_data_flows() {
+        let ms = Duration::from_millis;
+        let srtt = ms(20);
+        let mut timeout = ReportTimeout::default();
+        // Data flows, acks every 10 ms, no report: overdue after 500 ms.
+        let mut overdue_at = None;
+        for t in (10..1000).step_by(10) {
+            timeout.progress = t;
+            if timeout.on_ack(ms(t), srtt) && overdue_at.is_none() {
+                overdue_at = Some(t);
+            }
+        }
+        assert_eq!(overdue_at, Some(510));
+        // The same acks with no data moving: never overdue.
+        let mut idle = ReportTimeout::default();
+        assert!((10..3000).step_by(10).all(|t| !idle.on_ack(ms(t), srtt)));
+    }
+}

@@ -1,0 +1,211 @@
+//! The feedback path through a simulated pair ([`super::pair`]): reports,
+//! their loss, delay and reordering, fallback and recovery.
+
+use std::time::Duration;
+
+use super::pair::{Pair, LINK_RATE};
+use super::report::Repr;
+use super::{Event, PeerMode};
+use crate::ecn::{Ecn, SchemeTag};
+use crate::load::LoadFactor;
+use crate::router::MarkingMode;
+use crate::scheme::Scheme;
+use crate::signal::{Feedback, Mode};
+
+const MS: Duration = Duration::from_millis(1);
+const SECOND: Duration = Duration::from_secs(1);
+
+fn is_classic(mode: Option<Mode>) -> bool {
+    matches!(
+        mode,
+        Some(Mode::SlowStart | Mode::CongestionAvoidance | Mode::Recovery)
+    )
+}
+
+fn scheme_tag(scheme: Scheme) -> SchemeTag {
+    SchemeTag::new(scheme.wire().id())
+}
+
+/// The bytes per second acknowledged while `pair` runs for `span`.
+fn goodput(pair: &mut Pair, span: Duration) -> f64 {
+    let before = pair.acked_bytes;
+    pair.run_until(pair.now + span);
+    (pair.acked_bytes - before) as f64 / span.as_secs_f64()
+}
+
+#[test]
+fn reports_flow_and_the_law_follows_the_routers_signal() {
+    let capacity = LINK_RATE as f64 / 8.0;
+    for scheme in [Scheme::Erc, Scheme::Vcp] {
+        let mut pair = Pair::new(scheme);
+        pair.run_until(5 * SECOND);
+        let full = goodput(&mut pair, 3 * SECOND);
+        let stats = pair.stats();
+        assert_eq!(stats.mode, PeerMode::Ecnq, "{scheme}: {stats:?}");
+        assert!(stats.reports_accepted > 100, "{scheme}: {stats:?}");
+        assert_eq!(stats.reports_rejected, 0, "{scheme}");
+        assert!(full > 0.6 * capacity, "{scheme}: {full} B/s");
+        // The router now meters the link against a quarter of its rate: the
+        // marks say overload although nothing is lost or queued, and the
+        // law follows them down.
+        pair.bottleneck
+            .as_mut()
+            .unwrap()
+            .router_mut()
+            .set_capacity(capacity / 4.0);
+        pair.run_until(pair.now + 3 * SECOND);
+        let quarter = goodput(&mut pair, 3 * SECOND);
+        assert!(quarter < 0.4 * capacity, "{scheme}: {quarter} B/s");
+        assert!(quarter > 0.1 * capacity, "{scheme}: {quarter} B/s");
+        assert_eq!(pair.stats().mode, PeerMode::Ecnq, "{scheme}");
+    }
+}
+
+#[test]
+fn some_lost_or_late_reports_do_not_trigger_fallback() {
+    let mut pair = Pair::new(Scheme::Erc);
+    let leg = pair.report_leg();
+    leg.loss = 0.3;
+    leg.delay = 60 * MS;
+    pair.run_until(10 * SECOND);
+    let stats = pair.stats();
+    assert_eq!(stats.mode, PeerMode::Ecnq, "{stats:?}");
+    assert!(stats.reports_accepted > 100, "{stats:?}");
+    let modes: Vec<PeerMode> = pair.mode_changes().iter().map(|c| c.1).collect();
+    assert_eq!(modes, [PeerMode::Ecnq], "one change, to ecnq");
+}
+
+#[test]
+fn reports_stopping_falls_back_and_reports_resuming_bring_the_scheme_back() {
+    let scheme = Scheme::Erc;
+    let mut pair = Pair::new(scheme);
+    pair.report_leg().blackout = Some(3 * SECOND..5 * SECOND);
+    pair.run_until(8 * SECOND);
+    // The timeout is max(4 srtt, 500 ms) after the last report.
+    let fell = pair
+        .entered(PeerMode::ClassicReportsStopped, 3 * SECOND)
+        .expect("fallback");
+    assert!(fell > 3500 * MS && fell < 3600 * MS, "{fell:?}");
+    let back = pair.entered(PeerMode::Ecnq, fell).expect("recovery");
+    assert!(back > 5 * SECOND && back < 5100 * MS, "{back:?}");
+    // While fallen back the packets keep the scheme's tag, with quinn's ECT(0).
+    let tag = scheme_tag(scheme);
+    let meanwhile: Vec<u8> = pair.tos_sent(fell + MS..back).collect();
+    assert!(meanwhile.len() > 1000);
+    assert!(meanwhile.iter().all(|&tos| tos == tag.tos(Ecn::Ect0)));
+    assert!(pair.events.iter().any(|(at, e)| *at == fell
+        && matches!(
+            e,
+            Event::LawReplaced {
+                mode: PeerMode::ClassicReportsStopped,
+                ..
+            }
+        )));
+    assert!(pair.events.iter().any(|(at, e)| *at == back
+        && matches!(e, Event::SchemeResumed { scheme: s, .. } if *s == scheme)));
+    let stats = pair.stats();
+    assert_eq!(stats.mode, PeerMode::Ecnq);
+    assert!(!is_classic(stats.law_mode), "{stats:?}");
+    let base = tag.tos(scheme.wire().base_ecn());
+    assert!(pair.tos_sent(back + MS..pair.now).all(|tos| tos == base));
+}
+
+#[test]
+fn a_peer_that_does_not_run_ecnq_gets_classic_congestion_control() {
+    let mut pair = Pair::new(Scheme::Erc);
+    pair.receiver = None;
+    pair.run_until(3 * SECOND);
+    // At the first ACK, one round trip after the first packet.
+    let changes = pair.mode_changes();
+    assert_eq!(changes.len(), 1, "{changes:?}");
+    let (at, mode) = changes[0];
+    assert_eq!(mode, PeerMode::ClassicPeerNotEcnq);
+    assert!(at >= 20 * MS && at < 25 * MS, "{at:?}");
+    let stats = pair.stats();
+    assert!(is_classic(stats.law_mode), "{stats:?}");
+    assert_eq!(stats.reports_accepted, 0);
+    let untagged = SchemeTag::UNTAGGED.tos(Ecn::Ect0);
+    assert!(pair.tos_sent(at + MS..pair.now).all(|tos| tos == untagged));
+    assert!(goodput(&mut pair, 2 * SECOND) > 0.5 * LINK_RATE as f64 / 8.0);
+}
+
+#[test]
+fn probes_without_an_ecnq_router_mean_classic_until_a_router_appears() {
+    let scheme = Scheme::Vcp;
+    let mut pair = Pair::new(scheme);
+    pair.set_router(MarkingMode::Off);
+    pair.run_until(4 * SECOND);
+    let absent = pair
+        .entered(PeerMode::ClassicNoRouter, Duration::ZERO)
+        .expect("no router");
+    assert!(absent < 2 * SECOND, "{absent:?}");
+    // Every 16th datagram is a probe, Not-ECT; the rest carry quinn's ECT(0).
+    let tag = scheme_tag(scheme);
+    let tos: Vec<u8> = pair.tos_sent(absent + MS..pair.now).collect();
+    let probes = tos.iter().filter(|&&t| t == tag.tos(Ecn::NotEct)).count();
+    let ect0 = tos.iter().filter(|&&t| t == tag.tos(Ecn::Ect0)).count();
+    assert_eq!(probes + ect0, tos.len());
+    assert!(
+        probes.abs_diff(tos.len() / 16) <= 1,
+        "{probes} of {}",
+        tos.len()
+    );
+    assert!(is_classic(pair.stats().law_mode));
+    pair.set_router(MarkingMode::Auto);
+    pair.run_until(8 * SECOND);
+    let present = pair
+        .entered(PeerMode::Ecnq, 4 * SECOND)
+        .expect("a router again");
+    // Within a few windows of probes (about 60 a second here).
+    assert!(present < 7 * SECOND, "{present:?}");
+    assert!(!is_classic(pair.stats().law_mode));
+}
+
+/// A report the sender has not seen yet: `ahead` past its last one, with
+/// its counts.
+fn report_after(pair: &Pair, ahead: u32, level: u16) -> Vec<u8> {
+    let last = pair.stats().last_report.expect("reports arrived");
+    Repr {
+        sequence: last.sequence.wrapping_add(ahead),
+        feedback: Feedback {
+            level,
+            load: LoadFactor::new(if level == 0 { 0.5 } else { 1.2 }),
+            fairing: false,
+        },
+        ..last
+    }
+    .to_bytes()
+}
+
+#[test]
+fn reordered_reports_never_move_the_law_backwards() {
+    // Reports that overtake each other: the stale ones are refused.
+    let mut pair = Pair::new(Scheme::Vcp);
+    pair.report_leg().jitter = 40 * MS;
+    let mut last_sequence = 0;
+    pair.run_checking(5 * SECOND, |pair| {
+        if let Some(report) = pair.stats().last_report {
+            assert!(report.sequence >= last_sequence);
+            last_sequence = report.sequence;
+        }
+    });
+    let stats = pair.stats();
+    assert!(stats.reports_rejected > 5, "reordered: {stats:?}");
+    assert_eq!(stats.mode, PeerMode::Ecnq);
+
+    // A newer report says low load, then an older one says overload: the
+    // law keeps the newer word.
+    pair.sender.on_report(pair.now, &report_after(&pair, 2, 0));
+    let before = pair.stats();
+    pair.sender
+        .on_report(pair.now, &report_after(&pair, u32::MAX, 2));
+    let after = pair.stats();
+    assert_eq!(after.reports_rejected, before.reports_rejected + 1);
+    assert_eq!(after.decreases, before.decreases);
+    assert_eq!(after.window, before.window);
+    // The same overload report, newer, is a decrease.
+    pair.sender.on_report(pair.now, &report_after(&pair, 1, 2));
+    let newer = pair.stats();
+    assert_eq!(newer.decreases, before.decreases + 1);
+    assert!(newer.window < before.window);
+}
