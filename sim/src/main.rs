@@ -8,9 +8,11 @@ use std::time::Instant;
 use clap::{Parser, Subcommand};
 use ecnq_sim::engine::Sim;
 use ecnq_sim::protocol::Protocol;
-use ecnq_sim::runner::{self, Row};
+use ecnq_sim::report::files;
+use ecnq_sim::report::text::{self, Row};
+use ecnq_sim::runner;
+use ecnq_sim::scenario::units::Time;
 use ecnq_sim::scenario::{Overrides, Scenario};
-use ecnq_sim::units::Time;
 
 /// Packet-level simulator for router-assisted multi-bit ECN congestion
 /// control. Routers run ecnq's load-factor meter and markers, receivers its
@@ -121,9 +123,9 @@ fn real_main(cli: Cli) -> Result<(), String> {
         Command::Run { args, out } => {
             let (scenario, o) = args.load()?;
             let run = runner::run(&scenario, &o)?;
-            print!("{}", runner::one_screen(&scenario, &run));
+            print!("{}", text::one_screen(&scenario, &run.summary, run.wall_s));
             if let Some(dir) = out {
-                runner::write_outputs(&run, &dir)?;
+                files::write_outputs(&run.sim, &run.summary, &dir)?;
                 println!(
                     "wrote {}/{{flows.csv,links.csv,summary.json,*.svg}}",
                     dir.display()
@@ -139,7 +141,7 @@ fn real_main(cli: Cli) -> Result<(), String> {
             }
             print!(
                 "{}",
-                runner::table(&["scheme"], &runner::compare(&scenario, &o))
+                text::table(&["scheme"], &runner::compare(&scenario, &o))
             );
             Ok(())
         }
@@ -217,7 +219,7 @@ fn sweep(
     let heads: Vec<&str> = std::iter::once("scheme")
         .chain(axes.iter().map(|(k, _)| k.as_str()))
         .collect();
-    print!("{}", runner::table(&heads, &rows));
+    print!("{}", text::table(&heads, &rows));
     if let Some(dir) = out {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         for row in &rows {

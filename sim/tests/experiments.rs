@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
-use ecnq_sim::metrics::Summary;
 use ecnq_sim::protocol::Protocol;
+use ecnq_sim::report::metrics::Summary;
 use ecnq_sim::runner;
 use ecnq_sim::scenario::{Overrides, Scenario};
 
@@ -28,7 +28,7 @@ fn run(s: &Scenario, scheme: &str, duration_s: u64) -> Summary {
     runner::run(s, &o).unwrap().summary
 }
 
-fn link<'a>(s: &'a Summary, name: &str) -> &'a ecnq_sim::metrics::LinkSummary {
+fn link<'a>(s: &'a Summary, name: &str) -> &'a ecnq_sim::report::metrics::LinkSummary {
     s.links.iter().find(|l| l.name == name).unwrap()
 }
 
