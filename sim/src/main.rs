@@ -155,6 +155,9 @@ fn real_main(cli: Cli) -> Result<(), String> {
     }
 }
 
+/// One `--vary` axis: a field and the values it takes.
+type Axis = (String, Vec<String>);
+
 fn sweep(
     args: &RunArgs,
     vary: &[String],
@@ -163,32 +166,13 @@ fn sweep(
 ) -> Result<(), String> {
     use rayon::prelude::*;
     let (base, o) = args.load()?;
-    let mut axes: Vec<(String, Vec<String>)> = Vec::new();
-    for v in vary {
-        let (key, values) = v
-            .split_once('=')
-            .ok_or_else(|| format!("--vary `{v}`: expected KEY=V1,V2,.."))?;
-        axes.push((
-            key.trim().to_owned(),
-            values.split(',').map(|s| s.trim().to_owned()).collect(),
-        ));
-    }
+    let axes = parse_axes(vary)?;
     let schemes: Vec<Protocol> = if schemes.is_empty() {
         vec![base.scheme(&o)]
     } else {
         schemes.to_vec()
     };
-    let mut points: Vec<Vec<String>> = vec![Vec::new()];
-    for (_, values) in &axes {
-        points = points
-            .into_iter()
-            .flat_map(|p| {
-                values
-                    .iter()
-                    .map(move |v| [p.clone(), vec![v.clone()]].concat())
-            })
-            .collect();
-    }
+    let points = grid(&axes);
     let path = runner::resolve(&args.scenario)?;
     let jobs: Vec<(Protocol, Vec<String>)> = schemes
         .iter()
@@ -221,27 +205,65 @@ fn sweep(
         .collect();
     print!("{}", text::table(&heads, &rows));
     if let Some(dir) = out {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        for row in &rows {
-            if let Ok(summary) = &row.result {
-                let name: String = row
-                    .label
-                    .join("_")
-                    .chars()
-                    .map(|c| {
-                        if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
-                            c
-                        } else {
-                            '_'
-                        }
-                    })
-                    .collect();
-                let path = dir.join(format!("{name}.json"));
-                let json = serde_json::to_string_pretty(summary).map_err(|e| e.to_string())?;
-                std::fs::write(&path, json).map_err(|e| format!("{}: {e}", path.display()))?;
-            }
-        }
+        write_summaries(&rows, dir)?;
         println!("wrote one summary JSON per run to {}", dir.display());
+    }
+    Ok(())
+}
+
+/// `--vary KEY=V1,V2,..` arguments as axes.
+fn parse_axes(vary: &[String]) -> Result<Vec<Axis>, String> {
+    vary.iter()
+        .map(|v| {
+            let (key, values) = v
+                .split_once('=')
+                .ok_or_else(|| format!("--vary `{v}`: expected KEY=V1,V2,.."))?;
+            Ok((
+                key.trim().to_owned(),
+                values.split(',').map(|s| s.trim().to_owned()).collect(),
+            ))
+        })
+        .collect()
+}
+
+/// Every combination of the axes' values (the cartesian product), first
+/// axis slowest.
+fn grid(axes: &[Axis]) -> Vec<Vec<String>> {
+    let mut points: Vec<Vec<String>> = vec![Vec::new()];
+    for (_, values) in axes {
+        points = points
+            .into_iter()
+            .flat_map(|p| {
+                values
+                    .iter()
+                    .map(move |v| [p.clone(), vec![v.clone()]].concat())
+            })
+            .collect();
+    }
+    points
+}
+
+/// One summary JSON per run that ran, named by its label.
+fn write_summaries(rows: &[Row], dir: &std::path::Path) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    for row in rows {
+        if let Ok(summary) = &row.result {
+            let name: String = row
+                .label
+                .join("_")
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            let path = dir.join(format!("{name}.json"));
+            let json = serde_json::to_string_pretty(summary).map_err(|e| e.to_string())?;
+            std::fs::write(&path, json).map_err(|e| format!("{}: {e}", path.display()))?;
+        }
     }
     Ok(())
 }
