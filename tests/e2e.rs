@@ -13,11 +13,11 @@
 use std::time::Duration;
 
 use ecnq::quic::{CongestionControl, PeerMode};
+use ecnq::statistics::percentile;
 use ecnq::Scheme;
 use ecnq_e2e::StallWatch;
 use ecnq_examples::perf::client;
 use ecnq_examples::perf::loopback::{Flow, LoopbackBed, RunResult};
-use ecnq_examples::perf::stats::percentile;
 use ecnq_shim::spec::LinkSpec;
 use tokio::time::Instant;
 
@@ -532,7 +532,7 @@ const LATE_FLOW_PATH: &str = "rate 4mbit delay 20ms limit 20kb";
 /// convergence), if it does.
 async fn late_flow_convergence(scheme: Scheme, seconds: f64) -> Option<f64> {
     let result = late_flow_run(scheme, LATE_FLOW_PATH, 5.0, seconds).await;
-    let converge = ecnq_examples::perf::stats::convergence_time(
+    let converge = ecnq::statistics::convergence_time(
         &result.series,
         1,
         0.2,

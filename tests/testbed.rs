@@ -129,25 +129,40 @@ fn final_up_line(log: &str) -> serde_json::Value {
         .unwrap_or_else(|| panic!("no final stats line in the shim's log:\n{log}"))
 }
 
+/// A short comparison's rows, if this machine can run the testbed, with
+/// its name and output folder; `_serial` holds the testbed until dropped.
+struct ShortRun {
+    _serial: std::sync::MutexGuard<'static, ()>,
+    name: String,
+    out: PathBuf,
+    rows: Vec<serde_json::Value>,
+}
+
+fn short_run(prefix: &str, scheme: Scheme, tcp: &str, versus: &str) -> Option<ShortRun> {
+    let serial = serial();
+    let shim = shim_if_possible()?;
+    if !iperf3_available() {
+        return None;
+    }
+    let name = unique(prefix);
+    let out = std::env::temp_dir().join(format!("ecnq-testbed-test-{name}"));
+    let rows = compare(short_comparison(&name, &out, shim, scheme, tcp, versus));
+    Some(ShortRun {
+        _serial: serial,
+        name,
+        out,
+        rows,
+    })
+}
+
 #[test]
 fn short_testbed_comparison_with_a_tcp_baseline() {
-    let _serial = serial();
-    let Some(shim) = shim_if_possible() else {
+    let Some(ShortRun {
+        name, out, rows, ..
+    }) = short_run("tc", Scheme::Bmcc, "cubic", "none")
+    else {
         return;
     };
-    if !iperf3_available() {
-        return;
-    }
-    let name = unique("tc");
-    let out = std::env::temp_dir().join(format!("ecnq-testbed-test-{name}"));
-    let rows = compare(short_comparison(
-        &name,
-        &out,
-        shim,
-        Scheme::Bmcc,
-        "cubic",
-        "none",
-    ));
     let dir = out.join("testbed-dumbbell");
     let names: Vec<&str> = rows.iter().map(|r| r["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["bmcc", "tcp-cubic"]);
@@ -177,23 +192,9 @@ fn short_testbed_comparison_with_a_tcp_baseline() {
 
 #[test]
 fn short_versus_run_shares_the_bottleneck_with_kernel_tcp() {
-    let _serial = serial();
-    let Some(shim) = shim_if_possible() else {
+    let Some(ShortRun { out, rows, .. }) = short_run("vs", Scheme::Erc, "none", "cubic") else {
         return;
     };
-    if !iperf3_available() {
-        return;
-    }
-    let name = unique("vs");
-    let out = std::env::temp_dir().join(format!("ecnq-testbed-test-{name}"));
-    let rows = compare(short_comparison(
-        &name,
-        &out,
-        shim,
-        Scheme::Erc,
-        "none",
-        "cubic",
-    ));
     let names: Vec<&str> = rows.iter().map(|r| r["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["erc", "erc-vs-tcp-cubic"]);
     let row = &rows[1];

@@ -27,11 +27,12 @@ use std::time::{Duration, Instant};
 
 use ecnq::bottleneck::Discipline;
 use ecnq::quic::{CongestionControl, Endpoint, Options, SelfSigned};
+use ecnq::units::Size;
 use ecnq_shim::link::{router_config, Direction, LinkCounters};
 use ecnq_shim::pump::Observers;
 use ecnq_shim::relay::{raise_fd_limit, Relay, RelayConfig, RelayReport, FD_RESERVE};
 use ecnq_shim::sessions::SessionLimits;
-use ecnq_shim::spec::{parse_size, LinkSpec};
+use ecnq_shim::spec::LinkSpec;
 use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
 use rustls::RootCertStore;
 use serde::{Deserialize, Serialize};
@@ -161,8 +162,10 @@ pub fn parse_args<I: IntoIterator<Item = String>>(args: I) -> Result<Command, St
             "--batch" => config.batch = count(&flag, &value()?)?,
             "-b" | "--bytes" => {
                 let text = value()?;
-                config.bytes = parse_size(&text)
+                config.bytes = text
+                    .parse::<Size>()
                     .ok()
+                    .map(Size::bytes)
                     .filter(|b| (1..=MAX_BYTES).contains(b))
                     .ok_or_else(|| {
                         format!("{flag} must be a size from 1 byte to 16mb, got `{text}`")

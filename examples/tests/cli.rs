@@ -36,7 +36,15 @@ fn hostile_flags_fail_cleanly() {
         ),
         (
             &["-c", "127.0.0.1", "-n", "1e30G"],
-            "must be a size from 1 byte to 1T",
+            "size `1e30G` is too large",
+        ),
+        (
+            &["-c", "127.0.0.1", "-n", "2t"],
+            "must be a size from 1 byte to 1t",
+        ),
+        (
+            &["demo", "--rate", "50mbps"],
+            "write `50mbit` for bits per second",
         ),
         (&["-c", "127.0.0.1", "-P", "0"], "0 is not in 1..=128"),
         (&["-c", "127.0.0.1", "-p", "70000"], "70000"),

@@ -38,11 +38,10 @@ impl LoadParams {
 
 use std::time::Duration;
 
-use crate::classic::LOSS_REDUCTION;
 use crate::ecn::{Ecn, SchemeTag, WireScheme};
 use crate::signal::{
-    Congestion, Decoder, Feedback, Law, LawConfig, LinkState, LossEpoch, Marker, Mode, PacketMarks,
-    RttSample,
+    Congestion, Decoder, Feedback, Law, LawConfig, LinkState, Marker, Mode, PacketMarks, RttSample,
+    Window,
 };
 use crate::vcp::MI_SCALE_CAP;
 
@@ -160,42 +159,27 @@ impl Decoder for BmccDecoder {
 /// the estimate first reaches 1), AI in medium load, MD by β(f̂) in overload;
 /// Reno halving on loss.
 ///
-/// The paper decreases once per RTT. A router's estimate changes only every
-/// t_p, so with RTTs below t_p that would decrease several times for one
-/// measurement: ecnq waits 2 t_p + RTT between decreases, as VCP's episode
-/// does ([`crate::vcp::VcpLaw::decrease_if_due`]). The period during which the
-/// decreased traffic reaches the router is mostly older traffic and still
-/// reads overload; its verdict reaches the sender up to t_p + RTT after
-/// that period began. With t_p + RTT, on the end-to-end goal path (100
-/// Mbit/s, RTT = t_p = 200 ms) the simulator had a second ×0.875 for one
-/// episode in 4 of 24 jittered seeds (0.903 utilization in one), and a real
-/// run one flow decreasing twice 0.4 s apart; with 2 t_p + RTT, none.
+/// Two departures from the paper (measurements: sim/REPRODUCTION.md,
+/// "Deviations and tuning"):
 ///
-/// Once past its start, a flow takes a reading under η to mean spare
-/// capacity only after it has held for [`LOW_LOAD_HOLD`] periods; until
-/// then it holds its window. The paper switches to MI at once. A decrease
-/// never takes the load under η (f̂·β(f̂) ≥ 0.78 for f̂ in [1, u]), so in
-/// steady state a low reading comes from senders that fell silent for part
-/// of a period, not from free capacity: a host that stalls both senders'
-/// ACKs for 30 ms reads 0.68. Taken at once, such a reading grew both
-/// windows by MI for a period, then both decreased by up to 0.71 instead
-/// of 0.875, and a real 180 s run lost 1.5 points of utilization. After a
-/// loss the low readings are real but come while the halving drains the
-/// queue; waiting them out also stops long-RTT flows from MI-ing into the
-/// next loss (simulator, `bmcc-fig5-7` at 400 ms: 35 % loss before, none
-/// after; `sim/REPRODUCTION.md`). Holding, not AI, because AI's
-/// (T/t_p)² packets per RTT outgrows MI when queueing stretches T.
+/// * Decreases are 2 t_p + RTT apart, not one RTT, as VCP's episode
+///   ([`crate::vcp::VcpLaw::decrease_if_due`]): the router's estimate
+///   changes only every t_p, and the period in which the decreased traffic
+///   arrives still reads overload.
+/// * Once past its start, a flow takes a reading under η to mean spare
+///   capacity only after it has held for [`LOW_LOAD_HOLD`] periods, and
+///   holds its window until then: a decrease never takes the load under η,
+///   so a low reading in steady state comes from senders that paused.
 #[derive(Clone, Debug)]
 pub struct BmccLaw {
     config: LawConfig,
-    cwnd: f64,
+    cwnd: Window,
     estimate: f64,
     /// New flows stay in MI until the estimate first reaches 1.
     starting: bool,
     /// Since when the estimate has been under η (after the start).
     low_since: Option<Duration>,
     last_decrease: Option<Duration>,
-    loss: LossEpoch,
     mode: Mode,
 }
 
@@ -203,13 +187,12 @@ impl BmccLaw {
     /// A BMCC sender.
     pub fn new(config: LawConfig) -> BmccLaw {
         BmccLaw {
-            cwnd: config.clamp(config.initial_window as f64),
+            cwnd: Window::new(config),
             config,
             estimate: ETA0,
             starting: true,
             low_since: None,
             last_decrease: None,
-            loss: LossEpoch::default(),
             mode: Mode::MultiplicativeIncrease,
         }
     }
@@ -229,7 +212,7 @@ impl BmccLaw {
     }
 
     fn decrease(&mut self, now: Duration) {
-        self.cwnd = self.config.clamp(self.cwnd * md_factor(self.estimate));
+        self.cwnd.set(self.cwnd.bytes() * md_factor(self.estimate));
         self.last_decrease = Some(now);
         self.mode = Mode::Overloaded;
     }
@@ -254,14 +237,15 @@ impl Law for BmccLaw {
         let acked = acked_bytes as f64;
         let grown = if self.starting || low_held {
             self.mode = Mode::MultiplicativeIncrease;
-            self.cwnd + Self::mi_growth(self.estimate, rtt.smoothed, self.config.interval) * acked
+            self.cwnd.bytes()
+                + Self::mi_growth(self.estimate, rtt.smoothed, self.config.interval) * acked
         } else {
             // α = (T/t_p)² packets per RTT (BMCC paper eq. 1.3).
             let ratio = rtt.smoothed.as_secs_f64() / self.config.interval.as_secs_f64();
             self.mode = Mode::AdditiveIncrease;
-            self.cwnd + ratio * ratio * self.config.mss as f64 * acked / self.cwnd
+            self.cwnd.bytes() + ratio * ratio * self.config.mss as f64 * acked / self.cwnd.bytes()
         };
-        self.cwnd = self.config.clamp(grown);
+        self.cwnd.set(grown);
     }
 
     fn on_feedback(&mut self, now: Duration, feedback: Feedback, rtt: &RttSample) {
@@ -286,15 +270,18 @@ impl Law for BmccLaw {
         _kind: Congestion,
         _rtt: &RttSample,
     ) {
-        if self.loss.begins(now, sent) {
+        if self
+            .cwnd
+            .reduce_on_congestion(now, sent, Window::LOSS_REDUCTION)
+            .is_some()
+        {
             self.starting = false;
-            self.cwnd = self.config.clamp(self.cwnd * LOSS_REDUCTION);
             self.mode = Mode::Recovery;
         }
     }
 
     fn window(&self) -> u64 {
-        self.cwnd as u64
+        self.cwnd.bytes() as u64
     }
 
     fn mode(&self) -> Mode {

@@ -12,12 +12,8 @@ use std::time::Duration;
 
 use crate::ecn::{Ecn, SchemeTag};
 use crate::signal::{
-    Congestion, Feedback, Law, LawConfig, LinkState, LossEpoch, Marker, Mode, PacketMarks,
-    RttSample,
+    Congestion, Feedback, Law, LawConfig, LinkState, Marker, Mode, PacketMarks, RttSample, Window,
 };
-
-/// NewReno's loss reduction factor (RFC 9002 §7.3.2: kLossReductionFactor = 0.5).
-pub const LOSS_REDUCTION: f64 = 0.5;
 
 /// CE instead of drop for ECT packets once the queue reaches a threshold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,9 +36,8 @@ impl Marker for ClassicMarker {
 #[derive(Clone, Debug)]
 pub struct ClassicLaw {
     config: LawConfig,
-    cwnd: f64,
+    cwnd: Window,
     ssthresh: f64,
-    loss: LossEpoch,
     mode: Mode,
 }
 
@@ -50,9 +45,8 @@ impl ClassicLaw {
     /// A NewReno sender.
     pub fn new(config: LawConfig) -> ClassicLaw {
         ClassicLaw {
-            cwnd: config.clamp(config.initial_window as f64),
+            cwnd: Window::new(config),
             ssthresh: f64::INFINITY,
-            loss: LossEpoch::default(),
             mode: Mode::SlowStart,
             config,
         }
@@ -61,18 +55,18 @@ impl ClassicLaw {
 
 impl Law for ClassicLaw {
     fn on_ack(&mut self, now: Duration, acked_bytes: u64, rtt: &RttSample) {
-        if self.loss.in_recovery(now, rtt) {
+        if self.cwnd.in_recovery(now, rtt) {
             return;
         }
         let acked = acked_bytes as f64;
-        let grown = if self.cwnd < self.ssthresh {
+        let grown = if self.cwnd.bytes() < self.ssthresh {
             self.mode = Mode::SlowStart;
-            self.cwnd + acked
+            self.cwnd.bytes() + acked
         } else {
             self.mode = Mode::CongestionAvoidance;
-            self.cwnd + self.config.mss as f64 * acked / self.cwnd
+            self.cwnd.bytes() + self.config.mss as f64 * acked / self.cwnd.bytes()
         };
-        self.cwnd = self.config.clamp(grown);
+        self.cwnd.set(grown);
     }
 
     fn on_feedback(&mut self, _now: Duration, _feedback: Feedback, _rtt: &RttSample) {}
@@ -84,15 +78,18 @@ impl Law for ClassicLaw {
         _kind: Congestion,
         _rtt: &RttSample,
     ) {
-        if self.loss.begins(now, sent) {
-            self.cwnd = self.config.clamp(self.cwnd * LOSS_REDUCTION);
-            self.ssthresh = self.cwnd;
+        if self
+            .cwnd
+            .reduce_on_congestion(now, sent, Window::LOSS_REDUCTION)
+            .is_some()
+        {
+            self.ssthresh = self.cwnd.bytes();
             self.mode = Mode::Recovery;
         }
     }
 
     fn window(&self) -> u64 {
-        self.cwnd as u64
+        self.cwnd.bytes() as u64
     }
 
     fn mode(&self) -> Mode {

@@ -4,12 +4,12 @@
 //! and the simulator's Cubic baseline.
 //!
 //! It reacts to a loss or a CE mark at most once per round trip
-//! ([`LossEpoch`]) and starts in slow start.
+//! ([`Window`]) and starts in slow start.
 
 use std::time::Duration;
 
 use crate::ecn::SchemeTag;
-use crate::signal::{Congestion, Feedback, Law, LawConfig, LossEpoch, Mode, RttSample};
+use crate::signal::{Congestion, Feedback, Law, LawConfig, Mode, RttSample, Window};
 
 /// Cubic's C = 0.4 (RFC 8312 §5).
 pub const CUBIC_C: f64 = 0.4;
@@ -21,9 +21,8 @@ pub const CUBIC_BETA: f64 = 0.7;
 #[derive(Clone, Debug)]
 pub struct CubicLaw {
     config: LawConfig,
-    cwnd: f64,
+    cwnd: Window,
     ssthresh: f64,
-    loss: LossEpoch,
     /// W_max in packets.
     w_max: f64,
     /// The previous W_max, for fast convergence (RFC 8312 §4.6).
@@ -40,9 +39,8 @@ impl CubicLaw {
     /// A Cubic sender.
     pub fn new(config: LawConfig) -> CubicLaw {
         CubicLaw {
-            cwnd: config.clamp(config.initial_window as f64),
+            cwnd: Window::new(config),
             ssthresh: f64::INFINITY,
-            loss: LossEpoch::default(),
             w_max: 0.0,
             w_last_max: 0.0,
             epoch_start: None,
@@ -56,20 +54,16 @@ impl CubicLaw {
         self.config.mss as f64
     }
 
-    fn set(&mut self, cwnd: f64) {
-        self.cwnd = self.config.clamp(cwnd);
-    }
-
     /// Whether the window is still in slow start.
     pub fn in_slow_start(&self) -> bool {
-        self.cwnd < self.ssthresh
+        self.cwnd.bytes() < self.ssthresh
     }
 
     /// Holds the window at or under `max` bytes without ending slow start:
     /// growth goes on under a cap set by someone who knows better.
     pub fn limit(&mut self, max: f64) {
-        if self.cwnd > max {
-            self.set(max);
+        if self.cwnd.bytes() > max {
+            self.cwnd.set(max);
         }
     }
 
@@ -79,9 +73,9 @@ impl CubicLaw {
     /// that limit rises. The window leaves slow start, so its next growth
     /// is Cubic's from there.
     pub fn set_window(&mut self, window: f64) {
-        self.set(window);
-        self.ssthresh = self.ssthresh.min(self.cwnd);
-        self.w_max = self.cwnd / self.mss();
+        self.cwnd.set(window);
+        self.ssthresh = self.ssthresh.min(self.cwnd.bytes());
+        self.w_max = self.cwnd.bytes() / self.mss();
         self.k = 0.0;
         self.epoch_start = None;
     }
@@ -89,16 +83,16 @@ impl CubicLaw {
 
 impl Law for CubicLaw {
     fn on_ack(&mut self, now: Duration, acked_bytes: u64, rtt: &RttSample) {
-        if self.loss.in_recovery(now, rtt) {
+        if self.cwnd.in_recovery(now, rtt) {
             return;
         }
         let acked = acked_bytes as f64;
         if self.in_slow_start() {
-            self.set(self.cwnd + acked);
+            self.cwnd.set(self.cwnd.bytes() + acked);
             return;
         }
         let mss = self.mss();
-        let cwnd_pkts = self.cwnd / mss;
+        let cwnd_pkts = self.cwnd.bytes() / mss;
         let start = *self.epoch_start.get_or_insert_with(|| {
             // An epoch that starts without a loss (after slow start) grows from here.
             if self.w_max < cwnd_pkts {
@@ -124,7 +118,7 @@ impl Law for CubicLaw {
             // Below the plateau: grow very slowly (RFC 8312 §4.1: 1/(100·cwnd)).
             cwnd_pkts + 0.01 * (acked / mss) / cwnd_pkts
         };
-        self.set(next.max(cwnd_pkts) * mss);
+        self.cwnd.set(next.max(cwnd_pkts) * mss);
     }
 
     fn on_feedback(&mut self, _now: Duration, _feedback: Feedback, _rtt: &RttSample) {}
@@ -136,10 +130,10 @@ impl Law for CubicLaw {
         _kind: Congestion,
         _rtt: &RttSample,
     ) {
-        if !self.loss.begins(now, sent) {
+        let Some(before) = self.cwnd.reduce_on_congestion(now, sent, CUBIC_BETA) else {
             return;
-        }
-        let cwnd_pkts = self.cwnd / self.mss();
+        };
+        let cwnd_pkts = before / self.mss();
         // Fast convergence (RFC 8312 §4.6).
         self.w_max = if cwnd_pkts < self.w_last_max {
             cwnd_pkts * (1.0 + CUBIC_BETA) / 2.0
@@ -147,17 +141,16 @@ impl Law for CubicLaw {
             cwnd_pkts
         };
         self.w_last_max = cwnd_pkts;
-        self.ssthresh = self.config.clamp(self.cwnd * CUBIC_BETA);
-        self.set(self.ssthresh);
+        self.ssthresh = self.cwnd.bytes();
         // RFC 8312 eq. 2.
         self.k = (self.w_max * (1.0 - CUBIC_BETA) / CUBIC_C).cbrt();
-        self.w_est = self.cwnd / self.mss();
+        self.w_est = self.cwnd.bytes() / self.mss();
         // The epoch starts at the first ACK after recovery; keep K relative to it.
         self.epoch_start = Some(now);
     }
 
     fn window(&self) -> u64 {
-        self.cwnd as u64
+        self.cwnd.bytes() as u64
     }
 
     fn mode(&self) -> Mode {

@@ -1,6 +1,4 @@
-//! Bandwidth splits: Jain's fairness index, how the papers judge a split
-//! (shared by the simulator's summaries and `ecnq-perf`'s reports), and the
-//! max-min fair split that erc's routers advertise and the bottleneck's
+//! The max-min fair split that erc's routers advertise and the bottleneck's
 //! policer enforces.
 
 /// The max-min fair split of a capacity: flows asking less than their
@@ -36,18 +34,6 @@ impl MaxMin {
     }
 }
 
-/// Jain's fairness index (Σx)² / (n·Σx²): 1 when all shares are equal, 1/n
-/// when one flow has everything. Empty or all-zero input gives 1 (nothing is
-/// unfair about nothing).
-pub fn jain_index(shares: &[f64]) -> f64 {
-    let sum: f64 = shares.iter().sum();
-    let squares: f64 = shares.iter().map(|x| x * x).sum();
-    if shares.is_empty() || squares == 0.0 {
-        return 1.0;
-    }
-    sum * sum / (shares.len() as f64 * squares)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -67,14 +53,5 @@ mod tests {
         assert_eq!(split.share(), Some(30.0));
         let mut small = [10.0, 20.0];
         assert_eq!(MaxMin::split(100.0, &mut small).share(), None);
-    }
-
-    #[test]
-    fn jain_extremes() {
-        assert_eq!(jain_index(&[5.0, 5.0, 5.0]), 1.0);
-        assert!((jain_index(&[1.0, 0.0, 0.0, 0.0]) - 0.25).abs() < 1e-12);
-        assert!((jain_index(&[3.0, 1.0]) - 0.8).abs() < 1e-12);
-        assert_eq!(jain_index(&[]), 1.0);
-        assert_eq!(jain_index(&[0.0, 0.0]), 1.0);
     }
 }

@@ -39,6 +39,8 @@ pub mod presence;
 pub mod router;
 pub mod scheme;
 pub mod signal;
+pub mod statistics;
+pub mod units;
 pub mod vcp;
 
 #[cfg(feature = "quic")]

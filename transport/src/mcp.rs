@@ -241,44 +241,19 @@ impl Decoder for McpDecoder {
 /// * The rate stays within one MSS per 2T (so that feedback keeps coming) and
 ///   [`MAX_RATE`].
 ///
-/// Two departures from the paper, for links where the utilization a router
-/// measures per period wanders by a point or two even at constant rates
-/// (ecnq's QUIC senders, paced at their rate: 0.92–0.98 over 20 s of a
-/// stable state measured on a 12 Mbit/s, 40 ms path with six flows; in the
-/// simulator, whole packets per period do the same on a smaller scale):
+/// Three departures from the paper (measurements: sim/REPRODUCTION.md,
+/// "Deviations and tuning"):
 ///
 /// * A stable flow without a fairing request halves only for an overload
-///   code that holds for 2T (three measurements in a row), and then at
-///   once, restarting the timer (right after its AD backtrack, the overload
-///   must hold until the next adjustment instant, as in the paper). The
-///   paper halves at the first one, and the smoothing mode's stable state
-///   sits one AD step (80 kbit/s per flow) under the 98 % line, within that
-///   noise: a single high reading then costs half the rate and seconds of
-///   recovery, and a stable state held for tens of seconds also meets two
-///   in a row. In the simulator this raised the MCP paper's Fig. 4 (20
-///   Mbit/s) from 0.919 to 0.969 utilization, and its Fig. 9 (1000 flows)
-///   from 0.883 to 0.962 with the p99 queue down from 437 to 173 packets.
-///   Lower codes end the stable state at once, as in the paper.
+///   code that holds for 2T (three measurements in a row), because the
+///   utilization a router measures wanders by a point or two at constant
+///   rates; lower codes end the stable state at once, as in the paper.
 /// * After MD(0.5), code `00` means the halving overshot the 49 % it aims at
-///   (§IV-C: U counts the queue, which the halving drains), not that the
-///   link is lightly used: the flow enhances, MI(1.1), instead of doubling,
-///   until a higher code arrives. Doubling there overshoots into overload
-///   again.
-///
-/// A third, for round trips as long as T: the paper spaces adjustments by
-/// 2T so that feedback reflects the previous one (§IV-H), which holds when
-/// the round trip is short next to T (its experiments use 20–100 ms, T =
-/// 200 ms). A router writes each period's code during the next period, so
-/// no code that counts only traffic sent after a halving can reach the
-/// sender sooner than T and a round trip after it. Until a report arrives
-/// that late, an overload code does not halve the rate again and a higher
-/// code does not end the enhancing that follows a halving. With a round
-/// trip under T, sustained overload still halves once per 2T. On the
-/// end-to-end goal path (100 Mbit/s, 200 ms round trip, T = 200 ms) flows
-/// otherwise halved twice for one overload, took a code `10` from before
-/// the halving as its end, doubled on the `00` that followed, and filled
-/// the 2.5 MB buffer: in the simulator, with 1 s of start jitter, in 2 of
-/// 24 seeds before and none after.
+///   (§IV-C), not a lightly used link: the flow enhances, MI(1.1), instead of
+///   doubling, until a higher code arrives.
+/// * With round trips as long as T, a code that cannot yet reflect the last
+///   halving (it arrived sooner than T and a round trip after it) neither
+///   halves again nor ends the enhancing that follows a halving.
 #[derive(Clone, Debug)]
 pub struct McpLaw {
     config: LawConfig,

@@ -23,8 +23,8 @@ use std::time::Duration;
 use crate::ecn::{Ecn, SchemeTag, WireScheme};
 use crate::load::LoadFactor;
 use crate::signal::{
-    Congestion, Decoder, Feedback, Law, LawConfig, LinkState, LossEpoch, Marker, Mode, PacketMarks,
-    RttSample,
+    Congestion, Decoder, Feedback, Law, LawConfig, LinkState, Marker, Mode, PacketMarks, RttSample,
+    Window,
 };
 
 /// Prague's DSCP pool tag, so that an ecnq receiver reports its CE fraction
@@ -96,7 +96,7 @@ pub const MAX_LEVEL: u16 = LEVEL_SCALE as u16;
 #[derive(Clone, Debug)]
 pub struct PragueLaw {
     config: LawConfig,
-    cwnd: f64,
+    cwnd: Window,
     ssthresh: f64,
     alpha: f64,
     /// The receiver's latest CE fraction.
@@ -105,7 +105,6 @@ pub struct PragueLaw {
     round_start: Option<Duration>,
     /// Whether a CE arrived in this round.
     marked: bool,
-    loss: LossEpoch,
     mode: Mode,
     /// The smoothed RTT of the last ACK, once there was one.
     srtt: Option<Duration>,
@@ -115,13 +114,12 @@ impl PragueLaw {
     /// A Prague sender: slow start until the first CE or loss.
     pub fn new(config: LawConfig) -> PragueLaw {
         PragueLaw {
-            cwnd: config.clamp(config.initial_window as f64),
+            cwnd: Window::new(config),
             ssthresh: f64::INFINITY,
             alpha: 1.0,
             fraction: 0.0,
             round_start: None,
             marked: false,
-            loss: LossEpoch::default(),
             mode: Mode::SlowStart,
             srtt: None,
             config,
@@ -133,10 +131,6 @@ impl PragueLaw {
         self.alpha
     }
 
-    fn set(&mut self, cwnd: f64) {
-        self.cwnd = self.config.clamp(cwnd);
-    }
-
     /// Closes a round once a smoothed RTT has passed: α follows the
     /// receiver's CE fraction, and a round with CE reduces the window.
     fn end_round_if_due(&mut self, now: Duration, rtt: &RttSample) {
@@ -146,8 +140,8 @@ impl PragueLaw {
         }
         self.alpha += G * (self.fraction - self.alpha);
         if self.marked {
-            self.set(self.cwnd * (1.0 - self.alpha / 2.0));
-            self.ssthresh = self.cwnd;
+            self.cwnd.set(self.cwnd.bytes() * (1.0 - self.alpha / 2.0));
+            self.ssthresh = self.cwnd.bytes();
             self.mode = Mode::CongestionAvoidance;
         }
         self.marked = false;
@@ -159,12 +153,12 @@ impl Law for PragueLaw {
     fn on_ack(&mut self, now: Duration, acked_bytes: u64, rtt: &RttSample) {
         self.srtt = Some(rtt.smoothed).filter(|srtt| !srtt.is_zero());
         self.end_round_if_due(now, rtt);
-        if self.loss.in_recovery(now, rtt) {
+        if self.cwnd.in_recovery(now, rtt) {
             return;
         }
         let acked = acked_bytes as f64;
-        if self.cwnd < self.ssthresh {
-            self.set(self.cwnd + acked);
+        if self.cwnd.bytes() < self.ssthresh {
+            self.cwnd.set(self.cwnd.bytes() + acked);
             self.mode = Mode::SlowStart;
             return;
         }
@@ -173,7 +167,8 @@ impl Law for PragueLaw {
         let scale = (rtt.smoothed.as_secs_f64() / REFERENCE_RTT.as_secs_f64())
             .min(1.0)
             .powi(2);
-        self.set(self.cwnd + scale * mss * acked / self.cwnd);
+        self.cwnd
+            .set(self.cwnd.bytes() + scale * mss * acked / self.cwnd.bytes());
         self.mode = Mode::CongestionAvoidance;
     }
 
@@ -185,15 +180,18 @@ impl Law for PragueLaw {
         match kind {
             Congestion::Ce => {
                 self.marked = true;
-                if self.cwnd < self.ssthresh {
+                if self.cwnd.bytes() < self.ssthresh {
                     // The first CE ends slow start; the round's end reduces.
-                    self.ssthresh = self.cwnd;
+                    self.ssthresh = self.cwnd.bytes();
                 }
             }
             Congestion::Loss => {
-                if self.loss.begins(now, sent) {
-                    self.set(self.cwnd / 2.0);
-                    self.ssthresh = self.cwnd;
+                if self
+                    .cwnd
+                    .reduce_on_congestion(now, sent, Window::LOSS_REDUCTION)
+                    .is_some()
+                {
+                    self.ssthresh = self.cwnd.bytes();
                     self.mode = Mode::Recovery;
                 }
             }
@@ -201,11 +199,11 @@ impl Law for PragueLaw {
     }
 
     fn window(&self) -> u64 {
-        self.cwnd as u64
+        self.cwnd.bytes() as u64
     }
 
     fn pacing_rate(&self) -> Option<f64> {
-        self.srtt.map(|srtt| self.cwnd / srtt.as_secs_f64())
+        self.srtt.map(|srtt| self.cwnd.bytes() / srtt.as_secs_f64())
     }
 
     fn mode(&self) -> Mode {

@@ -245,6 +245,63 @@ impl LossEpoch {
     }
 }
 
+/// The congestion window every window law keeps: bytes within the law's
+/// bounds, and Reno's reaction to loss and unexplained CE (RFC 9002 §7.3.2:
+/// kLossReductionFactor = 0.5, once per congestion event).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Window {
+    bytes: f64,
+    bounds: LawConfig,
+    loss: LossEpoch,
+}
+
+impl Window {
+    /// NewReno's loss reduction factor (RFC 9002 §7.3.2).
+    pub const LOSS_REDUCTION: f64 = 0.5;
+
+    /// The configured initial window.
+    pub fn new(config: LawConfig) -> Window {
+        Window {
+            bytes: config.clamp(config.initial_window as f64),
+            bounds: config,
+            loss: LossEpoch::default(),
+        }
+    }
+
+    /// The window in bytes.
+    pub fn bytes(&self) -> f64 {
+        self.bytes
+    }
+
+    /// Sets the window, clamped into the configured bounds.
+    pub fn set(&mut self, bytes: f64) {
+        self.bytes = self.bounds.clamp(bytes);
+    }
+
+    /// The reaction to a loss or CE for a packet sent at `sent`: the first
+    /// signal of a congestion event multiplies the window by `factor`
+    /// ([`Window::LOSS_REDUCTION`] for Reno); returns the window before, if
+    /// it did.
+    pub fn reduce_on_congestion(
+        &mut self,
+        now: Duration,
+        sent: Duration,
+        factor: f64,
+    ) -> Option<f64> {
+        let before = self.bytes;
+        self.loss.begins(now, sent).then(|| {
+            self.set(before * factor);
+            before
+        })
+    }
+
+    /// Whether the last reduction is less than a round trip old
+    /// ([`LossEpoch::in_recovery`]).
+    pub fn in_recovery(&self, now: Duration, rtt: &RttSample) -> bool {
+        self.loss.in_recovery(now, rtt)
+    }
+}
+
 /// The sender half of a scheme: a window (or rate) state machine.
 pub trait Law: Send + fmt::Debug {
     /// `acked_bytes` were newly acknowledged.

@@ -14,13 +14,12 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::classic::LOSS_REDUCTION;
 use crate::ecn::{Ecn, SchemeTag, WireScheme};
 use crate::load::IntervalStats;
 use crate::load::LoadFactor;
 use crate::signal::{
-    Congestion, Decoder, Feedback, LawConfig, LinkState, LossEpoch, Marker, Mode, PacketMarks,
-    RttSample,
+    Congestion, Decoder, Feedback, LawConfig, LinkState, Marker, Mode, PacketMarks, RttSample,
+    Window,
 };
 
 /// VCP's DSCP pool tag, which EVCP shares: EVCP changes only the sender
@@ -232,7 +231,7 @@ impl Decrease for PlainDecrease {
 #[derive(Clone, Debug)]
 pub struct VcpLaw<D = PlainDecrease> {
     config: LawConfig,
-    cwnd: f64,
+    cwnd: Window,
     level: VcpLevel,
     /// No change at all before this time (one t_p after an MD).
     hold_until: Duration,
@@ -240,7 +239,6 @@ pub struct VcpLaw<D = PlainDecrease> {
     ai_only_until: Duration,
     /// No second MD before this time: one RTT and one t_p after the hold.
     episode_until: Duration,
-    loss: LossEpoch,
     mode: Mode,
     decrease: D,
 }
@@ -269,13 +267,12 @@ impl<D: Decrease> VcpLaw<D> {
     /// A VCP-family sender whose MDs go through `decrease`.
     pub fn with_decrease(config: LawConfig, decrease: D) -> VcpLaw<D> {
         VcpLaw {
-            cwnd: config.clamp(config.initial_window as f64),
+            cwnd: Window::new(config),
             config,
             level: VcpLevel::Low,
             hold_until: Duration::ZERO,
             ai_only_until: Duration::ZERO,
             episode_until: Duration::ZERO,
-            loss: LossEpoch::default(),
             mode: Mode::MultiplicativeIncrease,
             decrease,
         }
@@ -286,32 +283,22 @@ impl<D: Decrease> VcpLaw<D> {
         &self.decrease
     }
 
-    fn set_window(&mut self, cwnd: f64) {
-        self.cwnd = self.config.clamp(cwnd);
-    }
-
     /// MD by `beta` (for VCP itself; the decrease policy chooses) unless the
     /// previous MD is still being answered; then hold for one t_p and allow
     /// only AI for the following RTT (the VCP ns-2 release, docs/design.md §2).
     ///
     /// Overload reported until one RTT and one t_p after the hold still
     /// describes the episode this MD answered, so it does not decrease the
-    /// window again. The ns-2 release guards only the hold and the RTT, which
-    /// covers the router intervals that ended before the decreased traffic
-    /// reached it; but the interval during which it arrives is mostly older
-    /// traffic, reads overload as well, and its verdict reaches the sender up
-    /// to a t_p later. On the end-to-end goal path (100 Mbit/s, RTT = t_p =
-    /// 200 ms) the simulator had 53 of 151 VCP MDs come exactly 400 ms after
-    /// the previous one, each a second ×0.875 for one episode (and under
-    /// EVCP, whose controller reads the second MD as a downward trend, a
-    /// ×0.7 with MI blocked: 77.6 % utilization in one of eight seeds).
+    /// window again: the ns-2 release guards only the hold and the RTT, but
+    /// the interval in which the decreased traffic arrives reads overload
+    /// too (measurements: sim/REPRODUCTION.md, "Deviations and tuning").
     pub fn decrease_if_due(&mut self, now: Duration, rtt: &RttSample, beta: f64) {
         if now < self.episode_until {
             return;
         }
-        let packets = self.cwnd / self.config.mss as f64;
+        let packets = self.cwnd.bytes() / self.config.mss as f64;
         let beta = self.decrease.on_decrease(packets, beta);
-        self.set_window(self.cwnd * beta);
+        self.cwnd.set(self.cwnd.bytes() * beta);
         self.hold_until = now + self.config.interval;
         self.ai_only_until = self.hold_until + rtt.smoothed;
         self.episode_until = self.ai_only_until + self.config.interval;
@@ -341,7 +328,8 @@ impl<D: Decrease> VcpLaw<D> {
         let xi_s = VcpLaw::scaled_xi(xi, rtt.smoothed, self.config.interval);
         let alpha_s = VcpLaw::scaled_alpha(alpha, rtt.smoothed, self.config.interval);
         let mss = self.config.mss as f64;
-        self.set_window(self.cwnd + xi_s * acked + alpha_s * mss * acked / self.cwnd);
+        self.cwnd
+            .set(self.cwnd.bytes() + xi_s * acked + alpha_s * mss * acked / self.cwnd.bytes());
         self.mode = if xi > 0.0 {
             Mode::MultiplicativeIncrease
         } else {
@@ -404,14 +392,17 @@ impl<D: Decrease> crate::signal::Law for VcpLaw<D> {
         _kind: Congestion,
         _rtt: &RttSample,
     ) {
-        if self.loss.begins(now, sent) {
-            self.set_window(self.cwnd * LOSS_REDUCTION);
+        if self
+            .cwnd
+            .reduce_on_congestion(now, sent, Window::LOSS_REDUCTION)
+            .is_some()
+        {
             self.mode = Mode::Recovery;
         }
     }
 
     fn window(&self) -> u64 {
-        self.cwnd as u64
+        self.cwnd.bytes() as u64
     }
 
     fn mode(&self) -> Mode {

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use ecnq::quic::{CongestionControl, Endpoint, Options};
+use ecnq::units::Size;
 use ecnq_examples::perf::client::{self, ClientConfig};
 use ecnq_examples::perf::output;
 use ecnq_examples::perf::proto::{self, TestRequest, DEFAULT_PORT};
@@ -57,7 +58,8 @@ struct PerfArgs {
     /// Seconds to send for (0.001 to 86400).
     #[arg(short = 't', long, default_value_t = 10.0, value_name = "SECONDS")]
     time: f64,
-    /// Bytes to send instead of a time (K, M, G, T suffixes: 1024-based; at most 1T).
+    /// Bytes to send instead of a time (k, m, g, t: powers of 1024, as tc(8)
+    /// counts; at most 1t).
     #[arg(short = 'n', long, value_name = "SIZE", value_parser = parse_size)]
     bytes: Option<u64>,
     /// Parallel streams, each its own QUIC connection and congestion controller.
@@ -111,22 +113,11 @@ fn parse_cc(s: &str) -> Result<CongestionControl, String> {
 const MAX_BYTES: u64 = 1 << 40;
 
 fn parse_size(s: &str) -> Result<u64, String> {
-    let s = s.trim();
-    let (digits, scale) = match s.char_indices().last() {
-        Some((i, c)) if c.eq_ignore_ascii_case(&'k') => (&s[..i], 1u64 << 10),
-        Some((i, c)) if c.eq_ignore_ascii_case(&'m') => (&s[..i], 1 << 20),
-        Some((i, c)) if c.eq_ignore_ascii_case(&'g') => (&s[..i], 1 << 30),
-        Some((i, c)) if c.eq_ignore_ascii_case(&'t') => (&s[..i], 1 << 40),
-        _ => (s, 1),
-    };
-    let value: f64 = digits
-        .parse()
-        .map_err(|_| format!("`{s}` is not a size (e.g. 10M)"))?;
-    let bytes = value * scale as f64;
-    if !(value.is_finite() && value > 0.0 && bytes <= MAX_BYTES as f64) {
-        return Err(format!("`{s}` must be a size from 1 byte to 1T"));
+    let bytes = s.parse::<Size>().map_err(|e| e.to_string())?.bytes();
+    if !(1..=MAX_BYTES).contains(&bytes) {
+        return Err(format!("`{s}` must be a size from 1 byte to 1t"));
     }
-    Ok(bytes.max(1.0) as u64)
+    Ok(bytes)
 }
 
 fn main() -> ExitCode {
@@ -434,7 +425,7 @@ fn build_report(host: &str, args: &PerfArgs, runs: &[client::StreamRun]) -> Repo
             streams,
             sender_tcp_congestion: args.cc.to_string(),
             receiver_tcp_congestion: args.cc.to_string(),
-            fairness: ecnq::fairness::jain_index(&received),
+            fairness: ecnq::statistics::jain_index(&received),
         },
     }
 }

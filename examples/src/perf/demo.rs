@@ -13,19 +13,20 @@ use std::time::Duration;
 
 use clap::Args;
 use ecnq::quic::CongestionControl;
-use ecnq_shim::spec::{parse_rate, parse_size, parse_time, LinkSpec};
+use ecnq::units::{parse_duration, Rate, Size, UNITS_HELP};
+use ecnq_shim::spec::LinkSpec;
 use serde::Serialize;
 
 use super::check_seconds;
 use super::loopback::{Flow, LinkSeries, LoopbackBed, RunSummary};
 use super::plot::{line_chart, scatter_chart, Point, Series};
-use super::stats::FlowSeries;
+use ecnq::statistics::FlowSeries;
 
 /// Options of `ecnq-perf demo`.
 #[derive(Args, Debug, Clone)]
 pub struct DemoArgs {
-    /// Bottleneck rate, both directions (tc words: 50mbit, 1gbit, …).
-    #[arg(long, default_value = "50mbit", value_parser = rate_arg)]
+    /// Bottleneck rate, both directions (e.g. 50mbit, 1gbit).
+    #[arg(long, default_value = "50mbit", value_parser = rate_arg, long_help = format!("Bottleneck rate, both directions (e.g. 50mbit, 1gbit). {UNITS_HELP}"))]
     pub rate: u64,
     /// Round-trip propagation delay (half each way).
     #[arg(long, default_value = "40ms", value_parser = time_arg)]
@@ -52,11 +53,13 @@ pub struct DemoArgs {
 }
 
 fn rate_arg(s: &str) -> Result<u64, String> {
-    parse_rate(s).map_err(|e| e.to_string())
+    s.parse::<Rate>()
+        .map(|r| r.bits_per_sec().round() as u64)
+        .map_err(|e| e.to_string())
 }
 
 fn time_arg(s: &str) -> Result<Duration, String> {
-    parse_time(s).map_err(|e| e.to_string())
+    parse_duration(s, Some(Duration::from_secs(60))).map_err(|e| e.to_string())
 }
 
 /// The demo's default line-up: every router-assisted scheme, then quinn's
@@ -84,7 +87,10 @@ impl DemoArgs {
         }
         let buffer = match self.buffer.trim() {
             "bdp" => ((self.rate as f64 / 8.0) * self.rtt.as_secs_f64()).max(3000.0) as u64,
-            size => parse_size(size).map_err(|e| format!("--buffer: {e}"))?,
+            size => size
+                .parse::<Size>()
+                .map(Size::bytes)
+                .map_err(|e| format!("--buffer: {e}"))?,
         };
         let half = self.rtt / 2;
         let spec: LinkSpec = format!(

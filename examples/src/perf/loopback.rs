@@ -25,9 +25,8 @@ use tokio::time::Instant;
 use super::client::{self, ClientConfig, StreamRun};
 use super::proto::{self, TestRequest};
 use super::report::{rate, StreamInterval};
-use ecnq::fairness::jain_index;
 
-use super::stats::{convergence_time, percentile, FlowSeries};
+use ecnq::statistics::{convergence_time, jain_index, percentile, FlowSeries};
 
 /// A flow of a run.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -9,7 +9,6 @@ pub mod proto;
 pub mod pump;
 pub mod report;
 pub mod server;
-pub mod stats;
 pub mod testbed;
 
 /// Longest time a test or a demo run may last: an hour for the demo, a day

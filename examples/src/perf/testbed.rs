@@ -35,7 +35,7 @@ use super::loopback::{
     client_config, flow_totals, summarize, Flow, FlowTotal, LinkSeries, LoopbackBed, RunResult,
     RunSummary,
 };
-use super::stats::FlowSeries;
+use ecnq::statistics::FlowSeries;
 
 /// The ecnq-perf servers' port on the receiver hosts.
 const PERF_PORT: u16 = 5201;

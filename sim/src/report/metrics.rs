@@ -3,7 +3,7 @@
 //! paper defines it; completion time of finite flows.
 
 use ecnq::bottleneck::Class;
-use ecnq::fairness::jain_index;
+use ecnq::statistics::{histogram_percentile, jain_index};
 use serde::Serialize;
 
 use crate::engine::{FlowSample, FlowState, Nanos, Sim};
@@ -187,11 +187,11 @@ fn link_summaries(sim: &Sim) -> Vec<LinkSummary> {
             } else {
                 0.0
             };
-            let p99 = percentile(&merged(&s.queue_seen), 0.99);
+            let p99 = percentile(&merged(&s.queue_seen), 99.0);
             let p99_ms = |class: Class| {
                 let seen = &s.queue_seen[class as usize];
                 (seen.iter().sum::<u64>() > 0)
-                    .then(|| percentile(seen, 0.99) as f64 * mean_pkt * ms_per_byte)
+                    .then(|| percentile(seen, 99.0) as f64 * mean_pkt * ms_per_byte)
             };
             Some(LinkSummary {
                 name: l.spec.name.clone(),
@@ -336,18 +336,9 @@ fn merged(histograms: &[Vec<u64>]) -> Vec<u64> {
         .collect()
 }
 
-/// The smallest value v with at least a fraction `q` of the counts at or below v.
-fn percentile(histogram: &[u64], q: f64) -> u64 {
-    let total: u64 = histogram.iter().sum();
-    let need = (total as f64 * q).ceil() as u64;
-    let mut seen = 0;
-    for (v, &n) in histogram.iter().enumerate() {
-        seen += n;
-        if seen >= need && n > 0 {
-            return v as u64;
-        }
-    }
-    0
+/// The `p`-th percentile (0–100) of a histogram, 0 if it is empty.
+fn percentile(histogram: &[u64], p: f64) -> u64 {
+    histogram_percentile(histogram, p).unwrap_or(0) as u64
 }
 
 /// The EVCP paper's convergence time (§"Simulation environment"): for every
@@ -452,21 +443,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn jain_index_of_the_rates() {
-        assert_eq!(jain_index(&[1.0, 1.0, 1.0]), 1.0);
-        assert!((jain_index(&[1.0, 0.0]) - 0.5).abs() < 1e-12);
-        assert_eq!(jain_index(&[]), 1.0);
-    }
-
-    #[test]
     fn percentiles_of_a_histogram() {
         // 90 samples of 0, 9 of 5, 1 of 40.
         let mut h = vec![0u64; 41];
         h[0] = 90;
         h[5] = 9;
         h[40] = 1;
-        assert_eq!(percentile(&h, 0.5), 0);
-        assert_eq!(percentile(&h, 0.99), 5);
-        assert_eq!(percentile(&h, 1.0), 40);
+        assert_eq!(percentile(&h, 50.0), 0);
+        assert_eq!(percentile(&h, 99.0), 5);
+        assert_eq!(percentile(&h, 100.0), 40);
     }
 }

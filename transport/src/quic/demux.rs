@@ -1,4 +1,4 @@
-//! Which connection a packet belongs to, by connection ID (DESIGN.md §3).
+//! Which connection a packet belongs to, by connection ID (docs/design.md §3).
 //!
 //! * Received packets: the destination CID is one this endpoint issued
 //!   ([`super::cid`]). A CID sealed with a connection's key finds it at

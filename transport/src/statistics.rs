@@ -1,6 +1,24 @@
-//! The figures a run is judged by besides Jain's index
-//! ([`ecnq::fairness::jain_index`]): percentiles and the EVCP paper's
-//! convergence time.
+//! The figures every run is judged by, one definition for the simulator,
+//! `ecnq-perf` and the tests: Jain's index, percentiles by nearest rank
+//! (of samples or of a histogram) and the EVCP paper's convergence time.
+
+/// Jain's fairness index (Σx)² / (n·Σx²): 1 when all shares are equal, 1/n
+/// when one flow has everything. Empty or all-zero input gives 1 (nothing is
+/// unfair about nothing).
+pub fn jain_index(shares: &[f64]) -> f64 {
+    let sum: f64 = shares.iter().sum();
+    let squares: f64 = shares.iter().map(|x| x * x).sum();
+    if shares.is_empty() || squares == 0.0 {
+        return 1.0;
+    }
+    sum * sum / (shares.len() as f64 * squares)
+}
+
+/// The nearest rank (1-based) of the `p`-th percentile (0–100) among `n`
+/// values: the smallest rank with at least p % of the values at or below it.
+fn nearest_rank(n: u64, p: f64) -> u64 {
+    (((p.clamp(0.0, 100.0) / 100.0) * n as f64).ceil() as u64).clamp(1, n.max(1))
+}
 
 /// The `p`-th percentile (0–100) by nearest rank, or `None` for no samples.
 /// NaN samples are ignored.
@@ -10,8 +28,23 @@ pub fn percentile(samples: &[f64], p: f64) -> Option<f64> {
         return None;
     }
     sorted.sort_by(f64::total_cmp);
-    let rank = ((p.clamp(0.0, 100.0) / 100.0) * sorted.len() as f64).ceil() as usize;
-    Some(sorted[rank.saturating_sub(1).min(sorted.len() - 1)])
+    let rank = nearest_rank(sorted.len() as u64, p) as usize;
+    Some(sorted[rank - 1])
+}
+
+/// The `p`-th percentile (0–100) by nearest rank of values counted in a
+/// histogram (`histogram[v]` values equal `v`), or `None` if it is empty.
+pub fn histogram_percentile(histogram: &[u64], p: f64) -> Option<usize> {
+    let total: u64 = histogram.iter().sum();
+    if total == 0 {
+        return None;
+    }
+    let rank = nearest_rank(total, p);
+    let mut seen = 0;
+    histogram.iter().position(|&n| {
+        seen += n;
+        seen >= rank
+    })
 }
 
 /// Per-interval throughput samples of one flow.
@@ -74,6 +107,35 @@ mod tests {
         assert_eq!(percentile(&xs, 0.0), Some(1.0));
         assert_eq!(percentile(&[f64::NAN, 2.0], 50.0), Some(2.0));
         assert_eq!(percentile(&[], 50.0), None);
+    }
+
+    #[test]
+    fn jain_extremes() {
+        assert_eq!(jain_index(&[5.0, 5.0, 5.0]), 1.0);
+        assert!((jain_index(&[1.0, 0.0, 0.0, 0.0]) - 0.25).abs() < 1e-12);
+        assert!((jain_index(&[3.0, 1.0]) - 0.8).abs() < 1e-12);
+        assert_eq!(jain_index(&[]), 1.0);
+        assert_eq!(jain_index(&[0.0, 0.0]), 1.0);
+    }
+
+    #[test]
+    fn histogram_percentiles_match_the_samples() {
+        // Values 0, 0, 5, 5, 5, 40 as a histogram and as samples.
+        let mut h = vec![0u64; 41];
+        h[0] = 2;
+        h[5] = 3;
+        h[40] = 1;
+        let samples = [0.0, 0.0, 5.0, 5.0, 5.0, 40.0];
+        for p in [0.0, 10.0, 33.0, 34.0, 50.0, 83.0, 84.0, 99.0, 100.0] {
+            assert_eq!(
+                histogram_percentile(&h, p).map(|v| v as f64),
+                percentile(&samples, p),
+                "p{p}"
+            );
+        }
+        assert_eq!(histogram_percentile(&h, 50.0), Some(5));
+        assert_eq!(histogram_percentile(&h, 100.0), Some(40));
+        assert_eq!(histogram_percentile(&[0, 0], 50.0), None);
     }
 
     #[test]
