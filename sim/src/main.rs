@@ -6,12 +6,13 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::{Parser, Subcommand};
+use ecnq::units::UNITS_HELP;
 use ecnq_sim::engine::Sim;
 use ecnq_sim::protocol::Protocol;
 use ecnq_sim::report::files;
 use ecnq_sim::report::text::{self, Row};
 use ecnq_sim::runner;
-use ecnq_sim::scenario::units::Time;
+use ecnq_sim::scenario::quantity::Time;
 use ecnq_sim::scenario::{Overrides, Scenario};
 
 /// Packet-level simulator for router-assisted multi-bit ECN congestion
@@ -19,7 +20,7 @@ use ecnq_sim::scenario::{Overrides, Scenario};
 /// decoders, senders its laws (or NewReno / Cubic models), in virtual time:
 /// deterministic for a given seed, and much faster than real time.
 #[derive(Parser)]
-#[command(name = "ecnq-sim", version)]
+#[command(name = "ecnq-sim", version, after_help = UNITS_HELP)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -63,6 +64,7 @@ enum Command {
     List,
     /// Run one scenario; print a one-screen summary and, with --out, write
     /// flows.csv, links.csv, summary.json and SVG plots.
+    #[command(after_help = UNITS_HELP)]
     Run {
         #[command(flatten)]
         args: RunArgs,
@@ -71,12 +73,14 @@ enum Command {
         out: Option<PathBuf>,
     },
     /// Run a scenario with every scheme and baseline (in parallel) and print one table.
+    #[command(after_help = UNITS_HELP)]
     Compare {
         #[command(flatten)]
         args: RunArgs,
     },
     /// Run a parameter sweep in parallel on all cores: the cartesian product
     /// of every --vary list (and of --schemes), one table row per run.
+    #[command(after_help = UNITS_HELP)]
     Sweep {
         #[command(flatten)]
         args: RunArgs,
@@ -92,6 +96,7 @@ enum Command {
     },
     /// Measure engine speed: simulated packet events per wall-clock second
     /// (default: the EVCP 1 Gbit/s two-flow scenario, first 100 s).
+    #[command(after_help = UNITS_HELP)]
     Bench {
         /// Scenario to time.
         #[arg(default_value = "evcp-fig1-5")]

@@ -152,7 +152,10 @@ fn bad_scenario_files_name_file_line_and_field() {
     .unwrap_err();
     assert!(err.contains("broken.toml:6:"), "{err}");
     assert!(err.contains("field `rate`"), "{err}");
-    assert!(err.contains("invalid rate `20Mbitt`"), "{err}");
+    assert!(
+        err.contains("unknown rate unit `mbitt` in `20Mbitt`"),
+        "{err}"
+    );
     let err = write_and_load(&format!(
         "{head}rate = \"2Mbit\"\ndelay = \"1ms\"\nbuffer = \"5pkt\"\n[[flows]]\npath = [\"X\"]\n"
     ))

@@ -1,11 +1,25 @@
 //! Text for the terminal: the one-screen summary of a run, and the table
 //! of headline figures that `compare` and `sweep` print, one row per run.
 
-use std::fmt::Write as _;
+use std::fmt::{self, Write as _};
 
 use super::metrics::{FlowSummary, LinkSummary, Summary};
-use crate::scenario::units::ShowRate;
 use crate::scenario::Scenario;
+
+/// A rate in bits per second in fixed-width table style: `100.00Mbit`.
+struct ShowRate(f64);
+
+impl fmt::Display for ShowRate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let v = self.0;
+        match v {
+            v if v >= 1e9 => write!(f, "{:.2}Gbit", v / 1e9),
+            v if v >= 1e6 => write!(f, "{:.2}Mbit", v / 1e6),
+            v if v >= 1e3 => write!(f, "{:.1}kbit", v / 1e3),
+            v => write!(f, "{v:.0}bit"),
+        }
+    }
+}
 
 /// At most this many flows are listed one by one.
 const SHOWN_FLOWS: usize = 12;

@@ -7,8 +7,8 @@ use std::ops::Range;
 use toml::Spanned;
 
 use super::file::{FlowGroup, LinkEntry, ParetoEntry};
+use super::quantity::Buffer;
 use super::topology::{Duplex, DuplexSpec, Network};
-use super::units::Buffer;
 use super::{Overrides, Scenario};
 use crate::engine::{BufferLimit, FlowSpec, Nanos, ParetoSpec, SimConfig, SECOND};
 use crate::protocol::Protocol;

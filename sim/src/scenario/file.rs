@@ -1,10 +1,10 @@
 //! The scenario file format: what each table and field of a scenario's
-//! TOML means, with its default. Quantities parse with [`super::units`].
+//! TOML means, with its default. Quantities parse with [`super::quantity`].
 
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::units::{Buffer, Bytes, Rate, Time};
+use super::quantity::{Buffer, Bytes, Rate, Time};
 use crate::protocol::Protocol;
 use ecnq::bottleneck::Discipline;
 use ecnq::router::MarkingMode;
@@ -40,7 +40,7 @@ pub struct LinkEntry {
     pub rate: Rate,
     /// One-way propagation delay, e.g. `"10ms"`.
     pub delay: Time,
-    /// Drop-tail buffer: `"50pkt"`, `"64KB"` or `"1bdp"` (rate × `bdp_rtt`).
+    /// Drop-tail buffer: `"50pkt"`, `"64kb"` (bytes, powers of 1024) or `"1bdp"` (rate × `bdp_rtt`).
     pub buffer: Buffer,
     /// Random loss probability on the forward direction, 0..1.
     #[serde(default)]

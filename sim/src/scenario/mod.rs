@@ -4,15 +4,15 @@
 //! as `links.0.rate` or `flows.1.count`).
 //!
 //! Errors name the file, the line and the field. [`file`] is the format,
-//! [`units`] its quantities, [`edits`] the `--set` edits, [`topology`] the
+//! [`quantity`] its quantities, [`edits`] the `--set` edits, [`topology`] the
 //! links and routes a scenario builds, and `build` turns it into a
 //! [`crate::engine::SimConfig`].
 
 mod build;
 pub mod edits;
 pub mod file;
+pub mod quantity;
 pub mod topology;
-pub mod units;
 
 use std::path::Path;
 
@@ -145,7 +145,7 @@ impl Scenario {
 
 #[cfg(test)]
 mod tests {
-    use super::units::{Buffer, Bytes, Rate, Time};
+    use super::quantity::{Buffer, Bytes, Rate, Time};
     use super::*;
 
     const TEXT: &str = r#"
@@ -217,6 +217,13 @@ rtt = ["20ms", "40ms"]
             "{err}"
         );
         let err = build(&["duration=1e30s"]).unwrap_err();
+        assert!(
+            err.contains("`duration`: time `1e30s` is too long"),
+            "{err}"
+        );
+        let err = build(&["duration=2d"]).unwrap_err();
+        assert!(err.contains("unknown time unit"), "{err}");
+        let err = build(&["duration=100000s"]).unwrap_err();
         assert!(err.contains("duration: must be"), "{err}");
         let err = build(&["duration=0s"]).unwrap_err();
         assert!(err.contains("duration: must be"), "{err}");
