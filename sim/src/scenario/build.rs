@@ -114,7 +114,7 @@ impl Builder<'_> {
                 Buffer::Packets(n) => BufferLimit::Packets(n),
                 Buffer::Bytes(n) => BufferLimit::Bytes(n),
                 Buffer::Bdp(x) => {
-                    // Saturating: a fuzzer's `delay = "1e30s"` overflowed.
+                    // Saturating: any delay a file may give must not overflow.
                     let rtt = bdp_rtt.map_or(l.delay.0.saturating_mul(2), |t| t.0);
                     let bytes = x * l.rate.0 / 8.0 * rtt as f64 / 1e9;
                     BufferLimit::Packets((bytes / f64::from(mss)).round().max(1.0) as u64)

@@ -27,7 +27,7 @@ pub const MAX_DURATION: Nanos = 86_400 * SECOND;
 /// Memory a scenario's flows and time series may take.
 pub const MEMORY_BUDGET: u64 = 4 << 30;
 /// A flow's state in the simulator, bytes (its specification, law, sender
-/// and receiver): 10 000 000 flows took 5 GB, about 500 each; rounded up.
+/// and receiver): about 500 measured, rounded up.
 const BYTES_PER_FLOW: u64 = 1024;
 /// One flow's or link's sample of the time series, bytes (at least
 /// `size_of` of [`crate::engine::FlowSample`]).
