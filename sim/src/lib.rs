@@ -1,15 +1,15 @@
 //! ecnq-sim: a packet-level simulator that runs the ecnq core's markers,
 //! meters, decoders and laws under virtual time.
+//!
+//! [`scenario`] turns a scenario file into a [`engine::SimConfig`],
+//! [`engine`] runs it, [`report`] says what it measured, and [`runner`]
+//! finds scenario files and runs them; [`protocol`] names what a flow runs.
 
 #![warn(missing_docs)]
 
-pub mod baseline;
 pub mod engine;
-pub mod metrics;
-pub mod plot;
 pub mod protocol;
+pub mod report;
 pub mod rng;
 pub mod runner;
 pub mod scenario;
-pub mod topology;
-pub mod units;

@@ -6,18 +6,21 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::{Parser, Subcommand};
+use ecnq::units::UNITS_HELP;
 use ecnq_sim::engine::Sim;
 use ecnq_sim::protocol::Protocol;
-use ecnq_sim::runner::{self, Row};
+use ecnq_sim::report::files;
+use ecnq_sim::report::text::{self, Row};
+use ecnq_sim::runner;
+use ecnq_sim::scenario::quantity::Time;
 use ecnq_sim::scenario::{Overrides, Scenario};
-use ecnq_sim::units::Time;
 
 /// Packet-level simulator for router-assisted multi-bit ECN congestion
 /// control. Routers run ecnq's load-factor meter and markers, receivers its
 /// decoders, senders its laws (or NewReno / Cubic models), in virtual time:
 /// deterministic for a given seed, and much faster than real time.
 #[derive(Parser)]
-#[command(name = "ecnq-sim", version)]
+#[command(name = "ecnq-sim", version, after_help = UNITS_HELP)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -61,6 +64,7 @@ enum Command {
     List,
     /// Run one scenario; print a one-screen summary and, with --out, write
     /// flows.csv, links.csv, summary.json and SVG plots.
+    #[command(after_help = UNITS_HELP)]
     Run {
         #[command(flatten)]
         args: RunArgs,
@@ -69,12 +73,14 @@ enum Command {
         out: Option<PathBuf>,
     },
     /// Run a scenario with every scheme and baseline (in parallel) and print one table.
+    #[command(after_help = UNITS_HELP)]
     Compare {
         #[command(flatten)]
         args: RunArgs,
     },
     /// Run a parameter sweep in parallel on all cores: the cartesian product
     /// of every --vary list (and of --schemes), one table row per run.
+    #[command(after_help = UNITS_HELP)]
     Sweep {
         #[command(flatten)]
         args: RunArgs,
@@ -90,6 +96,7 @@ enum Command {
     },
     /// Measure engine speed: simulated packet events per wall-clock second
     /// (default: the EVCP 1 Gbit/s two-flow scenario, first 100 s).
+    #[command(after_help = UNITS_HELP)]
     Bench {
         /// Scenario to time.
         #[arg(default_value = "evcp-fig1-5")]
@@ -121,9 +128,9 @@ fn real_main(cli: Cli) -> Result<(), String> {
         Command::Run { args, out } => {
             let (scenario, o) = args.load()?;
             let run = runner::run(&scenario, &o)?;
-            print!("{}", runner::one_screen(&scenario, &run));
+            print!("{}", text::one_screen(&scenario, &run.summary, run.wall_s));
             if let Some(dir) = out {
-                runner::write_outputs(&run, &dir)?;
+                files::write_outputs(&run.sim, &run.summary, &dir)?;
                 println!(
                     "wrote {}/{{flows.csv,links.csv,summary.json,*.svg}}",
                     dir.display()
@@ -139,7 +146,7 @@ fn real_main(cli: Cli) -> Result<(), String> {
             }
             print!(
                 "{}",
-                runner::table(&["scheme"], &runner::compare(&scenario, &o))
+                text::table(&["scheme"], &runner::compare(&scenario, &o))
             );
             Ok(())
         }
@@ -153,6 +160,9 @@ fn real_main(cli: Cli) -> Result<(), String> {
     }
 }
 
+/// One `--vary` axis: a field and the values it takes.
+type Axis = (String, Vec<String>);
+
 fn sweep(
     args: &RunArgs,
     vary: &[String],
@@ -161,32 +171,13 @@ fn sweep(
 ) -> Result<(), String> {
     use rayon::prelude::*;
     let (base, o) = args.load()?;
-    let mut axes: Vec<(String, Vec<String>)> = Vec::new();
-    for v in vary {
-        let (key, values) = v
-            .split_once('=')
-            .ok_or_else(|| format!("--vary `{v}`: expected KEY=V1,V2,.."))?;
-        axes.push((
-            key.trim().to_owned(),
-            values.split(',').map(|s| s.trim().to_owned()).collect(),
-        ));
-    }
+    let axes = parse_axes(vary)?;
     let schemes: Vec<Protocol> = if schemes.is_empty() {
         vec![base.scheme(&o)]
     } else {
         schemes.to_vec()
     };
-    let mut points: Vec<Vec<String>> = vec![Vec::new()];
-    for (_, values) in &axes {
-        points = points
-            .into_iter()
-            .flat_map(|p| {
-                values
-                    .iter()
-                    .map(move |v| [p.clone(), vec![v.clone()]].concat())
-            })
-            .collect();
-    }
+    let points = grid(&axes);
     let path = runner::resolve(&args.scenario)?;
     let jobs: Vec<(Protocol, Vec<String>)> = schemes
         .iter()
@@ -217,29 +208,67 @@ fn sweep(
     let heads: Vec<&str> = std::iter::once("scheme")
         .chain(axes.iter().map(|(k, _)| k.as_str()))
         .collect();
-    print!("{}", runner::table(&heads, &rows));
+    print!("{}", text::table(&heads, &rows));
     if let Some(dir) = out {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        for row in &rows {
-            if let Ok(summary) = &row.result {
-                let name: String = row
-                    .label
-                    .join("_")
-                    .chars()
-                    .map(|c| {
-                        if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
-                            c
-                        } else {
-                            '_'
-                        }
-                    })
-                    .collect();
-                let path = dir.join(format!("{name}.json"));
-                let json = serde_json::to_string_pretty(summary).map_err(|e| e.to_string())?;
-                std::fs::write(&path, json).map_err(|e| format!("{}: {e}", path.display()))?;
-            }
-        }
+        write_summaries(&rows, dir)?;
         println!("wrote one summary JSON per run to {}", dir.display());
+    }
+    Ok(())
+}
+
+/// `--vary KEY=V1,V2,..` arguments as axes.
+fn parse_axes(vary: &[String]) -> Result<Vec<Axis>, String> {
+    vary.iter()
+        .map(|v| {
+            let (key, values) = v
+                .split_once('=')
+                .ok_or_else(|| format!("--vary `{v}`: expected KEY=V1,V2,.."))?;
+            Ok((
+                key.trim().to_owned(),
+                values.split(',').map(|s| s.trim().to_owned()).collect(),
+            ))
+        })
+        .collect()
+}
+
+/// Every combination of the axes' values (the cartesian product), first
+/// axis slowest.
+fn grid(axes: &[Axis]) -> Vec<Vec<String>> {
+    let mut points: Vec<Vec<String>> = vec![Vec::new()];
+    for (_, values) in axes {
+        points = points
+            .into_iter()
+            .flat_map(|p| {
+                values
+                    .iter()
+                    .map(move |v| [p.clone(), vec![v.clone()]].concat())
+            })
+            .collect();
+    }
+    points
+}
+
+/// One summary JSON per run that ran, named by its label.
+fn write_summaries(rows: &[Row], dir: &std::path::Path) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    for row in rows {
+        if let Ok(summary) = &row.result {
+            let name: String = row
+                .label
+                .join("_")
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            let path = dir.join(format!("{name}.json"));
+            let json = serde_json::to_string_pretty(summary).map_err(|e| e.to_string())?;
+            std::fs::write(&path, json).map_err(|e| format!("{}: {e}", path.display()))?;
+        }
     }
     Ok(())
 }

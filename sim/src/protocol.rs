@@ -8,7 +8,14 @@ use std::str::FromStr;
 use ecnq::signal::{Decoder, Law, LawConfig};
 use ecnq::{Ecn, Scheme};
 
-use crate::baseline::{Cubic, NewReno};
+/// The NewReno baseline is the core's classic law (RFC 6582 window
+/// arithmetic, loss and CE as congestion), the same one ecnq senders fall
+/// back to.
+pub type NewReno = ecnq::classic::ClassicLaw;
+
+/// The Cubic baseline is the core's Cubic law (RFC 8312), the one erc keeps
+/// beside its advertised rate.
+pub type Cubic = ecnq::cubic::CubicLaw;
 
 /// A loss-based baseline model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

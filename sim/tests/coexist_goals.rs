@@ -6,8 +6,8 @@
 use std::path::Path;
 
 use ecnq::Scheme;
-use ecnq_sim::metrics::Summary;
 use ecnq_sim::protocol::Protocol;
+use ecnq_sim::report::metrics::Summary;
 use ecnq_sim::runner;
 use ecnq_sim::scenario::{Overrides, Scenario};
 

@@ -24,7 +24,7 @@ loss = 0.01
 name = "B"
 rate = "6Mbit"
 delay = "10ms"
-buffer = "15KB"
+buffer = "15000b"
 queue = "fifo"
 [[flows]]
 count = 3
@@ -40,7 +40,7 @@ delayed_ack = true
 [[flows]]
 scheme = "cubic-ecn"
 path = ["A"]
-size = "200KB"
+size = "200000b"
 start = "1s"
 count = 4
 start_jitter = "2s"
@@ -164,7 +164,7 @@ rate = "10Mbit"
 delay = "10ms"
 buffer = "50pkt"
 [[flows]]
-size = "2MB"
+size = "2000000b"
 delayed_ack = {delayed}
 "#
         )

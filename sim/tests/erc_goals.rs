@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use ecnq_sim::metrics::{LinkSummary, Summary};
+use ecnq_sim::report::metrics::{LinkSummary, Summary};
 use ecnq_sim::runner;
 use ecnq_sim::scenario::{Overrides, Scenario};
 

@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
-use ecnq_sim::metrics::Summary;
 use ecnq_sim::protocol::Protocol;
+use ecnq_sim::report::metrics::Summary;
 use ecnq_sim::runner;
 use ecnq_sim::scenario::{Overrides, Scenario};
 
@@ -28,7 +28,7 @@ fn run(s: &Scenario, scheme: &str, duration_s: u64) -> Summary {
     runner::run(s, &o).unwrap().summary
 }
 
-fn link<'a>(s: &'a Summary, name: &str) -> &'a ecnq_sim::metrics::LinkSummary {
+fn link<'a>(s: &'a Summary, name: &str) -> &'a ecnq_sim::report::metrics::LinkSummary {
     s.links.iter().find(|l| l.name == name).unwrap()
 }
 
@@ -152,7 +152,10 @@ fn bad_scenario_files_name_file_line_and_field() {
     .unwrap_err();
     assert!(err.contains("broken.toml:6:"), "{err}");
     assert!(err.contains("field `rate`"), "{err}");
-    assert!(err.contains("invalid rate `20Mbitt`"), "{err}");
+    assert!(
+        err.contains("unknown rate unit `mbitt` in `20Mbitt`"),
+        "{err}"
+    );
     let err = write_and_load(&format!(
         "{head}rate = \"2Mbit\"\ndelay = \"1ms\"\nbuffer = \"5pkt\"\n[[flows]]\npath = [\"X\"]\n"
     ))

@@ -7,8 +7,8 @@
 use std::path::Path;
 
 use ecnq::Scheme;
-use ecnq_sim::metrics::{LinkSummary, Summary};
 use ecnq_sim::protocol::Protocol;
+use ecnq_sim::report::metrics::{LinkSummary, Summary};
 use ecnq_sim::runner;
 use ecnq_sim::scenario::{Overrides, Scenario};
 

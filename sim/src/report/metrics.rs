@@ -154,147 +154,7 @@ fn by_time(series: &[FlowSample]) -> impl Iterator<Item = &[FlowSample]> {
 impl Summary {
     /// Computes the summary of a finished run (call `Sim::finish` first).
     pub fn of(sim: &Sim, scenario: &str, scheme: &str, seed: u64) -> Summary {
-        let measured = secs(sim.now().saturating_sub(sim.measure_from())).max(1e-9);
-        let links = sim
-            .links
-            .iter()
-            .enumerate()
-            .filter(|(_, l)| l.spec.report)
-            .filter_map(|(index, l)| {
-                let rate = l.spec.rate?;
-                let s = &l.stats;
-                let ms_per_byte = 8.0 / rate * 1e3;
-                let mean_pkt = if s.arrived_packets > 0 {
-                    s.arrived_bytes as f64 / s.arrived_packets as f64
-                } else {
-                    0.0
-                };
-                let p99 = percentile(&merged(&s.queue_seen), 99.0);
-                let p99_ms = |class: Class| {
-                    let seen = &s.queue_seen[class as usize];
-                    (seen.iter().sum::<u64>() > 0)
-                        .then(|| percentile(seen, 99.0) as f64 * mean_pkt * ms_per_byte)
-                };
-                Some(LinkSummary {
-                    name: l.spec.name.clone(),
-                    rate_bps: rate,
-                    utilization: s.departed_bytes as f64 * 8.0 / (rate * measured),
-                    mean_queue_packets: s.queue_packet_ns / (measured * 1e9),
-                    p99_queue_packets: p99,
-                    peak_queue_packets: s.peak_queue_packets,
-                    mean_queue_ms: s.queue_byte_ns / (measured * 1e9) * ms_per_byte,
-                    p99_queue_ms: p99 as f64 * mean_pkt * ms_per_byte,
-                    p99_class_queue_ms: ClassQueues {
-                        ecnq: p99_ms(Class::Ecnq),
-                        classic: p99_ms(Class::Classic),
-                        l4s: p99_ms(Class::L4s),
-                    },
-                    peak_queue_ms: s.peak_queue_bytes as f64 * ms_per_byte,
-                    loss: (s.dropped_packets + s.lost_packets) as f64
-                        / (s.arrived_packets.max(1)) as f64,
-                    drops: s.dropped_packets,
-                    random_losses: s.lost_packets,
-                    time_to_90pct_s: sim
-                        .link_series
-                        .iter()
-                        .find(|x| x.link as usize == index && x.utilization >= 0.9)
-                        .map(|x| secs(x.time)),
-                })
-            })
-            .collect();
-
-        let convergence = convergence_times(sim);
-        let flows = sim
-            .flows
-            .iter()
-            .enumerate()
-            .filter(|(_, f)| f.spec.sampled)
-            .map(|(i, f)| {
-                let from = f.spec.start.max(sim.measure_from());
-                let until = match f.state {
-                    FlowState::Done(t) => t,
-                    _ => sim.now(),
-                };
-                let span = secs(until.saturating_sub(from));
-                let bytes = f.received_bytes - f.received_at_measure;
-                FlowSummary {
-                    id: i,
-                    group: f.spec.group.clone(),
-                    scheme: f.spec.protocol.name().to_owned(),
-                    start_s: secs(f.spec.start),
-                    throughput_bps: if span > 0.0 {
-                        bytes as f64 * 8.0 / span
-                    } else {
-                        0.0
-                    },
-                    packets_lost: f.packets_lost,
-                    completion_s: f.completion().map(secs),
-                    convergence_s: convergence.get(i).copied().flatten(),
-                }
-            })
-            .collect::<Vec<FlowSummary>>();
-        let mut groups: Vec<GroupSummary> = Vec::new();
-        for f in &flows {
-            match groups.iter_mut().find(|g| g.name == f.group) {
-                Some(g) => {
-                    g.flows += 1;
-                    g.throughput_bps += f.throughput_bps;
-                }
-                None => groups.push(GroupSummary {
-                    name: f.group.clone(),
-                    flows: 1,
-                    throughput_bps: f.throughput_bps,
-                }),
-            }
-        }
-
-        let mut series = Vec::new();
-        for group in by_time(&sim.flow_series) {
-            let t = group[0].time;
-            if t <= sim.measure_from() {
-                continue;
-            }
-            let rates: Vec<f64> = group
-                .iter()
-                .filter(|s| {
-                    let f = &sim.flows[s.flow as usize];
-                    f.spec.size.is_none()
-                        && !f.spec.background
-                        && f.state == FlowState::Active
-                        && f.spec.start + sim.sample_period() <= t
-                })
-                .map(|s| s.rate)
-                .collect();
-            if !rates.is_empty() {
-                series.push((secs(t), jain_index(&rates)));
-            }
-        }
-        let jain = JainSummary {
-            mean: series.iter().map(|s| s.1).sum::<f64>() / series.len().max(1) as f64,
-            min: series.iter().map(|s| s.1).fold(1.0, f64::min),
-            last: series.last().map_or(1.0, |s| s.1),
-            series,
-        };
-
-        let finite: Vec<_> = sim.flows.iter().filter(|f| f.spec.size.is_some()).collect();
-        let completion = (!finite.is_empty()).then(|| {
-            let mut done: Vec<f64> = finite
-                .iter()
-                .filter_map(|f| f.completion())
-                .map(secs)
-                .collect();
-            done.sort_by(f64::total_cmp);
-            CompletionSummary {
-                started: finite
-                    .iter()
-                    .filter(|f| f.state != FlowState::Pending)
-                    .count(),
-                finished: done.len(),
-                mean_s: done.iter().sum::<f64>() / done.len().max(1) as f64,
-                median_s: done.get(done.len() / 2).copied().unwrap_or(0.0),
-            }
-        });
-
+        let flows = flow_summaries(sim);
         Summary {
             scenario: scenario.to_owned(),
             scheme: scheme.to_owned(),
@@ -302,13 +162,170 @@ impl Summary {
             duration_s: secs(sim.duration()),
             measure_from_s: secs(sim.measure_from()),
             events: sim.counters.events,
-            links,
+            links: link_summaries(sim),
+            groups: group_totals(&flows),
             flows,
-            groups,
-            jain,
-            completion,
+            jain: jain_over_time(sim),
+            completion: completion_times(sim),
         }
     }
+}
+
+/// Each reported link's figures over the measured period.
+fn link_summaries(sim: &Sim) -> Vec<LinkSummary> {
+    let measured = secs(sim.now().saturating_sub(sim.measure_from())).max(1e-9);
+    sim.links
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.spec.report)
+        .filter_map(|(index, l)| {
+            let rate = l.spec.rate?;
+            let s = &l.stats;
+            let ms_per_byte = 8.0 / rate * 1e3;
+            let mean_pkt = if s.arrived_packets > 0 {
+                s.arrived_bytes as f64 / s.arrived_packets as f64
+            } else {
+                0.0
+            };
+            let p99 = percentile(&merged(&s.queue_seen), 99.0);
+            let p99_ms = |class: Class| {
+                let seen = &s.queue_seen[class as usize];
+                (seen.iter().sum::<u64>() > 0)
+                    .then(|| percentile(seen, 99.0) as f64 * mean_pkt * ms_per_byte)
+            };
+            Some(LinkSummary {
+                name: l.spec.name.clone(),
+                rate_bps: rate,
+                utilization: s.departed_bytes as f64 * 8.0 / (rate * measured),
+                mean_queue_packets: s.queue_packet_ns / (measured * 1e9),
+                p99_queue_packets: p99,
+                peak_queue_packets: s.peak_queue_packets,
+                mean_queue_ms: s.queue_byte_ns / (measured * 1e9) * ms_per_byte,
+                p99_queue_ms: p99 as f64 * mean_pkt * ms_per_byte,
+                p99_class_queue_ms: ClassQueues {
+                    ecnq: p99_ms(Class::Ecnq),
+                    classic: p99_ms(Class::Classic),
+                    l4s: p99_ms(Class::L4s),
+                },
+                peak_queue_ms: s.peak_queue_bytes as f64 * ms_per_byte,
+                loss: (s.dropped_packets + s.lost_packets) as f64
+                    / (s.arrived_packets.max(1)) as f64,
+                drops: s.dropped_packets,
+                random_losses: s.lost_packets,
+                time_to_90pct_s: sim
+                    .link_series
+                    .iter()
+                    .find(|x| x.link as usize == index && x.utilization >= 0.9)
+                    .map(|x| secs(x.time)),
+            })
+        })
+        .collect()
+}
+
+/// Each sampled flow's figures.
+fn flow_summaries(sim: &Sim) -> Vec<FlowSummary> {
+    let convergence = convergence_times(sim);
+    sim.flows
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| f.spec.sampled)
+        .map(|(i, f)| {
+            let from = f.spec.start.max(sim.measure_from());
+            let until = match f.state {
+                FlowState::Done(t) => t,
+                _ => sim.now(),
+            };
+            let span = secs(until.saturating_sub(from));
+            let bytes = f.received_bytes - f.received_at_measure;
+            FlowSummary {
+                id: i,
+                group: f.spec.group.clone(),
+                scheme: f.spec.protocol.name().to_owned(),
+                start_s: secs(f.spec.start),
+                throughput_bps: if span > 0.0 {
+                    bytes as f64 * 8.0 / span
+                } else {
+                    0.0
+                },
+                packets_lost: f.packets_lost,
+                completion_s: f.completion().map(secs),
+                convergence_s: convergence.get(i).copied().flatten(),
+            }
+        })
+        .collect()
+}
+
+/// Each flow group's totals, in order of first appearance.
+fn group_totals(flows: &[FlowSummary]) -> Vec<GroupSummary> {
+    let mut groups: Vec<GroupSummary> = Vec::new();
+    for f in flows {
+        match groups.iter_mut().find(|g| g.name == f.group) {
+            Some(g) => {
+                g.flows += 1;
+                g.throughput_bps += f.throughput_bps;
+            }
+            None => groups.push(GroupSummary {
+                name: f.group.clone(),
+                flows: 1,
+                throughput_bps: f.throughput_bps,
+            }),
+        }
+    }
+    groups
+}
+
+/// Jain's index of the long-lived, non-background flows active for a
+/// whole sampling period, at each sample of the measured period.
+fn jain_over_time(sim: &Sim) -> JainSummary {
+    let mut series = Vec::new();
+    for group in by_time(&sim.flow_series) {
+        let t = group[0].time;
+        if t <= sim.measure_from() {
+            continue;
+        }
+        let rates: Vec<f64> = group
+            .iter()
+            .filter(|s| {
+                let f = &sim.flows[s.flow as usize];
+                f.spec.size.is_none()
+                    && !f.spec.background
+                    && f.state == FlowState::Active
+                    && f.spec.start + sim.sample_period() <= t
+            })
+            .map(|s| s.rate)
+            .collect();
+        if !rates.is_empty() {
+            series.push((secs(t), jain_index(&rates)));
+        }
+    }
+    JainSummary {
+        mean: series.iter().map(|s| s.1).sum::<f64>() / series.len().max(1) as f64,
+        min: series.iter().map(|s| s.1).fold(1.0, f64::min),
+        last: series.last().map_or(1.0, |s| s.1),
+        series,
+    }
+}
+
+/// Completion times of the finite flows, if there are any.
+fn completion_times(sim: &Sim) -> Option<CompletionSummary> {
+    let finite: Vec<_> = sim.flows.iter().filter(|f| f.spec.size.is_some()).collect();
+    (!finite.is_empty()).then(|| {
+        let mut done: Vec<f64> = finite
+            .iter()
+            .filter_map(|f| f.completion())
+            .map(secs)
+            .collect();
+        done.sort_by(f64::total_cmp);
+        CompletionSummary {
+            started: finite
+                .iter()
+                .filter(|f| f.state != FlowState::Pending)
+                .count(),
+            finished: done.len(),
+            mean_s: done.iter().sum::<f64>() / done.len().max(1) as f64,
+            median_s: done.get(done.len() / 2).copied().unwrap_or(0.0),
+        }
+    })
 }
 
 /// The histograms of every class added up.
@@ -350,23 +367,7 @@ fn convergence_times(sim: &Sim) -> Vec<Option<f64>> {
     let mut pending: Vec<usize> = (0..sim.flows.len())
         .filter(|&i| long[i] && sim.flows[i].spec.start > first_start)
         .collect();
-    // When the next long-lived flow after each flow arrives.
-    let mut starts: Vec<Nanos> = sim
-        .flows
-        .iter()
-        .zip(&long)
-        .filter(|(_, &l)| l)
-        .map(|(f, _)| f.spec.start)
-        .collect();
-    starts.sort_unstable();
-    let next_arrival: Vec<Nanos> = sim
-        .flows
-        .iter()
-        .map(|f| {
-            let after = starts.partition_point(|&s| s <= f.spec.start);
-            starts.get(after).copied().unwrap_or(Nanos::MAX)
-        })
-        .collect();
+    let next_arrival = next_arrivals(sim, &long);
     let mut sum = vec![0.0; sim.links.len()];
     let mut count = vec![0u32; sim.links.len()];
     let mut rate = vec![f64::NAN; sim.flows.len()];
@@ -395,13 +396,7 @@ fn convergence_times(sim: &Sim) -> Vec<Option<f64>> {
             if rate[f].is_nan() {
                 return true;
             }
-            let fair = flow
-                .spec
-                .path
-                .iter()
-                .filter(|&&l| sim.links[l].spec.rate.is_some() && count[l] > 0)
-                .map(|&l| sum[l] / f64::from(count[l]))
-                .fold(f64::INFINITY, f64::min);
+            let fair = fair_share(sim, &flow.spec.path, &sum, &count);
             if rate[f] >= fair {
                 result[f] = Some(secs(t.saturating_sub(flow.spec.start)));
                 false
@@ -413,16 +408,39 @@ fn convergence_times(sim: &Sim) -> Vec<Option<f64>> {
     result
 }
 
+/// When the next long-lived flow after each flow arrives (`Nanos::MAX`
+/// if none does); `long` says which flows are long-lived.
+fn next_arrivals(sim: &Sim, long: &[bool]) -> Vec<Nanos> {
+    let mut starts: Vec<Nanos> = sim
+        .flows
+        .iter()
+        .zip(long)
+        .filter(|(_, &l)| l)
+        .map(|(f, _)| f.spec.start)
+        .collect();
+    starts.sort_unstable();
+    sim.flows
+        .iter()
+        .map(|f| {
+            let after = starts.partition_point(|&s| s <= f.spec.start);
+            starts.get(after).copied().unwrap_or(Nanos::MAX)
+        })
+        .collect()
+}
+
+/// A flow's fair share at one sample: over the rated links of its `path`,
+/// the smallest mean rate of the long-lived flows through the link (`sum`
+/// and `count` of their rates, by link).
+fn fair_share(sim: &Sim, path: &[usize], sum: &[f64], count: &[u32]) -> f64 {
+    path.iter()
+        .filter(|&&l| sim.links[l].spec.rate.is_some() && count[l] > 0)
+        .map(|&l| sum[l] / f64::from(count[l]))
+        .fold(f64::INFINITY, f64::min)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn jain_index_of_the_rates() {
-        assert_eq!(jain_index(&[1.0, 1.0, 1.0]), 1.0);
-        assert!((jain_index(&[1.0, 0.0]) - 0.5).abs() < 1e-12);
-        assert_eq!(jain_index(&[]), 1.0);
-    }
 
     #[test]
     fn percentiles_of_a_histogram() {

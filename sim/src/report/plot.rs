@@ -6,7 +6,8 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-use crate::runner::Run;
+use super::metrics::Summary;
+use crate::engine::Sim;
 
 /// One named line.
 type Line = (String, Vec<(f64, f64)>);
@@ -64,8 +65,45 @@ fn chart(path: &Path, title: &str, y_label: &str, lines: &[Line]) -> Result<(), 
 }
 
 /// Writes `rates.svg`, `windows.svg`, `queue.svg`, `utilization.svg` and `load.svg`.
-pub fn write_plots(run: &Run, dir: &Path) -> Result<(), String> {
-    let sim = &run.sim;
+pub fn write_plots(sim: &Sim, summary: &Summary, dir: &Path) -> Result<(), String> {
+    let (rates, windows) = flow_lines(sim);
+    let [queue, util, load] = link_lines(sim);
+    let title = &summary.scenario;
+    let scheme = &summary.scheme;
+    chart(
+        &dir.join("rates.svg"),
+        &format!("{title} ({scheme}): flow rates"),
+        "Mbit/s",
+        &rates,
+    )?;
+    chart(
+        &dir.join("windows.svg"),
+        &format!("{title} ({scheme}): congestion windows"),
+        "packets",
+        &windows,
+    )?;
+    chart(
+        &dir.join("queue.svg"),
+        &format!("{title} ({scheme}): queue"),
+        "packets",
+        &queue,
+    )?;
+    chart(
+        &dir.join("utilization.svg"),
+        &format!("{title} ({scheme}): utilization"),
+        "fraction of capacity",
+        &util,
+    )?;
+    chart(
+        &dir.join("load.svg"),
+        &format!("{title} ({scheme}): VCP load factor"),
+        "load factor",
+        &load,
+    )
+}
+
+/// Each flow's rate (Mbit/s) and window (packets) over time.
+fn flow_lines(sim: &Sim) -> (Vec<Line>, Vec<Line>) {
     let mut rates: BTreeMap<u32, Line> = BTreeMap::new();
     let mut windows: BTreeMap<u32, Line> = BTreeMap::new();
     for s in &sim.flow_series {
@@ -86,6 +124,15 @@ pub fn write_plots(run: &Run, dir: &Path) -> Result<(), String> {
             .1
             .push((t, s.window as f64 / mss));
     }
+    (
+        rates.into_values().collect(),
+        windows.into_values().collect(),
+    )
+}
+
+/// Each busy link's queue (packets), utilization and VCP load factor over
+/// time.
+fn link_lines(sim: &Sim) -> [Vec<Line>; 3] {
     let mut queue: BTreeMap<u32, Line> = BTreeMap::new();
     let mut util: BTreeMap<u32, Line> = BTreeMap::new();
     let mut load: BTreeMap<u32, Line> = BTreeMap::new();
@@ -115,36 +162,5 @@ pub fn write_plots(run: &Run, dir: &Path) -> Result<(), String> {
             .map(|(_, line)| line)
             .collect()
     };
-    let title = &run.summary.scenario;
-    let scheme = &run.summary.scheme;
-    chart(
-        &dir.join("rates.svg"),
-        &format!("{title} ({scheme}): flow rates"),
-        "Mbit/s",
-        &rates.into_values().collect::<Vec<_>>(),
-    )?;
-    chart(
-        &dir.join("windows.svg"),
-        &format!("{title} ({scheme}): congestion windows"),
-        "packets",
-        &windows.into_values().collect::<Vec<_>>(),
-    )?;
-    chart(
-        &dir.join("queue.svg"),
-        &format!("{title} ({scheme}): queue"),
-        "packets",
-        &busy(queue),
-    )?;
-    chart(
-        &dir.join("utilization.svg"),
-        &format!("{title} ({scheme}): utilization"),
-        "fraction of capacity",
-        &busy(util),
-    )?;
-    chart(
-        &dir.join("load.svg"),
-        &format!("{title} ({scheme}): VCP load factor"),
-        "load factor",
-        &busy(load),
-    )
+    [busy(queue), busy(util), busy(load)]
 }

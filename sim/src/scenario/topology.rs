@@ -107,7 +107,7 @@ impl Network {
         let pick = |d: &Duplex, data: bool| if data != reverse { d.fwd } else { d.rev };
         let mut path: Vec<usize> = hops.iter().map(|d| pick(d, true)).collect();
         let mut ack_path: Vec<usize> = hops.iter().rev().map(|d| pick(d, false)).collect();
-        // Saturating: a fuzzer's path of huge delays overflowed the sum.
+        // Saturating: any path of delays a file may give must not overflow.
         let delay = |links: &[usize]| {
             links
                 .iter()

@@ -1,0 +1,201 @@
+//! A flow as the engine runs it: its law and decoder, the sender's and the
+//! receiver's bookkeeping, its life stage and counters, and its
+//! time-series row. `sender` and `receiver` drive it.
+
+use std::collections::VecDeque;
+
+use ecnq::signal::{Decoder, Law, LawConfig};
+use ecnq::Ecn;
+
+use super::clock::Nanos;
+use super::config::FlowSpec;
+use super::packet::Packet;
+use super::probes::Probes;
+use super::rtt::RttEstimator;
+
+/// What became of a sent data packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum SentState {
+    InFlight,
+    Acked,
+    Lost,
+}
+
+/// A sent data packet the sender still tracks.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct SentPacket {
+    pub(super) len: u32,
+    pub(super) sent: Nanos,
+    pub(super) state: SentState,
+}
+
+/// Where a flow is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlowState {
+    /// Not started yet.
+    Pending,
+    /// Sending.
+    Active,
+    /// Past its stop time: no new data.
+    Stopped,
+    /// Every byte of a finite flow was acknowledged at this time.
+    Done(Nanos),
+}
+
+/// A flow as the engine runs it.
+#[derive(Debug)]
+pub struct Flow {
+    /// The configuration.
+    pub spec: FlowSpec,
+    pub(super) law: Box<dyn Law>,
+    pub(super) decoder: Option<Box<dyn Decoder>>,
+    pub(super) data_ecn: Ecn,
+    pub(super) router_assisted: bool,
+    /// Presence probes, for the schemes that send them.
+    pub(super) probes: Option<Probes>,
+    /// Life stage.
+    pub state: FlowState,
+    pub(super) next_pn: u64,
+    pub(super) base_pn: u64,
+    pub(super) sent: VecDeque<SentPacket>,
+    pub(super) bytes_in_flight: u64,
+    pub(super) largest_acked: Option<u64>,
+    pub(super) rtt: RttEstimator,
+    pub(super) new_bytes_left: u64,
+    pub(super) retransmit_bytes: u64,
+    /// Unique data bytes acknowledged.
+    pub acked_bytes: u64,
+    pub(super) rto_at: Nanos,
+    pub(super) rto_pending: bool,
+    pub(super) rto_backoff: u32,
+    pub(super) pace_next: Nanos,
+    pub(super) pace_pending: bool,
+    /// Data bytes the receiver got.
+    pub received_bytes: u64,
+    pub(super) sample_received: u64,
+    /// Delayed ACKs: a received packet not yet acknowledged, and its timer.
+    pub(super) held: Option<Packet>,
+    pub(super) delack_at: Nanos,
+    pub(super) delack_pending: bool,
+    /// `received_bytes` when statistics started.
+    pub received_at_measure: u64,
+    /// Data packets sent (retransmissions included).
+    pub packets_sent: u64,
+    /// Data packets declared lost.
+    pub packets_lost: u64,
+}
+
+impl Flow {
+    /// A flow that has not started yet.
+    pub(super) fn new(spec: FlowSpec) -> Flow {
+        let mut config = LawConfig::with_mss(u64::from(spec.mss));
+        if let Some(cap) = spec.max_window {
+            config.max_window = cap.max(config.min_window);
+            config.initial_window = config.initial_window.min(config.max_window);
+        }
+        Flow {
+            law: spec.protocol.law(config),
+            decoder: spec.protocol.decoder(),
+            data_ecn: spec.protocol.data_ecn(),
+            router_assisted: spec.protocol.router_assisted(),
+            probes: spec
+                .protocol
+                .sends_probes()
+                .then(|| Probes::new(spec.protocol, config)),
+            new_bytes_left: spec.size.unwrap_or(u64::MAX),
+            spec,
+            state: FlowState::Pending,
+            next_pn: 0,
+            base_pn: 0,
+            sent: VecDeque::new(),
+            bytes_in_flight: 0,
+            largest_acked: None,
+            rtt: RttEstimator::default(),
+            retransmit_bytes: 0,
+            acked_bytes: 0,
+            rto_at: Nanos::MAX,
+            rto_pending: false,
+            rto_backoff: 0,
+            pace_next: 0,
+            pace_pending: false,
+            received_bytes: 0,
+            sample_received: 0,
+            held: None,
+            delack_at: Nanos::MAX,
+            delack_pending: false,
+            received_at_measure: 0,
+            packets_sent: 0,
+            packets_lost: 0,
+        }
+    }
+
+    /// Whether Cubic stands in for the scheme's law (no ecnq router).
+    pub(super) fn fallen_back(&self) -> bool {
+        self.probes.as_ref().is_some_and(Probes::fallen_back)
+    }
+
+    /// An ACK echoed `unraised` probes that arrived Not-ECT: on a change of
+    /// verdict, Cubic takes over from the scheme's law at its window, or
+    /// hands back to it.
+    pub(super) fn on_probe_echo(&mut self, unraised: u8) {
+        let Some(probes) = self.probes.as_mut() else {
+            return;
+        };
+        if let Some((law, ecn)) = probes.on_echo(unraised, self.law.as_ref(), self.spec.protocol) {
+            self.law = law;
+            self.data_ecn = ecn;
+        }
+    }
+
+    /// The congestion window in bytes.
+    pub fn window(&self) -> u64 {
+        self.law.window()
+    }
+
+    /// The smoothed RTT.
+    pub fn srtt(&self) -> Nanos {
+        self.rtt.srtt
+    }
+
+    /// Completion time of a finite flow that finished.
+    pub fn completion(&self) -> Option<Nanos> {
+        match self.state {
+            FlowState::Done(t) => Some(t - self.spec.start),
+            _ => None,
+        }
+    }
+
+    /// The `i`-th tracked packet is lost: its bytes go out again.
+    pub(super) fn declare_lost(&mut self, i: usize) {
+        let e = &mut self.sent[i];
+        e.state = SentState::Lost;
+        self.bytes_in_flight -= u64::from(e.len);
+        self.retransmit_bytes += u64::from(e.len);
+        self.packets_lost += 1;
+    }
+
+    /// Stops tracking the acknowledged or lost packets at the front.
+    pub(super) fn pop_settled(&mut self) {
+        while self
+            .sent
+            .front()
+            .is_some_and(|e| e.state != SentState::InFlight)
+        {
+            self.sent.pop_front();
+            self.base_pn += 1;
+        }
+    }
+}
+
+/// One time-series row for a flow.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FlowSample {
+    /// End of the sampling period.
+    pub time: Nanos,
+    /// Flow index.
+    pub flow: u32,
+    /// Receive rate over the period, bits per second.
+    pub rate: f64,
+    /// Congestion window, bytes.
+    pub window: u64,
+}

@@ -1,0 +1,144 @@
+//! A one-way link's state: the core's bottleneck (queue, router marking and
+//! meter) served at the link rate, then a constant-delay pipe; its counters
+//! and its time-series row. `network` drives packets through it.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use ecnq::bottleneck::{Bottleneck, BottleneckConfig, CLASSES};
+use ecnq::router::{MarkCounters, RouterConfig};
+
+use super::clock::Nanos;
+use super::config::LinkSpec;
+use super::packet::Packet;
+
+/// Counters over a link's measured period.
+#[derive(Clone, Debug, Default)]
+pub struct LinkStats {
+    /// Packets offered.
+    pub arrived_packets: u64,
+    /// Bytes offered.
+    pub arrived_bytes: u64,
+    /// Packets dropped by the full buffer.
+    pub dropped_packets: u64,
+    /// Packets lost on the wire (random loss).
+    pub lost_packets: u64,
+    /// Packets transmitted.
+    pub departed_packets: u64,
+    /// Bytes transmitted.
+    pub departed_bytes: u64,
+    /// ∫ queue bytes dt, in byte·ns.
+    pub queue_byte_ns: f64,
+    /// ∫ queue packets dt, in packet·ns.
+    pub queue_packet_ns: f64,
+    /// Largest queue in packets.
+    pub peak_queue_packets: u64,
+    /// Largest queue in bytes.
+    pub peak_queue_bytes: u64,
+    /// Histograms of the queue (packets) each arriving packet found in its
+    /// class, indexed by [`Class`] (a FIFO link's only queue is the ecnq
+    /// class's).
+    pub queue_seen: [Vec<u64>; CLASSES],
+    /// Classic packets CoDel dropped (dual-queue links).
+    pub aqm_drops: u64,
+}
+
+/// A link as the engine runs it.
+#[derive(Debug)]
+pub struct Link {
+    /// The configuration.
+    pub spec: LinkSpec,
+    pub(super) bottleneck: Option<Bottleneck<Packet>>,
+    pub(super) pipe: VecDeque<(Nanos, Packet)>,
+    last_queue_change: Nanos,
+    pub(super) sample_departed: u64,
+    /// Counters since `measure_from`.
+    pub stats: LinkStats,
+}
+
+impl Link {
+    pub(super) fn new(spec: LinkSpec) -> Link {
+        let bottleneck = spec.rate.map(|bps| {
+            let mut router = RouterConfig::new(bps / 8.0, 0);
+            router.classic_threshold = spec.ecn_threshold.max(1);
+            router.mode = spec.marking;
+            let config = BottleneckConfig {
+                rate: Some(bps.round() as u64),
+                limit: spec.buffer,
+                discipline: spec.discipline,
+                router,
+            };
+            Bottleneck::new(config, Duration::ZERO)
+        });
+        Link {
+            spec,
+            bottleneck,
+            pipe: VecDeque::new(),
+            last_queue_change: 0,
+            sample_departed: 0,
+            stats: LinkStats::default(),
+        }
+    }
+
+    /// Packets queued, in transmission or propagating.
+    pub fn packets_inside(&self) -> usize {
+        let serializing = self.bottleneck.as_ref().map_or(0, |b| {
+            b.queue_packets() + usize::from(b.next_departure().is_some())
+        });
+        serializing + self.pipe.len()
+    }
+
+    /// Waiting packets.
+    pub fn queue_packets(&self) -> usize {
+        self.bottleneck
+            .as_ref()
+            .map_or(0, Bottleneck::queue_packets)
+    }
+
+    /// Waiting bytes.
+    pub fn queue_bytes(&self) -> u64 {
+        self.bottleneck.as_ref().map_or(0, Bottleneck::queue_bytes)
+    }
+
+    /// The router's mark counters (None for pure delays).
+    pub fn mark_counters(&self) -> Option<&MarkCounters> {
+        self.bottleneck.as_ref().map(|b| b.router().counters())
+    }
+
+    /// The bottleneck (None for pure delays).
+    pub fn bottleneck(&self) -> Option<&Bottleneck<Packet>> {
+        self.bottleneck.as_ref()
+    }
+
+    /// Adds the queue since the last change to the integrals and peaks.
+    pub(super) fn account_queue(&mut self, now: Nanos) {
+        let (bytes, packets) = (self.queue_bytes(), self.queue_packets() as u64);
+        let dt = (now - self.last_queue_change) as f64;
+        self.stats.queue_byte_ns += bytes as f64 * dt;
+        self.stats.queue_packet_ns += packets as f64 * dt;
+        self.last_queue_change = now;
+        self.stats.peak_queue_packets = self.stats.peak_queue_packets.max(packets);
+        self.stats.peak_queue_bytes = self.stats.peak_queue_bytes.max(bytes);
+    }
+}
+
+/// One time-series row for a link.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LinkSample {
+    /// End of the sampling period.
+    pub time: Nanos,
+    /// Link index.
+    pub link: u32,
+    /// Departures over capacity in the period.
+    pub utilization: f64,
+    /// Waiting packets now.
+    pub queue_packets: u64,
+    /// Waiting bytes now.
+    pub queue_bytes: u64,
+    /// VCP's ρ of the last completed interval.
+    pub load_vcp: f64,
+    /// BMCC's f.
+    pub load_bmcc: f64,
+    /// MCP's U.
+    pub load_mcp: f64,
+}

@@ -1,0 +1,187 @@
+//! The discrete-event engine: a virtual nanosecond clock, an event heap and
+//! a seeded RNG driving links, routers, senders and receivers.
+//!
+//! Links are one-way: a queue served at the link rate (the core's
+//! bottleneck: marking router, meter and queue discipline), then a constant
+//! propagation delay (a FIFO "pipe"). A link without a rate is a pure delay
+//! (access links). Senders are QUIC-like, and every data packet is
+//! acknowledged by an ACK carrying the receiver's decoded feedback.
+//!
+//! [`Sim`] owns the state and runs the event loop; each job has its file:
+//!
+//! | file | job |
+//! |---|---|
+//! | `clock` | virtual time and the event queue |
+//! | `config` | what a run is built from: links, flows, sources |
+//! | `packet` | a packet on the wire |
+//! | `link`, `network` | a link's state; driving packets through links |
+//! | `flow`, `rtt`, `probes` | a flow's state; its RTT estimate; presence probes and fallback |
+//! | `sender`, `receiver` | sending, loss detection and the law; decoding and ACKs |
+//! | `sources` | flow starts and stops, Pareto arrivals |
+//! | `measure`, `trace` | time series and measured-period counters; conservation counters and the queue trace |
+
+mod clock;
+mod config;
+mod flow;
+mod link;
+mod measure;
+mod network;
+mod packet;
+mod probes;
+mod receiver;
+mod rtt;
+mod sender;
+mod sources;
+mod trace;
+
+pub use clock::{Nanos, SECOND};
+pub use config::{BufferLimit, FlowSpec, LinkSpec, ParetoSpec, SimConfig};
+pub use flow::{Flow, FlowSample, FlowState};
+pub use link::{Link, LinkSample, LinkStats};
+pub use packet::{Packet, ACK_LEN};
+pub use trace::{Counters, TraceKind, TraceRecord};
+
+use crate::rng::Rng;
+use clock::{Clock, Event};
+
+/// A simulation.
+pub struct Sim {
+    clock: Clock,
+    /// The links.
+    pub links: Vec<Link>,
+    /// The flows, including those the Pareto sources created.
+    pub flows: Vec<Flow>,
+    pareto: Vec<ParetoSpec>,
+    rng: Rng,
+    duration: Nanos,
+    sample: Nanos,
+    measure_from: Nanos,
+    last_sample: Nanos,
+    /// Per-flow time series.
+    pub flow_series: Vec<FlowSample>,
+    /// Per-link time series.
+    pub link_series: Vec<LinkSample>,
+    /// Packet conservation counters.
+    pub counters: Counters,
+    /// Queue events, when tracing.
+    pub trace: Option<Vec<TraceRecord>>,
+}
+
+impl Sim {
+    /// Builds a simulation; fails if a flow's path is empty or names a link
+    /// that does not exist.
+    pub fn new(config: SimConfig) -> Result<Sim, String> {
+        let nlinks = config.links.len();
+        let check_path = |f: &FlowSpec| -> Result<(), String> {
+            if f.path.is_empty() || f.ack_path.is_empty() {
+                return Err(format!("flow group `{}` has an empty path", f.group));
+            }
+            match f.path.iter().chain(&f.ack_path).find(|&&l| l >= nlinks) {
+                Some(l) => Err(format!("flow group `{}` uses unknown link {l}", f.group)),
+                None => Ok(()),
+            }
+        };
+        let mut flows = Vec::with_capacity(config.flows.len());
+        for spec in config.flows {
+            check_path(&spec)?;
+            flows.push(Flow::new(spec));
+        }
+        for p in &config.pareto {
+            check_path(&p.flow)?;
+        }
+        let mut sim = Sim {
+            clock: Clock::default(),
+            links: config.links.into_iter().map(Link::new).collect(),
+            flows,
+            pareto: config.pareto,
+            rng: Rng::new(config.seed),
+            duration: config.duration,
+            sample: config.sample.max(1),
+            measure_from: config.measure_from.min(config.duration),
+            last_sample: 0,
+            flow_series: Vec::new(),
+            link_series: Vec::new(),
+            counters: Counters::default(),
+            trace: config.trace.then(Vec::new),
+        };
+        let times: Vec<_> = sim
+            .flows
+            .iter()
+            .map(|f| (f.spec.start, f.spec.stop))
+            .collect();
+        for (i, (start, stop)) in times.into_iter().enumerate() {
+            sim.clock.schedule_at(start, Event::Start(i as u32));
+            if let Some(stop) = stop {
+                sim.clock.schedule_at(stop, Event::Stop(i as u32));
+            }
+        }
+        for i in 0..sim.pareto.len() {
+            let first = sim.pareto[i].flow.start;
+            sim.clock.schedule_at(first, Event::Arrival(i as u32));
+        }
+        let sample = sim.sample;
+        sim.clock.schedule_at(sample, Event::Sample);
+        if sim.measure_from > 0 {
+            sim.clock.schedule_at(sim.measure_from, Event::Measure);
+        }
+        Ok(sim)
+    }
+
+    /// The current virtual time.
+    pub fn now(&self) -> Nanos {
+        self.clock.now()
+    }
+
+    /// The end of the run.
+    pub fn duration(&self) -> Nanos {
+        self.duration
+    }
+
+    /// When statistics started.
+    pub fn measure_from(&self) -> Nanos {
+        self.measure_from
+    }
+
+    /// The sampling period.
+    pub fn sample_period(&self) -> Nanos {
+        self.sample
+    }
+
+    /// Packets queued, in transmission or propagating anywhere.
+    pub fn packets_in_network(&self) -> u64 {
+        self.links.iter().map(|l| l.packets_inside() as u64).sum()
+    }
+
+    /// Runs to the end of the configured duration.
+    pub fn run(&mut self) {
+        self.run_until(self.duration);
+    }
+
+    /// Runs every event up to and including time `until` (capped at the duration).
+    pub fn run_until(&mut self, until: Nanos) {
+        let until = until.min(self.duration);
+        while let Some(ev) = self.clock.next_until(until) {
+            self.counters.events += 1;
+            self.dispatch(ev);
+        }
+        self.clock.advance_to(until);
+    }
+
+    fn dispatch(&mut self, ev: Event) {
+        match ev {
+            Event::TxDone(l) => self.tx_done(l as usize),
+            Event::PipeHead(l) => self.pipe_head(l as usize),
+            Event::Start(f) => self.start(f as usize),
+            Event::Stop(f) => self.stop(f as usize),
+            Event::Pace(f) => {
+                self.flows[f as usize].pace_pending = false;
+                self.try_send(f as usize);
+            }
+            Event::Rto(f) => self.rto(f as usize),
+            Event::DelayedAck(f) => self.delayed_ack(f as usize),
+            Event::Arrival(s) => self.pareto_arrival(s as usize),
+            Event::Sample => self.take_sample(),
+            Event::Measure => self.reset_stats(),
+        }
+    }
+}

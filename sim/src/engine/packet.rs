@@ -1,0 +1,52 @@
+//! A packet on the wire: data or ACK, with the marks routers read and
+//! rewrite and, on ACKs, what the receiver echoes.
+
+use ecnq::bottleneck::Queued;
+use ecnq::signal::{Feedback, PacketMarks};
+
+use super::clock::Nanos;
+
+/// Size of an ACK packet in bytes (a 40-byte TCP/IP header, as in ns-2).
+pub const ACK_LEN: u32 = 40;
+
+/// A packet on the wire.
+#[derive(Clone, Copy, Debug)]
+pub struct Packet {
+    /// Unique id in injection order.
+    pub id: u64,
+    /// Flow index.
+    pub flow: u32,
+    /// Index of the link it is on within its path.
+    pub hop: u16,
+    /// Whether this is an ACK (travels the ack path).
+    pub is_ack: bool,
+    /// Size in bytes.
+    pub len: u32,
+    /// ECN, DSCP tag, hash.
+    pub marks: PacketMarks,
+    /// Data: packet number. ACK: the packet number acknowledged.
+    pub pn: u64,
+    /// Data: send time. ACK: the acknowledged packet's send time.
+    pub sent: Nanos,
+    /// ACK: the receiver's estimate.
+    pub feedback: Feedback,
+    /// ACK: the acknowledged packet arrived with CE.
+    pub ce: bool,
+    /// ACK: how many of the acknowledged packets arrived Not-ECT (presence
+    /// probes no ecnq router raised).
+    pub unraised: u8,
+    /// ACK: an earlier packet number this (delayed) ACK also acknowledges.
+    pub also: Option<u64>,
+}
+
+impl Queued for Packet {
+    fn wire_len(&self) -> u32 {
+        self.len
+    }
+    fn marks(&self) -> Option<PacketMarks> {
+        Some(self.marks)
+    }
+    fn set_marks(&mut self, marks: &PacketMarks) {
+        self.marks = *marks;
+    }
+}

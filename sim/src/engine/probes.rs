@@ -1,0 +1,78 @@
+//! A probing sender's presence probes (`ecnq::presence`): every
+//! `PROBE_EVERY`-th data packet goes out Not-ECT, an ecnq router raises it,
+//! and the receiver echoes the probes that arrived unraised. When they say
+//! no ecnq router is on the path, Cubic with ECT(0) stands in for the
+//! scheme's law (and hands back when one appears), as the QUIC sender does.
+
+use ecnq::cubic::CubicLaw;
+use ecnq::presence::{RouterPresence, PROBE_EVERY};
+use ecnq::signal::{Law, LawConfig, PacketMarks};
+use ecnq::{Ecn, SchemeTag};
+
+use crate::protocol::Protocol;
+
+/// What a probing sender sent, what came back unraised, and the verdict.
+#[derive(Debug)]
+pub(super) struct Probes {
+    presence: RouterPresence,
+    tag: SchemeTag,
+    sent: u64,
+    unraised: u64,
+    config: LawConfig,
+}
+
+impl Probes {
+    /// Probes for a flow running `protocol` with law `config`.
+    pub(super) fn new(protocol: Protocol, config: LawConfig) -> Probes {
+        Probes {
+            presence: RouterPresence::default(),
+            tag: protocol.law(config).tag(),
+            sent: 0,
+            unraised: 0,
+            config,
+        }
+    }
+
+    /// Whether Cubic stands in for the scheme's law (no ecnq router).
+    pub(super) fn fallen_back(&self) -> bool {
+        !self.presence.present()
+    }
+
+    /// Marks the sender's `packets_sent`-th data packet: the scheme's tag
+    /// also while Cubic stands in for its law, and Not-ECT on a probe.
+    pub(super) fn mark(&mut self, packets_sent: u64, marks: &mut PacketMarks) {
+        marks.tag = self.tag;
+        if packets_sent % PROBE_EVERY == 0 {
+            marks.ecn = Ecn::NotEct;
+            self.sent += 1;
+        }
+    }
+
+    /// An ACK echoed `unraised` probes that arrived Not-ECT. On a change of
+    /// verdict, returns the law to send with from now on, starting at the
+    /// `current` law's window, and its data packets' ECN codepoint.
+    pub(super) fn on_echo(
+        &mut self,
+        unraised: u8,
+        current: &dyn Law,
+        protocol: Protocol,
+    ) -> Option<(Box<dyn Law>, Ecn)> {
+        self.unraised += u64::from(unraised);
+        let was = self.presence.present();
+        let present = self.presence.on_report(self.unraised, self.sent);
+        if present == was {
+            return None;
+        }
+        let config = LawConfig {
+            initial_window: current.window(),
+            ..self.config
+        };
+        if present {
+            Some((protocol.law(config), protocol.data_ecn()))
+        } else {
+            let mut cubic = CubicLaw::new(config);
+            cubic.set_window(config.initial_window as f64);
+            Some((Box::new(cubic), Ecn::Ect0))
+        }
+    }
+}

@@ -1,0 +1,98 @@
+//! Receivers: every data packet goes through the flow's decoder, and each
+//! ACK carries the receiver's current estimate (the papers' ACK piggyback),
+//! whether the acknowledged packets arrived CE, and how many arrived
+//! Not-ECT (presence probes no ecnq router raised). A delayed-ACK receiver
+//! acknowledges every second packet, or after 40 ms.
+
+use ecnq::signal::{Feedback, PacketMarks};
+use ecnq::{Ecn, SchemeTag};
+
+use super::clock::{dur, Event, Nanos};
+use super::packet::{Packet, ACK_LEN};
+use super::Sim;
+
+/// A delayed ACK waits at most this long for a second packet (Linux's 40 ms
+/// minimum; RFC 1122 §4.2.3.2 allows up to 500 ms).
+const DELAYED_ACK_TIMEOUT: Nanos = 40_000_000;
+
+impl Sim {
+    /// A data packet reached its receiver.
+    pub(super) fn on_data(&mut self, pkt: Packet) {
+        let now = self.clock.now();
+        let f = pkt.flow as usize;
+        let flow = &mut self.flows[f];
+        flow.received_bytes += u64::from(pkt.len);
+        flow.sample_received += u64::from(pkt.len);
+        if let Some(d) = flow.decoder.as_mut() {
+            d.on_packet(dur(now), pkt.marks.ecn, pkt.marks.tag, pkt.marks.hash);
+        }
+        if !flow.spec.delayed_ack {
+            self.send_ack(&pkt, None);
+            return;
+        }
+        match flow.held.take() {
+            Some(earlier) => self.send_ack(&pkt, Some(&earlier)),
+            None => {
+                flow.held = Some(pkt);
+                flow.delack_at = now + DELAYED_ACK_TIMEOUT;
+                if !flow.delack_pending {
+                    flow.delack_pending = true;
+                    self.clock
+                        .schedule_at(now + DELAYED_ACK_TIMEOUT, Event::DelayedAck(f as u32));
+                }
+            }
+        }
+    }
+
+    /// Flow `f`'s delayed-ACK timer fired.
+    pub(super) fn delayed_ack(&mut self, f: usize) {
+        let now = self.clock.now();
+        let flow = &mut self.flows[f];
+        flow.delack_pending = false;
+        let Some(held) = flow.held else {
+            return;
+        };
+        if now < flow.delack_at {
+            flow.delack_pending = true;
+            let at = flow.delack_at;
+            self.clock.schedule_at(at, Event::DelayedAck(f as u32));
+            return;
+        }
+        flow.held = None;
+        self.send_ack(&held, None);
+    }
+
+    /// Acknowledges `data` (and `earlier`, for a delayed ACK) with the
+    /// receiver's current estimate.
+    fn send_ack(&mut self, data: &Packet, earlier: Option<&Packet>) {
+        let t = dur(self.clock.now());
+        let flow = &self.flows[data.flow as usize];
+        let feedback = flow
+            .decoder
+            .as_ref()
+            .map_or(Feedback::default(), |d| d.estimate(t));
+        let ce = |p: &Packet| p.marks.ecn == Ecn::Ce;
+        let unraised = |p: &Packet| u8::from(p.marks.ecn == Ecn::NotEct);
+        self.inject(Packet {
+            id: 0,
+            flow: data.flow,
+            hop: 0,
+            is_ack: true,
+            len: ACK_LEN,
+            // An ecnq receiver tags its packets too (QUIC tags every
+            // packet), so ACKs queue with their connection's class.
+            marks: PacketMarks {
+                ecn: Ecn::NotEct,
+                tag: SchemeTag::new(data.marks.tag.wire_id),
+                hash: 0,
+                flow: u64::from(data.flow),
+            },
+            pn: data.pn,
+            sent: data.sent,
+            feedback,
+            ce: ce(data) || earlier.is_some_and(ce),
+            unraised: unraised(data) + earlier.map_or(0, unraised),
+            also: earlier.map(|p| p.pn),
+        });
+    }
+}

@@ -1,0 +1,232 @@
+//! Text for the terminal: the one-screen summary of a run, and the table
+//! of headline figures that `compare` and `sweep` print, one row per run.
+
+use std::fmt::{self, Write as _};
+
+use super::metrics::{FlowSummary, LinkSummary, Summary};
+use crate::scenario::Scenario;
+
+/// A rate in bits per second in fixed-width table style: `100.00Mbit`.
+struct ShowRate(f64);
+
+impl fmt::Display for ShowRate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let v = self.0;
+        match v {
+            v if v >= 1e9 => write!(f, "{:.2}Gbit", v / 1e9),
+            v if v >= 1e6 => write!(f, "{:.2}Mbit", v / 1e6),
+            v if v >= 1e3 => write!(f, "{:.1}kbit", v / 1e3),
+            v => write!(f, "{v:.0}bit"),
+        }
+    }
+}
+
+/// At most this many flows are listed one by one.
+const SHOWN_FLOWS: usize = 12;
+
+/// The one-screen summary `run` prints; `wall_s` is how long the run took.
+pub fn one_screen(scenario: &Scenario, s: &Summary, wall_s: f64) -> String {
+    let mut out = String::new();
+    write_header(&mut out, scenario, s, wall_s);
+    write_links(&mut out, &s.links);
+    write_flows(&mut out, &s.flows);
+    write_aggregates(&mut out, s);
+    out
+}
+
+/// What ran: the scenario, the paper's claim, the scheme, seed and speed.
+fn write_header(out: &mut String, scenario: &Scenario, s: &Summary, wall_s: f64) {
+    let _ = writeln!(out, "{} — {}", scenario.name, scenario.file.title);
+    if !scenario.file.paper.is_empty() {
+        let _ = writeln!(out, "paper: {}", scenario.file.paper);
+    }
+    if !scenario.file.expect.is_empty() {
+        let _ = writeln!(out, "paper reports: {}", scenario.file.expect);
+    }
+    let _ = writeln!(
+        out,
+        "scheme {}  seed {}  {:.0} s simulated (stats from {:.0} s) in {:.2} s wall, {} events ({:.1} M/s)",
+        s.scheme,
+        s.seed,
+        s.duration_s,
+        s.measure_from_s,
+        wall_s,
+        s.events,
+        s.events as f64 / wall_s.max(1e-9) / 1e6
+    );
+}
+
+/// One line per link that carried traffic or dropped packets.
+fn write_links(out: &mut String, links: &[LinkSummary]) {
+    let _ = writeln!(
+        out,
+        "{:<10} {:>10} {:>6} {:>8} {:>8} {:>8} {:>9} {:>9} {:>8}",
+        "link", "rate", "util", "q mean", "q p99", "q peak", "q p99 ms", "peak ms", "loss"
+    );
+    for l in links.iter().filter(|l| l.utilization > 0.01 || l.drops > 0) {
+        let _ = writeln!(
+            out,
+            "{:<10} {:>10} {:>6.3} {:>8.1} {:>8} {:>8} {:>9.1} {:>9.1} {:>8.4}",
+            l.name,
+            ShowRate(l.rate_bps).to_string(),
+            l.utilization,
+            l.mean_queue_packets,
+            l.p99_queue_packets,
+            l.peak_queue_packets,
+            l.p99_queue_ms,
+            l.peak_queue_ms,
+            l.loss
+        );
+    }
+}
+
+/// One line per flow, up to [`SHOWN_FLOWS`].
+fn write_flows(out: &mut String, flows: &[FlowSummary]) {
+    let shown = flows.len().min(SHOWN_FLOWS);
+    let _ = writeln!(
+        out,
+        "{:<5} {:<10} {:<9} {:>8} {:>12} {:>6} {:>10}",
+        "flow", "group", "scheme", "start s", "throughput", "lost", "converge s"
+    );
+    for f in &flows[..shown] {
+        let _ = writeln!(
+            out,
+            "{:<5} {:<10} {:<9} {:>8.1} {:>12} {:>6} {:>10}",
+            f.id,
+            f.group,
+            f.scheme,
+            f.start_s,
+            ShowRate(f.throughput_bps).to_string(),
+            f.packets_lost,
+            f.convergence_s.map_or("-".into(), |c| format!("{c:.1}"))
+        );
+    }
+    if flows.len() > shown {
+        let _ = writeln!(
+            out,
+            "… {} more flows (see summary.json)",
+            flows.len() - shown
+        );
+    }
+}
+
+/// Group totals, fairness and completion times.
+fn write_aggregates(out: &mut String, s: &Summary) {
+    if s.groups.len() > 1 {
+        let groups: Vec<String> = s
+            .groups
+            .iter()
+            .map(|g| format!("{} ×{} {}", g.name, g.flows, ShowRate(g.throughput_bps)))
+            .collect();
+        let _ = writeln!(out, "groups: {}", groups.join(", "));
+    }
+    if !s.jain.series.is_empty() {
+        let _ = writeln!(
+            out,
+            "Jain's index: mean {:.3}, min {:.3}, last {:.3}",
+            s.jain.mean, s.jain.min, s.jain.last
+        );
+    }
+    if let Some(c) = &s.completion {
+        let _ = writeln!(
+            out,
+            "finite flows: {} started, {} finished, mean completion {:.3} s, median {:.3} s",
+            c.started, c.finished, c.mean_s, c.median_s
+        );
+    }
+}
+
+/// One row of `compare` / `sweep`: the headline figures of a run.
+pub struct Row {
+    /// What distinguishes this run.
+    pub label: Vec<String>,
+    /// The run's summary, or why it did not run.
+    pub result: Result<Summary, String>,
+}
+
+/// The most utilized reported link (the bottleneck for tables).
+pub fn bottleneck(s: &Summary) -> Option<&LinkSummary> {
+    s.links
+        .iter()
+        .max_by(|a, b| a.utilization.total_cmp(&b.utilization))
+}
+
+/// A table of headline figures; `heads` name the label columns.
+pub fn table(heads: &[&str], rows: &[Row]) -> String {
+    let mut out = String::new();
+    for h in heads {
+        let _ = write!(out, "{h:<12} ");
+    }
+    let _ = writeln!(
+        out,
+        "{:<8} {:>6} {:>7} {:>6} {:>6} {:>8} {:>7} {:>9} {:>9}",
+        "link", "util", "q mean", "q p99", "q peak", "loss", "Jain", "conv s", "FCT s"
+    );
+    for row in rows {
+        for l in &row.label {
+            let _ = write!(out, "{l:<12} ");
+        }
+        match &row.result {
+            Err(e) => {
+                let _ = writeln!(out, "skipped: {e}");
+            }
+            Ok(s) => write_figures(&mut out, s),
+        }
+    }
+    out
+}
+
+/// A table row's figures: the bottleneck's, fairness, convergence and
+/// completion time.
+fn write_figures(out: &mut String, s: &Summary) {
+    let (name, util, qm, q99, qp, loss) =
+        bottleneck(s).map_or(("-".into(), 0.0, 0.0, 0, 0, 0.0), |l| {
+            (
+                l.name.clone(),
+                l.utilization,
+                l.mean_queue_packets,
+                l.p99_queue_packets,
+                l.peak_queue_packets,
+                l.loss,
+            )
+        });
+    let jain = if s.jain.series.is_empty() {
+        "-".to_owned()
+    } else {
+        format!("{:.3}", s.jain.mean)
+    };
+    let fct = s
+        .completion
+        .as_ref()
+        .filter(|c| c.finished > 0)
+        .map(|c| c.mean_s);
+    let _ = writeln!(
+        out,
+        "{:<8} {:>6.3} {:>7.1} {:>6} {:>6} {:>8.4} {:>7} {:>9} {:>9}",
+        name,
+        util,
+        qm,
+        q99,
+        qp,
+        loss,
+        jain,
+        convergence_column(&s.flows),
+        fct.map_or("-".into(), |c| format!("{c:.3}"))
+    );
+}
+
+/// Convergence: the slowest later flow, and how many later flows converged.
+fn convergence_column(flows: &[FlowSummary]) -> String {
+    let later: Vec<Option<f64>> = flows
+        .iter()
+        .filter(|f| f.start_s > 0.0 && f.completion_s.is_none())
+        .map(|f| f.convergence_s)
+        .collect();
+    let converged: Vec<f64> = later.iter().flatten().copied().collect();
+    match converged.iter().copied().reduce(f64::max) {
+        _ if later.is_empty() => "-".to_owned(),
+        None => format!("none/{}", later.len()),
+        Some(max) if converged.len() == later.len() => format!("{max:.1}"),
+        Some(max) => format!("{max:.0}({}/{})", converged.len(), later.len()),
+    }
+}

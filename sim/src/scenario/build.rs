@@ -1,0 +1,299 @@
+//! Building a scenario into a [`SimConfig`]: its links become duplex links,
+//! each flow of a group gets a route padded to its RTT and a start time,
+//! and each Pareto source an arrival rate for its offered load.
+
+use std::ops::Range;
+
+use toml::Spanned;
+
+use super::file::{FlowGroup, LinkEntry, ParetoEntry};
+use super::quantity::Buffer;
+use super::topology::{Duplex, DuplexSpec, Network};
+use super::{Overrides, Scenario};
+use crate::engine::{BufferLimit, FlowSpec, Nanos, ParetoSpec, SimConfig, SECOND};
+use crate::protocol::Protocol;
+use crate::rng::Rng;
+
+impl Scenario {
+    /// Builds the simulation.
+    pub fn build(&self, o: &Overrides) -> Result<SimConfig, String> {
+        let f = &self.file;
+        let seed = o.seed.unwrap_or(f.seed);
+        let duration = o.duration.unwrap_or(f.duration.0);
+        self.check_cost(duration)?;
+        let mss = u32::try_from(f.mss.0)
+            .ok()
+            .filter(|&m| m >= 64)
+            .ok_or_else(|| format!("{}: mss: must be between 64 B and 4 GB", self.origin))?;
+        let mut b = Builder {
+            scenario: self,
+            net: Network::default(),
+            duplexes: Vec::new(),
+            rng: Rng::new(seed ^ 0x5CE7_A710),
+            scheme: self.scheme(o),
+            mss,
+        };
+        for (i, entry) in f.links.iter().enumerate() {
+            b.add_link(i, entry)?;
+        }
+        if b.duplexes.is_empty() {
+            return Err(format!(
+                "{}: links: a scenario needs at least one link",
+                self.origin
+            ));
+        }
+        for (gi, group) in f.flows.iter().enumerate() {
+            b.add_flow_group(gi, group)?;
+        }
+        for (pi, source) in f.pareto.iter().enumerate() {
+            b.add_pareto_source(pi, source)?;
+        }
+        let sample = f.sample.map_or(SECOND / 10, |t| t.0.max(1_000_000));
+        let measure_from = f.measure_from.map_or(0, |t| t.0);
+        Ok(b.net.into_config(duration, seed, sample, measure_from))
+    }
+}
+
+/// A scenario being built: the network so far, the links by name, and what
+/// every flow shares.
+struct Builder<'a> {
+    scenario: &'a Scenario,
+    net: Network,
+    duplexes: Vec<(String, Duplex)>,
+    /// Start jitter.
+    rng: Rng,
+    /// The scheme of flows that do not fix their own.
+    scheme: Protocol,
+    /// The scenario's packet size.
+    mss: u32,
+}
+
+impl Builder<'_> {
+    fn error_at(&self, span: Range<usize>, what: &str, msg: impl std::fmt::Display) -> String {
+        self.scenario.error_at(span, what, msg)
+    }
+
+    /// Adds link entry `i` as a duplex link.
+    fn add_link(&mut self, i: usize, entry: &Spanned<LinkEntry>) -> Result<(), String> {
+        let span = entry.span();
+        let l = entry.get_ref();
+        let what = format!("links[{i}]");
+        if self.duplexes.iter().any(|(n, _)| *n == l.name) {
+            return Err(self.error_at(span, &what, format!("duplicate link name `{}`", l.name)));
+        }
+        if !(0.0..=1.0).contains(&l.loss) {
+            return Err(self.error_at(span, &what, "loss must be between 0 and 1"));
+        }
+        let (buffer, ecn_threshold) = self.buffers(l, span, &what)?;
+        let d = self.net.duplex(&DuplexSpec {
+            name: l.name.clone(),
+            rate: l.rate.0,
+            delay: l.delay.0,
+            buffer,
+            loss: l.loss,
+            ecn_threshold,
+            discipline: l.queue,
+            marking: l.marking.0,
+        });
+        self.duplexes.push((l.name.clone(), d));
+        Ok(())
+    }
+
+    /// A link's buffer limit (with its floor) and its classic ECN marking
+    /// threshold in bytes (default: half the buffer).
+    fn buffers(
+        &self,
+        l: &LinkEntry,
+        span: Range<usize>,
+        what: &str,
+    ) -> Result<(BufferLimit, u64), String> {
+        let mss = self.mss;
+        let bdp_rtt = self.scenario.file.bdp_rtt;
+        let to_limit = |b: Buffer| -> Result<BufferLimit, String> {
+            Ok(match b {
+                Buffer::Packets(n) => BufferLimit::Packets(n),
+                Buffer::Bytes(n) => BufferLimit::Bytes(n),
+                Buffer::Bdp(x) => {
+                    // Saturating: any delay a file may give must not overflow.
+                    let rtt = bdp_rtt.map_or(l.delay.0.saturating_mul(2), |t| t.0);
+                    let bytes = x * l.rate.0 / 8.0 * rtt as f64 / 1e9;
+                    BufferLimit::Packets((bytes / f64::from(mss)).round().max(1.0) as u64)
+                }
+            })
+        };
+        let buffer = match (to_limit(l.buffer)?, l.min_buffer.map(to_limit).transpose()?) {
+            (BufferLimit::Packets(a), Some(BufferLimit::Packets(b))) => {
+                BufferLimit::Packets(a.max(b))
+            }
+            (BufferLimit::Bytes(a), Some(BufferLimit::Bytes(b))) => BufferLimit::Bytes(a.max(b)),
+            (_, Some(_)) => {
+                return Err(self.error_at(
+                    span,
+                    what,
+                    "buffer and min_buffer must both be in packets (or bdp) or both in bytes",
+                ))
+            }
+            (b, None) => b,
+        };
+        let ecn_threshold = match l.ecn_threshold.map(to_limit).transpose()?.unwrap_or(buffer) {
+            BufferLimit::Packets(n) if l.ecn_threshold.is_some() => {
+                n.saturating_mul(u64::from(mss))
+            }
+            BufferLimit::Bytes(b) if l.ecn_threshold.is_some() => b,
+            BufferLimit::Packets(n) => n.saturating_mul(u64::from(mss)) / 2,
+            BufferLimit::Bytes(b) => b / 2,
+        };
+        Ok((buffer, ecn_threshold))
+    }
+
+    /// The duplex links a `path` of link names takes (default: every link).
+    fn hops(
+        &self,
+        path: &Option<Vec<String>>,
+        span: Range<usize>,
+        what: &str,
+    ) -> Result<Vec<Duplex>, String> {
+        let duplexes = &self.duplexes;
+        match path {
+            None => Ok(duplexes.iter().map(|(_, d)| *d).collect()),
+            Some(names) if names.is_empty() => Err(self.error_at(span, what, "path is empty")),
+            Some(names) => names
+                .iter()
+                .map(|n| {
+                    duplexes
+                        .iter()
+                        .find(|(name, _)| name == n)
+                        .map(|(_, d)| *d)
+                        .ok_or_else(|| {
+                            let known: Vec<&str> =
+                                duplexes.iter().map(|(n, _)| n.as_str()).collect();
+                            self.error_at(
+                                span.clone(),
+                                &format!("{what}.path"),
+                                format!("unknown link `{n}` (links: {})", known.join(", ")),
+                            )
+                        })
+                })
+                .collect(),
+        }
+    }
+
+    /// Adds the flows of group `gi`, each routed to its RTT.
+    fn add_flow_group(&mut self, gi: usize, group: &Spanned<FlowGroup>) -> Result<(), String> {
+        let span = group.span();
+        let g = group.get_ref();
+        let what = format!("flows[{gi}]");
+        let hops = self.hops(&g.path, span.clone(), &what)?;
+        let protocol = g.scheme.unwrap_or(self.scheme);
+        let start = g.start.map_or(0, |t| t.0);
+        let step = g.start_step.map_or(0, |t| t.0);
+        let jitter = g.start_jitter.map_or(0, |t| t.0);
+        for i in 0..g.count as usize {
+            let rtt = match &g.rtt {
+                Some(r) => Some(
+                    r.get(i)
+                        .ok_or_else(|| self.error_at(span.clone(), &what, "rtt list is empty"))?
+                        .0,
+                ),
+                None => None,
+            };
+            let route = self
+                .net
+                .route(&hops, g.reverse, rtt)
+                .map_err(|e| self.error_at(span.clone(), &format!("{what}.rtt"), e))?;
+            let jitter = (self.rng.uniform() * jitter as f64) as Nanos;
+            let mss = self.flow_mss(g, i, span.clone(), &what)?;
+            self.net.flows.push(FlowSpec {
+                protocol,
+                path: route.path,
+                ack_path: route.ack_path,
+                start: start + step * i as Nanos + jitter,
+                stop: g.stop.map(|t| t.0),
+                size: g.size.map(|b| b.0.max(1)),
+                mss,
+                max_window: g.max_window.map(|p| u64::from(p) * u64::from(mss)),
+                group: g.name.clone().unwrap_or_else(|| format!("flows{gi}")),
+                sampled: true,
+                background: g.background,
+                delayed_ack: g.delayed_ack,
+                pace: g.pace,
+            });
+        }
+        Ok(())
+    }
+
+    /// Flow `i` of group `g`'s packet size (default: the scenario's).
+    fn flow_mss(
+        &self,
+        g: &FlowGroup,
+        i: usize,
+        span: Range<usize>,
+        what: &str,
+    ) -> Result<u32, String> {
+        match &g.mss {
+            None => Ok(self.mss),
+            Some(m) => m
+                .get(i)
+                .and_then(|b| u32::try_from(b.0).ok())
+                .filter(|&m| m >= 64)
+                .ok_or_else(|| {
+                    self.error_at(span, &format!("{what}.mss"), "must be at least 64 B")
+                }),
+        }
+    }
+
+    /// Adds Pareto source `pi`, its arrival rate set for its offered load
+    /// on the smallest capacity of its path.
+    fn add_pareto_source(
+        &mut self,
+        pi: usize,
+        source: &Spanned<ParetoEntry>,
+    ) -> Result<(), String> {
+        let span = source.span();
+        let p = source.get_ref();
+        let what = format!("pareto[{pi}]");
+        if p.shape <= 1.0 || !p.shape.is_finite() {
+            return Err(self.error_at(
+                span,
+                &what,
+                "shape must be greater than 1 (the mean must exist)",
+            ));
+        }
+        if !(p.load > 0.0 && p.load.is_finite()) || p.mean_size.0 == 0 {
+            return Err(self.error_at(span, &what, "load and mean_size must be positive"));
+        }
+        let hops = self.hops(&p.path, span.clone(), &what)?;
+        let route = self
+            .net
+            .route(&hops, false, p.rtt.map(|t| t.0))
+            .map_err(|e| self.error_at(span.clone(), &format!("{what}.rtt"), e))?;
+        let capacity = route
+            .path
+            .iter()
+            .filter_map(|&l| self.net.links[l].rate)
+            .fold(f64::INFINITY, f64::min);
+        let mean = p.mean_size.0 as f64;
+        self.net.pareto.push(ParetoSpec {
+            arrivals_per_sec: p.load * capacity / 8.0 / mean,
+            shape: p.shape,
+            mean_size: mean,
+            until: p.stop.map_or(Nanos::MAX, |t| t.0),
+            flow: FlowSpec {
+                protocol: p.scheme.unwrap_or(self.scheme),
+                path: route.path,
+                ack_path: route.ack_path,
+                start: p.start.map_or(0, |t| t.0),
+                stop: None,
+                size: None,
+                mss: self.mss,
+                max_window: None,
+                group: p.name.clone().unwrap_or_else(|| format!("pareto{pi}")),
+                sampled: false,
+                background: true,
+                delayed_ack: false,
+                pace: true,
+            },
+        });
+        Ok(())
+    }
+}

@@ -1,0 +1,207 @@
+//! The scenario file format: what each table and field of a scenario's
+//! TOML means, with its default. Quantities parse with [`super::quantity`].
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::quantity::{Buffer, Bytes, Rate, Time};
+use crate::protocol::Protocol;
+use ecnq::bottleneck::Discipline;
+use ecnq::router::MarkingMode;
+
+/// One value or a list (a list gives one value per flow of a group, cycled).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+pub enum OneOrMany<T> {
+    /// The same for every flow.
+    One(T),
+    /// Flow i gets element i mod len.
+    Many(Vec<T>),
+}
+
+impl<T: Copy> OneOrMany<T> {
+    /// The value for flow `i` (None for an empty list).
+    pub(super) fn get(&self, i: usize) -> Option<T> {
+        match self {
+            OneOrMany::One(v) => Some(*v),
+            OneOrMany::Many(vs) if vs.is_empty() => None,
+            OneOrMany::Many(vs) => Some(vs[i % vs.len()]),
+        }
+    }
+}
+
+/// A duplex link.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkEntry {
+    /// Unique name (paths refer to it).
+    pub name: String,
+    /// Rate, e.g. `"20Mbit"`.
+    pub rate: Rate,
+    /// One-way propagation delay, e.g. `"10ms"`.
+    pub delay: Time,
+    /// Drop-tail buffer: `"50pkt"`, `"64kb"` (bytes, powers of 1024) or `"1bdp"` (rate × `bdp_rtt`).
+    pub buffer: Buffer,
+    /// Random loss probability on the forward direction, 0..1.
+    #[serde(default)]
+    pub loss: f64,
+    /// Classic ECN marking threshold (default: half the buffer).
+    pub ecn_threshold: Option<Buffer>,
+    /// A floor under `buffer` (the BMCC paper: the larger of one BDP and two
+    /// packets per flow).
+    pub min_buffer: Option<Buffer>,
+    /// `"dual"` (default: ecnq traffic in its own queue, the rest under
+    /// CoDel) or `"fifo"` (one drop-tail queue, as in the papers).
+    #[serde(default, deserialize_with = "discipline")]
+    pub queue: Discipline,
+    /// `"auto"` (default: the router marks by each packet's tag) or `"off"`
+    /// (a drop-tail router that knows nothing of ecnq).
+    #[serde(default, deserialize_with = "marking")]
+    pub marking: Marking,
+}
+
+/// A link's marking, `auto` unless a file says otherwise.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Marking(pub MarkingMode);
+
+impl Default for Marking {
+    fn default() -> Marking {
+        Marking(MarkingMode::Auto)
+    }
+}
+
+fn marking<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Marking, D::Error> {
+    let text = String::deserialize(d)?;
+    text.parse().map(Marking).map_err(serde::de::Error::custom)
+}
+
+fn discipline<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Discipline, D::Error> {
+    let text = String::deserialize(d)?;
+    text.parse().map_err(serde::de::Error::custom)
+}
+
+/// A group of identical long-lived or fixed-size flows.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlowGroup {
+    /// Name in reports (default `flows<i>`).
+    pub name: Option<String>,
+    /// How many flows.
+    #[serde(default = "one")]
+    pub count: u32,
+    /// A fixed protocol (background traffic); default: the scenario's scheme.
+    pub scheme: Option<Protocol>,
+    /// Link names in data order (default: every link, in file order).
+    pub path: Option<Vec<String>>,
+    /// Send data over the reverse direction (two-way traffic).
+    #[serde(default)]
+    pub reverse: bool,
+    /// Round-trip propagation delay (one value or one per flow).
+    pub rtt: Option<OneOrMany<Time>>,
+    /// Start of the first flow.
+    #[serde(default)]
+    pub start: Option<Time>,
+    /// Flow i starts `i × start_step` after the first.
+    #[serde(default)]
+    pub start_step: Option<Time>,
+    /// Plus a uniform random delay in `[0, start_jitter)`.
+    #[serde(default)]
+    pub start_jitter: Option<Time>,
+    /// Stop sending new data at this time.
+    pub stop: Option<Time>,
+    /// Bytes per flow (default: long-lived).
+    pub size: Option<Bytes>,
+    /// Window cap in packets (the papers' background TCP flows use 20).
+    pub max_window: Option<u32>,
+    /// Background traffic: reported, but left out of Jain's index and of
+    /// the fair share that convergence time refers to.
+    #[serde(default)]
+    pub background: bool,
+    /// The receiver acknowledges every second packet, or after 40 ms.
+    #[serde(default)]
+    pub delayed_ack: bool,
+    /// Window senders pace at 1.25 × window / srtt, as ecnq's QUIC stack
+    /// (quinn) does; `false` sends on ACK clocking alone, like ns-2's TCP.
+    #[serde(default = "yes")]
+    pub pace: bool,
+    /// Packet size for this group (one value or one per flow; default: the scenario's `mss`).
+    pub mss: Option<OneOrMany<Bytes>>,
+}
+
+/// Finite flows arriving as a Poisson process with Pareto sizes.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ParetoEntry {
+    /// Name in reports.
+    pub name: Option<String>,
+    /// A fixed protocol; default: the scenario's scheme.
+    pub scheme: Option<Protocol>,
+    /// Link names (default: every link).
+    pub path: Option<Vec<String>>,
+    /// Round-trip propagation delay.
+    pub rtt: Option<Time>,
+    /// Offered load as a fraction of the path's smallest capacity.
+    pub load: f64,
+    /// Mean flow size.
+    pub mean_size: Bytes,
+    /// Pareto shape α (> 1).
+    pub shape: f64,
+    /// First arrival.
+    pub start: Option<Time>,
+    /// Last arrival.
+    pub stop: Option<Time>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// A scenario file's contents.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioFile {
+    /// What the scenario reproduces.
+    pub title: String,
+    /// Paper file and figure.
+    #[serde(default)]
+    pub paper: String,
+    /// The paper's reported result, for the one-screen summary.
+    #[serde(default)]
+    pub expect: String,
+    /// Default scheme for flows that do not fix one.
+    pub scheme: Protocol,
+    /// Simulated time.
+    pub duration: Time,
+    /// RNG seed.
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    /// Data packet size.
+    #[serde(default = "default_mss")]
+    pub mss: Bytes,
+    /// Time-series sampling period (default 100 ms).
+    pub sample: Option<Time>,
+    /// Summary statistics start here (default 0).
+    pub measure_from: Option<Time>,
+    /// The RTT that `bdp` buffers refer to (default: the link's own round trip).
+    pub bdp_rtt: Option<Time>,
+    /// Links.
+    pub links: Vec<Spanned<LinkEntry>>,
+    /// Flow groups.
+    #[serde(default)]
+    pub flows: Vec<Spanned<FlowGroup>>,
+    /// Finite-flow sources.
+    #[serde(default)]
+    pub pareto: Vec<Spanned<ParetoEntry>>,
+}
+
+fn default_seed() -> u64 {
+    1
+}
+
+fn default_mss() -> Bytes {
+    Bytes(1000)
+}

@@ -1,0 +1,254 @@
+//! Scenario files (TOML): links, flow groups and finite-flow sources, with
+//! the papers' parameters. A scenario names its default scheme; any run may
+//! override it, and `--set key=value` changes any field (a dotted path such
+//! as `links.0.rate` or `flows.1.count`).
+//!
+//! Errors name the file, the line and the field. [`file`] is the format,
+//! [`quantity`] its quantities, [`edits`] the `--set` edits, [`topology`] the
+//! links and routes a scenario builds, and `build` turns it into a
+//! [`crate::engine::SimConfig`].
+
+mod build;
+pub mod edits;
+pub mod file;
+pub mod quantity;
+pub mod topology;
+
+use std::path::Path;
+
+pub use edits::apply_edits;
+pub use file::{FlowGroup, LinkEntry, Marking, OneOrMany, ParetoEntry, ScenarioFile};
+
+use crate::engine::{Nanos, SECOND};
+use crate::protocol::Protocol;
+
+/// Longest simulated time a scenario may ask for: a day.
+pub const MAX_DURATION: Nanos = 86_400 * SECOND;
+/// Memory a scenario's flows and time series may take.
+pub const MEMORY_BUDGET: u64 = 4 << 30;
+/// A flow's state in the simulator, bytes (its specification, law, sender
+/// and receiver): about 500 measured, rounded up.
+const BYTES_PER_FLOW: u64 = 1024;
+/// One flow's or link's sample of the time series, bytes (at least
+/// `size_of` of [`crate::engine::FlowSample`]).
+const BYTES_PER_SAMPLE: u64 = 64;
+
+/// A loaded scenario: its name, source text and parsed contents.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    /// File stem.
+    pub name: String,
+    /// Where it came from (for messages).
+    pub origin: String,
+    /// The TOML text (after overrides).
+    pub source: String,
+    /// The parsed file.
+    pub file: ScenarioFile,
+}
+
+/// Run-time overrides from the command line.
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    /// Replaces the scenario's scheme.
+    pub scheme: Option<Protocol>,
+    /// Replaces the seed.
+    pub seed: Option<u64>,
+    /// Replaces the duration.
+    pub duration: Option<Nanos>,
+}
+
+fn line_of(source: &str, offset: usize) -> usize {
+    source[..offset.min(source.len())].matches('\n').count() + 1
+}
+
+impl Scenario {
+    /// Reads and parses a scenario file, applying `set` edits first.
+    pub fn load(path: &Path, set: &[String]) -> Result<Scenario, String> {
+        let origin = path.display().to_string();
+        let text =
+            std::fs::read_to_string(path).map_err(|e| format!("{origin}: cannot read: {e}"))?;
+        let name = path
+            .file_stem()
+            .map_or_else(|| origin.clone(), |s| s.to_string_lossy().into_owned());
+        Scenario::parse(&name, &origin, &text, set)
+    }
+
+    /// Parses scenario text; `origin` names it in error messages.
+    pub fn parse(name: &str, origin: &str, text: &str, set: &[String]) -> Result<Scenario, String> {
+        let source = apply_edits(text, set).map_err(|e| format!("{origin}: {e}"))?;
+        let file: ScenarioFile = toml::from_str(&source).map_err(|e| {
+            let line = e.span().map(|s| line_of(&source, s.start));
+            let field = line
+                .and_then(|l| source.lines().nth(l - 1))
+                .and_then(|l| l.split_once('='))
+                .map(|(key, _)| format!("field `{}`: ", key.trim()))
+                .unwrap_or_default();
+            let at = line.map(|l| format!(":{l}")).unwrap_or_default();
+            format!("{origin}{at}: {field}{}", e.message().trim())
+        })?;
+        Ok(Scenario {
+            name: name.to_owned(),
+            origin: origin.to_owned(),
+            source,
+            file,
+        })
+    }
+
+    fn error_at(
+        &self,
+        span: std::ops::Range<usize>,
+        what: &str,
+        msg: impl std::fmt::Display,
+    ) -> String {
+        format!(
+            "{}:{}: {what}: {msg}",
+            self.origin,
+            line_of(&self.source, span.start)
+        )
+    }
+
+    /// The protocol the scenario's main flows run under these overrides.
+    pub fn scheme(&self, o: &Overrides) -> Protocol {
+        o.scheme.unwrap_or(self.file.scheme)
+    }
+
+    /// Checks what the scenario would cost before anything is allocated:
+    /// a simulated duration of at most [`MAX_DURATION`], and flows and
+    /// samples within [`MEMORY_BUDGET`].
+    fn check_cost(&self, duration: Nanos) -> Result<(), String> {
+        if duration == 0 || duration > MAX_DURATION {
+            return Err(format!(
+                "{}: duration: must be more than 0 s and at most {} s, got {} s",
+                self.origin,
+                MAX_DURATION / SECOND,
+                duration as f64 / 1e9
+            ));
+        }
+        let f = &self.file;
+        let flows: u64 = f.flows.iter().map(|g| u64::from(g.get_ref().count)).sum();
+        let sample = f.sample.map_or(SECOND / 10, |t| t.0.max(1_000_000));
+        let series = (flows + f.links.len() as u64) * (duration / sample) * BYTES_PER_SAMPLE;
+        let need = flows.saturating_mul(BYTES_PER_FLOW).saturating_add(series);
+        if need > MEMORY_BUDGET {
+            return Err(format!(
+                "{}: {flows} flows over {} s sampled every {} ms need about {} MB, more than the {} MB allowed (fewer flows, a shorter duration or a longer sample)",
+                self.origin,
+                duration / SECOND,
+                sample / 1_000_000,
+                need >> 20,
+                MEMORY_BUDGET >> 20
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::quantity::{Buffer, Bytes, Rate, Time};
+    use super::*;
+
+    const TEXT: &str = r#"
+title = "t"
+scheme = "vcp"
+duration = "10s"
+[[links]]
+name = "L"
+rate = "10Mbit"
+delay = "5ms"
+buffer = "20pkt"
+[[flows]]
+count = 2
+rtt = ["20ms", "40ms"]
+"#;
+
+    #[test]
+    fn edits_change_fields_and_keep_lines() {
+        let set = [
+            "links.0.rate=4Mbit".to_owned(),
+            "flows.0.count=3".to_owned(),
+            "flows.0.rtt.1=60ms".to_owned(),
+            "seed=9".to_owned(),
+        ];
+        let s = Scenario::parse("t", "t", TEXT, &set).unwrap();
+        assert_eq!(s.file.links[0].get_ref().rate, Rate(4e6));
+        assert_eq!(s.file.flows[0].get_ref().count, 3);
+        assert_eq!(s.file.seed, 9);
+        let config = s.build(&Overrides::default()).unwrap();
+        assert_eq!(config.flows.len(), 3);
+        // Flow 1 got the edited 60 ms RTT: 10 ms on the link, 50 ms of access delay.
+        let rtt: Nanos = config.flows[1]
+            .path
+            .iter()
+            .chain(&config.flows[1].ack_path)
+            .map(|&l| config.links[l].delay)
+            .sum();
+        assert_eq!(rtt, 60_000_000);
+        // Editing an existing key keeps every line where it was.
+        let edited = apply_edits(TEXT, &set[..3]).unwrap();
+        assert_eq!(line_of(&edited, edited.find("rate").unwrap()), 7);
+        assert_eq!(edited.lines().count(), TEXT.lines().count());
+        let err = apply_edits(TEXT, &["links.3.rate=1Mbit".to_owned()]).unwrap_err();
+        assert!(err.contains("no field `links.3.rate`"), "{err}");
+    }
+
+    #[test]
+    fn overrides_replace_scheme_seed_and_duration() {
+        let s = Scenario::parse("t", "t", TEXT, &[]).unwrap();
+        let o = Overrides {
+            scheme: Some("cubic".parse().unwrap()),
+            seed: Some(4),
+            duration: Some(1_000_000_000),
+        };
+        let config = s.build(&o).unwrap();
+        assert_eq!((config.seed, config.duration), (4, 1_000_000_000));
+        assert!(config.flows.iter().all(|f| f.protocol.name() == "cubic"));
+    }
+
+    #[test]
+    fn costly_scenarios_fail_before_allocating() {
+        let build = |set: &[&str]| {
+            let set: Vec<String> = set.iter().map(|s| (*s).to_owned()).collect();
+            Scenario::parse("t", "t", TEXT, &set)?.build(&Overrides::default())
+        };
+        let err = build(&["flows.0.count=10000000"]).unwrap_err();
+        assert!(
+            err.contains("10000000 flows") && err.contains("MB allowed"),
+            "{err}"
+        );
+        let err = build(&["duration=1e30s"]).unwrap_err();
+        assert!(
+            err.contains("`duration`: time `1e30s` is too long"),
+            "{err}"
+        );
+        let err = build(&["duration=2d"]).unwrap_err();
+        assert!(err.contains("unknown time unit"), "{err}");
+        let err = build(&["duration=100000s"]).unwrap_err();
+        assert!(err.contains("duration: must be"), "{err}");
+        let err = build(&["duration=0s"]).unwrap_err();
+        assert!(err.contains("duration: must be"), "{err}");
+        assert!(build(&["flows.0.count=1000", "duration=600s"]).is_ok());
+    }
+
+    proptest::proptest! {
+        /// Quantities parse or fail, never panic, whatever the text.
+        #[test]
+        fn quantities_never_panic(text in "\\PC{0,24}", number in proptest::num::f64::ANY, unit in "(ns|us|ms|s|Mbit|KB|pkt|bdp|GiB|)") {
+            for t in [text.clone(), format!("{number}{unit}"), format!("{number:e}{unit}")] {
+                let _ = t.parse::<Time>();
+                let _ = t.parse::<Rate>();
+                let _ = t.parse::<Bytes>();
+                let _ = t.parse::<Buffer>();
+            }
+        }
+
+        /// Any edit of the scenario's fields gives a scenario or an error.
+        #[test]
+        fn edits_never_panic(key in "(duration|seed|flows.0.count|flows.0.rtt.0|links.0.rate|links.0.buffer|links.0.loss|mss|sample)", value in "[0-9a-zA-Z.e+-]{0,12}") {
+            let set = [format!("{key}={value}")];
+            if let Ok(s) = Scenario::parse("t", "t", TEXT, &set) {
+                let _ = s.build(&Overrides::default());
+            }
+        }
+    }
+}
