@@ -4,7 +4,8 @@
 //! `use` lines and in code, outside comments and its test module) is an
 //! edge to the innermost module the path names. Re-exports (`pub use`) are
 //! a facade, not a dependency, and do not count. A cycle fails the test
-//! and is printed module by module.
+//! and is printed module by module; so does one between the crate's
+//! top-level folders (each folder and everything in it as one module).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -159,6 +160,23 @@ fn edges(known: &BTreeMap<ModPath, PathBuf>) -> BTreeMap<ModPath, BTreeSet<ModPa
     graph
 }
 
+/// The same graph between the crate's top-level modules (a folder and all
+/// it holds is one), so that two folders cannot lean on each other either.
+fn top_level(graph: &BTreeMap<ModPath, BTreeSet<ModPath>>) -> BTreeMap<ModPath, BTreeSet<ModPath>> {
+    let top = |m: &ModPath| m.iter().take(1).cloned().collect::<ModPath>();
+    let mut folded: BTreeMap<ModPath, BTreeSet<ModPath>> = BTreeMap::new();
+    for (module, uses) in graph {
+        let from = top(module);
+        let entry = folded.entry(from.clone()).or_default();
+        entry.extend(
+            uses.iter()
+                .map(top)
+                .filter(|to| *to != from && !to.is_empty()),
+        );
+    }
+    folded
+}
+
 /// The groups of two or more modules that reach each other (Tarjan's
 /// strongly connected components).
 fn cycles(graph: &BTreeMap<ModPath, BTreeSet<ModPath>>) -> Vec<Vec<ModPath>> {
@@ -230,8 +248,12 @@ fn no_crate_has_an_import_cycle() {
     for krate in ["transport", "router-shim", "sim", "examples"] {
         let known = modules(&root.join(krate).join("src"));
         assert!(known.len() > 3, "{krate}: no modules found");
-        for group in cycles(&edges(&known)) {
+        let graph = edges(&known);
+        for group in cycles(&graph) {
             problems.push(format!("{krate}: {}", show(&group)));
+        }
+        for group in cycles(&top_level(&graph)) {
+            problems.push(format!("{krate}, between folders: {}", show(&group)));
         }
     }
     assert!(

@@ -25,8 +25,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ecnq::bottleneck::Discipline;
 use ecnq::quic::{CongestionControl, Endpoint, Options, SelfSigned};
+use ecnq::router::bottleneck::Discipline;
 use ecnq::units::Size;
 use ecnq_shim::io::relay::{raise_fd_limit, Relay, RelayConfig, RelayReport, FD_RESERVE};
 use ecnq_shim::io::sessions::SessionLimits;

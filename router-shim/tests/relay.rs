@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use ecnq::bottleneck::Discipline;
+use ecnq::router::bottleneck::Discipline;
 use ecnq::router::MarkingMode;
 use ecnq::tos_io::{enable_recv_tos, send_with_tos, set_buffers};
 use ecnq::{Ecn, Scheme, SchemeTag, WireScheme};

@@ -11,11 +11,11 @@ use ecnq::{Ecn, Scheme};
 /// The NewReno baseline is the core's classic law (RFC 6582 window
 /// arithmetic, loss and CE as congestion), the same one ecnq senders fall
 /// back to.
-pub type NewReno = ecnq::classic::ClassicLaw;
+pub type NewReno = ecnq::schemes::classic::ClassicLaw;
 
 /// The Cubic baseline is the core's Cubic law (RFC 8312), the one erc keeps
 /// beside its advertised rate.
-pub type Cubic = ecnq::cubic::CubicLaw;
+pub type Cubic = ecnq::schemes::cubic::CubicLaw;
 
 /// A loss-based baseline model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -105,7 +105,7 @@ impl Protocol {
         matches!(self, Protocol::Ecnq(s) if s.is_router_assisted())
     }
 
-    /// Whether the sender sends presence probes ([`ecnq::presence`]).
+    /// Whether the sender sends presence probes ([`ecnq::session::presence`]).
     pub fn sends_probes(self) -> bool {
         matches!(self, Protocol::Ecnq(s) if s.wire().sends_probes())
     }

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use ecnq::bottleneck::Discipline;
+use ecnq::router::bottleneck::Discipline;
 use ecnq_sim::engine::{Sim, TraceKind, SECOND};
 use ecnq_sim::scenario::{Overrides, Scenario};
 

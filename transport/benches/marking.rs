@@ -6,7 +6,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use ecnq::hash::fmix32;
+use ecnq::wire::hash::fmix32;
 use ecnq::{MarkingMode, PacketMarks, RouterConfig, RouterLink, SchemeTag, WireScheme};
 
 const BATCH: u32 = 1024;

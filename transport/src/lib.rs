@@ -16,49 +16,44 @@
 //!   Its socket reads and writes the TOS byte through `tos_io` (feature
 //!   `tos-io`, which the router shim's relay uses without QUIC).
 //!
-//! One module per scheme holds its marker, decoder and law side by side:
-//! [`vcp`], [`evcp`], [`mpcp`] (DPCP and TPCP), [`bmcc`], [`mcp`], and
-//! [`classic`] for paths and peers without ecnq feedback.
+//! The core is grouped by role:
+//!
+//! * [`schemes`]: one module per scheme, its marker, decoder and law side
+//!   by side ([`schemes::erc`], [`schemes::vcp`], [`schemes::evcp`],
+//!   [`schemes::mpcp`] (DPCP and TPCP), [`schemes::bmcc`], [`schemes::mcp`],
+//!   [`schemes::prague`], [`schemes::classic`] and [`schemes::cubic`] for
+//!   paths without ecnq feedback), and the registry that lists them;
+//! * [`router`]: the link model, the meter, the policer and the marking
+//!   pipeline of one output link;
+//! * [`session`]: one connection's feedback state (decoder, reports,
+//!   fallback, router presence, rate gate);
+//! * [`wire`]: ECN codepoints, the DSCP scheme tag, the packet hash;
+//! * [`signal`]: the traits of the three roles and what they share (load
+//!   figures, the per-flow table, the max-min split); [`statistics`] and
+//!   [`units`]: the figures and quantities every tool shares.
 
 #![warn(missing_docs)]
 
-pub mod bmcc;
-pub mod bottleneck;
-pub mod classic;
-pub mod cubic;
-pub mod ecn;
-pub mod erc;
-pub mod evcp;
-pub mod fairness;
-pub mod flow_table;
-pub mod hash;
-pub mod load;
-pub mod mcp;
-pub mod meter;
-pub mod mpcp;
-pub mod policer;
-pub mod prague;
-pub mod presence;
 pub mod router;
-pub mod scheme;
+pub mod schemes;
 pub mod session;
 pub mod signal;
 pub mod statistics;
 #[cfg(feature = "tos-io")]
 pub mod tos_io;
 pub mod units;
-pub mod vcp;
+pub mod wire;
 
 #[cfg(feature = "quic")]
 pub mod quic;
 
-pub use ecn::{Ecn, SchemeTag, WireScheme};
-pub use flow_table::FlowTableConfig;
-pub use hash::packet_hash;
-pub use load::LoadFactor;
-pub use meter::{IntervalStats, LinkLoad, LoadFactorMeter, MeterConfig};
+pub use router::meter::{IntervalStats, LinkLoad, LoadFactorMeter, MeterConfig};
 pub use router::{MarkCounters, MarkingMode, RouterConfig, RouterLink};
-pub use scheme::{Scheme, UnknownScheme};
+pub use schemes::{Scheme, UnknownScheme};
+pub use signal::flow_table::FlowTableConfig;
+pub use signal::load::LoadFactor;
 pub use signal::{
     Congestion, Decoder, Feedback, Law, LawConfig, LinkState, Marker, Mode, PacketMarks, RttSample,
 };
+pub use wire::ecn::{Ecn, SchemeTag, WireScheme};
+pub use wire::hash::packet_hash;

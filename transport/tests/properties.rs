@@ -150,7 +150,7 @@ fn overload(scheme: Scheme, pick: u8) -> Option<Feedback> {
         Scheme::Bmcc => (0, 1.0 + f64::from(pick) / 4.0),
         Scheme::Mcp => (3, 1.2),
         // The smallest rate erc advertises.
-        Scheme::Erc => (ecnq::erc::MAX_INDEX, 1.2),
+        Scheme::Erc => (ecnq::schemes::erc::MAX_INDEX, 1.2),
         Scheme::Prague => return None,
         Scheme::Classic => unreachable!("classic has no router feedback"),
     };

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use ecnq::hash::fmix32;
+use ecnq::wire::hash::fmix32;
 use ecnq::{
     Ecn, LawConfig, LinkLoad, MarkingMode, PacketMarks, RouterConfig, RouterLink, RttSample, Scheme,
 };

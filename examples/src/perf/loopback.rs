@@ -8,8 +8,8 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ecnq::bottleneck::Discipline;
 use ecnq::quic::{CongestionControl, Endpoint, Options};
+use ecnq::router::bottleneck::Discipline;
 use ecnq::Scheme;
 use ecnq_shim::io::relay::{Relay, RelayConfig};
 use ecnq_shim::io::sessions::SessionLimits;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::ArgMatches;
-use ecnq::bottleneck::Discipline;
+use ecnq::router::bottleneck::Discipline;
 use ecnq::router::{MarkingMode, RouterConfig};
 use ecnq::FlowTableConfig;
 

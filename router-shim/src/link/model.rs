@@ -13,7 +13,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::Duration;
 
-use ecnq::bottleneck::{
+use ecnq::router::bottleneck::{
     Bottleneck, BottleneckConfig, Class, Discipline, Dropped, QueueLimit, Queued,
 };
 use ecnq::router::{RouterConfig, RouterLink};
@@ -48,7 +48,7 @@ pub enum DropCause {
     Blackhole,
     /// The classic queue's AQM (CoDel) dropped a Not-ECT packet.
     Aqm,
-    /// The packet was an over-share flow's excess ([`ecnq::policer`]).
+    /// The packet was an over-share flow's excess ([`ecnq::router::policer`]).
     Policed,
 }
 

@@ -23,7 +23,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use ecnq::bottleneck::Discipline;
+use ecnq::router::bottleneck::Discipline;
 use ecnq::units::{parse_duration, Rate, ShowDuration, Size, UnitError};
 
 /// How much the link buffer holds.

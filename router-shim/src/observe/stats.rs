@@ -7,7 +7,7 @@ use std::io::{self, Write};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use ecnq::bottleneck::CLASSES;
+use ecnq::router::bottleneck::CLASSES;
 use ecnq::router::MarkCounters;
 use ecnq::{IntervalStats, LinkLoad};
 

@@ -2,13 +2,13 @@
 //! as the scenario files and the topology builder produce them.
 
 use crate::protocol::Protocol;
-use ecnq::bottleneck::Discipline;
+use ecnq::router::bottleneck::Discipline;
 use ecnq::router::MarkingMode;
 
 use super::clock::Nanos;
 
 /// A link's buffer limit (the core's queue limit).
-pub use ecnq::bottleneck::QueueLimit as BufferLimit;
+pub use ecnq::router::bottleneck::QueueLimit as BufferLimit;
 
 /// One one-way link.
 #[derive(Clone, Debug)]

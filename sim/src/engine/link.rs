@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use ecnq::bottleneck::{Bottleneck, BottleneckConfig, CLASSES};
+use ecnq::router::bottleneck::{Bottleneck, BottleneckConfig, CLASSES};
 use ecnq::router::{MarkCounters, RouterConfig};
 
 use super::clock::Nanos;

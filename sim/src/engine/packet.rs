@@ -1,7 +1,7 @@
 //! A packet on the wire: data or ACK, with the marks routers read and
 //! rewrite and, on ACKs, what the receiver echoes.
 
-use ecnq::bottleneck::Queued;
+use ecnq::router::bottleneck::Queued;
 use ecnq::signal::{Feedback, PacketMarks};
 
 use super::clock::Nanos;

@@ -1,11 +1,11 @@
-//! A probing sender's presence probes (`ecnq::presence`): every
+//! A probing sender's presence probes (`ecnq::session::presence`): every
 //! `PROBE_EVERY`-th data packet goes out Not-ECT, an ecnq router raises it,
 //! and the receiver echoes the probes that arrived unraised. When they say
 //! no ecnq router is on the path, Cubic with ECT(0) stands in for the
 //! scheme's law (and hands back when one appears), as the QUIC sender does.
 
-use ecnq::cubic::CubicLaw;
-use ecnq::presence::{RouterPresence, PROBE_EVERY};
+use ecnq::schemes::cubic::CubicLaw;
+use ecnq::session::presence::{RouterPresence, PROBE_EVERY};
 use ecnq::signal::{Law, LawConfig, PacketMarks};
 use ecnq::{Ecn, SchemeTag};
 

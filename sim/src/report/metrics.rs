@@ -2,7 +2,7 @@
 //! throughput; Jain's fairness index over time; convergence time as the EVCP
 //! paper defines it; completion time of finite flows.
 
-use ecnq::bottleneck::Class;
+use ecnq::router::bottleneck::Class;
 use ecnq::statistics::{histogram_percentile, jain_index};
 use serde::Serialize;
 

@@ -6,7 +6,7 @@ use toml::Spanned;
 
 use super::quantity::{Buffer, Bytes, Rate, Time};
 use crate::protocol::Protocol;
-use ecnq::bottleneck::Discipline;
+use ecnq::router::bottleneck::Discipline;
 use ecnq::router::MarkingMode;
 
 /// One value or a list (a list gives one value per flow of a group, cycled).

@@ -3,7 +3,7 @@
 //! A dumbbell is one duplex link, a parking lot a chain of them, and any
 //! other topology a list of links and the routes flows take over them.
 
-use ecnq::bottleneck::Discipline;
+use ecnq::router::bottleneck::Discipline;
 use ecnq::router::MarkingMode;
 
 use crate::engine::{BufferLimit, FlowSpec, LinkSpec, Nanos, ParetoSpec, SimConfig};

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::scheme::Scheme;
+use crate::schemes::registry::Scheme;
 
 /// The congestion controller of a connection's sending direction: an ecnq
 /// scheme fed by router feedback, or one of quinn's own controllers.

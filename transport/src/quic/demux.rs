@@ -25,7 +25,7 @@ use super::cid::{CidCodec, CidGenerator, CID_LEN, UNBOUND};
 use super::congestion::CongestionControl;
 use super::header::{Header, Packet, MAX_CID_LEN};
 use super::peer::{canonical, quinn_view, Peer, PeerTable, MSS};
-use crate::ecn::{Ecn, SchemeTag};
+use crate::wire::ecn::{Ecn, SchemeTag};
 
 /// CIDs issued after the handshake that one connection keeps bound; the
 /// oldest is forgotten beyond (a peer can make an endpoint issue many).

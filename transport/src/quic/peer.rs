@@ -16,11 +16,11 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 use super::congestion::CongestionControl;
-use crate::ecn::Ecn;
-use crate::hash::packet_hash;
 pub(crate) use crate::session::quinn_view;
 use crate::session::{Event, Next, Progress, Published, Session};
 use crate::signal::LawConfig;
+use crate::wire::ecn::Ecn;
+use crate::wire::hash::packet_hash;
 
 /// One connection's shared state.
 pub(crate) struct Peer {

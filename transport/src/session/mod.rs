@@ -26,6 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod mode;
+pub mod presence;
 mod rate_gate;
 mod receiving;
 pub mod report;
@@ -39,10 +40,10 @@ mod tests;
 pub use mode::{Marking, PeerMode};
 pub use report::{Next, ReportError, Repr};
 
-use crate::ecn::{Ecn, SchemeTag};
-use crate::presence::PROBE_EVERY;
-use crate::scheme::Scheme;
+use crate::schemes::registry::Scheme;
+use crate::session::presence::PROBE_EVERY;
 use crate::signal::{Feedback, LawConfig, Mode, RttSample};
+use crate::wire::ecn::{Ecn, SchemeTag};
 use receiving::Receiving;
 use sending::Sending;
 

@@ -2,7 +2,7 @@
 //! one table of its transitions, and the marks its datagrams carry in each
 //! mode ([`Marking`]).
 
-use crate::ecn::{Ecn, SchemeTag};
+use crate::wire::ecn::{Ecn, SchemeTag};
 
 /// Whether a connection's sender uses router feedback, and if not, why.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -13,12 +13,12 @@ use std::ops::Range;
 use std::time::Duration;
 
 use super::{Event, PeerMode, Progress, Session, SessionStats};
-use crate::bottleneck::{Bottleneck, BottleneckConfig, Discipline, QueueLimit, Queued};
-use crate::ecn::{Ecn, SchemeTag};
-use crate::hash::fmix32;
+use crate::router::bottleneck::{Bottleneck, BottleneckConfig, Discipline, QueueLimit, Queued};
 use crate::router::{MarkingMode, RouterConfig};
-use crate::scheme::Scheme;
+use crate::schemes::registry::Scheme;
 use crate::signal::{LawConfig, PacketMarks, RttSample};
+use crate::wire::ecn::{Ecn, SchemeTag};
+use crate::wire::hash::fmix32;
 
 /// The packet unit, and the size of every data packet.
 pub(super) const MSS: u64 = 1200;

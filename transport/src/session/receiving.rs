@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use super::report::{FeedbackSender, Next, Repr, SendPolicy};
-use crate::ecn::{Ecn, SchemeTag, WireScheme};
 use crate::signal::{Decoder, Feedback};
+use crate::wire::ecn::{Ecn, SchemeTag, WireScheme};
 
 /// The receiving direction: what the socket feeds.
 #[derive(Debug)]

@@ -26,9 +26,9 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::ecn::{Ecn, WireScheme};
-use crate::load::LoadFactor;
+use crate::signal::load::LoadFactor;
 use crate::signal::Feedback;
+use crate::wire::ecn::{Ecn, WireScheme};
 
 /// The first four bytes of every report. Application datagrams that start
 /// with them cannot be sent over an ecnq connection.
@@ -431,8 +431,8 @@ impl FeedbackSender {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mpcp::Chain;
-    use crate::vcp;
+    use crate::schemes::mpcp::Chain;
+    use crate::schemes::vcp;
     use proptest::prelude::*;
 
     proptest! {

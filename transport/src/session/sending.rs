@@ -8,11 +8,11 @@ use super::mode::{PeerMode, Signal};
 use super::rate_gate::RateGate;
 use super::report::{ReportFilter, Repr};
 use super::{Cause, Event};
-use crate::cubic::CubicLaw;
-use crate::ecn::{Ecn, SchemeTag};
-use crate::presence::RouterPresence;
-use crate::scheme::Scheme;
+use crate::schemes::cubic::CubicLaw;
+use crate::schemes::registry::Scheme;
+use crate::session::presence::RouterPresence;
 use crate::signal::{Congestion, Law, LawConfig, Mode, RttSample};
+use crate::wire::ecn::{Ecn, SchemeTag};
 
 /// No report for this long while acks arrive ⇒ fall back to classic:
 /// max(`REPORT_TIMEOUT_RTTS` · srtt, `REPORT_TIMEOUT_MIN`) (docs/design.md §3:
@@ -343,7 +343,7 @@ fn law_level(law: &dyn Law) -> (Mode, f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mcp::McpLaw;
+    use crate::schemes::mcp::McpLaw;
     use crate::signal::Law;
 
     #[test]

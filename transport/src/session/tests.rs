@@ -6,11 +6,11 @@ use std::time::Duration;
 use super::pair::{Pair, LINK_RATE};
 use super::report::Repr;
 use super::{Event, PeerMode};
-use crate::ecn::{Ecn, SchemeTag};
-use crate::load::LoadFactor;
 use crate::router::MarkingMode;
-use crate::scheme::Scheme;
+use crate::schemes::registry::Scheme;
+use crate::signal::load::LoadFactor;
 use crate::signal::{Feedback, Mode};
+use crate::wire::ecn::{Ecn, SchemeTag};
 
 const MS: Duration = Duration::from_millis(1);
 const SECOND: Duration = Duration::from_secs(1);

@@ -8,8 +8,8 @@
 
 use std::time::Duration;
 
-use crate::ecn::SchemeTag;
 use crate::signal::{Congestion, Feedback, Law, LawConfig, Mode, RttSample, Window};
+use crate::wire::ecn::SchemeTag;
 
 /// Cubic's C = 0.4 (RFC 8312 §5).
 pub const CUBIC_C: f64 = 0.4;

@@ -64,13 +64,13 @@
 
 use std::time::Duration;
 
-use crate::cubic::CubicLaw;
-use crate::ecn::{Ecn, SchemeTag, WireScheme};
-use crate::fairness::MaxMin;
-use crate::flow_table::{FlowTable, FlowTableConfig};
+use crate::schemes::cubic::CubicLaw;
+use crate::signal::fairness::MaxMin;
+use crate::signal::flow_table::{FlowTable, FlowTableConfig};
 use crate::signal::{
     Congestion, Decoder, Feedback, Law, LawConfig, LinkState, Marker, Mode, PacketMarks, RttSample,
 };
+use crate::wire::ecn::{Ecn, SchemeTag, WireScheme};
 
 /// erc's DSCP pool tag (docs/design.md §2, tag table).
 pub const WIRE: WireScheme = WireScheme::new(6);

@@ -14,13 +14,13 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::ecn::{Ecn, SchemeTag, WireScheme};
-use crate::load::IntervalStats;
-use crate::load::LoadFactor;
+use crate::signal::load::IntervalStats;
+use crate::signal::load::LoadFactor;
 use crate::signal::{
     Congestion, Decoder, Feedback, LawConfig, LinkState, Marker, Mode, PacketMarks, RttSample,
     Window,
 };
+use crate::wire::ecn::{Ecn, SchemeTag, WireScheme};
 
 /// VCP's DSCP pool tag, which EVCP shares: EVCP changes only the sender
 /// (docs/design.md §2, tag table).
@@ -417,7 +417,7 @@ impl<D: Decrease> crate::signal::Law for VcpLaw<D> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::load::LinkLoad;
+    use crate::signal::load::LinkLoad;
     use crate::signal::Law;
 
     const MS: Duration = Duration::from_millis(1);

@@ -32,13 +32,13 @@
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use crate::ecn::{Ecn, SchemeTag, WireScheme};
-use crate::flow_table::{FlowTable, FlowTableConfig};
-use crate::load::LoadFactor;
+use crate::schemes::vcp::{self, Step, VcpLaw};
+use crate::signal::flow_table::{FlowTable, FlowTableConfig};
+use crate::signal::load::LoadFactor;
 use crate::signal::{
     Congestion, Decoder, Feedback, Law, LawConfig, LinkState, Marker, Mode, PacketMarks, RttSample,
 };
-use crate::vcp::{self, Step, VcpLaw};
+use crate::wire::ecn::{Ecn, SchemeTag, WireScheme};
 
 /// The load zone a level belongs to (its most significant digit).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -480,8 +480,8 @@ impl Law for MpcpLaw {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hash::fmix32;
-    use crate::load::LinkLoad;
+    use crate::signal::load::LinkLoad;
+    use crate::wire::hash::fmix32;
 
     const MS: Duration = Duration::from_millis(1);
 

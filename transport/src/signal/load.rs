@@ -65,7 +65,7 @@ pub struct IntervalStats {
     /// in bytes — the part of the queue that did not drain (VCP's q̃).
     pub queue_persistent: u64,
     /// Whether the router could not watch the link for part of the
-    /// interval ([`crate::meter::LoadFactorMeter::disregard`]): its load figures are the
+    /// interval ([`crate::router::meter::LoadFactorMeter::disregard`]): its load figures are the
     /// previous interval's.
     pub disregarded: bool,
 }

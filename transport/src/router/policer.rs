@@ -19,7 +19,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use crate::fairness::MaxMin;
+use crate::signal::fairness::MaxMin;
 
 /// A flow over this many times its share is suspect.
 pub const OVER_SHARE: f64 = 1.5;

@@ -20,12 +20,12 @@
 
 use std::time::Duration;
 
-use crate::ecn::{Ecn, SchemeTag, WireScheme};
-use crate::load::LoadFactor;
+use crate::signal::load::LoadFactor;
 use crate::signal::{
     Congestion, Decoder, Feedback, Law, LawConfig, LinkState, Marker, Mode, PacketMarks, RttSample,
     Window,
 };
+use crate::wire::ecn::{Ecn, SchemeTag, WireScheme};
 
 /// Prague's DSCP pool tag, so that an ecnq receiver reports its CE fraction
 /// (docs/design.md §2, tag table; L4S routers ignore the DSCP and go by ECT(1)).

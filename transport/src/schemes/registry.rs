@@ -10,16 +10,16 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::bmcc::{self, BmccDecoder, BmccLaw, BmccMarker};
-use crate::classic::{ClassicLaw, ClassicMarker};
-use crate::ecn::{Ecn, SchemeTag, WireScheme};
-use crate::erc::{self, ErcConfig, ErcDecoder, ErcLaw, ErcMarker};
-use crate::evcp::EvcpLaw;
-use crate::mcp::{self, McpDecoder, McpLaw, McpMarker};
-use crate::mpcp::{Chain, MpcpDecoder, MpcpLaw, MpcpMarker};
-use crate::prague::{self, PragueDecoder, PragueLaw, PragueMarker};
+use crate::schemes::bmcc::{self, BmccDecoder, BmccLaw, BmccMarker};
+use crate::schemes::classic::{ClassicLaw, ClassicMarker};
+use crate::schemes::erc::{self, ErcConfig, ErcDecoder, ErcLaw, ErcMarker};
+use crate::schemes::evcp::EvcpLaw;
+use crate::schemes::mcp::{self, McpDecoder, McpLaw, McpMarker};
+use crate::schemes::mpcp::{Chain, MpcpDecoder, MpcpLaw, MpcpMarker};
+use crate::schemes::prague::{self, PragueDecoder, PragueLaw, PragueMarker};
+use crate::schemes::vcp::{self, VcpDecoder, VcpLaw, VcpMarker};
 use crate::signal::{Decoder, Law, LawConfig, Marker, MarkerConfig};
-use crate::vcp::{self, VcpDecoder, VcpLaw, VcpMarker};
+use crate::wire::ecn::{Ecn, SchemeTag, WireScheme};
 
 /// What routers and receivers know about one wire scheme.
 pub struct WireEntry {

@@ -7,13 +7,17 @@
 //! origin the caller chooses (virtual time in the simulator, an `Instant`
 //! epoch in the QUIC stack and the shim).
 
+pub mod fairness;
+pub mod flow_table;
+pub mod load;
+
 use std::fmt;
 use std::time::Duration;
 
-use crate::ecn::{Ecn, SchemeTag};
-use crate::flow_table::FlowTableConfig;
-use crate::load::LinkLoad;
-use crate::load::LoadFactor;
+use crate::signal::flow_table::FlowTableConfig;
+use crate::signal::load::LinkLoad;
+use crate::signal::load::LoadFactor;
+use crate::wire::ecn::{Ecn, SchemeTag};
 
 /// The marks of one packet as a router sees and rewrites them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,7 +26,7 @@ pub struct PacketMarks {
     pub ecn: Ecn,
     /// The DSCP scheme tag.
     pub tag: SchemeTag,
-    /// The packet hash of [`crate::hash::packet_hash`].
+    /// The packet hash of [`crate::wire::hash::packet_hash`].
     pub hash: u32,
     /// A key for the packet's flow (a hash of its addresses and ports); MPCP
     /// keeps per-flow state under it.
@@ -198,7 +202,7 @@ impl LawConfig {
             initial_window: 10 * mss,
             min_window: 2 * mss,
             max_window: 1 << 30,
-            interval: crate::load::DEFAULT_INTERVAL,
+            interval: crate::signal::load::DEFAULT_INTERVAL,
         }
     }
 

@@ -7,11 +7,11 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use crate::ecn::{Ecn, WireScheme};
-use crate::flow_table::FlowTableConfig;
-use crate::meter::{IntervalStats, LoadFactorMeter, MeterConfig};
-use crate::scheme::{Scheme, WIRES};
+use crate::router::meter::{IntervalStats, LoadFactorMeter, MeterConfig};
+use crate::schemes::registry::{Scheme, WIRES};
+use crate::signal::flow_table::FlowTableConfig;
 use crate::signal::{LinkState, Marker, MarkerConfig, PacketMarks};
+use crate::wire::ecn::{Ecn, WireScheme};
 
 /// Which marking a link applies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -223,8 +223,8 @@ impl RouterLink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ecn::SchemeTag;
-    use crate::{mcp, vcp};
+    use crate::wire::ecn::SchemeTag;
+    use crate::{schemes::mcp, schemes::vcp};
 
     const MS: Duration = Duration::from_millis(1);
 

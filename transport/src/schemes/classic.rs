@@ -10,10 +10,10 @@
 
 use std::time::Duration;
 
-use crate::ecn::{Ecn, SchemeTag};
 use crate::signal::{
     Congestion, Feedback, Law, LawConfig, LinkState, Marker, Mode, PacketMarks, RttSample, Window,
 };
+use crate::wire::ecn::{Ecn, SchemeTag};
 
 /// CE instead of drop for ECT packets once the queue reaches a threshold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -104,7 +104,7 @@ impl Law for ClassicLaw {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::load::LinkLoad;
+    use crate::signal::load::LinkLoad;
 
     const MS: Duration = Duration::from_millis(1);
 

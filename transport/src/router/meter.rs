@@ -11,8 +11,8 @@
 
 use std::time::Duration;
 
-pub use crate::load::{IntervalStats, LinkLoad, DEFAULT_INTERVAL};
-use crate::{bmcc, mcp, vcp};
+pub use crate::signal::load::{IntervalStats, LinkLoad, DEFAULT_INTERVAL};
+use crate::{schemes::bmcc, schemes::mcp, schemes::vcp};
 
 /// VCP samples the queue every 10 ms (VCP ns-2 release, docs/design.md §2).
 pub const DEFAULT_QUEUE_SAMPLE: Duration = Duration::from_millis(10);

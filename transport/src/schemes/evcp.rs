@@ -9,9 +9,9 @@
 
 use std::time::Duration;
 
-use crate::ecn::SchemeTag;
+use crate::schemes::vcp::{Decrease, VcpLaw, BETA};
 use crate::signal::{Congestion, Feedback, Law, LawConfig, Mode, RttSample};
-use crate::vcp::{Decrease, VcpLaw, BETA};
+use crate::wire::ecn::SchemeTag;
 
 /// N1: MD count before a flow can be judged in a downward trend (paper §"Simulation environment").
 pub const N1: u32 = 2;

@@ -51,7 +51,7 @@ impl Ecn {
 /// A scheme as routers tell it from the DSCP tag: the marking it needs. The
 /// number is the scheme's tag in the DSCP pool `xxxx11` (docs/design.md §2, "DSCP
 /// scheme tag"); each scheme's module names its own, and the registry
-/// ([`crate::scheme`]) lists them with their names, codepoints and roles.
+/// ([`crate::schemes::registry`]) lists them with their names, codepoints and roles.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct WireScheme(u8);
 
@@ -73,7 +73,7 @@ impl WireScheme {
 
 /// The scheme a packet carries in its DSCP field, with MCP's two flag bits
 /// (docs/design.md §2, "DSCP scheme tag"). The DSCP layout itself is the
-/// registry's ([`crate::scheme`]): it knows which tags carry flags.
+/// registry's ([`crate::schemes::registry`]): it knows which tags carry flags.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct SchemeTag {
     /// The scheme's DSCP pool tag ([`WireScheme::id`]); 0 = untagged.

@@ -2,8 +2,8 @@
 //! "Two bits are enough"; Sorathiya & Zambare, "Performance Analysis of Binary
 //! Marking Congestion Control Protocol"; docs/design.md §2 "Scheme notes").
 
-use crate::load::IntervalStats;
-use crate::load::LoadFactor;
+use crate::signal::load::IntervalStats;
+use crate::signal::load::LoadFactor;
 
 /// BMCC's DSCP pool tag (docs/design.md §2, tag table).
 pub const WIRE: WireScheme = WireScheme::new(4);
@@ -14,7 +14,7 @@ pub const K1: f64 = 0.5;
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LoadParams {
     /// γ_l ≤ 1, target utilization. The BMCC paper gives no value; ecnq uses
-    /// VCP's capacity-dependent γ ([`crate::vcp::gamma_for_capacity`]).
+    /// VCP's capacity-dependent γ ([`crate::schemes::vcp::gamma_for_capacity`]).
     pub gamma: f64,
     /// k_1, weight of the average queue.
     pub k1: f64,
@@ -24,7 +24,7 @@ impl LoadParams {
     /// γ as for VCP, k_1 = 0.5.
     pub fn for_capacity(capacity: f64) -> LoadParams {
         LoadParams {
-            gamma: crate::vcp::gamma_for_capacity(capacity),
+            gamma: crate::schemes::vcp::gamma_for_capacity(capacity),
             k1: K1,
         }
     }
@@ -38,12 +38,12 @@ impl LoadParams {
 
 use std::time::Duration;
 
-use crate::ecn::{Ecn, SchemeTag, WireScheme};
+use crate::schemes::vcp::MI_SCALE_CAP;
 use crate::signal::{
     Congestion, Decoder, Feedback, Law, LawConfig, LinkState, Marker, Mode, PacketMarks, RttSample,
     Window,
 };
-use crate::vcp::MI_SCALE_CAP;
+use crate::wire::ecn::{Ecn, SchemeTag, WireScheme};
 
 /// k_2 = 0.35, the MI step size (BMCC paper Table 1 and eq. 1.2).
 pub const K2: f64 = 0.35;
@@ -149,7 +149,7 @@ impl Decoder for BmccDecoder {
     fn estimate(&self, _now: Duration) -> Feedback {
         Feedback {
             level: level_of(self.estimate),
-            load: crate::load::LoadFactor::new(self.estimate),
+            load: crate::signal::load::LoadFactor::new(self.estimate),
             fairing: false,
         }
     }
@@ -163,7 +163,7 @@ impl Decoder for BmccDecoder {
 /// "Deviations and tuning"):
 ///
 /// * Decreases are 2 t_p + RTT apart, not one RTT, as VCP's episode
-///   ([`crate::vcp::VcpLaw::decrease_if_due`]): the router's estimate
+///   ([`crate::schemes::vcp::VcpLaw::decrease_if_due`]): the router's estimate
 ///   changes only every t_p, and the period in which the decreased traffic
 ///   arrives still reads overload.
 /// * Once past its start, a flow takes a reading under η to mean spare
@@ -296,8 +296,8 @@ impl Law for BmccLaw {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::load::LinkLoad;
-    use crate::load::LoadFactor;
+    use crate::signal::load::LinkLoad;
+    use crate::signal::load::LoadFactor;
 
     const MS: Duration = Duration::from_millis(1);
 
@@ -323,7 +323,7 @@ mod tests {
         // A quarter of hashes in (η0, η), a quarter in (η, 1), half in (1, u).
         let mut bins = [0u32; 3];
         for i in 0u32..40_000 {
-            let t = threshold(crate::hash::fmix32(i));
+            let t = threshold(crate::wire::hash::fmix32(i));
             bins[usize::from(t >= ETA) + usize::from(t >= 1.0)] += 1;
         }
         assert!((9_500..10_500).contains(&bins[0]), "{bins:?}");
@@ -406,7 +406,7 @@ mod tests {
             let mut routers = [BmccMarker, BmccMarker];
             let mut d = BmccDecoder::default();
             for i in 0..4_000u32 {
-                let mut p = marks(Ecn::Ect0, crate::hash::fmix32(i));
+                let mut p = marks(Ecn::Ect0, crate::wire::hash::fmix32(i));
                 routers[0].mark(MS, &link(f1), &mut p);
                 routers[1].mark(MS, &link(f2), &mut p);
                 d.on_packet(MS, p.ecn, p.tag, p.hash);

@@ -28,13 +28,13 @@
 
 use std::time::Duration;
 
-use crate::cubic::CubicLaw;
-use crate::ecn::{Ecn, SchemeTag, WireScheme};
-use crate::load::IntervalStats;
-use crate::load::LoadFactor;
+use crate::schemes::cubic::CubicLaw;
+use crate::signal::load::IntervalStats;
+use crate::signal::load::LoadFactor;
 use crate::signal::{
     Congestion, Decoder, Feedback, Law, LawConfig, LinkState, Marker, Mode, PacketMarks, RttSample,
 };
+use crate::wire::ecn::{Ecn, SchemeTag, WireScheme};
 
 /// U = (N + Q) / (C·T), Q the minimum queue of the period (MCP paper eq. 1).
 pub fn utilization(stats: &IntervalStats, capacity: f64) -> LoadFactor {
@@ -648,7 +648,7 @@ impl Law for McpLaw {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::load::LinkLoad;
+    use crate::signal::load::LinkLoad;
     use crate::signal::Law;
     use proptest::prelude::*;
 
@@ -1263,7 +1263,7 @@ mod tests {
     /// Returns (utilization, peak queue in bytes, min/max rate ratio) over
     /// the last 20 s of `secs`.
     fn closed_loop(flows: usize, secs: u32) -> (f64, u64, f64) {
-        use crate::meter::{LoadFactorMeter, MeterConfig};
+        use crate::router::meter::{LoadFactorMeter, MeterConfig};
         let capacity = 2.5e6;
         let step = MS * 10;
         let mut meter = LoadFactorMeter::new(MeterConfig::new(capacity), Duration::ZERO);

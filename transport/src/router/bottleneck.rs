@@ -16,7 +16,7 @@
 //!   number of flows active in each class, so a flow's share is the same in
 //!   every class, and Cubic's standing queue never sits in front of ecnq's
 //!   or L4S packets. A flow of the ecnq queue that keeps sending well over
-//!   its fair share is held to it ([`crate::policer`]).
+//!   its fair share is held to it ([`crate::router::policer`]).
 //! * [`Discipline::Fifo`]: one drop-tail queue metered and marked as a whole,
 //!   as in the papers' experiments.
 //! * [`Discipline::DualPi2`]: an L4S bottleneck that knows nothing of ecnq
@@ -34,10 +34,10 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use crate::ecn::{Ecn, WireScheme};
-use crate::policer::Policer;
+use crate::router::policer::Policer;
 use crate::router::{MarkingMode, RouterConfig, RouterLink};
 use crate::signal::PacketMarks;
+use crate::wire::ecn::{Ecn, WireScheme};
 
 /// How the bottleneck queues packets.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -500,7 +500,7 @@ impl<P> fmt::Debug for Bottleneck<P> {
 /// never rewritten.
 const UNMARKABLE: PacketMarks = PacketMarks {
     ecn: Ecn::NotEct,
-    tag: crate::ecn::SchemeTag::UNTAGGED,
+    tag: crate::wire::ecn::SchemeTag::UNTAGGED,
     hash: 0,
     flow: 0,
 };
@@ -703,7 +703,7 @@ impl Codel {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ecn::SchemeTag;
+    use crate::wire::ecn::SchemeTag;
 
     /// A 1000-byte packet: only its marks vary.
     #[derive(Clone, Debug)]
@@ -817,7 +817,7 @@ mod tests {
     #[test]
     fn l4s_traffic_gets_a_step_marked_queue_and_an_equal_share() {
         let mut b = link(Discipline::Dual);
-        let prague = SchemeTag::new(crate::prague::WIRE.id());
+        let prague = SchemeTag::new(crate::schemes::prague::WIRE.id());
         let untagged = SchemeTag::UNTAGGED;
         for (tag, ecn, class) in [
             (prague, Ecn::Ect1, Class::L4s),

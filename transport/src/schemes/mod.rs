@@ -1,0 +1,17 @@
+//! The schemes: one module each, holding the scheme's router marker,
+//! receiver decoder and sender law side by side, and the registry that
+//! lists them with their names, wire facts and constructors. Shared code
+//! reads the registry; nothing else lists schemes.
+
+pub mod bmcc;
+pub mod classic;
+pub mod cubic;
+pub mod erc;
+pub mod evcp;
+pub mod mcp;
+pub mod mpcp;
+pub mod prague;
+pub mod registry;
+pub mod vcp;
+
+pub use registry::{Scheme, SchemeEntry, UnknownScheme, SCHEMES};

@@ -1,0 +1,7 @@
+//! What travels in the IP header: ECN codepoints, the DSCP scheme tag and
+//! the registry's wire facts per tag, and the packet hash that picks a
+//! packet's place in a chain. The feedback report's format is
+//! [`crate::session::report`].
+
+pub mod ecn;
+pub mod hash;
