@@ -180,20 +180,18 @@ pub struct BmccLaw {
     /// Since when the estimate has been under η (after the start).
     low_since: Option<Duration>,
     last_decrease: Option<Duration>,
-    mode: Mode,
 }
 
 impl BmccLaw {
     /// A BMCC sender.
     pub fn new(config: LawConfig) -> BmccLaw {
         BmccLaw {
-            cwnd: Window::new(config),
+            cwnd: Window::new(config, Mode::MultiplicativeIncrease),
             config,
             estimate: ETA0,
             starting: true,
             low_since: None,
             last_decrease: None,
-            mode: Mode::MultiplicativeIncrease,
         }
     }
 
@@ -214,7 +212,7 @@ impl BmccLaw {
     fn decrease(&mut self, now: Duration) {
         self.cwnd.set(self.cwnd.bytes() * md_factor(self.estimate));
         self.last_decrease = Some(now);
-        self.mode = Mode::Overloaded;
+        self.cwnd.set_mode(Mode::Overloaded);
     }
 }
 
@@ -231,18 +229,18 @@ impl Law for BmccLaw {
             .low_since
             .is_some_and(|t| now >= t + self.config.interval * LOW_LOAD_HOLD);
         if !self.starting && self.estimate < ETA && !low_held {
-            self.mode = Mode::Hold;
+            self.cwnd.set_mode(Mode::Hold);
             return;
         }
         let acked = acked_bytes as f64;
         let grown = if self.starting || low_held {
-            self.mode = Mode::MultiplicativeIncrease;
+            self.cwnd.set_mode(Mode::MultiplicativeIncrease);
             self.cwnd.bytes()
                 + Self::mi_growth(self.estimate, rtt.smoothed, self.config.interval) * acked
         } else {
             // α = (T/t_p)² packets per RTT (BMCC paper eq. 1.3).
             let ratio = rtt.smoothed.as_secs_f64() / self.config.interval.as_secs_f64();
-            self.mode = Mode::AdditiveIncrease;
+            self.cwnd.set_mode(Mode::AdditiveIncrease);
             self.cwnd.bytes() + ratio * ratio * self.config.mss as f64 * acked / self.cwnd.bytes()
         };
         self.cwnd.set(grown);
@@ -270,22 +268,17 @@ impl Law for BmccLaw {
         _kind: Congestion,
         _rtt: &RttSample,
     ) {
-        if self
-            .cwnd
-            .reduce_on_congestion(now, sent, Window::LOSS_REDUCTION)
-            .is_some()
-        {
+        if self.cwnd.halve_on_congestion(now, sent) {
             self.starting = false;
-            self.mode = Mode::Recovery;
         }
     }
 
     fn window(&self) -> u64 {
-        self.cwnd.bytes() as u64
+        self.cwnd.whole_bytes()
     }
 
     fn mode(&self) -> Mode {
-        self.mode
+        self.cwnd.mode()
     }
 
     fn tag(&self) -> SchemeTag {

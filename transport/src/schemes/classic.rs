@@ -38,16 +38,14 @@ pub struct ClassicLaw {
     config: LawConfig,
     cwnd: Window,
     ssthresh: f64,
-    mode: Mode,
 }
 
 impl ClassicLaw {
     /// A NewReno sender.
     pub fn new(config: LawConfig) -> ClassicLaw {
         ClassicLaw {
-            cwnd: Window::new(config),
+            cwnd: Window::new(config, Mode::SlowStart),
             ssthresh: f64::INFINITY,
-            mode: Mode::SlowStart,
             config,
         }
     }
@@ -60,10 +58,10 @@ impl Law for ClassicLaw {
         }
         let acked = acked_bytes as f64;
         let grown = if self.cwnd.bytes() < self.ssthresh {
-            self.mode = Mode::SlowStart;
+            self.cwnd.set_mode(Mode::SlowStart);
             self.cwnd.bytes() + acked
         } else {
-            self.mode = Mode::CongestionAvoidance;
+            self.cwnd.set_mode(Mode::CongestionAvoidance);
             self.cwnd.bytes() + self.config.mss as f64 * acked / self.cwnd.bytes()
         };
         self.cwnd.set(grown);
@@ -78,22 +76,17 @@ impl Law for ClassicLaw {
         _kind: Congestion,
         _rtt: &RttSample,
     ) {
-        if self
-            .cwnd
-            .reduce_on_congestion(now, sent, Window::LOSS_REDUCTION)
-            .is_some()
-        {
+        if self.cwnd.halve_on_congestion(now, sent) {
             self.ssthresh = self.cwnd.bytes();
-            self.mode = Mode::Recovery;
         }
     }
 
     fn window(&self) -> u64 {
-        self.cwnd.bytes() as u64
+        self.cwnd.whole_bytes()
     }
 
     fn mode(&self) -> Mode {
-        self.mode
+        self.cwnd.mode()
     }
 
     fn tag(&self) -> SchemeTag {

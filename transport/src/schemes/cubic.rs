@@ -39,7 +39,7 @@ impl CubicLaw {
     /// A Cubic sender.
     pub fn new(config: LawConfig) -> CubicLaw {
         CubicLaw {
-            cwnd: Window::new(config),
+            cwnd: Window::new(config, Mode::SlowStart),
             ssthresh: f64::INFINITY,
             w_max: 0.0,
             w_last_max: 0.0,
@@ -150,7 +150,7 @@ impl Law for CubicLaw {
     }
 
     fn window(&self) -> u64 {
-        self.cwnd.bytes() as u64
+        self.cwnd.whole_bytes()
     }
 
     fn mode(&self) -> Mode {

@@ -480,21 +480,10 @@ impl Law for MpcpLaw {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::signal::load::LinkLoad;
+    use crate::schemes::vcp::tests::link;
     use crate::wire::hash::fmix32;
 
     const MS: Duration = Duration::from_millis(1);
-
-    fn link(rho: f64) -> LinkState {
-        LinkState {
-            load: LinkLoad {
-                vcp: LoadFactor::new(rho),
-                ..LinkLoad::default()
-            },
-            queue_bytes: 0,
-            ..LinkState::default()
-        }
-    }
 
     /// Digits of a level as ECN codepoints, most significant first.
     fn code(chain: Chain, level: usize) -> Vec<u8> {

@@ -105,7 +105,6 @@ pub struct PragueLaw {
     round_start: Option<Duration>,
     /// Whether a CE arrived in this round.
     marked: bool,
-    mode: Mode,
     /// The smoothed RTT of the last ACK, once there was one.
     srtt: Option<Duration>,
 }
@@ -114,13 +113,12 @@ impl PragueLaw {
     /// A Prague sender: slow start until the first CE or loss.
     pub fn new(config: LawConfig) -> PragueLaw {
         PragueLaw {
-            cwnd: Window::new(config),
+            cwnd: Window::new(config, Mode::SlowStart),
             ssthresh: f64::INFINITY,
             alpha: 1.0,
             fraction: 0.0,
             round_start: None,
             marked: false,
-            mode: Mode::SlowStart,
             srtt: None,
             config,
         }
@@ -142,7 +140,7 @@ impl PragueLaw {
         if self.marked {
             self.cwnd.set(self.cwnd.bytes() * (1.0 - self.alpha / 2.0));
             self.ssthresh = self.cwnd.bytes();
-            self.mode = Mode::CongestionAvoidance;
+            self.cwnd.set_mode(Mode::CongestionAvoidance);
         }
         self.marked = false;
         self.round_start = Some(now);
@@ -159,7 +157,7 @@ impl Law for PragueLaw {
         let acked = acked_bytes as f64;
         if self.cwnd.bytes() < self.ssthresh {
             self.cwnd.set(self.cwnd.bytes() + acked);
-            self.mode = Mode::SlowStart;
+            self.cwnd.set_mode(Mode::SlowStart);
             return;
         }
         // One packet per round, (RTT / reference)² under the reference.
@@ -169,7 +167,7 @@ impl Law for PragueLaw {
             .powi(2);
         self.cwnd
             .set(self.cwnd.bytes() + scale * mss * acked / self.cwnd.bytes());
-        self.mode = Mode::CongestionAvoidance;
+        self.cwnd.set_mode(Mode::CongestionAvoidance);
     }
 
     fn on_feedback(&mut self, _now: Duration, feedback: Feedback, _rtt: &RttSample) {
@@ -186,20 +184,15 @@ impl Law for PragueLaw {
                 }
             }
             Congestion::Loss => {
-                if self
-                    .cwnd
-                    .reduce_on_congestion(now, sent, Window::LOSS_REDUCTION)
-                    .is_some()
-                {
+                if self.cwnd.halve_on_congestion(now, sent) {
                     self.ssthresh = self.cwnd.bytes();
-                    self.mode = Mode::Recovery;
                 }
             }
         }
     }
 
     fn window(&self) -> u64 {
-        self.cwnd.bytes() as u64
+        self.cwnd.whole_bytes()
     }
 
     fn pacing_rate(&self) -> Option<f64> {
@@ -207,7 +200,7 @@ impl Law for PragueLaw {
     }
 
     fn mode(&self) -> Mode {
-        self.mode
+        self.cwnd.mode()
     }
 
     fn tag(&self) -> SchemeTag {

@@ -239,7 +239,6 @@ pub struct VcpLaw<D = PlainDecrease> {
     ai_only_until: Duration,
     /// No second MD before this time: one RTT and one t_p after the hold.
     episode_until: Duration,
-    mode: Mode,
     decrease: D,
 }
 
@@ -267,13 +266,12 @@ impl<D: Decrease> VcpLaw<D> {
     /// A VCP-family sender whose MDs go through `decrease`.
     pub fn with_decrease(config: LawConfig, decrease: D) -> VcpLaw<D> {
         VcpLaw {
-            cwnd: Window::new(config),
+            cwnd: Window::new(config, Mode::MultiplicativeIncrease),
             config,
             level: VcpLevel::Low,
             hold_until: Duration::ZERO,
             ai_only_until: Duration::ZERO,
             episode_until: Duration::ZERO,
-            mode: Mode::MultiplicativeIncrease,
             decrease,
         }
     }
@@ -302,7 +300,7 @@ impl<D: Decrease> VcpLaw<D> {
         self.hold_until = now + self.config.interval;
         self.ai_only_until = self.hold_until + rtt.smoothed;
         self.episode_until = self.ai_only_until + self.config.interval;
-        self.mode = Mode::Hold;
+        self.cwnd.set_mode(Mode::Hold);
     }
 
     /// One ack's worth of MIAIMD: `step` says what the current level asks for.
@@ -312,7 +310,7 @@ impl<D: Decrease> VcpLaw<D> {
     /// also becomes AI while EVCP's controller forbids it.
     pub fn apply(&mut self, now: Duration, acked_bytes: u64, rtt: &RttSample, step: Step) {
         if now < self.hold_until {
-            self.mode = Mode::Hold;
+            self.cwnd.set_mode(Mode::Hold);
             return;
         }
         let ai_only = now < self.ai_only_until;
@@ -330,11 +328,11 @@ impl<D: Decrease> VcpLaw<D> {
         let mss = self.config.mss as f64;
         self.cwnd
             .set(self.cwnd.bytes() + xi_s * acked + alpha_s * mss * acked / self.cwnd.bytes());
-        self.mode = if xi > 0.0 {
+        self.cwnd.set_mode(if xi > 0.0 {
             Mode::MultiplicativeIncrease
         } else {
             Mode::AdditiveIncrease
-        };
+        });
     }
 
     fn mi_allowed(&self) -> bool {
@@ -392,21 +390,15 @@ impl<D: Decrease> crate::signal::Law for VcpLaw<D> {
         _kind: Congestion,
         _rtt: &RttSample,
     ) {
-        if self
-            .cwnd
-            .reduce_on_congestion(now, sent, Window::LOSS_REDUCTION)
-            .is_some()
-        {
-            self.mode = Mode::Recovery;
-        }
+        self.cwnd.halve_on_congestion(now, sent);
     }
 
     fn window(&self) -> u64 {
-        self.cwnd.bytes() as u64
+        self.cwnd.whole_bytes()
     }
 
     fn mode(&self) -> Mode {
-        self.mode
+        self.cwnd.mode()
     }
 
     fn tag(&self) -> SchemeTag {
@@ -415,14 +407,15 @@ impl<D: Decrease> crate::signal::Law for VcpLaw<D> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::signal::load::LinkLoad;
     use crate::signal::Law;
 
     const MS: Duration = Duration::from_millis(1);
 
-    fn link(rho: f64) -> LinkState {
+    /// A link whose VCP load factor is `rho`, empty queue (MPCP's tests too).
+    pub(crate) fn link(rho: f64) -> LinkState {
         LinkState {
             load: LinkLoad {
                 vcp: LoadFactor::new(rho),

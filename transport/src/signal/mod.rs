@@ -250,25 +250,28 @@ impl LossEpoch {
 }
 
 /// The congestion window every window law keeps: bytes within the law's
-/// bounds, and Reno's reaction to loss and unexplained CE (RFC 9002 §7.3.2:
-/// kLossReductionFactor = 0.5, once per congestion event).
+/// bounds, the law's mode, and Reno's reaction to loss and unexplained CE
+/// (RFC 9002 §7.3.2: kLossReductionFactor = 0.5, once per congestion
+/// event).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Window {
     bytes: f64,
     bounds: LawConfig,
     loss: LossEpoch,
+    mode: Mode,
 }
 
 impl Window {
     /// NewReno's loss reduction factor (RFC 9002 §7.3.2).
     pub const LOSS_REDUCTION: f64 = 0.5;
 
-    /// The configured initial window.
-    pub fn new(config: LawConfig) -> Window {
+    /// The configured initial window, in `mode`.
+    pub fn new(config: LawConfig, mode: Mode) -> Window {
         Window {
             bytes: config.clamp(config.initial_window as f64),
             bounds: config,
             loss: LossEpoch::default(),
+            mode,
         }
     }
 
@@ -277,15 +280,29 @@ impl Window {
         self.bytes
     }
 
+    /// The window in whole bytes, as [`Law::window`] reports it.
+    pub fn whole_bytes(&self) -> u64 {
+        self.bytes as u64
+    }
+
     /// Sets the window, clamped into the configured bounds.
     pub fn set(&mut self, bytes: f64) {
         self.bytes = self.bounds.clamp(bytes);
     }
 
+    /// The law's mode.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// Sets the law's mode.
+    pub fn set_mode(&mut self, mode: Mode) {
+        self.mode = mode;
+    }
+
     /// The reaction to a loss or CE for a packet sent at `sent`: the first
-    /// signal of a congestion event multiplies the window by `factor`
-    /// ([`Window::LOSS_REDUCTION`] for Reno); returns the window before, if
-    /// it did.
+    /// signal of a congestion event multiplies the window by `factor`;
+    /// returns the window before, if it did.
     pub fn reduce_on_congestion(
         &mut self,
         now: Duration,
@@ -297,6 +314,18 @@ impl Window {
             self.set(before * factor);
             before
         })
+    }
+
+    /// Reno's reaction: the first signal of a congestion event halves the
+    /// window and enters recovery; true if it did.
+    pub fn halve_on_congestion(&mut self, now: Duration, sent: Duration) -> bool {
+        let halved = self
+            .reduce_on_congestion(now, sent, Self::LOSS_REDUCTION)
+            .is_some();
+        if halved {
+            self.mode = Mode::Recovery;
+        }
+        halved
     }
 
     /// Whether the last reduction is less than a round trip old
