@@ -1113,6 +1113,86 @@ pub async fn shim_sessions(
     })
 }
 
+/// Starts a client task per connection, `config.batch` at a time, each
+/// batch once the previous one's handshakes settled.
+async fn start_clients(
+    clients: &Arc<Clients>,
+    config: &ScaleConfig,
+    started: Instant,
+    progress: &(dyn Fn(&str) + Sync),
+) -> Vec<JoinHandle<ClientOutcome>> {
+    let n = config.connections;
+    let counters = &clients.counters;
+    let mut tasks = Vec::with_capacity(n);
+    for first in (0..n).step_by(config.batch) {
+        let last = (first + config.batch).min(n);
+        for id in first..last {
+            tasks.push(tokio::spawn(clients.clone().run(id as u32)));
+        }
+        // Each handshake settles within its timeout; the deadline only
+        // guards against a client task that died.
+        let deadline = Instant::now() + HANDSHAKE_TIMEOUT + SETTLE_MARGIN;
+        while counters.handshakes_settled() < last && Instant::now() < deadline {
+            tokio::time::sleep(POLL).await;
+        }
+        progress(&format!(
+            "handshakes {last}/{n} ({} failed), {:.1} s",
+            Counters::get(&counters.refused),
+            started.elapsed().as_secs_f64()
+        ));
+    }
+    tasks
+}
+
+/// Waits until the `opened` connections' downloads, started at `go`,
+/// settled (or timed out); returns the highest resident set seen.
+async fn await_downloads(
+    counters: &Counters,
+    opened: usize,
+    go: Probe,
+    progress: &(dyn Fn(&str) + Sync),
+) -> Option<u64> {
+    let mut peak = go.rss;
+    let mut last_progress = Instant::now();
+    let deadline = go.at + TRANSFER_TIMEOUT + SETTLE_MARGIN;
+    while counters.downloads_settled() < opened && Instant::now() < deadline {
+        tokio::time::sleep(POLL).await;
+        peak = peak.max(resident_bytes());
+        if last_progress.elapsed() >= PROGRESS_EVERY {
+            last_progress = Instant::now();
+            progress(&format!(
+                "downloads {}/{opened} done, {:.1} s",
+                counters.downloads_settled(),
+                go.at.elapsed().as_secs_f64()
+            ));
+        }
+    }
+    peak
+}
+
+/// Waits for every client task to end: the downloads completed, the
+/// failures, and the packets of both ends (`server_packets` plus the
+/// clients').
+async fn join_clients(
+    tasks: Vec<JoinHandle<ClientOutcome>>,
+    server_packets: Packets,
+) -> Result<(usize, Vec<String>, Packets), String> {
+    let mut failures = Vec::new();
+    let mut packets = server_packets;
+    let mut completed = 0;
+    for task in tasks {
+        let outcome = task
+            .await
+            .map_err(|e| format!("a client task failed: {e}"))?;
+        packets = packets.add(outcome.packets);
+        match outcome.result {
+            Ok(()) => completed += 1,
+            Err(e) => failures.push(e),
+        }
+    }
+    Ok((completed, failures, packets))
+}
+
 /// One stack's run: server and relay up, handshakes in batches, every
 /// download at once, then every connection closed.
 pub async fn run_stack(
@@ -1140,45 +1220,14 @@ pub async fn run_stack(
     let counters = &clients.counters;
 
     let started = Instant::now();
-    let mut tasks = Vec::with_capacity(n);
-    for first in (0..n).step_by(config.batch) {
-        let last = (first + config.batch).min(n);
-        for id in first..last {
-            tasks.push(tokio::spawn(clients.clone().run(id as u32)));
-        }
-        // Each handshake settles within its timeout; the deadline only
-        // guards against a client task that died.
-        let deadline = Instant::now() + HANDSHAKE_TIMEOUT + SETTLE_MARGIN;
-        while counters.handshakes_settled() < last && Instant::now() < deadline {
-            tokio::time::sleep(POLL).await;
-        }
-        progress(&format!(
-            "handshakes {last}/{n} ({} failed), {:.1} s",
-            Counters::get(&counters.refused),
-            started.elapsed().as_secs_f64()
-        ));
-    }
+    let tasks = start_clients(&clients, config, started, progress).await;
     let handshake_time = started.elapsed();
     let opened = Counters::get(&counters.connected);
     let open = Probe::take(true);
 
     let go = Probe::take(false);
     let _ = phase_tx.send(Phase::Transfer);
-    let mut peak = go.rss;
-    let mut last_progress = Instant::now();
-    let deadline = go.at + TRANSFER_TIMEOUT + SETTLE_MARGIN;
-    while counters.downloads_settled() < opened && Instant::now() < deadline {
-        tokio::time::sleep(POLL).await;
-        peak = peak.max(resident_bytes());
-        if last_progress.elapsed() >= PROGRESS_EVERY {
-            last_progress = Instant::now();
-            progress(&format!(
-                "downloads {}/{opened} done, {:.1} s",
-                counters.downloads_settled(),
-                go.at.elapsed().as_secs_f64()
-            ));
-        }
-    }
+    let peak = await_downloads(counters, opened, go, progress).await;
     let done = Probe::take(false);
     let buffer_drops = udp_receive_buffer_drops()
         .zip(buffer_drops_before)
@@ -1190,19 +1239,7 @@ pub async fn run_stack(
     progress(&format!("closing {opened} connections"));
     let closing = Instant::now();
     let _ = phase_tx.send(Phase::Close);
-    let mut failures = Vec::new();
-    let mut packets = server_packets;
-    let mut completed = 0;
-    for task in tasks {
-        let outcome = task
-            .await
-            .map_err(|e| format!("a client task failed: {e}"))?;
-        packets = packets.add(outcome.packets);
-        match outcome.result {
-            Ok(()) => completed += 1,
-            Err(e) => failures.push(e),
-        }
-    }
+    let (completed, failures, packets) = join_clients(tasks, server_packets).await?;
     server.stop().await;
     let relay = shim.stop().await?;
     drop(clients);
@@ -1256,8 +1293,25 @@ fn kb(bytes: Option<f64>) -> String {
 /// The report as printed: one column per run, and ecnq's own cost (the
 /// mean of its runs less the mean of vanilla quinn's) when the baseline ran.
 pub fn render(report: &ScaleReport) -> String {
-    let c = &report.config;
     let mut out = String::new();
+    write_setup(&mut out, report);
+    let own_column = report.runs_of(Stack::Vanilla).next().is_some();
+    let mut table = Table {
+        out: &mut out,
+        runs: &report.runs,
+        own_column,
+    };
+    outcome_rows(&mut table, report);
+    packet_rows(&mut table);
+    memory_rows(&mut table, report);
+    write_notes(&mut out, report, own_column);
+    write_goals(&mut out, report);
+    out
+}
+
+/// What was run: connections, bytes, link, and the shim's memory per session.
+fn write_setup(out: &mut String, report: &ScaleReport) {
+    let c = &report.config;
     let _ = writeln!(
         out,
         "scale: {} concurrent connections, {} downloaded by each, one server endpoint, one relay shim on loopback",
@@ -1280,19 +1334,35 @@ pub fn render(report: &ScaleReport) -> String {
         shim.wanted
     );
     let _ = writeln!(out);
-    let own_column = report.runs_of(Stack::Vanilla).next().is_some();
-    let mut row = |label: &str, f: &dyn Fn(&StackReport) -> String, own: Option<String>| {
+}
+
+/// The figures table: one row per figure, one column per run, then ecnq's
+/// own when the baseline ran.
+struct Table<'a> {
+    out: &'a mut String,
+    runs: &'a [StackReport],
+    own_column: bool,
+}
+
+impl Table<'_> {
+    /// A row: `label`, `figure` of each run, then `own` in ecnq's column.
+    fn row(&mut self, label: &str, figure: &dyn Fn(&StackReport) -> String, own: Option<String>) {
+        let out = &mut *self.out;
         let _ = write!(out, "{label:<42}");
-        for r in &report.runs {
-            let _ = write!(out, " {:>18}", f(r));
+        for r in self.runs {
+            let _ = write!(out, " {:>18}", figure(r));
         }
-        if own_column {
+        if self.own_column {
             let _ = write!(out, " {:>14}", own.unwrap_or_default());
         }
         let _ = writeln!(out);
-    };
+    }
+}
+
+/// The runs' names, then whether and how fast their connections completed.
+fn outcome_rows(table: &mut Table<'_>, report: &ScaleReport) {
     let number = std::cell::Cell::new(0);
-    row(
+    table.row(
         "run",
         &|r| {
             number.set(number.get() + 1);
@@ -1300,18 +1370,18 @@ pub fn render(report: &ScaleReport) -> String {
         },
         Some("ecnq's own".into()),
     );
-    row(
+    table.row(
         "connections completed / failed",
         &|r| format!("{} / {}", r.completed, r.failed),
         None,
     );
-    row("bytes checked", &|r| human_bytes(r.bytes_verified), None);
-    row(
+    table.row("bytes checked", &|r| human_bytes(r.bytes_verified), None);
+    table.row(
         "handshakes, s",
         &|r| format!("{:.2}", r.handshake_time.as_secs_f64()),
         None,
     );
-    row(
+    table.row(
         "transfer, s (goodput)",
         &|r| {
             format!(
@@ -1322,14 +1392,14 @@ pub fn render(report: &ScaleReport) -> String {
         },
         None,
     );
-    row(
+    table.row(
         "CPU per Gbit/s, cores (whole process)",
         &|r| r.cpu_per_gbit().map_or("n/a".into(), |x| format!("{x:.2}")),
         report
             .ecnq_own(StackReport::cpu_per_gbit)
             .map(|d| format!("{d:+.2}")),
     );
-    row(
+    table.row(
         "close and drain, s",
         &|r| {
             r.drained
@@ -1339,22 +1409,26 @@ pub fn render(report: &ScaleReport) -> String {
         },
         None,
     );
-    row(
+}
+
+/// Packets lost and dropped, the relay's sessions and who ran on feedback.
+fn packet_rows(table: &mut Table<'_>) {
+    table.row(
         "packets lost, quinn, both ends (of sent)",
         &|r| share(r.packets_lost, r.packets_sent),
         None,
     );
-    row(
+    table.row(
         "packets dropped by the shim (of arrived)",
         &|r| share(r.shim_drops, r.shim_arrivals),
         None,
     );
-    row(
+    table.row(
         "UDP receive-buffer drops (kernel, machine)",
         &|r| r.buffer_drops.map_or("n/a".into(), |d| d.to_string()),
         None,
     );
-    row(
+    table.row(
         "shim sessions opened / refused / evicted",
         &|r| {
             format!(
@@ -1364,7 +1438,7 @@ pub fn render(report: &ScaleReport) -> String {
         },
         None,
     );
-    row(
+    table.row(
         "senders on router feedback at their end",
         &|r| match r.stack {
             Stack::Ecnq => format!("{} / {}", r.feedback_senders, r.opened),
@@ -1372,7 +1446,11 @@ pub fn render(report: &ScaleReport) -> String {
         },
         None,
     );
-    row(
+}
+
+/// Resident set: the whole process's, then per connection.
+fn memory_rows(table: &mut Table<'_>, report: &ScaleReport) {
+    table.row(
         "process RSS, MB: base -> all open, after",
         &|r| match (r.rss_base, r.rss_after) {
             (Some(b), Some(a)) => format!("{:.0} -> {:.0}", b as f64 / 1e6, a as f64 / 1e6),
@@ -1386,7 +1464,7 @@ pub fn render(report: &ScaleReport) -> String {
         ("RSS per connection, all open, after", |r| r.rss_after),
     ];
     for (label, rss) in memory {
-        row(
+        table.row(
             label,
             &|r| kb(r.per_connection(rss(r))),
             report
@@ -1394,6 +1472,10 @@ pub fn render(report: &ScaleReport) -> String {
                 .map(|d| kb(Some(d))),
         );
     }
+}
+
+/// What the table's figures mean, and the first failure if any.
+fn write_notes(out: &mut String, report: &ScaleReport, own_column: bool) {
     let _ = writeln!(out);
     let _ = writeln!(
         out,
@@ -1414,6 +1496,12 @@ pub fn render(report: &ScaleReport) -> String {
         let _ = writeln!(out, "first failure: {first}");
     }
     let _ = writeln!(out);
+}
+
+/// Whether the run met its goals: every connection completed, ecnq's own
+/// memory per connection.
+fn write_goals(out: &mut String, report: &ScaleReport) {
+    let c = &report.config;
     let ecnq_completed: Vec<String> = report
         .runs_of(Stack::Ecnq)
         .map(|r| r.completed.to_string())
@@ -1445,7 +1533,6 @@ pub fn render(report: &ScaleReport) -> String {
             );
         }
     }
-    out
 }
 
 fn verdict(met: bool) -> &'static str {

@@ -23,7 +23,7 @@ use ecnq::{Ecn, Scheme, SchemeTag};
 
 #[path = "../tests/load/mod.rs"]
 mod load;
-use load::{kernel_drops, numbered, paced, socket, Metrics, Receiver, Shim};
+use load::{kernel_drops, numbered, paced, socket, Exit, Metrics, Receiver, Shim, Tally};
 
 const USAGE: &str = "\
 usage: soak [DURATION]
@@ -120,33 +120,60 @@ fn soak(duration: Duration) -> Result<bool, String> {
         .collect::<Result<_, _>>()?;
     let back = Receiver::start(clients, false)?;
 
-    // A third of the flows each: VCP-tagged ECT(1), untagged ECT(0), Not-ECT.
+    let pps = RATE_BPS / 8.0 / WIRE;
+    let sent = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let sender = send_flows(senders, relay, pps, sent.clone(), stop.clone());
+
+    let warm_up = (duration / 10).clamp(SAMPLE, Duration::from_secs(60));
+    print_head(pps, duration, warm_up);
+    let (samples, running) = sample(&mut shim, duration, &sent, &back.tally)?;
+    stop.store(true, Ordering::Relaxed);
+    let total = sender.join().map_err(|_| "the sender panicked")?;
+    thread::sleep(Duration::from_millis(500));
+    let echoed = back.tally.total();
+    let exit = shim.stop()?;
+    echo.stop();
+    back.stop();
+    let pass = judge(&samples, warm_up, running, &exit, total, echoed)?;
+    if !exit.stderr.is_empty() && !pass {
+        eprintln!("shim stderr:\n{}", exit.stderr);
+    }
+    Ok(pass)
+}
+
+/// Starts the flows, round robin at `pps` in all, a third each VCP-tagged
+/// ECT(1), untagged ECT(0) and Not-ECT, `sent` counting them, until `stop`;
+/// the thread returns how many it sent.
+fn send_flows(
+    senders: Vec<UdpSocket>,
+    relay: SocketAddr,
+    pps: f64,
+    sent: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+) -> thread::JoinHandle<u64> {
     let kinds = [
         SchemeTag::new(Scheme::Vcp.wire().id()).tos(Ecn::Ect1),
         SchemeTag::UNTAGGED.tos(Ecn::Ect0),
         SchemeTag::UNTAGGED.tos(Ecn::NotEct),
     ];
-    let pps = RATE_BPS / 8.0 / WIRE;
-    let sent = Arc::new(AtomicU64::new(0));
-    let stop = Arc::new(AtomicBool::new(false));
-    let sender = {
-        let (sent, stop) = (sent.clone(), stop.clone());
-        thread::spawn(move || {
-            paced(
-                pps,
-                || stop.load(Ordering::Relaxed),
-                |k| {
-                    let flow = (k % FLOWS as u64) as usize;
-                    let payload = numbered(flow as u32, k / FLOWS as u64, PAYLOAD);
-                    let tos = kinds[flow % kinds.len()];
-                    let _ = send_with_tos(&senders[flow], &payload, Some(relay), tos, false);
-                    sent.store(k + 1, Ordering::Relaxed);
-                },
-            )
-        })
-    };
+    thread::spawn(move || {
+        paced(
+            pps,
+            || stop.load(Ordering::Relaxed),
+            |k| {
+                let flow = (k % FLOWS as u64) as usize;
+                let payload = numbered(flow as u32, k / FLOWS as u64, PAYLOAD);
+                let tos = kinds[flow % kinds.len()];
+                let _ = send_with_tos(&senders[flow], &payload, Some(relay), tos, false);
+                sent.store(k + 1, Ordering::Relaxed);
+            },
+        )
+    })
+}
 
-    let warm_up = (duration / 10).clamp(SAMPLE, Duration::from_secs(60));
+/// What the run does, and the table's column heads.
+fn print_head(pps: f64, duration: Duration, warm_up: Duration) {
     println!(
         "soak: relay `{LINK}`, {FLOWS} flows of {PAYLOAD} B datagrams offering {:.0} datagrams/s \
          ({:.1} Mbit/s on the wire) up, echoed down; {} s, sampled every {} s, warm-up {} s",
@@ -172,6 +199,17 @@ fn soak(duration: Duration) -> Result<bool, String> {
         "evicted",
         "kdrop"
     );
+}
+
+/// Samples the shim every [`SAMPLE`] for `duration`, printing a row each
+/// time; returns the samples and whether the shim kept running.
+fn sample(
+    shim: &mut Shim,
+    duration: Duration,
+    sent: &AtomicU64,
+    echoed: &Tally,
+) -> Result<(Vec<Sample>, bool), String> {
+    let relay = shim.listen;
     let start = Instant::now();
     let mut samples: Vec<Sample> = Vec::new();
     let mut running = true;
@@ -187,20 +225,26 @@ fn soak(duration: Duration) -> Result<bool, String> {
             rss_kib: shim.rss_kib()?,
             metrics: shim.metrics()?,
             sent: sent.load(Ordering::Relaxed),
-            echoed: back.tally.total(),
+            echoed: echoed.total(),
             kernel_drops: kernel_drops(relay),
         };
         print_row(&sample, samples.last());
         samples.push(sample);
     }
-    stop.store(true, Ordering::Relaxed);
-    let total = sender.join().map_err(|_| "the sender panicked")?;
-    thread::sleep(Duration::from_millis(500));
-    let echoed = back.tally.total();
-    let exit = shim.stop()?;
-    echo.stop();
-    back.stop();
+    Ok((samples, running))
+}
 
+/// Prints the totals, the memory and error findings and the verdict:
+/// whether memory stayed flat after `warm_up` and nothing went wrong;
+/// `total` datagrams were sent and `echoed` came back.
+fn judge(
+    samples: &[Sample],
+    warm_up: Duration,
+    running: bool,
+    exit: &Exit,
+    total: u64,
+    echoed: u64,
+) -> Result<bool, String> {
     let (Some(baseline), Some(last)) = (samples.iter().find(|s| s.t >= warm_up), samples.last())
     else {
         return Err("too few samples for a verdict".into());
@@ -249,9 +293,6 @@ fn soak(duration: Duration) -> Result<bool, String> {
     );
     let pass = flat && found.is_empty();
     println!("verdict: {}", if pass { "PASS" } else { "FAIL" });
-    if !exit.stderr.is_empty() && !pass {
-        eprintln!("shim stderr:\n{}", exit.stderr);
-    }
     Ok(pass)
 }
 

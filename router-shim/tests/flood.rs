@@ -29,7 +29,7 @@ use ecnq::tos_io::send_with_tos;
 use ecnq::{Ecn, Scheme, SchemeTag};
 
 mod load;
-use load::{kernel_drops, numbered, paced, socket, Metrics, Receiver, Shim};
+use load::{kernel_drops, numbered, paced, socket, Metrics, Receiver, Shim, Tally};
 
 /// The emulated link, both directions.
 const LINK: &str = "rate 100mbit delay 5ms limit 1000";
@@ -132,22 +132,88 @@ fn flood() -> Result<(), String> {
     let back = Receiver::start(vec![client], false)?;
     let sent = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
-    let tos = SchemeTag::new(Scheme::Vcp.wire().id()).tos(Ecn::Ect1);
-    let legit = {
-        let (sent, stop) = (sent.clone(), stop.clone());
-        thread::spawn(move || {
-            paced(
-                LEGIT_PPS,
-                || stop.load(Ordering::Relaxed),
-                |k| {
-                    let _ =
-                        send_with_tos(&sender, &numbered(0, k, LEGIT_LEN), Some(relay), tos, false);
-                    sent.store(k + 1, Ordering::Relaxed);
-                },
-            )
-        })
-    };
+    let legit = send_legit(sender, relay, sent.clone(), stop.clone());
+    let (phases, spoofed) = run_phases(&shim, &sent)?;
 
+    stop.store(true, Ordering::Relaxed);
+    let total = legit.join().map_err(|_| "the legitimate sender panicked")?;
+    thread::sleep(Duration::from_millis(500));
+    let still_running = shim.running();
+    let last = shim.metrics()?;
+    let rss = shim.rss_kib()?;
+    let (up, round_trip) = (echo.tally.clone(), back.tally.clone());
+    let legit_sources = up.sources(0);
+    let at_target = echo.datagrams.load(Ordering::Relaxed);
+    let exit = shim.stop()?;
+    echo.stop();
+    back.stop();
+
+    print_phases(total, &phases, &up, &round_trip);
+    print_totals(&last, &phases, at_target);
+    println!(
+        "shim: running after the floods {still_running}, RSS {rss} KiB, exit clean {}, panics {}; \
+         the legitimate flow reached the target from {} relay port(s)",
+        exit.clean,
+        exit.panics(),
+        legit_sources.len()
+    );
+    let [before, after, bounded] = phase_checks(&phases, &round_trip);
+    let checks = [
+        (
+            f64::from(spoofed) >= 0.99 * f64::from(SPOOFED),
+            "too few spoofed sources could bind",
+        ),
+        (still_running, "the shim stopped during the floods"),
+        (
+            exit.clean && exit.panics() == 0,
+            "the shim did not exit cleanly",
+        ),
+        before,
+        after,
+        (
+            legit_sources.len() == 1,
+            "the legitimate session was closed and reopened",
+        ),
+        bounded,
+        (
+            last.sum("sessions_opened_total", "") >= MAX_SESSIONS,
+            "the spoofed sources did not fill the session table",
+        ),
+    ];
+    let failed: Vec<&str> = checks.iter().filter(|c| !c.0).map(|c| c.1).collect();
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("{}\n{}", failed.join("; "), exit.stderr))
+    }
+}
+
+/// Starts the legitimate flow: VCP-tagged ECT(1) datagrams to the relay,
+/// numbered from 0, `sent` counting them, until `stop`; the thread returns
+/// how many it sent.
+fn send_legit(
+    sender: UdpSocket,
+    relay: SocketAddr,
+    sent: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+) -> thread::JoinHandle<u64> {
+    let tos = SchemeTag::new(Scheme::Vcp.wire().id()).tos(Ecn::Ect1);
+    thread::spawn(move || {
+        paced(
+            LEGIT_PPS,
+            || stop.load(Ordering::Relaxed),
+            |k| {
+                let _ = send_with_tos(&sender, &numbered(0, k, LEGIT_LEN), Some(relay), tos, false);
+                sent.store(k + 1, Ordering::Relaxed);
+            },
+        )
+    })
+}
+
+/// Runs the phases: quiet ones around the two floods; returns them and the
+/// spoofed sources that sent.
+fn run_phases(shim: &Shim, sent: &AtomicU64) -> Result<(Vec<Phase>, u32), String> {
+    let relay = shim.listen;
     let mut phases: Vec<Phase> = Vec::new();
     let mut phase = |name, run: &mut dyn FnMut() -> Result<String, String>| {
         let (from, start) = (sent.load(Ordering::Relaxed), Instant::now());
@@ -181,20 +247,13 @@ fn flood() -> Result<(), String> {
     })?;
     phase("drain", &mut wait(1))?;
     phase("after", &mut wait(3))?;
+    Ok((phases, spoofed))
+}
 
-    stop.store(true, Ordering::Relaxed);
-    let total = legit.join().map_err(|_| "the legitimate sender panicked")?;
-    thread::sleep(Duration::from_millis(500));
-    let still_running = shim.running();
-    let last = shim.metrics()?;
-    let rss = shim.rss_kib()?;
-    let (up, round_trip) = (echo.tally.clone(), back.tally.clone());
-    let legit_sources = up.sources(0);
-    let at_target = echo.datagrams.load(Ordering::Relaxed);
-    let exit = shim.stop()?;
-    echo.stop();
-    back.stop();
-
+/// The report's head and one line per phase: the legitimate flow's
+/// delivery (`up` at the target, `round_trip` back at the client) and
+/// what the shim and the kernel counted in it.
+fn print_phases(total: u64, phases: &[Phase], up: &Tally, round_trip: &Tally) {
     println!(
         "flood report: relay `{LINK}`, default session limits (4096, 1024 per source, 60 s idle)"
     );
@@ -207,7 +266,7 @@ fn flood() -> Result<(), String> {
     );
     let mut before = Metrics::default();
     let mut kernel_before = 0;
-    for p in &phases {
+    for p in phases {
         let n = p.seqs.end - p.seqs.start;
         let (arrived, returned) = (
             up.count(0, p.seqs.clone()),
@@ -240,6 +299,10 @@ fn flood() -> Result<(), String> {
         before = p.metrics.clone();
         kernel_before = p.kernel_drops;
     }
+}
+
+/// The shim's counters at the end, summed over the run.
+fn print_totals(last: &Metrics, phases: &[Phase], at_target: u64) {
     println!(
         "totals: sessions opened {}, evicted {}, refused {} (source {}, sockets {}), expired {}; \
          link drops up {} down {} (overflow {}, aqm {}, policed {}); send errors {}; \
@@ -258,29 +321,17 @@ fn flood() -> Result<(), String> {
         last.sum("send_errors_total", ""),
         phases.last().map_or(0, |p| p.kernel_drops),
     );
-    println!(
-        "shim: running after the floods {still_running}, RSS {rss} KiB, exit clean {}, panics {}; \
-         the legitimate flow reached the target from {} relay port(s)",
-        exit.clean,
-        exit.panics(),
-        legit_sources.len()
-    );
+}
 
+/// What each phase must show: a whole flow before and after the floods,
+/// a session table within its limit throughout.
+fn phase_checks(phases: &[Phase], round_trip: &Tally) -> [(bool, &'static str); 3] {
     let whole = |name: &str| {
         let p = phases.iter().find(|p| p.name == name).expect("phase");
         let n = p.seqs.end - p.seqs.start;
         round_trip.count(0, p.seqs.clone()) as f64 >= 0.99 * n as f64
     };
-    let checks = [
-        (
-            f64::from(spoofed) >= 0.99 * f64::from(SPOOFED),
-            "too few spoofed sources could bind",
-        ),
-        (still_running, "the shim stopped during the floods"),
-        (
-            exit.clean && exit.panics() == 0,
-            "the shim did not exit cleanly",
-        ),
+    [
         (
             whole("before"),
             "the legitimate flow lost datagrams before the floods",
@@ -290,24 +341,10 @@ fn flood() -> Result<(), String> {
             "the legitimate flow lost datagrams after the floods",
         ),
         (
-            legit_sources.len() == 1,
-            "the legitimate session was closed and reopened",
-        ),
-        (
             phases
                 .iter()
                 .all(|p| p.metrics.sum("sessions_active", "") <= MAX_SESSIONS),
             "the session table outgrew its limit",
         ),
-        (
-            last.sum("sessions_opened_total", "") >= MAX_SESSIONS,
-            "the spoofed sources did not fill the session table",
-        ),
-    ];
-    let failed: Vec<&str> = checks.iter().filter(|c| !c.0).map(|c| c.1).collect();
-    if failed.is_empty() {
-        Ok(())
-    } else {
-        Err(format!("{}\n{}", failed.join("; "), exit.stderr))
-    }
+    ]
 }

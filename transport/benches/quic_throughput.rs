@@ -28,34 +28,7 @@ fn main() {
         .expect("tokio runtime");
     let cert = SelfSigned::new(&["localhost"]).expect("certificate");
     let data = Arc::new(vec![0x5a_u8; mbytes << 20]);
-
-    let only: Option<Vec<CongestionControl>> = std::env::args()
-        .skip(1)
-        .find(|a| a.chars().any(|c| c.is_ascii_alphabetic()) && !a.starts_with('-'))
-        .map(|list| {
-            list.split(',')
-                .map(|name| name.parse::<CongestionControl>())
-                .collect::<Result<Vec<_>, _>>()
-        })
-        .transpose()
-        .unwrap_or_else(|e| {
-            eprintln!("error: {e}");
-            std::process::exit(2)
-        });
-    let selected: Vec<CongestionControl> = CongestionControl::all()
-        .into_iter()
-        .filter(|cc| only.as_ref().is_none_or(|only| only.contains(cc)))
-        .collect();
-    // The baseline first, then vanilla quinn with the other quinn
-    // controllers selected, then ecnq.
-    let mut configs = vec![Stack::Vanilla(CongestionControl::Cubic)];
-    configs.extend(
-        selected
-            .iter()
-            .filter(|cc| matches!(cc, CongestionControl::NewReno | CongestionControl::Bbr))
-            .map(|cc| Stack::Vanilla(*cc)),
-    );
-    configs.extend(selected.iter().map(|cc| Stack::Ecnq(*cc)));
+    let configs = stacks(&selected_controllers());
     let mut samples = vec![Vec::new(); configs.len()];
     // Rounds interleave the configurations so that drift in machine load
     // hits all of them alike.
@@ -70,6 +43,49 @@ fn main() {
             samples.push(data.len() as f64 * 8.0 / elapsed.as_secs_f64() / 1e6);
         }
     }
+    println!("bulk transfer on loopback, {mbytes} MiB per run, median of {rounds} runs");
+    print_table(&configs, &mut samples);
+}
+
+/// The controllers named by the optional list argument (all without one);
+/// exits with status 2 on an unknown name.
+fn selected_controllers() -> Vec<CongestionControl> {
+    let only: Option<Vec<CongestionControl>> = std::env::args()
+        .skip(1)
+        .find(|a| a.chars().any(|c| c.is_ascii_alphabetic()) && !a.starts_with('-'))
+        .map(|list| {
+            list.split(',')
+                .map(|name| name.parse::<CongestionControl>())
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .transpose()
+        .unwrap_or_else(|e| {
+            eprintln!("error: {e}");
+            std::process::exit(2)
+        });
+    CongestionControl::all()
+        .into_iter()
+        .filter(|cc| only.as_ref().is_none_or(|only| only.contains(cc)))
+        .collect()
+}
+
+/// The runs of a round: the baseline first, then vanilla quinn with the
+/// other quinn controllers `selected`, then ecnq with each of them.
+fn stacks(selected: &[CongestionControl]) -> Vec<Stack> {
+    let mut configs = vec![Stack::Vanilla(CongestionControl::Cubic)];
+    configs.extend(
+        selected
+            .iter()
+            .filter(|cc| matches!(cc, CongestionControl::NewReno | CongestionControl::Bbr))
+            .map(|cc| Stack::Vanilla(*cc)),
+    );
+    configs.extend(selected.iter().map(|cc| Stack::Ecnq(*cc)));
+    configs
+}
+
+/// Prints each stack's median throughput, its ratio to the baseline's
+/// median and its median ratio to the baseline run of the same round.
+fn print_table(configs: &[Stack], samples: &mut [Vec<f64>]) {
     // Each run's ratio to the baseline run of the same round: less exposed
     // to load that changes between rounds than a ratio of medians.
     let paired: Vec<f64> = samples
@@ -85,7 +101,6 @@ fn main() {
         })
         .collect();
     let medians: Vec<f64> = samples.iter_mut().map(|s| median(s)).collect();
-    println!("bulk transfer on loopback, {mbytes} MiB per run, median of {rounds} runs");
     println!(
         "{:<28} {:>12} {:>8} {:>14}",
         "stack", "Mbit/s", "ratio", "paired ratio"

@@ -243,33 +243,7 @@ async fn run_server(args: &PerfArgs) -> Result<(), String> {
 }
 
 async fn run_client(host: String, args: &PerfArgs) -> Result<(), String> {
-    let server = tokio::net::lookup_host((host.as_str(), args.port))
-        .await
-        .map_err(|e| format!("cannot resolve {host}: {e}"))?
-        .next()
-        .ok_or_else(|| format!("{host} has no address"))?;
-    let ca = match &args.ca {
-        Some(ca) => ca.clone(),
-        None => proto::find_cert(&proto::cert_dir(), server)?,
-    };
-    let config = ClientConfig {
-        server,
-        server_name: args.server_name.clone(),
-        roots: proto::load_roots(&ca)?,
-        cc: args.cc,
-        request: TestRequest {
-            version: 1,
-            reverse: args.reverse,
-            seconds: args.time,
-            bytes: args.bytes.unwrap_or(0),
-        },
-        interval: Duration::from_secs_f64(if args.interval > 0.0 {
-            args.interval
-        } else {
-            3600.0
-        }),
-        qlog: args.qlog.clone(),
-    };
+    let config = client_config(&host, args).await?;
     let human = !args.json;
     if human {
         println!(
@@ -315,117 +289,167 @@ async fn run_client(host: String, args: &PerfArgs) -> Result<(), String> {
             serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?
         );
     } else {
-        println!("- - - - - - - - - - - - - - - - - - - - - - - - -");
-        for (run, end) in runs.iter().zip(&report.end.streams) {
-            println!("{}", output::end_line(&run.socket.to_string(), &end.sender));
-            println!(
-                "{}",
-                output::end_line(&run.socket.to_string(), &end.receiver)
-            );
-        }
-        if runs.len() > 1 {
-            println!("{}", output::end_line("SUM", &report.end.sum_sent));
-            println!("{}", output::end_line("SUM", &report.end.sum_received));
-            println!(
-                "Jain's fairness index over streams: {:.3}",
-                report.end.fairness
-            );
-        }
+        print_ends(&runs, &report);
     }
     Ok(())
 }
 
+/// Where and how the client connects: `host` resolved, the server's
+/// certificate (`--ca`, or the one a server on this machine stored) and
+/// the test asked for.
+async fn client_config(host: &str, args: &PerfArgs) -> Result<ClientConfig, String> {
+    let server = tokio::net::lookup_host((host, args.port))
+        .await
+        .map_err(|e| format!("cannot resolve {host}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{host} has no address"))?;
+    let ca = match &args.ca {
+        Some(ca) => ca.clone(),
+        None => proto::find_cert(&proto::cert_dir(), server)?,
+    };
+    Ok(ClientConfig {
+        server,
+        server_name: args.server_name.clone(),
+        roots: proto::load_roots(&ca)?,
+        cc: args.cc,
+        request: TestRequest {
+            version: 1,
+            reverse: args.reverse,
+            seconds: args.time,
+            bytes: args.bytes.unwrap_or(0),
+        },
+        interval: Duration::from_secs_f64(if args.interval > 0.0 {
+            args.interval
+        } else {
+            3600.0
+        }),
+        qlog: args.qlog.clone(),
+    })
+}
+
+/// iperf3's closing lines: each stream's sender and receiver totals, and
+/// with several streams their sums and fairness.
+fn print_ends(runs: &[client::StreamRun], report: &Report) {
+    println!("- - - - - - - - - - - - - - - - - - - - - - - - -");
+    for (run, end) in runs.iter().zip(&report.end.streams) {
+        println!("{}", output::end_line(&run.socket.to_string(), &end.sender));
+        println!(
+            "{}",
+            output::end_line(&run.socket.to_string(), &end.receiver)
+        );
+    }
+    if runs.len() > 1 {
+        println!("{}", output::end_line("SUM", &report.end.sum_sent));
+        println!("{}", output::end_line("SUM", &report.end.sum_received));
+        println!(
+            "Jain's fairness index over streams: {:.3}",
+            report.end.fairness
+        );
+    }
+}
+
+/// The iperf3-shaped report of a client run to `host`.
 fn build_report(host: &str, args: &PerfArgs, runs: &[client::StreamRun]) -> Report {
-    let reverse = args.reverse;
     let streams: Vec<report::StreamEnd> = runs
         .iter()
-        .map(|run| {
-            let peer = Sum {
-                start: 0.0,
-                end: run.peer_result.seconds,
-                seconds: run.peer_result.seconds,
-                bytes: run.peer_result.bytes,
-                bits_per_second: report::rate(run.peer_result.bytes, run.peer_result.seconds),
-                retransmits: 0,
-                sender: reverse,
-            };
-            let rtts: Vec<u64> = run
-                .intervals
-                .iter()
-                .map(|i| i.rtt)
-                .filter(|&r| r > 0)
-                .collect();
-            let (sender, receiver) = if reverse {
-                (peer, run.local_total.clone())
-            } else {
-                (run.local_total.clone(), peer)
-            };
-            report::StreamEnd {
-                sender,
-                receiver,
-                max_snd_cwnd: run.intervals.iter().map(|i| i.snd_cwnd).max().unwrap_or(0),
-                min_rtt: rtts.iter().copied().min().unwrap_or(0),
-                max_rtt: rtts.iter().copied().max().unwrap_or(0),
-                mean_rtt: if rtts.is_empty() {
-                    0
-                } else {
-                    rtts.iter().sum::<u64>() / rtts.len() as u64
-                },
-            }
-        })
+        .map(|run| stream_end(run, args.reverse))
         .collect();
-    let total = |pick: fn(&report::StreamEnd) -> &Sum, sender: bool| {
-        let sums: Vec<&Sum> = streams.iter().map(pick).collect();
-        let bytes = sums.iter().map(|s| s.bytes).sum();
-        let seconds = sums.iter().map(|s| s.seconds).fold(0.0, f64::max);
-        Sum {
-            start: 0.0,
-            end: seconds,
-            seconds,
-            bytes,
-            bits_per_second: report::rate(bytes, seconds),
-            retransmits: sums.iter().map(|s| s.retransmits).sum(),
-            sender,
-        }
-    };
     let received: Vec<f64> = streams.iter().map(|s| s.receiver.bits_per_second).collect();
     Report {
-        start: report::Start {
-            connected: runs
-                .iter()
-                .map(|r| report::Connected {
-                    socket: r.socket,
-                    local_host: r.local.ip().to_string(),
-                    local_port: r.local.port(),
-                    remote_host: host.to_owned(),
-                    remote_port: args.port,
-                })
-                .collect(),
-            version: format!("ecnq-perf {}", env!("CARGO_PKG_VERSION")),
-            connecting_to: report::ConnectingTo {
-                host: host.to_owned(),
-                port: args.port,
-            },
-            test_start: report::TestStart {
-                protocol: "QUIC".into(),
-                num_streams: args.parallel,
-                duration: if args.bytes.is_some() { 0.0 } else { args.time },
-                bytes: args.bytes.unwrap_or(0),
-                reverse: u8::from(reverse),
-                congestion: args.cc.to_string(),
-            },
-            timesecs: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs()),
-        },
+        start: report_start(host, args, runs),
         intervals: Interval::group(&runs.iter().map(|r| r.intervals.clone()).collect::<Vec<_>>()),
         end: report::End {
-            sum_sent: total(|s| &s.sender, true),
-            sum_received: total(|s| &s.receiver, false),
+            sum_sent: total(&streams, |s| &s.sender, true),
+            sum_received: total(&streams, |s| &s.receiver, false),
             streams,
             sender_tcp_congestion: args.cc.to_string(),
             receiver_tcp_congestion: args.cc.to_string(),
             fairness: ecnq::statistics::jain_index(&received),
         },
+    }
+}
+
+/// One stream's totals at both ends (the peer's from its result; which end
+/// sent depends on `reverse`), its largest window and its RTTs.
+fn stream_end(run: &client::StreamRun, reverse: bool) -> report::StreamEnd {
+    let peer = Sum {
+        start: 0.0,
+        end: run.peer_result.seconds,
+        seconds: run.peer_result.seconds,
+        bytes: run.peer_result.bytes,
+        bits_per_second: report::rate(run.peer_result.bytes, run.peer_result.seconds),
+        retransmits: 0,
+        sender: reverse,
+    };
+    let rtts: Vec<u64> = run
+        .intervals
+        .iter()
+        .map(|i| i.rtt)
+        .filter(|&r| r > 0)
+        .collect();
+    let (sender, receiver) = if reverse {
+        (peer, run.local_total.clone())
+    } else {
+        (run.local_total.clone(), peer)
+    };
+    report::StreamEnd {
+        sender,
+        receiver,
+        max_snd_cwnd: run.intervals.iter().map(|i| i.snd_cwnd).max().unwrap_or(0),
+        min_rtt: rtts.iter().copied().min().unwrap_or(0),
+        max_rtt: rtts.iter().copied().max().unwrap_or(0),
+        mean_rtt: if rtts.is_empty() {
+            0
+        } else {
+            rtts.iter().sum::<u64>() / rtts.len() as u64
+        },
+    }
+}
+
+/// The sum of the streams' `pick`ed totals, over the longest stream's time.
+fn total(streams: &[report::StreamEnd], pick: fn(&report::StreamEnd) -> &Sum, sender: bool) -> Sum {
+    let sums: Vec<&Sum> = streams.iter().map(pick).collect();
+    let bytes = sums.iter().map(|s| s.bytes).sum();
+    let seconds = sums.iter().map(|s| s.seconds).fold(0.0, f64::max);
+    Sum {
+        start: 0.0,
+        end: seconds,
+        seconds,
+        bytes,
+        bits_per_second: report::rate(bytes, seconds),
+        retransmits: sums.iter().map(|s| s.retransmits).sum(),
+        sender,
+    }
+}
+
+/// The report's opening: who connected where, and the test asked for.
+fn report_start(host: &str, args: &PerfArgs, runs: &[client::StreamRun]) -> report::Start {
+    report::Start {
+        connected: runs
+            .iter()
+            .map(|r| report::Connected {
+                socket: r.socket,
+                local_host: r.local.ip().to_string(),
+                local_port: r.local.port(),
+                remote_host: host.to_owned(),
+                remote_port: args.port,
+            })
+            .collect(),
+        version: format!("ecnq-perf {}", env!("CARGO_PKG_VERSION")),
+        connecting_to: report::ConnectingTo {
+            host: host.to_owned(),
+            port: args.port,
+        },
+        test_start: report::TestStart {
+            protocol: "QUIC".into(),
+            num_streams: args.parallel,
+            duration: if args.bytes.is_some() { 0.0 } else { args.time },
+            bytes: args.bytes.unwrap_or(0),
+            reverse: u8::from(args.reverse),
+            congestion: args.cc.to_string(),
+        },
+        timesecs: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
     }
 }

@@ -19,8 +19,8 @@ use serde::Serialize;
 
 use super::check_seconds;
 use super::loopback::{Flow, LinkSeries, LoopbackBed, RunSummary};
-use super::plot::{line_chart, scatter_chart, Point, Series};
 use ecnq::statistics::FlowSeries;
+use ecnq_sim::report::chart::{Chart, Look, Point, Series};
 
 /// Options of `ecnq-perf demo`.
 #[derive(Args, Debug, Clone)]
@@ -295,6 +295,55 @@ pub fn plot_run(
         "%",
         &load,
     )
+}
+
+/// A [`Look::BOLD`] chart at `path` whose axes run from the origin to `max`.
+fn bold_chart<'a>(path: &'a Path, labels: [&'a str; 3], max: (f64, f64)) -> Chart<'a> {
+    let [title, x_label, y_label] = labels;
+    Chart {
+        path,
+        look: Look::BOLD,
+        title,
+        x_label,
+        y_label,
+        max,
+    }
+}
+
+/// Draws `series` as lines, with a legend, on axes that fit their finite
+/// points with a tenth to spare above.
+fn line_chart(
+    path: &Path,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series],
+) -> Result<(), String> {
+    let finite = series
+        .iter()
+        .flat_map(|s| s.points.iter())
+        .filter(|(x, y)| x.is_finite() && y.is_finite());
+    let (x_max, y_max) = finite.fold((0.0f64, 0.0f64), |(xm, ym), &(x, y)| (xm.max(x), ym.max(y)));
+    let x_max = if x_max > 0.0 { x_max } else { 1.0 };
+    let y_max = if y_max > 0.0 { y_max * 1.1 } else { 1.0 };
+    bold_chart(path, [title, x_label, y_label], (x_max, y_max)).lines(series, true)
+}
+
+/// Draws labelled points on axes that fit the finite ones with room for
+/// their labels.
+fn scatter_chart(
+    path: &Path,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    points: &[Point],
+) -> Result<(), String> {
+    let finite = || points.iter().filter(|p| p.x.is_finite() && p.y.is_finite());
+    let x_max = finite().map(|p| p.x).fold(0.0, f64::max).max(1e-3) * 1.15;
+    let y_max = finite().map(|p| p.y).fold(0.0, f64::max).max(1e-3) * 1.1;
+    let mut chart = bold_chart(path, [title, x_label, y_label], (x_max, y_max));
+    chart.look.size = (900, 520);
+    chart.points(points)
 }
 
 fn print_table(rows: &[RunSummary]) {

@@ -4,7 +4,6 @@ pub mod client;
 pub mod demo;
 pub mod loopback;
 pub mod output;
-pub mod plot;
 pub mod proto;
 pub mod pump;
 pub mod report;
