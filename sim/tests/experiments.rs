@@ -50,6 +50,24 @@ fn every_scenario_file_builds_with_every_scheme() {
     }
 }
 
+/// The finite flows' arrivals and sizes do not depend on what the flows
+/// run, so schemes are compared on one workload.
+#[test]
+fn every_scheme_meets_the_same_finite_flows() {
+    let s = scenario("adpm-afct", &[]);
+    let runs: Vec<_> = ["erc", "cubic", "bmcc"]
+        .iter()
+        .map(|scheme| run(&s, scheme, 20).completion.unwrap())
+        .collect();
+    assert!(runs[0].started > 100, "{} flows", runs[0].started);
+    for c in &runs[1..] {
+        assert_eq!(
+            (c.started, c.offered_bytes),
+            (runs[0].started, runs[0].offered_bytes)
+        );
+    }
+}
+
 /// MCP paper Fig. 8 setting, 60 s instead of 200 s (statistics from 20 s).
 #[test]
 fn vcp_keeps_a_20_mbit_link_at_least_90_percent_utilized() {

@@ -33,10 +33,10 @@ impl Sim {
         }
         let (shape, mean, rate) = (src.shape, src.mean_size, src.arrivals_per_sec);
         let mut spec = src.flow.clone();
-        let size = self.rng.pareto(shape, mean).round().max(1.0) as u64;
+        let size = self.workload.pareto(shape, mean).round().max(1.0) as u64;
         spec.size = Some(size);
         spec.start = now;
-        let gap = (self.rng.exponential(1.0 / rate) * 1e9) as Nanos;
+        let gap = (self.workload.exponential(1.0 / rate) * 1e9) as Nanos;
         self.clock
             .schedule_at(now + gap.max(1), Event::Arrival(s as u32));
         let f = self.flows.len();

@@ -6,7 +6,8 @@ use ecnq::router::bottleneck::Class;
 use ecnq::statistics::{histogram_percentile, jain_index};
 use serde::Serialize;
 
-use crate::engine::{FlowSample, FlowState, Nanos, Sim};
+use super::sharing::{sojourn_times, Job};
+use crate::engine::{Flow, FlowSample, FlowState, Nanos, Sim};
 
 /// One link's figures over the measured period.
 #[derive(Clone, Debug, Serialize)]
@@ -107,12 +108,32 @@ pub struct JainSummary {
 pub struct CompletionSummary {
     /// Flows started.
     pub started: usize,
+    /// Bytes the started flows carry.
+    pub offered_bytes: u64,
     /// Flows finished.
     pub finished: usize,
     /// Mean completion time of finished flows, s.
     pub mean_s: f64,
     /// Median, s.
     pub median_s: f64,
+    /// Mean completion time the same finished flows would have with
+    /// processor sharing at their bottleneck ([`super::sharing`]), s.
+    pub sharing_mean_s: f64,
+    /// The same by decade of flow size.
+    pub by_size: Vec<SizeClass>,
+}
+
+/// Finished finite flows of one decade of size.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct SizeClass {
+    /// Flows from a tenth of this size up to it (bytes, excluded).
+    pub below_bytes: u64,
+    /// Flows finished.
+    pub flows: usize,
+    /// Their mean completion time, s.
+    pub mean_s: f64,
+    /// Theirs with processor sharing, s.
+    pub sharing_mean_s: f64,
 }
 
 /// Everything `run` reports.
@@ -306,26 +327,104 @@ fn jain_over_time(sim: &Sim) -> JainSummary {
     }
 }
 
-/// Completion times of the finite flows, if there are any.
+/// Completion times of the finite flows, if there are any, beside those of
+/// processor sharing.
 fn completion_times(sim: &Sim) -> Option<CompletionSummary> {
-    let finite: Vec<_> = sim.flows.iter().filter(|f| f.spec.size.is_some()).collect();
+    let finite: Vec<&Flow> = sim.flows.iter().filter(|f| f.spec.size.is_some()).collect();
     (!finite.is_empty()).then(|| {
-        let mut done: Vec<f64> = finite
+        let reference = sharing_reference(sim, &finite);
+        let finished: Vec<(u64, f64, f64)> = finite
             .iter()
-            .filter_map(|f| f.completion())
-            .map(secs)
+            .zip(&reference)
+            .filter_map(|(f, &ps)| Some((f.spec.size?, secs(f.completion()?), ps)))
             .collect();
+        let mut done: Vec<f64> = finished.iter().map(|&(_, t, _)| t).collect();
         done.sort_by(f64::total_cmp);
+        let mean = |v: Vec<f64>| v.iter().sum::<f64>() / v.len().max(1) as f64;
+        let started: Vec<&&Flow> = finite
+            .iter()
+            .filter(|f| f.state != FlowState::Pending)
+            .collect();
         CompletionSummary {
-            started: finite
-                .iter()
-                .filter(|f| f.state != FlowState::Pending)
-                .count(),
+            started: started.len(),
+            offered_bytes: started.iter().filter_map(|f| f.spec.size).sum(),
             finished: done.len(),
-            mean_s: done.iter().sum::<f64>() / done.len().max(1) as f64,
             median_s: done.get(done.len() / 2).copied().unwrap_or(0.0),
+            mean_s: mean(done),
+            sharing_mean_s: mean(finished.iter().map(|&(_, _, ps)| ps).collect()),
+            by_size: size_classes(&finished),
         }
     })
+}
+
+/// Mean completion times of finished flows (size, time, processor-sharing
+/// time) by decade of size, from under 10 kB up.
+fn size_classes(finished: &[(u64, f64, f64)]) -> Vec<SizeClass> {
+    let mut classes: Vec<SizeClass> = Vec::new();
+    let mut sorted = finished.to_vec();
+    sorted.sort_by_key(|&(size, _, _)| size);
+    for &(size, t, ps) in &sorted {
+        let mut below = 10_000;
+        while size >= below {
+            below *= 10;
+        }
+        if classes.last().is_none_or(|c| c.below_bytes != below) {
+            classes.push(SizeClass {
+                below_bytes: below,
+                ..SizeClass::default()
+            });
+        }
+        let class = classes.last_mut().expect("pushed above");
+        class.flows += 1;
+        class.mean_s += t;
+        class.sharing_mean_s += ps;
+    }
+    for c in &mut classes {
+        c.mean_s /= c.flows as f64;
+        c.sharing_mean_s /= c.flows as f64;
+    }
+    classes
+}
+
+/// What each finite flow's completion time would be with processor sharing
+/// at its path's slowest link (flows meeting there share it): its base
+/// round trip, in which the first byte goes out and the last ACK comes back,
+/// plus its sojourn at that link.
+fn sharing_reference(sim: &Sim, finite: &[&Flow]) -> Vec<f64> {
+    let slowest = |f: &Flow| {
+        f.spec.path.iter().copied().min_by(|&a, &b| {
+            let rate = |l: usize| sim.links[l].spec.rate.unwrap_or(f64::INFINITY);
+            rate(a).total_cmp(&rate(b))
+        })
+    };
+    let base_rtt = |f: &Flow| {
+        let delays = f.spec.path.iter().chain(&f.spec.ack_path);
+        secs(delays.map(|&l| sim.links[l].spec.delay).sum())
+    };
+    let mut reference = vec![0.0; finite.len()];
+    let mut links: Vec<Option<usize>> = finite.iter().map(|f| slowest(f)).collect();
+    links.sort_unstable();
+    links.dedup();
+    for link in links {
+        let members: Vec<usize> = (0..finite.len())
+            .filter(|&i| slowest(finite[i]) == link)
+            .collect();
+        let jobs: Vec<Job> = members
+            .iter()
+            .map(|&i| Job {
+                start: secs(finite[i].spec.start),
+                bytes: finite[i].spec.size.unwrap_or(0) as f64,
+            })
+            .collect();
+        let capacity = link
+            .and_then(|l| sim.links[l].spec.rate)
+            .unwrap_or(f64::INFINITY)
+            / 8.0;
+        for (&i, sojourn) in members.iter().zip(sojourn_times(&jobs, capacity)) {
+            reference[i] = base_rtt(finite[i]) + sojourn;
+        }
+    }
+    reference
 }
 
 /// The histograms of every class added up.

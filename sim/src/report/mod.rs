@@ -7,4 +7,5 @@ pub mod chart;
 pub mod files;
 pub mod metrics;
 pub mod plot;
+pub mod sharing;
 pub mod text;

@@ -130,9 +130,26 @@ fn write_aggregates(out: &mut String, s: &Summary) {
     if let Some(c) = &s.completion {
         let _ = writeln!(
             out,
-            "finite flows: {} started, {} finished, mean completion {:.3} s, median {:.3} s",
-            c.started, c.finished, c.mean_s, c.median_s
+            "finite flows: {} started, {} finished, mean completion {:.3} s, median {:.3} s; \
+             processor sharing {:.3} s (× {:.2})",
+            c.started,
+            c.finished,
+            c.mean_s,
+            c.median_s,
+            c.sharing_mean_s,
+            c.mean_s / c.sharing_mean_s.max(1e-9)
         );
+        for class in &c.by_size {
+            let _ = writeln!(
+                out,
+                "  under {:>10} B: {:>6} flows, mean {:.3} s, processor sharing {:.3} s (× {:.2})",
+                class.below_bytes,
+                class.flows,
+                class.mean_s,
+                class.sharing_mean_s,
+                class.mean_s / class.sharing_mean_s.max(1e-9)
+            );
+        }
     }
 }
 
@@ -159,8 +176,8 @@ pub fn table(heads: &[&str], rows: &[Row]) -> String {
     }
     let _ = writeln!(
         out,
-        "{:<8} {:>6} {:>7} {:>6} {:>6} {:>8} {:>7} {:>9} {:>9}",
-        "link", "util", "q mean", "q p99", "q peak", "loss", "Jain", "conv s", "FCT s"
+        "{:<8} {:>6} {:>7} {:>6} {:>6} {:>8} {:>7} {:>9} {:>9} {:>6}",
+        "link", "util", "q mean", "q p99", "q peak", "loss", "Jain", "conv s", "FCT s", "×PS"
     );
     for row in rows {
         for l in &row.label {
@@ -199,10 +216,10 @@ fn write_figures(out: &mut String, s: &Summary) {
         .completion
         .as_ref()
         .filter(|c| c.finished > 0)
-        .map(|c| c.mean_s);
+        .map(|c| (c.mean_s, c.mean_s / c.sharing_mean_s.max(1e-9)));
     let _ = writeln!(
         out,
-        "{:<8} {:>6.3} {:>7.1} {:>6} {:>6} {:>8.4} {:>7} {:>9} {:>9}",
+        "{:<8} {:>6.3} {:>7.1} {:>6} {:>6} {:>8.4} {:>7} {:>9} {:>9} {:>6}",
         name,
         util,
         qm,
@@ -211,7 +228,8 @@ fn write_figures(out: &mut String, s: &Summary) {
         loss,
         jain,
         convergence_column(&s.flows),
-        fct.map_or("-".into(), |c| format!("{c:.3}"))
+        fct.map_or("-".into(), |(c, _)| format!("{c:.3}")),
+        fct.map_or("-".into(), |(_, r)| format!("{r:.2}"))
     );
 }
 
