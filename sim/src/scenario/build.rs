@@ -10,7 +10,9 @@ use super::file::{FlowGroup, LinkEntry, ParetoEntry};
 use super::quantity::Buffer;
 use super::topology::{Duplex, DuplexSpec, Network};
 use super::{Overrides, Scenario};
-use crate::engine::{BufferLimit, FlowSpec, Nanos, ParetoSpec, SimConfig, SECOND};
+use crate::engine::{
+    Blackout, BufferLimit, FeedbackPath, FlowSpec, Nanos, ParetoSpec, SimConfig, SECOND,
+};
 use crate::protocol::Protocol;
 use crate::rng::Rng;
 
@@ -31,6 +33,7 @@ impl Scenario {
             duplexes: Vec::new(),
             rng: Rng::new(seed ^ 0x5CE7_A710),
             scheme: self.scheme(o),
+            feedback: o.feedback.unwrap_or(f.feedback),
             mss,
         };
         for (i, entry) in f.links.iter().enumerate() {
@@ -64,6 +67,8 @@ struct Builder<'a> {
     rng: Rng,
     /// The scheme of flows that do not fix their own.
     scheme: Protocol,
+    /// How ecnq flows' feedback reaches their senders.
+    feedback: FeedbackPath,
     /// The scenario's packet size.
     mss: u32,
 }
@@ -81,7 +86,7 @@ impl Builder<'_> {
         if self.duplexes.iter().any(|(n, _)| *n == l.name) {
             return Err(self.error_at(span, &what, format!("duplicate link name `{}`", l.name)));
         }
-        if !(0.0..=1.0).contains(&l.loss) {
+        if !(0.0..=1.0).contains(&l.loss) || !(0.0..=1.0).contains(&l.reverse_loss) {
             return Err(self.error_at(span, &what, "loss must be between 0 and 1"));
         }
         let (buffer, ecn_threshold) = self.buffers(l, span, &what)?;
@@ -91,6 +96,12 @@ impl Builder<'_> {
             delay: l.delay.0,
             buffer,
             loss: l.loss,
+            reverse_loss: l.reverse_loss,
+            reverse_blackout: l.reverse_blackout.map(|b| Blackout {
+                from: b.from.0,
+                until: b.until.0,
+                reports_only: b.reports_only,
+            }),
             ecn_threshold,
             discipline: l.queue,
             marking: l.marking.0,
@@ -217,6 +228,7 @@ impl Builder<'_> {
                 background: g.background,
                 delayed_ack: g.delayed_ack,
                 pace: g.pace,
+                feedback: self.feedback,
             });
         }
         Ok(())
@@ -292,6 +304,7 @@ impl Builder<'_> {
                 background: true,
                 delayed_ack: false,
                 pace: true,
+                feedback: self.feedback,
             },
         });
         Ok(())

@@ -6,7 +6,7 @@
 use ecnq::router::bottleneck::Discipline;
 use ecnq::router::MarkingMode;
 
-use crate::engine::{BufferLimit, FlowSpec, LinkSpec, Nanos, ParetoSpec, SimConfig};
+use crate::engine::{Blackout, BufferLimit, FlowSpec, LinkSpec, Nanos, ParetoSpec, SimConfig};
 
 /// A duplex link: the indices of its two one-way links.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,9 +28,13 @@ pub struct DuplexSpec {
     pub delay: Nanos,
     /// Drop-tail limit.
     pub buffer: BufferLimit,
-    /// Random loss probability (forward direction only: the papers' lossy
+    /// Random loss probability of the forward direction (the papers' lossy
     /// links drop data, not ACKs).
     pub loss: f64,
+    /// Random loss probability of the reverse direction.
+    pub reverse_loss: f64,
+    /// A blackout of the reverse direction.
+    pub reverse_blackout: Option<Blackout>,
     /// Classic ECN marking threshold in bytes.
     pub ecn_threshold: u64,
     /// How both directions queue packets.
@@ -62,20 +66,25 @@ pub struct Route {
 impl Network {
     /// Adds a duplex link.
     pub fn duplex(&mut self, spec: &DuplexSpec) -> Duplex {
-        let one_way = |name: String, loss: f64| LinkSpec {
+        let one_way = |name: String, loss: f64, blackout: Option<Blackout>| LinkSpec {
             name,
             rate: Some(spec.rate),
             delay: spec.delay,
             buffer: spec.buffer,
             loss,
+            blackout,
             ecn_threshold: spec.ecn_threshold,
             discipline: spec.discipline,
             marking: spec.marking,
             report: true,
         };
         let fwd = self.links.len();
-        self.links.push(one_way(spec.name.clone(), spec.loss));
-        self.links.push(one_way(format!("{}-rev", spec.name), 0.0));
+        self.links.push(one_way(spec.name.clone(), spec.loss, None));
+        self.links.push(one_way(
+            format!("{}-rev", spec.name),
+            spec.reverse_loss,
+            spec.reverse_blackout,
+        ));
         Duplex { fwd, rev: fwd + 1 }
     }
 
@@ -86,6 +95,7 @@ impl Network {
             delay,
             buffer: BufferLimit::Packets(0),
             loss: 0.0,
+            blackout: None,
             ecn_threshold: 0,
             discipline: Discipline::Fifo,
             marking: MarkingMode::Off,
@@ -166,6 +176,8 @@ mod tests {
             delay: delay_ms * 1_000_000,
             buffer: BufferLimit::Packets(10),
             loss: 0.0,
+            reverse_loss: 0.0,
+            reverse_blackout: None,
             ecn_threshold: 5000,
             discipline: Discipline::Dual,
             marking: MarkingMode::Auto,
