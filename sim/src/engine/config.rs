@@ -24,8 +24,12 @@ pub struct LinkSpec {
     pub buffer: BufferLimit,
     /// Probability that a transmitted packet is lost on the wire.
     pub loss: f64,
-    /// A span in which the link loses what it transmits.
-    pub blackout: Option<Blackout>,
+    /// A span of time in which the link loses what it transmits.
+    pub blackout: Option<(Nanos, Nanos)>,
+    /// `loss` and `blackout` hit only feedback reports: a path that passes
+    /// ACKs but not reports. (The simulator's ACKs acknowledge one or two
+    /// packets, not ranges as QUIC's do, so a lost ACK costs its data.)
+    pub reports_only: bool,
     /// Untagged ECT packets are marked CE while this many bytes wait
     /// (FIFO links; a dual-queue link runs CoDel on them instead).
     pub ecn_threshold: u64,
@@ -36,25 +40,6 @@ pub struct LinkSpec {
     pub marking: MarkingMode,
     /// Whether reports and time series include this link.
     pub report: bool,
-}
-
-/// A span of time in which a link loses every packet it transmits, or
-/// only the feedback reports (a path that passes ACKs but not reports).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Blackout {
-    /// When it starts.
-    pub from: Nanos,
-    /// When it ends.
-    pub until: Nanos,
-    /// Only report packets are lost.
-    pub reports_only: bool,
-}
-
-impl Blackout {
-    /// Whether a packet of `kind` transmitted at `now` is lost.
-    pub fn loses(&self, now: Nanos, kind: PacketKind) -> bool {
-        (self.from..self.until).contains(&now) && (!self.reports_only || kind == PacketKind::Report)
-    }
 }
 
 /// Where an ecnq sender's router feedback comes from.
@@ -122,6 +107,23 @@ pub struct FlowSpec {
     pub pace: bool,
     /// How an ecnq flow's feedback reaches its sender (other flows ignore it).
     pub feedback: FeedbackPath,
+}
+
+impl LinkSpec {
+    /// Whether the link loses a packet of `kind` it transmits at `now`
+    /// (`chance` draws the random loss).
+    pub(super) fn loses(
+        &self,
+        now: Nanos,
+        kind: PacketKind,
+        chance: impl FnOnce(f64) -> bool,
+    ) -> bool {
+        let exposed = !self.reports_only || kind == PacketKind::Report;
+        let blackout = self
+            .blackout
+            .is_some_and(|(from, until)| (from..until).contains(&now));
+        exposed && (blackout || chance(self.loss))
+    }
 }
 
 impl FlowSpec {

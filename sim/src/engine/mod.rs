@@ -39,7 +39,7 @@ mod sources;
 mod trace;
 
 pub use clock::{Nanos, SECOND};
-pub use config::{Blackout, BufferLimit, FeedbackPath, FlowSpec, LinkSpec, ParetoSpec, SimConfig};
+pub use config::{BufferLimit, FeedbackPath, FlowSpec, LinkSpec, ParetoSpec, SimConfig};
 pub use flow::{Flow, FlowSample, FlowState};
 pub use link::{Link, LinkSample, LinkStats};
 pub use packet::{Packet, PacketKind, ACK_LEN};

@@ -111,8 +111,7 @@ impl Sim {
         self.after_service_change(l, true);
         self.trace(l, TraceKind::Depart, &pkt);
         let link = &mut self.links[l];
-        let blackout = link.spec.blackout.is_some_and(|b| b.loses(now, pkt.kind));
-        if blackout || self.rng.chance(link.spec.loss) {
+        if link.spec.loses(now, pkt.kind, |p| self.rng.chance(p)) {
             link.stats.lost_packets += 1;
             self.counters.dropped += 1;
             self.trace(l, TraceKind::Lost, &pkt);

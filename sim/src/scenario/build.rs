@@ -10,9 +10,7 @@ use super::file::{FlowGroup, LinkEntry, ParetoEntry};
 use super::quantity::Buffer;
 use super::topology::{Duplex, DuplexSpec, Network};
 use super::{Overrides, Scenario};
-use crate::engine::{
-    Blackout, BufferLimit, FeedbackPath, FlowSpec, Nanos, ParetoSpec, SimConfig, SECOND,
-};
+use crate::engine::{BufferLimit, FeedbackPath, FlowSpec, Nanos, ParetoSpec, SimConfig, SECOND};
 use crate::protocol::Protocol;
 use crate::rng::Rng;
 
@@ -97,11 +95,8 @@ impl Builder<'_> {
             buffer,
             loss: l.loss,
             reverse_loss: l.reverse_loss,
-            reverse_blackout: l.reverse_blackout.map(|b| Blackout {
-                from: b.from.0,
-                until: b.until.0,
-                reports_only: b.reports_only,
-            }),
+            reverse_blackout: l.reverse_blackout.map(|[from, until]| (from.0, until.0)),
+            reverse_reports_only: l.reverse_reports_only,
             ecn_threshold,
             discipline: l.queue,
             marking: l.marking.0,

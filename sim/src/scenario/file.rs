@@ -49,10 +49,13 @@ pub struct LinkEntry {
     /// Random loss probability on the reverse direction (ACKs, reports), 0..1.
     #[serde(default)]
     pub reverse_loss: f64,
-    /// The reverse direction loses what it transmits in a span:
-    /// `{ from = "8s", until = "10s" }`, with `reports_only = true` only the
-    /// session feedback reports (a path that passes ACKs but not reports).
-    pub reverse_blackout: Option<BlackoutEntry>,
+    /// The reverse direction loses what it transmits from the first time
+    /// to the second, e.g. `["8s", "10s"]`.
+    pub reverse_blackout: Option<[Time; 2]>,
+    /// The reverse direction's loss and blackout hit only session feedback
+    /// reports: a path that passes ACKs but not reports (default false).
+    #[serde(default)]
+    pub reverse_reports_only: bool,
     /// Classic ECN marking threshold (default: half the buffer).
     pub ecn_threshold: Option<Buffer>,
     /// A floor under `buffer` (the BMCC paper: the larger of one BDP and two
@@ -66,19 +69,6 @@ pub struct LinkEntry {
     /// (a drop-tail router that knows nothing of ecnq).
     #[serde(default, deserialize_with = "marking")]
     pub marking: Marking,
-}
-
-/// A span in which a link loses packets.
-#[derive(Clone, Copy, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BlackoutEntry {
-    /// When it starts.
-    pub from: Time,
-    /// When it ends.
-    pub until: Time,
-    /// Only feedback reports are lost.
-    #[serde(default)]
-    pub reports_only: bool,
 }
 
 /// A link's marking, `auto` unless a file says otherwise.

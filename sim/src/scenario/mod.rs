@@ -17,9 +17,7 @@ pub mod topology;
 use std::path::Path;
 
 pub use edits::apply_edits;
-pub use file::{
-    BlackoutEntry, FlowGroup, LinkEntry, Marking, OneOrMany, ParetoEntry, ScenarioFile,
-};
+pub use file::{FlowGroup, LinkEntry, Marking, OneOrMany, ParetoEntry, ScenarioFile};
 
 use crate::engine::{FeedbackPath, Nanos, SECOND};
 use crate::protocol::Protocol;

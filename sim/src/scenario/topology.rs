@@ -6,7 +6,7 @@
 use ecnq::router::bottleneck::Discipline;
 use ecnq::router::MarkingMode;
 
-use crate::engine::{Blackout, BufferLimit, FlowSpec, LinkSpec, Nanos, ParetoSpec, SimConfig};
+use crate::engine::{BufferLimit, FlowSpec, LinkSpec, Nanos, ParetoSpec, SimConfig};
 
 /// A duplex link: the indices of its two one-way links.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,8 +33,10 @@ pub struct DuplexSpec {
     pub loss: f64,
     /// Random loss probability of the reverse direction.
     pub reverse_loss: f64,
-    /// A blackout of the reverse direction.
-    pub reverse_blackout: Option<Blackout>,
+    /// A span of time in which the reverse direction loses everything.
+    pub reverse_blackout: Option<(Nanos, Nanos)>,
+    /// The reverse direction's loss and blackout hit only feedback reports.
+    pub reverse_reports_only: bool,
     /// Classic ECN marking threshold in bytes.
     pub ecn_threshold: u64,
     /// How both directions queue packets.
@@ -66,25 +68,26 @@ pub struct Route {
 impl Network {
     /// Adds a duplex link.
     pub fn duplex(&mut self, spec: &DuplexSpec) -> Duplex {
-        let one_way = |name: String, loss: f64, blackout: Option<Blackout>| LinkSpec {
+        let one_way = |name: String, reverse: bool| LinkSpec {
             name,
             rate: Some(spec.rate),
             delay: spec.delay,
             buffer: spec.buffer,
-            loss,
-            blackout,
+            loss: if reverse {
+                spec.reverse_loss
+            } else {
+                spec.loss
+            },
+            blackout: spec.reverse_blackout.filter(|_| reverse),
+            reports_only: reverse && spec.reverse_reports_only,
             ecn_threshold: spec.ecn_threshold,
             discipline: spec.discipline,
             marking: spec.marking,
             report: true,
         };
         let fwd = self.links.len();
-        self.links.push(one_way(spec.name.clone(), spec.loss, None));
-        self.links.push(one_way(
-            format!("{}-rev", spec.name),
-            spec.reverse_loss,
-            spec.reverse_blackout,
-        ));
+        self.links.push(one_way(spec.name.clone(), false));
+        self.links.push(one_way(format!("{}-rev", spec.name), true));
         Duplex { fwd, rev: fwd + 1 }
     }
 
@@ -96,6 +99,7 @@ impl Network {
             buffer: BufferLimit::Packets(0),
             loss: 0.0,
             blackout: None,
+            reports_only: false,
             ecn_threshold: 0,
             discipline: Discipline::Fifo,
             marking: MarkingMode::Off,
@@ -178,6 +182,7 @@ mod tests {
             loss: 0.0,
             reverse_loss: 0.0,
             reverse_blackout: None,
+            reverse_reports_only: false,
             ecn_threshold: 5000,
             discipline: Discipline::Dual,
             marking: MarkingMode::Auto,
