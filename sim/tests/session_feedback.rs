@@ -61,6 +61,13 @@ fn modes(record: &FeedbackRecord) -> Vec<PeerMode> {
     record.mode_changes.iter().map(|&(_, m)| m).collect()
 }
 
+/// Asserts that no sender of `run` fell back.
+fn assert_no_fallback(run: &Run) {
+    for r in records(run) {
+        assert_eq!(modes(r), [PeerMode::Ecnq]);
+    }
+}
+
 fn secs(t: Nanos) -> f64 {
     t as f64 / SECOND as f64
 }
@@ -146,10 +153,12 @@ fn a_report_blackout_falls_back_and_recovers() {
 #[test]
 fn a_blackout_of_acks_and_reports_is_a_pause() {
     let set = ["links.0.reverse_reports_only=false"];
-    let pause = run("session-report-blackout", FeedbackPath::Session, None, &set);
-    for r in records(&pause) {
-        assert_eq!(modes(r), [PeerMode::Ecnq]);
-    }
+    assert_no_fallback(&run(
+        "session-report-blackout",
+        FeedbackPath::Session,
+        None,
+        &set,
+    ));
 }
 
 /// A drop-tail router that knows nothing of ecnq: TPCP's presence probes
@@ -165,10 +174,7 @@ fn a_path_without_an_ecnq_router_falls_back_to_classic() {
     }
     assert!(utilization(&plain.summary) >= 0.95);
     let set = ["links.0.marking=\"auto\""];
-    let marking = run("session-no-router", FeedbackPath::Session, None, &set);
-    for r in records(&marking) {
-        assert_eq!(modes(r), [PeerMode::Ecnq]);
-    }
+    assert_no_fallback(&run("session-no-router", FeedbackPath::Session, None, &set));
 }
 
 /// Flows that run no ecnq scheme ignore the switch: the same run, to the
