@@ -180,8 +180,9 @@ impl Flow {
         self.session.as_ref().map(|s| &s.record)
     }
 
-    /// The marks of the data packet flow `id` sends at `now` as its
-    /// `packets_sent`-th, with packet hash `hash`.
+    /// The marks of the `len`-byte data packet that flow `id` sends at `now`
+    /// (its `packets_sent`-th) with packet hash `hash`; a session also
+    /// counts it as sent.
     pub(super) fn data_marks(&mut self, now: Nanos, len: u32, hash: u32, id: u64) -> PacketMarks {
         if let Some(s) = self.session.as_deref_mut() {
             return s.send(now, len, hash, id);
