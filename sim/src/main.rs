@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use clap::{Parser, Subcommand};
 use ecnq::units::UNITS_HELP;
-use ecnq_sim::engine::Sim;
+use ecnq_sim::engine::{FeedbackPath, Sim};
 use ecnq_sim::protocol::Protocol;
 use ecnq_sim::report::files;
 use ecnq_sim::report::text::{self, Row};
@@ -39,6 +39,12 @@ struct RunArgs {
     /// Simulated duration, e.g. `30s` (default: the scenario's).
     #[arg(long)]
     duration: Option<Time>,
+    /// How ecnq flows' feedback reaches their senders: `ack` (every ACK
+    /// carries the receiver's estimate, as in the papers) or `session` (each
+    /// end runs the QUIC stack's session; reports are packets of their own)
+    /// (default: the scenario's, else `ack`).
+    #[arg(long, value_name = "ack|session")]
+    feedback: Option<FeedbackPath>,
     /// Change a scenario field before running, e.g. `--set links.0.rate=10Mbit`
     /// or `--set flows.0.count=4` (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
@@ -53,6 +59,7 @@ impl RunArgs {
             scheme: self.scheme,
             seed: self.seed,
             duration: self.duration.map(|d| d.0),
+            feedback: self.feedback,
         };
         Ok((scenario, overrides))
     }

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use ecnq::router::bottleneck::Discipline;
-use ecnq_sim::engine::{Sim, TraceKind, SECOND};
+use ecnq_sim::engine::{FeedbackPath, Sim, TraceKind, SECOND};
 use ecnq_sim::scenario::{Overrides, Scenario};
 
 /// Two-way traffic over a two-link chain with random loss and a small
@@ -46,11 +46,12 @@ count = 4
 start_jitter = "2s"
 "#;
 
-fn busy_sim(seed: u64, trace: bool) -> Sim {
+fn busy_sim(seed: u64, trace: bool, feedback: FeedbackPath) -> Sim {
     let scenario = Scenario::parse("busy", "busy", BUSY, &[]).unwrap();
     let mut config = scenario
         .build(&Overrides {
             seed: Some(seed),
+            feedback: Some(feedback),
             ..Overrides::default()
         })
         .unwrap();
@@ -58,9 +59,17 @@ fn busy_sim(seed: u64, trace: bool) -> Sim {
     Sim::new(config).unwrap()
 }
 
+/// With ACK feedback, and with session feedback (whose reports are
+/// packets too).
 #[test]
 fn every_packet_is_delivered_dropped_or_in_flight() {
-    let mut sim = busy_sim(7, false);
+    for feedback in [FeedbackPath::Ack, FeedbackPath::Session] {
+        every_packet_is_accounted_for(feedback);
+    }
+}
+
+fn every_packet_is_accounted_for(feedback: FeedbackPath) {
+    let mut sim = busy_sim(7, false, feedback);
     for step in 1..=16 {
         sim.run_until(step * SECOND / 2);
         let c = sim.counters;
@@ -86,7 +95,7 @@ fn every_packet_is_delivered_dropped_or_in_flight() {
 
 #[test]
 fn links_never_exceed_their_rate_and_serve_in_fifo_order() {
-    let mut sim = busy_sim(3, true);
+    let mut sim = busy_sim(3, true, FeedbackPath::Ack);
     sim.run();
     let trace = sim.trace.take().unwrap();
     let mut enqueued: HashMap<usize, Vec<u64>> = HashMap::new();
@@ -136,18 +145,20 @@ fn links_never_exceed_their_rate_and_serve_in_fifo_order() {
 
 #[test]
 fn same_seed_same_result() {
-    let run = |seed| {
-        let mut sim = busy_sim(seed, false);
-        sim.run();
-        (
-            sim.counters,
-            sim.flow_series.clone(),
-            sim.link_series.clone(),
-        )
-    };
-    let a = run(11);
-    assert_eq!(a, run(11));
-    assert_ne!(a.0, run(12).0, "another seed gives another run");
+    for feedback in [FeedbackPath::Ack, FeedbackPath::Session] {
+        let run = |seed| {
+            let mut sim = busy_sim(seed, false, feedback);
+            sim.run();
+            (
+                sim.counters,
+                sim.flow_series.clone(),
+                sim.link_series.clone(),
+            )
+        };
+        let a = run(11);
+        assert_eq!(a, run(11));
+        assert_ne!(a.0, run(12).0, "another seed gives another run");
+    }
 }
 
 #[test]

@@ -28,6 +28,7 @@ pub(super) enum Event {
     Pace(u32),
     Rto(u32),
     DelayedAck(u32),
+    Report(u32),
     Arrival(u32),
     Sample,
     Measure,

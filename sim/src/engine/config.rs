@@ -6,6 +6,7 @@ use ecnq::router::bottleneck::Discipline;
 use ecnq::router::MarkingMode;
 
 use super::clock::Nanos;
+use super::packet::PacketKind;
 
 /// A link's buffer limit (the core's queue limit).
 pub use ecnq::router::bottleneck::QueueLimit as BufferLimit;
@@ -23,6 +24,12 @@ pub struct LinkSpec {
     pub buffer: BufferLimit,
     /// Probability that a transmitted packet is lost on the wire.
     pub loss: f64,
+    /// A span of time in which the link loses what it transmits.
+    pub blackout: Option<(Nanos, Nanos)>,
+    /// `loss` and `blackout` hit only feedback reports: a path that passes
+    /// ACKs but not reports. (The simulator's ACKs acknowledge one or two
+    /// packets, not ranges as QUIC's do, so a lost ACK costs its data.)
+    pub reports_only: bool,
     /// Untagged ECT packets are marked CE while this many bytes wait
     /// (FIFO links; a dual-queue link runs CoDel on them instead).
     pub ecn_threshold: u64,
@@ -33,6 +40,39 @@ pub struct LinkSpec {
     pub marking: MarkingMode,
     /// Whether reports and time series include this link.
     pub report: bool,
+}
+
+/// Where an ecnq sender's router feedback comes from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FeedbackPath {
+    /// Every ACK carries the receiver decoder's estimate, as in the papers'
+    /// ns-2 models.
+    #[default]
+    Ack,
+    /// Each end holds the core's connection session (`ecnq::session`), as
+    /// the QUIC stack does: reports travel as packets of their own, and the
+    /// session decides fallback, recovery and router presence.
+    Session,
+}
+
+impl FeedbackPath {
+    /// The name in scenario files and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            FeedbackPath::Ack => "ack",
+            FeedbackPath::Session => "session",
+        }
+    }
+}
+
+impl std::str::FromStr for FeedbackPath {
+    type Err = String;
+    fn from_str(s: &str) -> Result<FeedbackPath, String> {
+        [FeedbackPath::Ack, FeedbackPath::Session]
+            .into_iter()
+            .find(|p| p.name().eq_ignore_ascii_case(s.trim()))
+            .ok_or_else(|| format!("unknown feedback path `{s}` (expected ack or session)"))
+    }
 }
 
 /// One flow: a sender, a receiver and the paths between them.
@@ -65,6 +105,36 @@ pub struct FlowSpec {
     /// A window law's sender paces at 1.25 × window / srtt (as quinn) instead
     /// of sending whole windows back to back on ACKs.
     pub pace: bool,
+    /// How an ecnq flow's feedback reaches its sender (other flows ignore it).
+    pub feedback: FeedbackPath,
+}
+
+impl LinkSpec {
+    /// Whether the link loses a packet of `kind` it transmits at `now`
+    /// (`chance` draws the random loss).
+    pub(super) fn loses(
+        &self,
+        now: Nanos,
+        kind: PacketKind,
+        chance: impl FnOnce(f64) -> bool,
+    ) -> bool {
+        let exposed = !self.reports_only || kind == PacketKind::Report;
+        let blackout = self
+            .blackout
+            .is_some_and(|(from, until)| (from..until).contains(&now));
+        exposed && (blackout || chance(self.loss))
+    }
+}
+
+impl FlowSpec {
+    /// The links a packet of `kind` takes: data the path, ACKs and reports
+    /// the ACK path.
+    pub fn path_of(&self, kind: PacketKind) -> &[usize] {
+        match kind {
+            PacketKind::Data => &self.path,
+            PacketKind::Ack | PacketKind::Report => &self.ack_path,
+        }
+    }
 }
 
 /// Finite flows arriving as a Poisson process with Pareto sizes (the ADPM

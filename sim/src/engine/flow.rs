@@ -1,17 +1,20 @@
-//! A flow as the engine runs it: its law and decoder, the sender's and the
-//! receiver's bookkeeping, its life stage and counters, and its
-//! time-series row. `sender` and `receiver` drive it.
+//! A flow as the engine runs it: its law and decoder (or, with session
+//! feedback, its two sessions), the sender's and the receiver's
+//! bookkeeping, its life stage and counters, and its time-series row.
+//! `sender` and `receiver` drive it.
 
 use std::collections::VecDeque;
 
-use ecnq::signal::{Decoder, Law, LawConfig};
+use ecnq::signal::{Congestion, Decoder, Law, LawConfig, PacketMarks, RttSample};
 use ecnq::Ecn;
 
-use super::clock::Nanos;
-use super::config::FlowSpec;
+use super::clock::{dur, Nanos};
+use super::config::{FeedbackPath, FlowSpec};
 use super::packet::Packet;
 use super::probes::Probes;
 use super::rtt::RttEstimator;
+use super::session::{FeedbackRecord, FlowSession};
+use crate::protocol::Protocol;
 
 /// What became of a sent data packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,6 +56,9 @@ pub struct Flow {
     pub(super) router_assisted: bool,
     /// Presence probes, for the schemes that send them.
     pub(super) probes: Option<Probes>,
+    /// With session feedback, the sender's and the receiver's sessions,
+    /// which stand in for `law`, `decoder` and `probes`.
+    pub(super) session: Option<Box<FlowSession>>,
     /// Life stage.
     pub state: FlowState,
     pub(super) next_pn: u64,
@@ -93,15 +99,21 @@ impl Flow {
             config.max_window = cap.max(config.min_window);
             config.initial_window = config.initial_window.min(config.max_window);
         }
+        let session = match (spec.feedback, spec.protocol) {
+            (FeedbackPath::Session, Protocol::Ecnq(scheme)) => {
+                Some(Box::new(FlowSession::new(scheme, config)))
+            }
+            _ => None,
+        };
+        let piggyback = session.is_none();
         Flow {
             law: spec.protocol.law(config),
-            decoder: spec.protocol.decoder(),
+            decoder: spec.protocol.decoder().filter(|_| piggyback),
             data_ecn: spec.protocol.data_ecn(),
-            router_assisted: spec.protocol.router_assisted(),
-            probes: spec
-                .protocol
-                .sends_probes()
+            router_assisted: spec.protocol.router_assisted() && piggyback,
+            probes: (spec.protocol.sends_probes() && piggyback)
                 .then(|| Probes::new(spec.protocol, config)),
+            session,
             new_bytes_left: spec.size.unwrap_or(u64::MAX),
             spec,
             state: FlowState::Pending,
@@ -147,9 +159,79 @@ impl Flow {
         }
     }
 
-    /// The congestion window in bytes.
+    /// The congestion window in bytes (with session feedback, the
+    /// session's: rate × srtt for a rate law).
     pub fn window(&self) -> u64 {
-        self.law.window()
+        self.session
+            .as_ref()
+            .map_or_else(|| self.law.window(), |s| s.window())
+    }
+
+    /// The rate a rate law sends at, bytes per second.
+    pub(super) fn pacing_rate(&self) -> Option<f64> {
+        match &self.session {
+            Some(s) => s.pacing_rate(),
+            None => self.law.pacing_rate(),
+        }
+    }
+
+    /// What the session feedback path went through; `None` with ACK feedback.
+    pub fn feedback_record(&self) -> Option<&FeedbackRecord> {
+        self.session.as_ref().map(|s| &s.record)
+    }
+
+    /// The marks of the `len`-byte data packet that flow `id` sends at `now`
+    /// (its `packets_sent`-th) with packet hash `hash`; a session also
+    /// counts it as sent.
+    pub(super) fn data_marks(&mut self, now: Nanos, len: u32, hash: u32, id: u64) -> PacketMarks {
+        if let Some(s) = self.session.as_deref_mut() {
+            return s.send(now, len, hash, id);
+        }
+        let mut marks = PacketMarks {
+            ecn: self.data_ecn,
+            tag: self.law.tag(),
+            hash,
+            flow: id,
+        };
+        if let Some(probes) = self.probes.as_mut() {
+            probes.mark(self.packets_sent, &mut marks);
+        }
+        marks
+    }
+
+    /// Packet `ack` acknowledged `len` bytes sent at `sent`: feedback, a CE
+    /// mark and the ACK go to the law, or to the session.
+    pub(super) fn on_acked(&mut self, now: Nanos, len: u32, sent: Nanos, ack: &Packet) {
+        let (t, rtt) = (dur(now), self.rtt.sample());
+        if let Some(s) = self.session.as_deref_mut() {
+            s.on_acked(now, u64::from(len), sent, ack.ce, rtt);
+            return;
+        }
+        if self.router_assisted {
+            self.law.on_feedback(t, ack.feedback, &rtt);
+        }
+        if ack.ce && (self.spec.protocol.ce_is_congestion() || self.fallen_back()) {
+            self.law.on_congestion(t, dur(sent), Congestion::Ce, &rtt);
+        }
+        self.law.on_ack(t, u64::from(len), &rtt);
+    }
+
+    /// `bytes` sent at `sent` were declared lost at `now`.
+    pub(super) fn on_lost(&mut self, now: Nanos, sent: Nanos, bytes: u64, rtt: &RttSample) {
+        match self.session.as_deref_mut() {
+            Some(s) => s.on_lost(now, sent, bytes),
+            None => self
+                .law
+                .on_congestion(dur(now), dur(sent), Congestion::Loss, rtt),
+        }
+    }
+
+    /// The end of an ACK's processing (the session's bookkeeping).
+    pub(super) fn on_end_acks(&mut self, now: Nanos) {
+        let (in_flight, sent, srtt) = (self.bytes_in_flight, self.packets_sent, self.rtt.srtt);
+        if let Some(s) = self.session.as_deref_mut() {
+            s.on_end_acks(now, in_flight, sent, srtt);
+        }
     }
 
     /// The smoothed RTT.

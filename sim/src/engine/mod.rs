@@ -5,7 +5,9 @@
 //! bottleneck: marking router, meter and queue discipline), then a constant
 //! propagation delay (a FIFO "pipe"). A link without a rate is a pure delay
 //! (access links). Senders are QUIC-like, and every data packet is
-//! acknowledged by an ACK carrying the receiver's decoded feedback.
+//! acknowledged by an ACK carrying the receiver's decoded feedback, or,
+//! with session feedback, each end runs the core's connection session and
+//! reports travel as packets of their own.
 //!
 //! [`Sim`] owns the state and runs the event loop; each job has its file:
 //!
@@ -17,6 +19,7 @@
 //! | `link`, `network` | a link's state; driving packets through links |
 //! | `flow`, `rtt`, `probes` | a flow's state; its RTT estimate; presence probes and fallback |
 //! | `sender`, `receiver` | sending, loss detection and the law; decoding and ACKs |
+//! | `session` | session feedback: each end's session, and reports as packets |
 //! | `sources` | flow starts and stops, Pareto arrivals |
 //! | `measure`, `trace` | time series and measured-period counters; conservation counters and the queue trace |
 
@@ -31,14 +34,16 @@ mod probes;
 mod receiver;
 mod rtt;
 mod sender;
+mod session;
 mod sources;
 mod trace;
 
 pub use clock::{Nanos, SECOND};
-pub use config::{BufferLimit, FlowSpec, LinkSpec, ParetoSpec, SimConfig};
+pub use config::{BufferLimit, FeedbackPath, FlowSpec, LinkSpec, ParetoSpec, SimConfig};
 pub use flow::{Flow, FlowSample, FlowState};
 pub use link::{Link, LinkSample, LinkStats};
-pub use packet::{Packet, ACK_LEN};
+pub use packet::{Packet, PacketKind, ACK_LEN};
+pub use session::FeedbackRecord;
 pub use trace::{Counters, TraceKind, TraceRecord};
 
 use crate::rng::Rng;
@@ -186,6 +191,7 @@ impl Sim {
             }
             Event::Rto(f) => self.rto(f as usize),
             Event::DelayedAck(f) => self.delayed_ack(f as usize),
+            Event::Report(f) => self.report_timer(f as usize),
             Event::Arrival(s) => self.pareto_arrival(s as usize),
             Event::Sample => self.take_sample(),
             Event::Measure => self.reset_stats(),

@@ -7,7 +7,7 @@
 //! the event heap small however many packets are in flight.
 
 use super::clock::{dur, Event, Nanos};
-use super::packet::Packet;
+use super::packet::{Packet, PacketKind};
 use super::trace::{TraceKind, TraceRecord};
 use super::Sim;
 
@@ -111,7 +111,7 @@ impl Sim {
         self.after_service_change(l, true);
         self.trace(l, TraceKind::Depart, &pkt);
         let link = &mut self.links[l];
-        if self.rng.chance(link.spec.loss) {
+        if link.spec.loses(now, pkt.kind, |p| self.rng.chance(p)) {
             link.stats.lost_packets += 1;
             self.counters.dropped += 1;
             self.trace(l, TraceKind::Lost, &pkt);
@@ -137,19 +137,14 @@ impl Sim {
         }
         pkt.hop += 1;
         let flow = &self.flows[pkt.flow as usize];
-        let path = if pkt.is_ack {
-            &flow.spec.ack_path
-        } else {
-            &flow.spec.path
-        };
-        match path.get(usize::from(pkt.hop)) {
+        match flow.spec.path_of(pkt.kind).get(usize::from(pkt.hop)) {
             Some(&next) => self.link_arrive(next, pkt),
             None => {
                 self.counters.delivered += 1;
-                if pkt.is_ack {
-                    self.on_ack(pkt);
-                } else {
-                    self.on_data(pkt);
+                match pkt.kind {
+                    PacketKind::Data => self.on_data(pkt),
+                    PacketKind::Ack => self.on_ack(pkt),
+                    PacketKind::Report => self.on_report(pkt),
                 }
             }
         }
@@ -159,12 +154,7 @@ impl Sim {
     pub(super) fn inject(&mut self, mut pkt: Packet) {
         pkt.id = self.counters.injected;
         self.counters.injected += 1;
-        let flow = &self.flows[pkt.flow as usize];
-        let first = if pkt.is_ack {
-            flow.spec.ack_path[0]
-        } else {
-            flow.spec.path[0]
-        };
+        let first = self.flows[pkt.flow as usize].spec.path_of(pkt.kind)[0];
         self.link_arrive(first, pkt);
     }
 }

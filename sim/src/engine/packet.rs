@@ -1,4 +1,4 @@
-//! A packet on the wire: data or ACK, with the marks routers read and
+//! A packet on the wire: data, ACK or report, with the marks routers read and
 //! rewrite and, on ACKs, what the receiver echoes.
 
 use ecnq::router::bottleneck::Queued;
@@ -9,6 +9,17 @@ use super::clock::Nanos;
 /// Size of an ACK packet in bytes (a 40-byte TCP/IP header, as in ns-2).
 pub const ACK_LEN: u32 = 40;
 
+/// What a packet carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PacketKind {
+    /// Data, on the flow's path.
+    Data,
+    /// An acknowledgement, on the flow's ACK path.
+    Ack,
+    /// A session feedback report, on the flow's ACK path.
+    Report,
+}
+
 /// A packet on the wire.
 #[derive(Clone, Copy, Debug)]
 pub struct Packet {
@@ -18,13 +29,14 @@ pub struct Packet {
     pub flow: u32,
     /// Index of the link it is on within its path.
     pub hop: u16,
-    /// Whether this is an ACK (travels the ack path).
-    pub is_ack: bool,
+    /// Data, ACK or report (ACKs and reports travel the ACK path).
+    pub kind: PacketKind,
     /// Size in bytes.
     pub len: u32,
     /// ECN, DSCP tag, hash.
     pub marks: PacketMarks,
-    /// Data: packet number. ACK: the packet number acknowledged.
+    /// Data: packet number. ACK: the packet number acknowledged. Report:
+    /// the report's number.
     pub pn: u64,
     /// Data: send time. ACK: the acknowledged packet's send time.
     pub sent: Nanos,

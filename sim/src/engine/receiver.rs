@@ -1,14 +1,16 @@
 //! Receivers: every data packet goes through the flow's decoder, and each
 //! ACK carries the receiver's current estimate (the papers' ACK piggyback),
 //! whether the acknowledged packets arrived CE, and how many arrived
-//! Not-ECT (presence probes no ecnq router raised). A delayed-ACK receiver
-//! acknowledges every second packet, or after 40 ms.
+//! Not-ECT (presence probes no ecnq router raised). With session feedback
+//! the receiver's session decodes instead, and reports on its own
+//! (`session`). A delayed-ACK receiver acknowledges every second packet, or
+//! after 40 ms.
 
 use ecnq::signal::{Feedback, PacketMarks};
 use ecnq::{Ecn, SchemeTag};
 
 use super::clock::{dur, Event, Nanos};
-use super::packet::{Packet, ACK_LEN};
+use super::packet::{Packet, PacketKind, ACK_LEN};
 use super::Sim;
 
 /// A delayed ACK waits at most this long for a second packet (Linux's 40 ms
@@ -26,6 +28,21 @@ impl Sim {
         if let Some(d) = flow.decoder.as_mut() {
             d.on_packet(dur(now), pkt.marks.ecn, pkt.marks.tag, pkt.marks.hash);
         }
+        let report = flow
+            .session
+            .as_deref_mut()
+            .is_some_and(|s| s.on_data(now, &pkt.marks));
+        self.acknowledge(pkt);
+        if report {
+            self.poll_report(f);
+        }
+    }
+
+    /// Acknowledges a data packet now, or holds it for a delayed ACK.
+    fn acknowledge(&mut self, pkt: Packet) {
+        let now = self.clock.now();
+        let f = pkt.flow as usize;
+        let flow = &mut self.flows[f];
         if !flow.spec.delayed_ack {
             self.send_ack(&pkt, None);
             return;
@@ -63,7 +80,7 @@ impl Sim {
     }
 
     /// Acknowledges `data` (and `earlier`, for a delayed ACK) with the
-    /// receiver's current estimate.
+    /// receiver's current estimate (none with session feedback).
     fn send_ack(&mut self, data: &Packet, earlier: Option<&Packet>) {
         let t = dur(self.clock.now());
         let flow = &self.flows[data.flow as usize];
@@ -71,22 +88,26 @@ impl Sim {
             .decoder
             .as_ref()
             .map_or(Feedback::default(), |d| d.estimate(t));
+        let marks = match flow.session.as_deref() {
+            Some(session) => session.reply_marks(u64::from(data.flow)),
+            // An ecnq receiver tags its packets too (QUIC tags every
+            // packet), so ACKs queue with their connection's class.
+            None => PacketMarks {
+                ecn: Ecn::NotEct,
+                tag: SchemeTag::new(data.marks.tag.wire_id),
+                hash: 0,
+                flow: u64::from(data.flow),
+            },
+        };
         let ce = |p: &Packet| p.marks.ecn == Ecn::Ce;
         let unraised = |p: &Packet| u8::from(p.marks.ecn == Ecn::NotEct);
         self.inject(Packet {
             id: 0,
             flow: data.flow,
             hop: 0,
-            is_ack: true,
+            kind: PacketKind::Ack,
             len: ACK_LEN,
-            // An ecnq receiver tags its packets too (QUIC tags every
-            // packet), so ACKs queue with their connection's class.
-            marks: PacketMarks {
-                ecn: Ecn::NotEct,
-                tag: SchemeTag::new(data.marks.tag.wire_id),
-                hash: 0,
-                flow: u64::from(data.flow),
-            },
+            marks,
             pn: data.pn,
             sent: data.sent,
             feedback,

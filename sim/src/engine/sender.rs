@@ -1,14 +1,14 @@
 //! QUIC-like senders: packet numbers are never reused, a packet is lost
 //! when three later ones are acknowledged or 9/8 RTT passed (RFC 9002
 //! §6.1), a retransmission timeout catches tail losses (RFC 6298), and the
-//! flow's law turns ACKs, feedback, CE marks and losses into its window or
-//! rate. Window senders may pace, as quinn does.
+//! flow's law (or its session) turns ACKs, feedback, CE marks and losses
+//! into its window or rate. Window senders may pace, as quinn does.
 
-use ecnq::signal::{Congestion, Feedback, PacketMarks};
+use ecnq::signal::Feedback;
 
-use super::clock::{dur, Event, Nanos};
+use super::clock::{Event, Nanos};
 use super::flow::{FlowState, SentPacket, SentState};
-use super::packet::Packet;
+use super::packet::{Packet, PacketKind};
 use super::Sim;
 
 /// Packet reordering threshold (RFC 9002 §6.1.1).
@@ -32,10 +32,10 @@ impl Sim {
                 return;
             }
             let len = available.min(u64::from(flow.spec.mss));
-            let rate = match flow.law.pacing_rate() {
+            let rate = match flow.pacing_rate() {
                 Some(rate) => Some(rate),
                 None => {
-                    let window = flow.law.window();
+                    let window = flow.window();
                     if flow.bytes_in_flight > 0 && flow.bytes_in_flight + len > window.max(len) {
                         return;
                     }
@@ -78,21 +78,13 @@ impl Sim {
         });
         flow.bytes_in_flight += u64::from(len);
         flow.packets_sent += 1;
-        let mut marks = PacketMarks {
-            ecn: flow.data_ecn,
-            tag: flow.law.tag(),
-            hash,
-            flow: f as u64,
-        };
-        if let Some(probes) = flow.probes.as_mut() {
-            probes.mark(flow.packets_sent, &mut marks);
-        }
+        let marks = flow.data_marks(now, len, hash, f as u64);
         self.arm_rto(f);
         self.inject(Packet {
             id: 0,
             flow: f as u32,
             hop: 0,
-            is_ack: false,
+            kind: PacketKind::Data,
             len,
             marks,
             pn,
@@ -134,10 +126,11 @@ impl Sim {
             self.clock.schedule_at(at, Event::Rto(f as u32));
             return;
         }
-        let mut last_sent = None;
+        let (mut last_sent, mut lost_bytes) = (None, 0);
         for i in 0..flow.sent.len() {
             if flow.sent[i].state == SentState::InFlight {
                 last_sent = Some(flow.sent[i].sent);
+                lost_bytes += u64::from(flow.sent[i].len);
                 flow.declare_lost(i);
             }
         }
@@ -146,8 +139,7 @@ impl Sim {
         flow.rto_at = Nanos::MAX;
         if let Some(sent) = last_sent {
             let rtt = flow.rtt.sample();
-            flow.law
-                .on_congestion(dur(now), dur(sent), Congestion::Loss, &rtt);
+            flow.on_lost(now, sent, lost_bytes, &rtt);
         }
         self.try_send(f);
     }
@@ -155,14 +147,18 @@ impl Sim {
     /// An ACK reached its sender.
     pub(super) fn on_ack(&mut self, ack: Packet) {
         let f = ack.flow as usize;
+        let now = self.clock.now();
         self.flows[f].on_probe_echo(ack.unraised);
+        if let Some(session) = self.flows[f].session.as_deref_mut() {
+            session.on_reply(now, &ack.marks);
+        }
         let earlier = ack.also.is_some_and(|pn| self.ack_packet(f, pn, &ack));
         if !(self.ack_packet(f, ack.pn, &ack) || earlier) {
             return;
         }
         self.detect_losses(f);
-        let now = self.clock.now();
         let flow = &mut self.flows[f];
+        flow.on_end_acks(now);
         if flow.spec.size.is_some_and(|size| flow.acked_bytes >= size) {
             flow.state = FlowState::Done(now);
             flow.rto_at = Nanos::MAX;
@@ -177,7 +173,6 @@ impl Sim {
     /// its data is already queued again).
     fn ack_packet(&mut self, f: usize, pn: u64, ack: &Packet) -> bool {
         let now = self.clock.now();
-        let t = dur(now);
         let flow = &mut self.flows[f];
         let Some(i) = pn.checked_sub(flow.base_pn).map(|i| i as usize) else {
             return false;
@@ -195,14 +190,7 @@ impl Sim {
         flow.rto_backoff = 0;
         flow.rtt.update(now - sent);
         flow.largest_acked = Some(flow.largest_acked.map_or(pn, |l| l.max(pn)));
-        let rtt = flow.rtt.sample();
-        if flow.router_assisted {
-            flow.law.on_feedback(t, ack.feedback, &rtt);
-        }
-        if ack.ce && (flow.spec.protocol.ce_is_congestion() || flow.fallen_back()) {
-            flow.law.on_congestion(t, dur(sent), Congestion::Ce, &rtt);
-        }
-        flow.law.on_ack(t, u64::from(len), &rtt);
+        flow.on_acked(now, len, sent, ack);
         true
     }
 
@@ -226,8 +214,7 @@ impl Sim {
             }
             if pn + PACKET_THRESHOLD <= largest || e.sent + window <= now {
                 flow.declare_lost(i);
-                flow.law
-                    .on_congestion(dur(now), dur(e.sent), Congestion::Loss, &rtt);
+                flow.on_lost(now, e.sent, u64::from(e.len), &rtt);
             } else {
                 break;
             }

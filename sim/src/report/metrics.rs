@@ -7,7 +7,7 @@ use ecnq::statistics::{histogram_percentile, jain_index};
 use serde::Serialize;
 
 use super::sharing::{sojourn_times, Job};
-use crate::engine::{Flow, FlowSample, FlowState, Nanos, Sim};
+use crate::engine::{FeedbackRecord, Flow, FlowSample, FlowState, Nanos, Sim};
 
 /// One link's figures over the measured period.
 #[derive(Clone, Debug, Serialize)]
@@ -88,6 +88,43 @@ pub struct FlowSummary {
     /// the first: seconds from its start until its throughput first reached
     /// its fair share (None if it never did).
     pub convergence_s: Option<f64>,
+    /// With session feedback, what the sender's session went through.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub feedback: Option<FeedbackSummary>,
+}
+
+/// What an ecnq flow's sender session went through (session feedback only).
+#[derive(Clone, Debug, Serialize)]
+pub struct FeedbackSummary {
+    /// The sender's mode at the end.
+    pub mode: String,
+    /// Fallbacks to classic congestion control.
+    pub fallbacks: usize,
+    /// Returns to the scheme's law after a fallback.
+    pub recoveries: usize,
+    /// Reports the receiver sent.
+    pub reports_sent: u64,
+    /// Reports that reached the sender.
+    pub reports_arrived: u64,
+    /// (time s, mode) at every mode change.
+    pub mode_changes: Vec<(f64, String)>,
+}
+
+impl FeedbackSummary {
+    fn of(record: &FeedbackRecord) -> FeedbackSummary {
+        FeedbackSummary {
+            mode: record.mode().name().to_owned(),
+            fallbacks: record.fallbacks(),
+            recoveries: record.recoveries(),
+            reports_sent: record.reports_sent,
+            reports_arrived: record.reports_arrived,
+            mode_changes: record
+                .mode_changes
+                .iter()
+                .map(|&(t, mode)| (secs(t), mode.name().to_owned()))
+                .collect(),
+        }
+    }
 }
 
 /// Jain's fairness index of the long-lived flows' rates, sample by sample.
@@ -271,6 +308,7 @@ fn flow_summaries(sim: &Sim) -> Vec<FlowSummary> {
                 packets_lost: f.packets_lost,
                 completion_s: f.completion().map(secs),
                 convergence_s: convergence.get(i).copied().flatten(),
+                feedback: f.feedback_record().map(FeedbackSummary::of),
             }
         })
         .collect()

@@ -3,7 +3,7 @@
 
 use std::fmt::{self, Write as _};
 
-use super::metrics::{FlowSummary, LinkSummary, Summary};
+use super::metrics::{FeedbackSummary, FlowSummary, LinkSummary, Summary};
 use crate::scenario::Scenario;
 
 /// A rate in bits per second in fixed-width table style: `100.00Mbit`.
@@ -30,6 +30,7 @@ pub fn one_screen(scenario: &Scenario, s: &Summary, wall_s: f64) -> String {
     write_header(&mut out, scenario, s, wall_s);
     write_links(&mut out, &s.links);
     write_flows(&mut out, &s.flows);
+    write_feedback(&mut out, &s.flows);
     write_aggregates(&mut out, s);
     out
 }
@@ -106,6 +107,31 @@ fn write_flows(out: &mut String, flows: &[FlowSummary]) {
             out,
             "… {} more flows (see summary.json)",
             flows.len() - shown
+        );
+    }
+}
+
+/// With session feedback, one line per flow (up to [`SHOWN_FLOWS`]): its
+/// sender's mode, fallbacks, recoveries and reports.
+fn write_feedback(out: &mut String, flows: &[FlowSummary]) {
+    let shown: Vec<(usize, &FeedbackSummary)> = flows
+        .iter()
+        .filter_map(|f| Some((f.id, f.feedback.as_ref()?)))
+        .take(SHOWN_FLOWS)
+        .collect();
+    if shown.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "{:<5} {:<26} {:>9} {:>10} {:>12} {:>8}",
+        "flow", "session mode", "fallbacks", "recoveries", "reports sent", "arrived"
+    );
+    for (id, fb) in shown {
+        let _ = writeln!(
+            out,
+            "{:<5} {:<26} {:>9} {:>10} {:>12} {:>8}",
+            id, fb.mode, fb.fallbacks, fb.recoveries, fb.reports_sent, fb.reports_arrived
         );
     }
 }

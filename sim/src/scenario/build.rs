@@ -10,7 +10,7 @@ use super::file::{FlowGroup, LinkEntry, ParetoEntry};
 use super::quantity::Buffer;
 use super::topology::{Duplex, DuplexSpec, Network};
 use super::{Overrides, Scenario};
-use crate::engine::{BufferLimit, FlowSpec, Nanos, ParetoSpec, SimConfig, SECOND};
+use crate::engine::{BufferLimit, FeedbackPath, FlowSpec, Nanos, ParetoSpec, SimConfig, SECOND};
 use crate::protocol::Protocol;
 use crate::rng::Rng;
 
@@ -31,6 +31,7 @@ impl Scenario {
             duplexes: Vec::new(),
             rng: Rng::new(seed ^ 0x5CE7_A710),
             scheme: self.scheme(o),
+            feedback: o.feedback.unwrap_or(f.feedback),
             mss,
         };
         for (i, entry) in f.links.iter().enumerate() {
@@ -64,6 +65,8 @@ struct Builder<'a> {
     rng: Rng,
     /// The scheme of flows that do not fix their own.
     scheme: Protocol,
+    /// How ecnq flows' feedback reaches their senders.
+    feedback: FeedbackPath,
     /// The scenario's packet size.
     mss: u32,
 }
@@ -81,7 +84,7 @@ impl Builder<'_> {
         if self.duplexes.iter().any(|(n, _)| *n == l.name) {
             return Err(self.error_at(span, &what, format!("duplicate link name `{}`", l.name)));
         }
-        if !(0.0..=1.0).contains(&l.loss) {
+        if !(0.0..=1.0).contains(&l.loss) || !(0.0..=1.0).contains(&l.reverse_loss) {
             return Err(self.error_at(span, &what, "loss must be between 0 and 1"));
         }
         let (buffer, ecn_threshold) = self.buffers(l, span, &what)?;
@@ -91,6 +94,9 @@ impl Builder<'_> {
             delay: l.delay.0,
             buffer,
             loss: l.loss,
+            reverse_loss: l.reverse_loss,
+            reverse_blackout: l.reverse_blackout.map(|[from, until]| (from.0, until.0)),
+            reverse_reports_only: l.reverse_reports_only,
             ecn_threshold,
             discipline: l.queue,
             marking: l.marking.0,
@@ -217,6 +223,7 @@ impl Builder<'_> {
                 background: g.background,
                 delayed_ack: g.delayed_ack,
                 pace: g.pace,
+                feedback: self.feedback,
             });
         }
         Ok(())
@@ -292,6 +299,7 @@ impl Builder<'_> {
                 background: true,
                 delayed_ack: false,
                 pace: true,
+                feedback: self.feedback,
             },
         });
         Ok(())

@@ -5,6 +5,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::quantity::{Buffer, Bytes, Rate, Time};
+use crate::engine::FeedbackPath;
 use crate::protocol::Protocol;
 use ecnq::router::bottleneck::Discipline;
 use ecnq::router::MarkingMode;
@@ -45,6 +46,16 @@ pub struct LinkEntry {
     /// Random loss probability on the forward direction, 0..1.
     #[serde(default)]
     pub loss: f64,
+    /// Random loss probability on the reverse direction (ACKs, reports), 0..1.
+    #[serde(default)]
+    pub reverse_loss: f64,
+    /// The reverse direction loses what it transmits from the first time
+    /// to the second, e.g. `["8s", "10s"]`.
+    pub reverse_blackout: Option<[Time; 2]>,
+    /// The reverse direction's loss and blackout hit only session feedback
+    /// reports: a path that passes ACKs but not reports (default false).
+    #[serde(default)]
+    pub reverse_reports_only: bool,
     /// Classic ECN marking threshold (default: half the buffer).
     pub ecn_threshold: Option<Buffer>,
     /// A floor under `buffer` (the BMCC paper: the larger of one BDP and two
@@ -73,6 +84,11 @@ impl Default for Marking {
 fn marking<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Marking, D::Error> {
     let text = String::deserialize(d)?;
     text.parse().map(Marking).map_err(serde::de::Error::custom)
+}
+
+fn feedback_path<'de, D: serde::Deserializer<'de>>(d: D) -> Result<FeedbackPath, D::Error> {
+    let text = String::deserialize(d)?;
+    text.parse().map_err(serde::de::Error::custom)
 }
 
 fn discipline<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Discipline, D::Error> {
@@ -174,6 +190,13 @@ pub struct ScenarioFile {
     pub expect: String,
     /// Default scheme for flows that do not fix one.
     pub scheme: Protocol,
+    /// How ecnq flows' feedback reaches their senders: `"ack"` (default:
+    /// every ACK carries the receiver's estimate, as in the papers' ns-2
+    /// models) or `"session"` (each end runs the QUIC stack's connection
+    /// session; reports are packets of their own on the reverse path, and
+    /// the session decides fallback, recovery and router presence).
+    #[serde(default, deserialize_with = "feedback_path")]
+    pub feedback: FeedbackPath,
     /// Simulated time.
     pub duration: Time,
     /// RNG seed.

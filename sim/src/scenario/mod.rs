@@ -19,7 +19,7 @@ use std::path::Path;
 pub use edits::apply_edits;
 pub use file::{FlowGroup, LinkEntry, Marking, OneOrMany, ParetoEntry, ScenarioFile};
 
-use crate::engine::{Nanos, SECOND};
+use crate::engine::{FeedbackPath, Nanos, SECOND};
 use crate::protocol::Protocol;
 
 /// Longest simulated time a scenario may ask for: a day.
@@ -55,6 +55,8 @@ pub struct Overrides {
     pub seed: Option<u64>,
     /// Replaces the duration.
     pub duration: Option<Nanos>,
+    /// Replaces the feedback path.
+    pub feedback: Option<FeedbackPath>,
 }
 
 fn line_of(source: &str, offset: usize) -> usize {
@@ -199,6 +201,7 @@ rtt = ["20ms", "40ms"]
             scheme: Some("cubic".parse().unwrap()),
             seed: Some(4),
             duration: Some(1_000_000_000),
+            feedback: None,
         };
         let config = s.build(&o).unwrap();
         assert_eq!((config.seed, config.duration), (4, 1_000_000_000));

@@ -28,9 +28,15 @@ pub struct DuplexSpec {
     pub delay: Nanos,
     /// Drop-tail limit.
     pub buffer: BufferLimit,
-    /// Random loss probability (forward direction only: the papers' lossy
+    /// Random loss probability of the forward direction (the papers' lossy
     /// links drop data, not ACKs).
     pub loss: f64,
+    /// Random loss probability of the reverse direction.
+    pub reverse_loss: f64,
+    /// A span of time in which the reverse direction loses everything.
+    pub reverse_blackout: Option<(Nanos, Nanos)>,
+    /// The reverse direction's loss and blackout hit only feedback reports.
+    pub reverse_reports_only: bool,
     /// Classic ECN marking threshold in bytes.
     pub ecn_threshold: u64,
     /// How both directions queue packets.
@@ -62,20 +68,26 @@ pub struct Route {
 impl Network {
     /// Adds a duplex link.
     pub fn duplex(&mut self, spec: &DuplexSpec) -> Duplex {
-        let one_way = |name: String, loss: f64| LinkSpec {
+        let one_way = |name: String, reverse: bool| LinkSpec {
             name,
             rate: Some(spec.rate),
             delay: spec.delay,
             buffer: spec.buffer,
-            loss,
+            loss: if reverse {
+                spec.reverse_loss
+            } else {
+                spec.loss
+            },
+            blackout: spec.reverse_blackout.filter(|_| reverse),
+            reports_only: reverse && spec.reverse_reports_only,
             ecn_threshold: spec.ecn_threshold,
             discipline: spec.discipline,
             marking: spec.marking,
             report: true,
         };
         let fwd = self.links.len();
-        self.links.push(one_way(spec.name.clone(), spec.loss));
-        self.links.push(one_way(format!("{}-rev", spec.name), 0.0));
+        self.links.push(one_way(spec.name.clone(), false));
+        self.links.push(one_way(format!("{}-rev", spec.name), true));
         Duplex { fwd, rev: fwd + 1 }
     }
 
@@ -86,6 +98,8 @@ impl Network {
             delay,
             buffer: BufferLimit::Packets(0),
             loss: 0.0,
+            blackout: None,
+            reports_only: false,
             ecn_threshold: 0,
             discipline: Discipline::Fifo,
             marking: MarkingMode::Off,
@@ -166,6 +180,9 @@ mod tests {
             delay: delay_ms * 1_000_000,
             buffer: BufferLimit::Packets(10),
             loss: 0.0,
+            reverse_loss: 0.0,
+            reverse_blackout: None,
+            reverse_reports_only: false,
             ecn_threshold: 5000,
             discipline: Discipline::Dual,
             marking: MarkingMode::Auto,

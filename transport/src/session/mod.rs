@@ -292,6 +292,13 @@ impl Session {
         self.sending.gated_window(now)
     }
 
+    /// The rate a rate law sends at, in bytes per second; `None` for a
+    /// window law or without a law. A sender that paces by rate (the
+    /// simulator's) reads it; quinn gets the gated [`Session::window`].
+    pub fn pacing_rate(&self) -> Option<f64> {
+        self.sending.law_rate()
+    }
+
     /// A received datagram of `hashes.len()` packets (a GRO batch), all with
     /// TOS byte `tos`; `hashes` are their packet hashes
     /// ([`crate::packet_hash`]), read only if the datagram is tagged.
