@@ -1,11 +1,11 @@
 //! A probing sender's presence probes (`ecnq::session::presence`): every
-//! `PROBE_EVERY`-th data packet goes out Not-ECT, an ecnq router raises it,
+//! data packet that `is_probe` picks goes out Not-ECT, an ecnq router raises it,
 //! and the receiver echoes the probes that arrived unraised. When they say
 //! no ecnq router is on the path, Cubic with ECT(0) stands in for the
 //! scheme's law (and hands back when one appears), as the QUIC sender does.
 
 use ecnq::schemes::cubic::CubicLaw;
-use ecnq::session::presence::{RouterPresence, PROBE_EVERY};
+use ecnq::session::presence::{is_probe, RouterPresence};
 use ecnq::signal::{Law, LawConfig, PacketMarks};
 use ecnq::{Ecn, SchemeTag};
 
@@ -24,8 +24,11 @@ pub(super) struct Probes {
 impl Probes {
     /// Probes for a flow running `protocol` with law `config`.
     pub(super) fn new(protocol: Protocol, config: LawConfig) -> Probes {
+        // Both counts start with the flow: there is no handshake before it.
+        let mut presence = RouterPresence::default();
+        presence.on_report(0, 0);
         Probes {
-            presence: RouterPresence::default(),
+            presence,
             tag: protocol.law(config).tag(),
             sent: 0,
             unraised: 0,
@@ -42,7 +45,7 @@ impl Probes {
     /// also while Cubic stands in for its law, and Not-ECT on a probe.
     pub(super) fn mark(&mut self, packets_sent: u64, marks: &mut PacketMarks) {
         marks.tag = self.tag;
-        if packets_sent % PROBE_EVERY == 0 {
+        if is_probe(packets_sent) {
             marks.ecn = Ecn::NotEct;
             self.sent += 1;
         }
@@ -63,15 +66,14 @@ impl Probes {
         if present == was {
             return None;
         }
-        let config = LawConfig {
-            initial_window: current.window(),
-            ..self.config
-        };
         if present {
+            let config = LawConfig {
+                initial_window: current.window(),
+                ..self.config
+            };
             Some((protocol.law(config), protocol.data_ecn()))
         } else {
-            let mut cubic = CubicLaw::new(config);
-            cubic.set_window(config.initial_window as f64);
+            let cubic = CubicLaw::in_place_of(current, self.config);
             Some((Box::new(cubic), Ecn::Ect0))
         }
     }

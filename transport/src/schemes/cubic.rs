@@ -50,6 +50,26 @@ impl CubicLaw {
         }
     }
 
+    /// Cubic taking over from `law` (a scheme's law, when no ecnq router
+    /// is on the path) at its window. A law that was growing its window
+    /// exponentially (slow start, or the papers' multiplicative increase at
+    /// low load, which is how they start) hands over a window that goes on
+    /// growing in slow start until the first loss or CE: a new flow whose
+    /// verdict came a round trip in must not be held at its first window
+    /// while a Cubic neighbour takes the link. Any other law hands over a
+    /// window that Cubic's next epoch starts from.
+    pub fn in_place_of(law: &dyn Law, config: LawConfig) -> CubicLaw {
+        let window = law.window();
+        let mut cubic = CubicLaw::new(LawConfig {
+            initial_window: window,
+            ..config
+        });
+        if !matches!(law.mode(), Mode::SlowStart | Mode::MultiplicativeIncrease) {
+            cubic.set_window(window as f64);
+        }
+        cubic
+    }
+
     fn mss(&self) -> f64 {
         self.config.mss as f64
     }

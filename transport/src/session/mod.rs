@@ -41,7 +41,7 @@ pub use mode::{Marking, PeerMode};
 pub use report::{Next, ReportError, Repr};
 
 use crate::schemes::registry::Scheme;
-use crate::session::presence::PROBE_EVERY;
+use crate::session::presence::is_probe;
 use crate::signal::{Feedback, LawConfig, Mode, RttSample};
 use crate::wire::ecn::{Ecn, SchemeTag};
 use receiving::Receiving;
@@ -205,12 +205,12 @@ impl Published {
     }
 
     /// The whole TOS byte for a datagram of `packets` packets (a GSO batch)
-    /// the transport wants sent with `quinn_ecn`. Every [`PROBE_EVERY`]-th
-    /// datagram of a probing sender is a presence probe.
+    /// the transport wants sent with `quinn_ecn`. A probing sender's
+    /// datagrams that [`is_probe`] picks are presence probes.
     pub fn send_tos(&self, quinn_ecn: Ecn, packets: u64) -> u8 {
         let marking = self.marking();
-        let probe = marking.takes_probes()
-            && self.datagrams.fetch_add(1, Ordering::Relaxed) % PROBE_EVERY == PROBE_EVERY - 1;
+        let probe =
+            marking.takes_probes() && is_probe(self.datagrams.fetch_add(1, Ordering::Relaxed) + 1);
         if probe {
             self.probe_packets.fetch_add(packets, Ordering::Relaxed);
         }

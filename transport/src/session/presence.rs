@@ -5,6 +5,9 @@
 //! senders therefore send presence probes: every [`PROBE_EVERY`]-th
 //! datagram goes out Not-ECT, and an ecnq router raises a tagged Not-ECT
 //! packet of these schemes to the base codepoint before it marks it. The
+//! The first probes come closer together ([`is_probe`]), so that a new
+//! connection has its verdict about one round trip after its first eight
+//! datagrams. The
 //! receiver's feedback report carries its cumulative counts per codepoint;
 //! when about as many packets arrive Not-ECT as the sender sent as probes,
 //! no ecnq router saw them, and the sender runs Cubic with ECT(0) until
@@ -14,8 +17,23 @@
 //! packets and the receiver's count of Not-ECT arrivals at each accepted
 //! report.
 
-/// A sender makes every this-many-th datagram it sends a probe.
+/// A sender makes every this-many-th datagram it sends a probe ...
 pub const PROBE_EVERY: u64 = 16;
+/// ... and every second one of its first this-many: [`MIN_PROBES`] probes
+/// before the window has grown, so that a sender with no ecnq router on its
+/// path learns it while it is still starting and hands a starting window to
+/// Cubic (which keeps growing it in slow start), not one that its law held
+/// down while a Cubic neighbour took the link.
+const EARLY_DATAGRAMS: u64 = 8;
+
+/// Whether the `nth` datagram a probing sender sends (from 1) is a probe.
+pub fn is_probe(nth: u64) -> bool {
+    if nth <= EARLY_DATAGRAMS {
+        nth % 2 == 0
+    } else {
+        nth % PROBE_EVERY == 0
+    }
+}
 /// The verdict follows about the last this-many probe packets, however
 /// often reports come (probes still in flight at one report arrive by a
 /// later one).
@@ -148,6 +166,20 @@ mod tests {
                 "{reports_per_probe} reports per probe, {probes} probes"
             );
         }
+    }
+
+    #[test]
+    fn the_first_eight_datagrams_carry_enough_probes_for_a_verdict() {
+        let early = (1..=EARLY_DATAGRAMS).filter(|&n| is_probe(n)).count();
+        assert_eq!(early as f64, MIN_PROBES);
+        let later: Vec<u64> = (EARLY_DATAGRAMS + 1..=64)
+            .filter(|&n| is_probe(n))
+            .collect();
+        assert_eq!(later, [16, 32, 48, 64]);
+        // Those four, all unraised, are a verdict at the first report.
+        let mut p = RouterPresence::default();
+        assert!(p.on_report(0, 0));
+        assert!(!p.on_report(4, 4));
     }
 
     #[test]

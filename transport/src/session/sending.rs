@@ -273,13 +273,7 @@ impl Sending {
             return;
         };
         let window = law.window();
-        let mut cubic = CubicLaw::new(LawConfig {
-            initial_window: window,
-            ..self.config
-        });
-        if law.mode() != Mode::SlowStart {
-            cubic.set_window(window as f64);
-        }
+        let cubic = CubicLaw::in_place_of(law.as_ref(), self.config);
         self.law = Some(Box::new(cubic));
         events.push_back(Event::LawReplaced { window, mode });
     }
