@@ -99,6 +99,33 @@ fn staggered_arrivals_are_fair_within_3_s_with_a_near_empty_queue() {
     }
 }
 
+/// A 1 s path: a newcomer needs about 4 s to read its first chain and
+/// reach its share (three round trips of slow start, one for the report),
+/// so utilization over the whole run misses the goal (0.80), but the
+/// router keeps the newcomer's share for it: no queue, no loss, and full
+/// use once the last flow has started. With the share kept only 3 s the
+/// queue's p99 was 576 packets.
+#[test]
+fn a_1_s_path_keeps_the_queue_empty_while_newcomers_start() {
+    let path = ["flows.0.rtt=1s", "bdp_rtt=1s", "links.0.delay=1ms"];
+    let s = run("erc-staggered", &path);
+    let l = link(&s, "L");
+    let fair = fair_after(&s, 10.0, 30.0);
+    println!(
+        "1 s: util {:.3}, p99 queue {} pkt, drops {}, fair {fair:?} s after the last arrival",
+        l.utilization, l.p99_queue_packets, l.drops
+    );
+    assert!(l.p99_queue_packets <= 5, "p99 {}", l.p99_queue_packets);
+    assert_eq!(l.drops, 0);
+    assert!(fair.is_some_and(|f| f <= 6.0), "fair after {fair:?}");
+    let settled = run(
+        "erc-staggered",
+        &[path[0], path[1], path[2], "measure_from=15s"],
+    );
+    let util = link(&settled, "L").utilization;
+    assert!(util >= 0.97, "utilization after the last start {util:.3}");
+}
+
 /// 10, 60 and 250 ms on one 20 Mbit/s link: the share does not depend on
 /// the RTT.
 #[test]

@@ -261,8 +261,12 @@ pub struct ErcConfig {
     pub interval_packets: f64,
     /// A new flow counts as bottlenecked here until it first sends at the
     /// share, whatever it sends before: it needs a chain and a round trip
-    /// before it can, which on a long path takes seconds. A flow that has
-    /// not reached the share after this long is limited elsewhere.
+    /// before it can, which on a long path takes seconds (about four on a
+    /// 1 s path: three round trips of slow start for the ~30 packets that
+    /// complete a chain, and one for the report and the ramp). A flow that
+    /// has not reached the share after this long is limited elsewhere. At
+    /// 3 s, each newcomer on a 1 s path lost its reserved share a second
+    /// before it came to use it and found a queue of 575 packets (p99).
     pub young: Duration,
     /// A flow sending at least this fraction of the smallest share the
     /// router advertised over the last [`ErcConfig::reference_span`] is
@@ -281,7 +285,7 @@ impl Default for ErcConfig {
             min_interval: Duration::from_millis(10),
             max_interval: Duration::from_millis(250),
             interval_packets: 16.0,
-            young: Duration::from_secs(3),
+            young: Duration::from_secs(4),
             reference_span: Duration::from_secs(1),
             bottlenecked_fraction: 0.8,
         }
