@@ -114,7 +114,21 @@ enum Command {
     },
 }
 
+/// Piped into `head` or `grep -m1`, the simulator stops as other
+/// command-line tools do when the reader goes away, instead of panicking on
+/// its next line of output (Rust ignores SIGPIPE by default). It writes no
+/// sockets, so the signal can only come from its standard streams.
+fn stop_quietly_on_a_closed_pipe() {
+    #[cfg(unix)]
+    // SAFETY: called first thing in `main`, before any other thread exists;
+    // SIG_DFL is a valid disposition for SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() -> ExitCode {
+    stop_quietly_on_a_closed_pipe();
     match real_main(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

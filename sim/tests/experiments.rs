@@ -189,3 +189,33 @@ fn bad_scenario_files_name_file_line_and_field() {
     assert!(err.contains("unknown field `speed`"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Piped into a reader that goes away (`ecnq-sim list | head -1`), the
+/// simulator stops without a panic.
+#[cfg(unix)]
+#[test]
+fn a_closed_pipe_stops_the_cli_without_a_panic() {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::{Command, Stdio};
+
+    // The shell waits until the reader is gone, then runs the simulator.
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "sleep 0.3; exec {} list",
+            env!("CARGO_BIN_EXE_ecnq-sim")
+        ))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(
+        out.status.success() || out.status.signal() == Some(13),
+        "{:?}",
+        out.status
+    );
+}
