@@ -52,8 +52,9 @@ impl CubicLaw {
 
     /// Cubic taking over from `law` (a scheme's law, when no ecnq router
     /// is on the path) at its window. A law that was growing its window
-    /// exponentially (slow start, or the papers' multiplicative increase at
-    /// low load, which is how they start) hands over a window that goes on
+    /// exponentially (slow start, the papers' multiplicative increase at low
+    /// load, which is how they start, or MCP's scaling and enhancing modes)
+    /// hands over a window that goes on
     /// growing in slow start until the first loss or CE: a new flow whose
     /// verdict came a round trip in must not be held at its first window
     /// while a Cubic neighbour takes the link. Any other law hands over a
@@ -64,7 +65,11 @@ impl CubicLaw {
             initial_window: window,
             ..config
         });
-        if !matches!(law.mode(), Mode::SlowStart | Mode::MultiplicativeIncrease) {
+        let exponential = matches!(
+            law.mode(),
+            Mode::SlowStart | Mode::MultiplicativeIncrease | Mode::Scaling | Mode::Enhancing
+        );
+        if !exponential {
             cubic.set_window(window as f64);
         }
         cubic

@@ -593,9 +593,7 @@ impl Law for McpLaw {
         self.observe_rtt(rtt);
         if self.unassisted.is_none() && self.router_silent(now) {
             // Cubic from the rate the flow sent; its decrease answers this loss.
-            let mut cubic = CubicLaw::new(self.config);
-            cubic.set_window(self.window() as f64);
-            self.unassisted = Some(cubic);
+            self.unassisted = Some(CubicLaw::in_place_of(self, self.config));
         }
         if let Some(cubic) = &mut self.unassisted {
             cubic.on_congestion(now, sent, kind, rtt);
