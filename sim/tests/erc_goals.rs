@@ -101,7 +101,7 @@ fn staggered_arrivals_are_fair_within_3_s_with_a_near_empty_queue() {
 
 /// A 1 s path: a newcomer needs about 4 s to read its first chain and
 /// reach its share (three round trips of slow start, one for the report),
-/// so utilization over the whole run misses the goal (0.80), but the
+/// so utilization over the whole run misses the goal (0.81), but the
 /// router keeps the newcomer's share for it: no queue, no loss, and full
 /// use once the last flow has started. With the share kept only 3 s the
 /// queue's p99 was 576 packets.

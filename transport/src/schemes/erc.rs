@@ -42,7 +42,9 @@
 //! flow counts as one more bottlenecked flow from its tenth packet on (no
 //! receiver reads a chain from fewer), and stays so while young, so that
 //! the share drops before the newcomer sends at it (a safe start); a short
-//! flow that ends sooner never takes a share from the others. The router writes its own index's digit into a
+//! flow that ends sooner never takes a share from the others. The packets
+//! a flow sends before it counts carry the share it will get once it
+//! counts, since its first chain is read mostly from them. The router writes its own index's digit into a
 //! packet only when its index is above the flow's incoming one, which it
 //! learns per flow from the digits it sees: the path maximum of the index,
 //! the path minimum of the rate.
@@ -348,6 +350,9 @@ pub struct ErcMarker {
     /// Shares advertised recently, oldest first.
     history: Vec<(Duration, f64)>,
     packet_size: f64,
+    /// The index written into the packets of a flow not counted yet: the
+    /// share with it counted.
+    newcomer_index: u16,
 }
 
 impl ErcMarker {
@@ -372,6 +377,7 @@ impl ErcMarker {
             bottlenecked: 0,
             history: Vec::new(),
             packet_size: DEFAULT_PACKET,
+            newcomer_index: 1,
         }
     }
 
@@ -396,6 +402,15 @@ impl ErcMarker {
         let keep_from = now.saturating_sub(self.config.reference_span);
         self.history.retain(|&(at, _)| at >= keep_from);
         self.history.push((now, self.share));
+        self.count_newcomer();
+    }
+
+    /// Sets the index for flows not counted yet: the share of what the
+    /// bottlenecked flows share with one more of them, or the share if that
+    /// is smaller.
+    fn count_newcomer(&mut self) {
+        let with_one_more = self.bottleneck_capacity / (self.bottlenecked + 1) as f64;
+        self.newcomer_index = index_of(with_one_more.min(self.share).clamp(RATE_MIN, RATE_MAX));
     }
 
     /// The smallest share advertised over the last
@@ -514,6 +529,8 @@ impl ErcMarker {
         let share = self.bottleneck_capacity / self.bottlenecked as f64;
         if share < self.share {
             self.advertise(now, share);
+        } else {
+            self.count_newcomer();
         }
     }
 }
@@ -549,15 +566,22 @@ impl Marker for ErcMarker {
             state.arrived = Some(now);
         }
         let position = position(pkt.hash);
+        // A newcomer reads its first chain mostly from packets it sent
+        // before it counted: they carry the share that counts it.
+        let own = if state.packets < DIGITS {
+            self.newcomer_index
+        } else {
+            self.index
+        };
         let write = digit_of(pkt.ecn).is_some_and(|incoming| {
             state.incoming.set(position, incoming);
-            !(state.incoming.complete() && state.incoming.index() >= self.index)
+            !(state.incoming.complete() && state.incoming.index() >= own)
         });
         if arrived {
             self.on_new_flow(now);
         }
         if write {
-            pkt.ecn = ecn_of(digit(self.index, position));
+            pkt.ecn = ecn_of(digit(own, position));
         }
     }
 }
@@ -1228,6 +1252,40 @@ mod tests {
 
     /// A router that restarts (its flow table lost) finds the fair share
     /// again from the flows' arrivals: no flow starves.
+    /// A newcomer's first packets, sent before the router counts it, carry
+    /// the share with it counted: its first chain does not tell it the
+    /// share of the flows already there.
+    #[test]
+    fn a_newcomers_first_packets_carry_the_share_that_counts_it() {
+        let capacity = 1e6;
+        let mut r = ErcMarker::new(ErcConfig::default(), FlowTableConfig::default());
+        let span = ErcConfig::default().young + MS * 1_000;
+        drive(&mut r, capacity, &[2e6, 2e6], Duration::ZERO, span);
+        let (two, index) = (r.share(), r.index());
+        let three = index_of(two * 2.0 / 3.0);
+        assert!(
+            three.abs_diff(r.newcomer_index) <= 1,
+            "{three} vs {}",
+            r.newcomer_index
+        );
+        let mut differs = false;
+        for n in 0..DIGITS - 1 {
+            let hash = n.wrapping_mul(0x9e37_79b9);
+            let mut pkt = PacketMarks {
+                ecn: Ecn::Ect0,
+                tag: SchemeTag::new(WIRE.id()),
+                hash,
+                flow: 99,
+            };
+            let newcomer = r.newcomer_index;
+            r.mark(span + MS, &link(capacity, 0, 0), &mut pkt);
+            let expected = digit(newcomer, position(hash));
+            assert_eq!(pkt.ecn, ecn_of(expected), "packet {n}");
+            differs |= expected != digit(index, position(hash));
+        }
+        assert!(differs, "the chain spells the two flows' share");
+    }
+
     #[test]
     fn a_restarted_router_finds_the_fair_share_again() {
         let capacity = 1e6;
