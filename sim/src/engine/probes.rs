@@ -24,11 +24,8 @@ pub(super) struct Probes {
 impl Probes {
     /// Probes for a flow running `protocol` with law `config`.
     pub(super) fn new(protocol: Protocol, config: LawConfig) -> Probes {
-        // Both counts start with the flow: there is no handshake before it.
-        let mut presence = RouterPresence::default();
-        presence.on_report(0, 0);
         Probes {
-            presence,
+            presence: RouterPresence::default(),
             tag: protocol.law(config).tag(),
             sent: 0,
             unraised: 0,

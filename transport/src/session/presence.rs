@@ -49,7 +49,8 @@ const PRESENT_BELOW: f64 = 0.1;
 /// packets received.
 #[derive(Clone, Debug)]
 pub struct RouterPresence {
-    last: Option<(u64, u64)>,
+    /// The cumulative counts at the last report: Not-ECT arrivals, probes.
+    last: (u64, u64),
     /// Not-ECT arrivals and probe packets sent over the window.
     unraised: f64,
     probes: f64,
@@ -58,10 +59,14 @@ pub struct RouterPresence {
 
 impl Default for RouterPresence {
     /// A router is assumed until the counts say otherwise, so a flow starts
-    /// on its scheme's law.
+    /// on its scheme's law. Both counts start at zero with the connection:
+    /// before the sender probes, the receiver sees its datagrams with
+    /// quinn's ECT(0), so every Not-ECT arrival the first report counts is
+    /// an unraised probe (or, if quinn's ECN is off, a datagram that no
+    /// router could mark either).
     fn default() -> Self {
         RouterPresence {
-            last: None,
+            last: (0, 0),
             unraised: 0.0,
             probes: 0.0,
             present: true,
@@ -74,17 +79,16 @@ impl RouterPresence {
     /// and this sender's cumulative probe packets. Returns whether an ecnq
     /// router is on the path.
     pub fn on_report(&mut self, not_ect_received: u64, probes_sent: u64) -> bool {
-        if let Some((received, sent)) = self.last {
-            self.unraised += not_ect_received.saturating_sub(received) as f64;
-            self.probes += probes_sent.saturating_sub(sent) as f64;
-            if self.probes > WINDOW_PROBES {
-                // Older counts fade as new probes come, keeping the share.
-                let keep = WINDOW_PROBES / self.probes;
-                self.unraised *= keep;
-                self.probes = WINDOW_PROBES;
-            }
+        let (received, sent) = self.last;
+        self.unraised += not_ect_received.saturating_sub(received) as f64;
+        self.probes += probes_sent.saturating_sub(sent) as f64;
+        if self.probes > WINDOW_PROBES {
+            // Older counts fade as new probes come, keeping the share.
+            let keep = WINDOW_PROBES / self.probes;
+            self.unraised *= keep;
+            self.probes = WINDOW_PROBES;
         }
-        self.last = Some((not_ect_received, probes_sent));
+        self.last = (not_ect_received, probes_sent);
         if self.probes >= MIN_PROBES {
             let share = self.unraised_share();
             if self.present && share > ABSENT_ABOVE {
@@ -177,9 +181,7 @@ mod tests {
             .collect();
         assert_eq!(later, [16, 32, 48, 64]);
         // Those four, all unraised, are a verdict at the first report.
-        let mut p = RouterPresence::default();
-        assert!(p.on_report(0, 0));
-        assert!(!p.on_report(4, 4));
+        assert!(!RouterPresence::default().on_report(4, 4));
     }
 
     #[test]
