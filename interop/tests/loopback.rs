@@ -166,8 +166,9 @@ fn version_probe_gets_version_negotiation() {
     assert_eq!(&reply[6..14], &[2; 8]);
 }
 
-/// The ecnq endpoint, as a process: against itself its schemes turn on,
-/// against vanilla quinn it falls back to classic congestion control.
+/// The ecnq endpoint, as a process: against itself its schemes turn on (and
+/// feedback reports flow), against vanilla quinn it falls back to classic
+/// congestion control.
 #[test]
 fn ecnq_endpoint_turns_schemes_on_only_with_ecnq() {
     let (dir, files) = setup();
@@ -205,7 +206,19 @@ fn ecnq_endpoint_turns_schemes_on_only_with_ecnq() {
     let _ = server.wait();
     let log = String::from_utf8_lossy(&client.stderr);
     assert!(client.status.success(), "{log}");
-    assert!(log.contains("mode=Ecnq"), "ecnq end to end: {log}");
+    // Loopback has no ecnq router: VCP's presence probes come back
+    // unraised, and it may already run Cubic for that reason (not because
+    // the peer is vanilla); either way the peers exchange reports.
+    assert!(
+        log.contains("mode=Ecnq") || log.contains("mode=ClassicNoRouter"),
+        "ecnq end to end: {log}"
+    );
+    let reports = log
+        .split("reports_received=")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse::<u64>().ok());
+    assert!(reports.is_some_and(|n| n > 0), "reports: {log}");
 
     // ecnq client -> vanilla quinn server.
     let server = serve(dir.path(), "transfer");
