@@ -231,4 +231,22 @@ mod tests {
         law.on_ack(now + Duration::from_millis(10), 50 * MSS, &rtt());
         assert!(law.window() < 52 * MSS, "{}", law.window());
     }
+    /// Taking over from a law that is still starting keeps slow start;
+    /// from one that is not, Cubic's next epoch starts at its window.
+    #[test]
+    fn cubic_in_place_of_a_starting_law_stays_in_slow_start() {
+        let config = LawConfig::with_mss(MSS);
+        let starting = crate::schemes::vcp::VcpLaw::new(config);
+        assert_eq!(starting.mode(), Mode::MultiplicativeIncrease);
+        let cubic = CubicLaw::in_place_of(&starting, config);
+        assert!(cubic.in_slow_start());
+        assert_eq!(cubic.window(), starting.window());
+
+        let mut settled = CubicLaw::new(config);
+        settled.set_window(40.0 * MSS as f64);
+        assert_eq!(settled.mode(), Mode::CongestionAvoidance);
+        let cubic = CubicLaw::in_place_of(&settled, config);
+        assert!(!cubic.in_slow_start());
+        assert_eq!(cubic.window(), 40 * MSS);
+    }
 }
