@@ -231,6 +231,7 @@ mod tests {
         law.on_ack(now + Duration::from_millis(10), 50 * MSS, &rtt());
         assert!(law.window() < 52 * MSS, "{}", law.window());
     }
+
     /// Taking over from a law that is still starting keeps slow start;
     /// from one that is not, Cubic's next epoch starts at its window.
     #[test]
