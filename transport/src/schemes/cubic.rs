@@ -54,11 +54,11 @@ impl CubicLaw {
     /// is on the path) at its window. A law that was growing its window
     /// exponentially (slow start, the papers' multiplicative increase at low
     /// load, which is how they start, or MCP's scaling and enhancing modes)
-    /// hands over a window that goes on
-    /// growing in slow start until the first loss or CE: a new flow whose
-    /// verdict came a round trip in must not be held at its first window
-    /// while a Cubic neighbour takes the link. Any other law hands over a
-    /// window that Cubic's next epoch starts from.
+    /// hands over a window that goes on growing in slow start until the
+    /// first loss or CE: a new flow whose verdict came a round trip in must
+    /// not be held at its first window while a Cubic neighbour takes the
+    /// link. Any other law hands over a window that Cubic's next epoch
+    /// starts from.
     pub fn in_place_of(law: &dyn Law, config: LawConfig) -> CubicLaw {
         let window = law.window();
         let mut cubic = CubicLaw::new(LawConfig {

@@ -44,10 +44,10 @@
 //! the share drops before the newcomer sends at it (a safe start); a short
 //! flow that ends sooner never takes a share from the others. The packets
 //! a flow sends before it counts carry the share it will get once it
-//! counts, since its first chain is read mostly from them. The router writes its own index's digit into a
-//! packet only when its index is above the flow's incoming one, which it
-//! learns per flow from the digits it sees: the path maximum of the index,
-//! the path minimum of the rate.
+//! counts, since its first chain is read mostly from them. The router
+//! writes its own index's digit into a packet only when its index is above
+//! the flow's incoming one, which it learns per flow from the digits it
+//! sees: the path maximum of the index, the path minimum of the rate.
 //!
 //! # Receiver ([`ErcDecoder`])
 //! Keeps the newest digit per position. After a digit changes, the index is
@@ -1250,8 +1250,6 @@ mod tests {
         );
     }
 
-    /// A router that restarts (its flow table lost) finds the fair share
-    /// again from the flows' arrivals: no flow starves.
     /// A newcomer's first packets, sent before the router counts it, carry
     /// the share with it counted: its first chain does not tell it the
     /// share of the flows already there.
@@ -1286,6 +1284,8 @@ mod tests {
         assert!(differs, "the chain spells the two flows' share");
     }
 
+    /// A router that restarts (its flow table lost) finds the fair share
+    /// again from the flows' arrivals: no flow starves.
     #[test]
     fn a_restarted_router_finds_the_fair_share_again() {
         let capacity = 1e6;

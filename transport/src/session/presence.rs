@@ -5,13 +5,12 @@
 //! senders therefore send presence probes: every [`PROBE_EVERY`]-th
 //! datagram goes out Not-ECT, and an ecnq router raises a tagged Not-ECT
 //! packet of these schemes to the base codepoint before it marks it. The
-//! The first probes come closer together ([`is_probe`]), so that a new
-//! connection has its verdict about one round trip after its first eight
-//! datagrams. The
-//! receiver's feedback report carries its cumulative counts per codepoint;
-//! when about as many packets arrive Not-ECT as the sender sent as probes,
-//! no ecnq router saw them, and the sender runs Cubic with ECT(0) until
-//! probes come back raised.
+//! first probes come closer together ([`is_probe`]), so that a new
+//! connection has its verdict about a round trip after its first eight
+//! datagrams. The receiver's feedback report carries its cumulative counts
+//! per codepoint; when about as many packets arrive Not-ECT as the sender
+//! sent as probes, no ecnq router saw them, and the sender runs Cubic with
+//! ECT(0) until probes come back raised.
 //!
 //! Sans-IO: the sender feeds [`RouterPresence`] its own count of probe
 //! packets and the receiver's count of Not-ECT arrivals at each accepted
