@@ -440,12 +440,13 @@ fn sharing_reference(sim: &Sim, finite: &[&Flow]) -> Vec<f64> {
         secs(delays.map(|&l| sim.links[l].spec.delay).sum())
     };
     let mut reference = vec![0.0; finite.len()];
-    let mut links: Vec<Option<usize>> = finite.iter().map(|f| slowest(f)).collect();
+    let bottleneck: Vec<Option<usize>> = finite.iter().map(|f| slowest(f)).collect();
+    let mut links = bottleneck.clone();
     links.sort_unstable();
     links.dedup();
     for link in links {
         let members: Vec<usize> = (0..finite.len())
-            .filter(|&i| slowest(finite[i]) == link)
+            .filter(|&i| bottleneck[i] == link)
             .collect();
         let jobs: Vec<Job> = members
             .iter()

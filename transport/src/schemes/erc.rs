@@ -410,7 +410,7 @@ impl ErcMarker {
     /// is smaller.
     fn count_newcomer(&mut self) {
         let with_one_more = self.bottleneck_capacity / (self.bottlenecked + 1) as f64;
-        self.newcomer_index = index_of(with_one_more.min(self.share).clamp(RATE_MIN, RATE_MAX));
+        self.newcomer_index = index_of(with_one_more.min(self.share));
     }
 
     /// The smallest share advertised over the last
