@@ -42,7 +42,8 @@ impl Probes {
     /// also while Cubic stands in for its law, and Not-ECT on a probe.
     pub(super) fn mark(&mut self, packets_sent: u64, marks: &mut PacketMarks) {
         marks.tag = self.tag;
-        if is_probe(packets_sent) {
+        // One packet per datagram.
+        if is_probe(packets_sent, packets_sent.saturating_sub(1)) {
             marks.ecn = Ecn::NotEct;
             self.sent += 1;
         }

@@ -176,9 +176,10 @@ pub struct Published {
     marking: AtomicU32,
     window: AtomicU64,
     rate_gated: AtomicBool,
-    /// Datagrams sent while probing, for picking presence probes, and the
-    /// packets sent as probes.
+    /// Datagrams and packets sent while probing, for picking presence
+    /// probes, and the packets sent as probes.
     datagrams: AtomicU64,
+    packets: AtomicU64,
     probe_packets: AtomicU64,
 }
 
@@ -209,8 +210,10 @@ impl Published {
     /// datagrams that [`is_probe`] picks are presence probes.
     pub fn send_tos(&self, quinn_ecn: Ecn, packets: u64) -> u8 {
         let marking = self.marking();
-        let probe =
-            marking.takes_probes() && is_probe(self.datagrams.fetch_add(1, Ordering::Relaxed) + 1);
+        let probe = marking.takes_probes() && {
+            let nth = self.datagrams.fetch_add(1, Ordering::Relaxed) + 1;
+            is_probe(nth, self.packets.fetch_add(packets, Ordering::Relaxed))
+        };
         if probe {
             self.probe_packets.fetch_add(packets, Ordering::Relaxed);
         }

@@ -4,10 +4,11 @@
 //! reads as an idle one, and their laws would grow until loss. Their
 //! senders therefore send presence probes: every [`PROBE_EVERY`]-th
 //! datagram goes out Not-ECT, and an ecnq router raises a tagged Not-ECT
-//! packet of these schemes to the base codepoint before it marks it. The
-//! first probes come closer together ([`is_probe`]), so that a new
-//! connection has its verdict about a round trip after its first eight
-//! datagrams. The receiver's feedback report carries its cumulative counts
+//! packet of these schemes to the base codepoint before it marks it. A
+//! connection's whole first flight is probes ([`is_probe`]), so that it has
+//! its verdict about a round trip after its first datagrams, and so that
+//! none of its packets overtakes another at an L4S bottleneck meanwhile.
+//! The receiver's feedback report carries its cumulative counts
 //! per codepoint; when about as many packets arrive Not-ECT as the sender
 //! sent as probes, no ecnq router saw them, and the sender runs Cubic with
 //! ECT(0) until probes come back raised.
@@ -18,20 +19,26 @@
 
 /// A sender makes every this-many-th datagram it sends a probe ...
 pub const PROBE_EVERY: u64 = 16;
-/// ... and every second one of its first this-many: [`MIN_PROBES`] probes
-/// before the window has grown, so that a sender with no ecnq router on its
-/// path learns it while it is still starting and hands a starting window to
-/// Cubic (which keeps growing it in slow start), not one that its law held
-/// down while a Cubic neighbour took the link.
-const EARLY_DATAGRAMS: u64 = 8;
+/// ... and each one that starts within its first this-many packets, an
+/// initial window (RFC 9002 §7.2: ten packets; counted in packets, since a
+/// GSO datagram carries several):
+/// * a sender with no ecnq router on its path learns it while it is still
+///   starting and hands a starting window to Cubic (which keeps growing it
+///   in slow start), not one that its law held down while a Cubic
+///   neighbour took the link;
+/// * the first flight goes out whole in one queue of a DualPI2 bottleneck
+///   with no ecnq router, the classic one. With every second datagram of
+///   the first eight a probe, the scheme's ECT(1) datagrams between them
+///   were served first from the L4S queue and overtook the probes, which
+///   QUIC reads as loss: VCP, EVCP, DPCP and TPCP each declared 3 packets
+///   lost that no link dropped (`l4s_goals`). The next flight leaves when
+///   the first one's acknowledgements come back, after the first one.
+const EARLY_PACKETS: u64 = 10;
 
-/// Whether the `nth` datagram a probing sender sends (from 1) is a probe.
-pub fn is_probe(nth: u64) -> bool {
-    if nth <= EARLY_DATAGRAMS {
-        nth % 2 == 0
-    } else {
-        nth % PROBE_EVERY == 0
-    }
+/// Whether the `nth` datagram a probing sender sends (from 1), sent after
+/// `packets_before` packets, is a probe.
+pub fn is_probe(nth: u64, packets_before: u64) -> bool {
+    packets_before < EARLY_PACKETS || nth % PROBE_EVERY == 0
 }
 /// The verdict follows about the last this-many probe packets, however
 /// often reports come (probes still in flight at one report arrive by a
@@ -172,14 +179,16 @@ mod tests {
     }
 
     #[test]
-    fn the_first_eight_datagrams_carry_enough_probes_for_a_verdict() {
-        let early = (1..=EARLY_DATAGRAMS).filter(|&n| is_probe(n)).count();
-        assert_eq!(early as f64, MIN_PROBES);
-        let later: Vec<u64> = (EARLY_DATAGRAMS + 1..=64)
-            .filter(|&n| is_probe(n))
-            .collect();
-        assert_eq!(later, [16, 32, 48, 64]);
-        // Those four, all unraised, are a verdict at the first report.
+    fn the_first_flight_is_all_probes_and_enough_for_a_verdict() {
+        // One packet per datagram.
+        let probes: Vec<u64> = (1..=64).filter(|&n| is_probe(n, n - 1)).collect();
+        assert_eq!(probes, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 16, 32, 48, 64]);
+        assert!(EARLY_PACKETS as f64 >= MIN_PROBES);
+        // GSO datagrams of four packets: the three that start within the
+        // first ten packets.
+        let probes: Vec<u64> = (1..=16).filter(|&n| is_probe(n, 4 * (n - 1))).collect();
+        assert_eq!(probes, [1, 2, 3, 16]);
+        // Four of them, all unraised, are a verdict at the first report.
         assert!(!RouterPresence::default().on_report(4, 4));
     }
 

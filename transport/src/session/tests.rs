@@ -138,8 +138,8 @@ fn probes_without_an_ecnq_router_mean_classic_until_a_router_appears() {
     let absent = pair
         .entered(PeerMode::ClassicNoRouter, Duration::ZERO)
         .expect("no router");
-    // Four of the first eight datagrams are probes: the verdict comes a few
-    // 20 ms round trips in (154 ms with only every 16th a probe).
+    // The first ten datagrams are probes: the verdict comes a few 20 ms
+    // round trips in (154 ms with only every 16th a probe).
     assert!(absent < 100 * MS, "{absent:?}");
     // Every 16th datagram is a probe, Not-ECT; the rest carry quinn's ECT(0).
     let tag = scheme_tag(scheme);
