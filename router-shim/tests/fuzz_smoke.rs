@@ -219,6 +219,7 @@ fn report_seeds() -> Vec<Vec<u8>> {
                 fairing: sequence % 2 == 1,
             },
             counts: [sequence.into(), 2, 3, 4].map(|c: u64| c * 100),
+            unraised_probes: u64::from(sequence),
         }
         .to_bytes()
     };

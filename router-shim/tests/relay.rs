@@ -181,6 +181,19 @@ fn relay_marks_as_the_scheme_says_both_ways() {
     assert!(replies
         .iter()
         .all(|r| r.tos == vcp.tos(Ecn::Ect1) && r.from == relay.addr));
+    // Presence probes come out raised: VCP's Not-ECT to its base
+    // codepoint, MCP's probe bit (tag 12) cleared, fairing bits kept.
+    let mcp = SchemeTag {
+        fairing: true,
+        ..SchemeTag::new(Scheme::Mcp.wire().id())
+    };
+    let mcp_probe = SchemeTag { probe: true, ..mcp };
+    send(&server, upstream, b"p", vcp.tos(Ecn::NotEct));
+    send(&server, upstream, b"q", mcp_probe.tos(Ecn::NotEct));
+    let raised = receive_all(&client, Duration::from_millis(500), 2);
+    let tos_of = |kind: u8| raised.iter().find(|r| r.payload[0] == kind).map(|r| r.tos);
+    assert_eq!(tos_of(b'p'), Some(vcp.tos(Ecn::Ect1)));
+    assert_eq!(tos_of(b'q'), Some(mcp.tos(Ecn::NotEct)));
 
     let report = relay.stop();
     assert_eq!(report.sessions.opened, 1);
@@ -190,7 +203,7 @@ fn relay_marks_as_the_scheme_says_both_ways() {
         "{:?}",
         report.up.marks
     );
-    assert_eq!(report.down.counters.departures, 3);
+    assert_eq!(report.down.counters.departures, 5);
 }
 
 #[test]

@@ -64,11 +64,11 @@ fn every_scheme_holds_its_share_beside_cubic_on_the_dual_queue() {
 }
 
 /// With no ecnq router on the path every scheme runs Cubic (erc by its
-/// wire, MCP by its unassisted rule, the others by their presence probes):
-/// beside Cubic through a drop-tail router each gets 0.5×–2× Cubic's
-/// throughput, with the papers' feedback and with the QUIC stack's session.
-/// MCP with the session is the exception (0.31×, issue 20): it cannot
-/// probe, and its unassisted rule waits for reports that say nothing.
+/// wire, the others by their presence probes): beside Cubic through a
+/// drop-tail router each gets 0.5×–2× Cubic's throughput, with the papers'
+/// feedback and with the QUIC stack's session. Before MCP probed (its probe
+/// bit), its unassisted rule waited for a loss after 3.2 s of silence:
+/// 0.60× with the papers' feedback, 0.31× with the session.
 #[test]
 fn every_scheme_shares_with_cubic_through_a_drop_tail_router() {
     let mut misses = Vec::new();
@@ -77,8 +77,7 @@ fn every_scheme_shares_with_cubic_through_a_drop_tail_router() {
             let s = run_with("coexist-droptail", scheme, feedback);
             let (ratio, util) = ratio_and_utilization(&s);
             println!("{feedback:?} {scheme:<5} ecnq/cubic {ratio:.2}, utilization {util:.3}");
-            let known = feedback == FeedbackPath::Session && scheme == Scheme::Mcp;
-            if !known && (!(0.5..=2.0).contains(&ratio) || util < 0.9) {
+            if !(0.5..=2.0).contains(&ratio) || util < 0.9 {
                 misses.push(format!(
                     "{feedback:?} {scheme}: ratio {ratio:.2}, utilization {util:.3}"
                 ));

@@ -163,10 +163,9 @@ fn erc_converges_sooner_than_prague_and_shares_across_rtts() {
 }
 
 /// Every paper scheme (erc is above; Prague is the neighbour) at a DualPI2
-/// bottleneck with no ecnq router. VCP, EVCP, DPCP, TPCP and BMCC learn it
-/// from their presence probes, which come back unraised, and run Cubic with
-/// ECT(0); MCP, which cannot probe, learns it from a loss while no code
-/// above `00` came. Each shares with Cubic and with Prague (0.5×–2×, from
+/// bottleneck with no ecnq router. They learn it from their presence
+/// probes (MCP's a tag bit), which come back unraised, and run Cubic with
+/// ECT(0). Each shares with Cubic and with Prague (0.5×–2×, from
 /// 5 s on), and, judged over the whole run, declares lost only what the
 /// bottleneck dropped: a flow that mixed the two queues' codepoints would
 /// be reordered there, which reads as loss. Without probes DPCP, TPCP and

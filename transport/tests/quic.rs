@@ -56,8 +56,8 @@ async fn every_controller_moves_10_mb_intact() {
                 // unraised, and the sender runs Cubic with ECT(0).
                 assert_eq!(sender.mode, PeerMode::ClassicNoRouter, "{cc}: {sender:?}");
                 assert!(
-                    counts[Ecn::NotEct.bits() as usize] > 100,
-                    "{cc}: {receiver:?}"
+                    sender.peer_unraised_probes.is_some_and(|n| n > 100),
+                    "{cc}: {sender:?}"
                 );
                 assert!(
                     counts[Ecn::Ect0.bits() as usize] > 2000,
@@ -121,9 +121,10 @@ async fn tos_byte_on_the_wire_carries_tag_and_scheme_code() {
     let (c, s) = connect(&client, &server, relay.addr).await;
     transfer(&c, &s, MB, 3).await;
     // The client's first packet goes out before it knows the server: tag +
-    // quinn's ECT(0). The server answers knowing the client runs ecnq.
+    // quinn's ECT(0). The server answers knowing the client runs ecnq, so
+    // its first flight is presence probes: tag + Not-ECT.
     assert_eq!(relay.tos(Dir::ToServer)[0], vcp_tos(Ecn::Ect0));
-    assert_eq!(relay.tos(Dir::ToClient)[0], vcp_tos(Ecn::Ect1));
+    assert_eq!(relay.tos(Dir::ToClient)[0], vcp_tos(Ecn::NotEct));
     for dir in [Dir::ToServer, Dir::ToClient] {
         let tos = relay.tos(dir);
         // Once the peer is known to run ecnq: tag + VCP's low-load code ECT(1).
@@ -339,6 +340,7 @@ async fn bad_reports_are_counted_and_ignored() {
             fairing: false,
         },
         counts: [0, 0, 0, 0],
+        unraised_probes: 0,
     };
     let good = overload(u32::MAX / 4).to_bytes();
     let mut bad = vec![
@@ -655,9 +657,10 @@ async fn feedback_mode_survives_an_idle_pause() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_server_decodes_each_client_by_its_own_tag() {
-    // Two schemes that need no router to stay on their laws.
+    // Two schemes that send no presence probes, so that they stay on their
+    // laws with no router on loopback.
     let erc = CongestionControl::Ecnq(Scheme::Erc);
-    let mcp = CongestionControl::Ecnq(Scheme::Mcp);
+    let prague = CongestionControl::Ecnq(Scheme::Prague);
     let cert = ecnq::quic::SelfSigned::new(&["localhost"]).unwrap();
     let server = ecnq::quic::Endpoint::server(
         "[::1]:0".parse().unwrap(),
@@ -669,13 +672,13 @@ async fn one_server_decodes_each_client_by_its_own_tag() {
         ecnq::quic::Endpoint::client("[::]:0".parse().unwrap(), cert.roots(), common::options(cc))
             .unwrap()
     };
-    let (client_a, client_b) = (client(erc), client(mcp));
+    let (client_a, client_b) = (client(erc), client(prague));
     let addr = server.local_addr().unwrap();
     let (a, sa) = connect(&client_a, &server, addr).await;
     let (b, sb) = connect(&client_b, &server, addr).await;
     tokio::join!(transfer(&a, &sa, 2 * MB, 16), transfer(&b, &sb, 2 * MB, 17));
     // Both clients got reports for their own scheme from the same server socket.
-    for (client, server_side, base) in [(&a, &sa, Ecn::Ect0), (&b, &sb, Ecn::NotEct)] {
+    for (client, server_side, base) in [(&a, &sa, Ecn::Ect0), (&b, &sb, Ecn::Ect1)] {
         let stats = client.congestion_stats();
         assert_eq!(stats.mode, PeerMode::Ecnq, "{stats:?}");
         assert!(

@@ -146,7 +146,7 @@ impl Flow {
         self.probes.as_ref().is_some_and(Probes::fallen_back)
     }
 
-    /// An ACK echoed `unraised` probes that arrived Not-ECT: on a change of
+    /// An ACK echoed `unraised` probes that arrived unraised: on a change of
     /// verdict, Cubic takes over from the scheme's law at its window, or
     /// hands back to it.
     pub(super) fn on_probe_echo(&mut self, unraised: u8) {

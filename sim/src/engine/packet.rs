@@ -44,8 +44,8 @@ pub struct Packet {
     pub feedback: Feedback,
     /// ACK: the acknowledged packet arrived with CE.
     pub ce: bool,
-    /// ACK: how many of the acknowledged packets arrived Not-ECT (presence
-    /// probes no ecnq router raised).
+    /// ACK: how many of the acknowledged packets were presence probes no
+    /// ecnq router raised.
     pub unraised: u8,
     /// ACK: an earlier packet number this (delayed) ACK also acknowledges.
     pub also: Option<u64>,

@@ -1,6 +1,7 @@
 //! A probing sender's presence probes (`ecnq::session::presence`): every
-//! data packet that `is_probe` picks goes out Not-ECT, an ecnq router raises it,
-//! and the receiver echoes the probes that arrived unraised. When they say
+//! data packet that `is_probe` picks goes out as its scheme's probe (Not-ECT,
+//! or MCP's probe bit), an ecnq router raises it, and the receiver echoes
+//! the probes that arrived unraised. When they say
 //! no ecnq router is on the path, Cubic with ECT(0) stands in for the
 //! scheme's law (and hands back when one appears), as the QUIC sender does.
 
@@ -26,7 +27,7 @@ impl Probes {
     pub(super) fn new(protocol: Protocol, config: LawConfig) -> Probes {
         Probes {
             presence: RouterPresence::default(),
-            tag: protocol.law(config).tag(),
+            tag: SchemeTag::new(protocol.law(config).tag().wire_id),
             sent: 0,
             unraised: 0,
             config,
@@ -39,12 +40,15 @@ impl Probes {
     }
 
     /// Marks the sender's `packets_sent`-th data packet: the scheme's tag
-    /// also while Cubic stands in for its law, and Not-ECT on a probe.
+    /// also while Cubic (untagged) stands in for its law, and the scheme's
+    /// probe marks on a probe.
     pub(super) fn mark(&mut self, packets_sent: u64, marks: &mut PacketMarks) {
-        marks.tag = self.tag;
+        if marks.tag.is_untagged() {
+            marks.tag = self.tag;
+        }
         // One packet per datagram.
         if is_probe(packets_sent, packets_sent.saturating_sub(1)) {
-            marks.ecn = Ecn::NotEct;
+            (marks.tag, marks.ecn) = self.tag.wire().probe(marks.tag, marks.ecn);
             self.sent += 1;
         }
     }

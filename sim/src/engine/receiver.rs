@@ -1,7 +1,7 @@
 //! Receivers: every data packet goes through the flow's decoder, and each
 //! ACK carries the receiver's current estimate (the papers' ACK piggyback),
-//! whether the acknowledged packets arrived CE, and how many arrived
-//! Not-ECT (presence probes no ecnq router raised). With session feedback
+//! whether the acknowledged packets arrived CE, and how many were presence
+//! probes no ecnq router raised. With session feedback
 //! the receiver's session decodes instead, and reports on its own
 //! (`session`). A delayed-ACK receiver acknowledges every second packet, or
 //! after 40 ms.
@@ -100,7 +100,10 @@ impl Sim {
             },
         };
         let ce = |p: &Packet| p.marks.ecn == Ecn::Ce;
-        let unraised = |p: &Packet| u8::from(p.marks.ecn == Ecn::NotEct);
+        let unraised = |p: &Packet| {
+            let (tag, ecn) = (p.marks.tag, p.marks.ecn);
+            u8::from(tag.wire().is_unraised_probe(tag, ecn))
+        };
         self.inject(Packet {
             id: 0,
             flow: data.flow,

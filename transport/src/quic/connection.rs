@@ -411,6 +411,7 @@ impl Connection {
             srtt,
             path_load: session.last_report.map(|r| r.feedback),
             peer_ecn_counts: session.last_report.map(|r| r.counts),
+            peer_unraised_probes: session.last_report.map(|r| r.unraised_probes),
             local_estimate: session.local_estimate,
             ecn_received: session.ecn_received,
             reports_sent: session.reports_sent,
@@ -444,6 +445,9 @@ pub struct CongestionStats {
     /// Packets the peer received from us per codepoint (its last report),
     /// indexed by [`crate::Ecn::bits`].
     pub peer_ecn_counts: Option<[u64; 4]>,
+    /// Our presence probes the peer received unraised (its last report): no
+    /// ecnq router saw them, which is why a sender runs `ClassicNoRouter`.
+    pub peer_unraised_probes: Option<u64>,
     /// Our decoder's estimate of the peer's sending path (what we report).
     pub local_estimate: Option<Feedback>,
     /// Packets received from the peer per codepoint, indexed by [`crate::Ecn::bits`].

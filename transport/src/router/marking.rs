@@ -152,10 +152,10 @@ impl RouterLink {
             arrived_bytes: self.meter.arrived_total(),
         };
         let before = *pkt;
-        if pkt.ecn == Ecn::NotEct && pkt.tag.wire() == wire && wire.sends_probes() {
-            // A presence probe: raised to the base codepoint, then marked,
-            // so the sender learns that an ecnq router is on its path.
-            pkt.ecn = wire.base_ecn();
+        if pkt.tag.wire() == wire {
+            // A presence probe is raised, then marked, so the sender learns
+            // that an ecnq router is on its path.
+            wire.raise_probe(pkt);
         }
         let index = wire.index();
         self.markers[index].mark(now, &link, pkt);
@@ -249,17 +249,21 @@ mod tests {
         }
     }
 
-    /// A tagged Not-ECT packet of a scheme that probes leaves with at least
-    /// its base codepoint; untagged Not-ECT traffic stays Not-ECT.
+    /// A presence probe of every scheme that probes (a tagged Not-ECT
+    /// packet, or an MCP packet with the probe bit) leaves raised; untagged
+    /// Not-ECT traffic stays Not-ECT.
     #[test]
     fn presence_probes_are_raised() {
         let mut link = loaded_link(MarkingMode::Auto, 0.5);
         let probing: Vec<WireScheme> = WireScheme::all().filter(|w| w.sends_probes()).collect();
-        assert_eq!(probing.len(), 4, "vcp, dpcp, tpcp, bmcc");
+        assert_eq!(probing.len(), 5, "vcp, dpcp, tpcp, bmcc, mcp");
         for wire in probing {
-            let mut pkt = marks(wire.id(), Ecn::NotEct);
+            let plain = marks(wire.id(), wire.base_ecn());
+            let (tag, ecn) = wire.probe(plain.tag, plain.ecn);
+            let mut pkt = PacketMarks { tag, ecn, ..plain };
+            assert!(wire.is_unraised_probe(pkt.tag, pkt.ecn), "{}", wire.name());
             link.on_arrival(MS * 201, 100, &mut pkt);
-            assert_ne!(pkt.ecn, Ecn::NotEct, "{}", wire.name());
+            assert!(!wire.is_unraised_probe(pkt.tag, pkt.ecn), "{}", wire.name());
         }
         let mut pkt = marks(0, Ecn::NotEct);
         link.on_arrival(MS * 201, 100, &mut pkt);
@@ -269,6 +273,10 @@ mod tests {
         let mut pkt = marks(vcp::WIRE.id(), Ecn::NotEct);
         off.on_arrival(MS * 201, 100, &mut pkt);
         assert_eq!(pkt.ecn, Ecn::NotEct);
+        let mut pkt = marks(mcp::WIRE.id(), Ecn::NotEct);
+        pkt.tag.probe = true;
+        off.on_arrival(MS * 201, 100, &mut pkt);
+        assert!(pkt.tag.probe);
     }
 
     #[test]

@@ -57,18 +57,24 @@ impl CubicLaw {
     /// hands over a window that goes on growing in slow start until the
     /// first loss or CE: a new flow whose verdict came a round trip in must
     /// not be held at its first window while a Cubic neighbour takes the
-    /// link. Any other law hands over a window that Cubic's next epoch
-    /// starts from.
+    /// link, nor start below the initial window a new Cubic flow would
+    /// start with (MCP starts at 80 kbit/s, a window of under two packets
+    /// on a 40 ms path). Any other law hands over a window that Cubic's
+    /// next epoch starts from.
     pub fn in_place_of(law: &dyn Law, config: LawConfig) -> CubicLaw {
         let window = law.window();
-        let mut cubic = CubicLaw::new(LawConfig {
-            initial_window: window,
-            ..config
-        });
         let exponential = matches!(
             law.mode(),
             Mode::SlowStart | Mode::MultiplicativeIncrease | Mode::Scaling | Mode::Enhancing
         );
+        let mut cubic = CubicLaw::new(LawConfig {
+            initial_window: if exponential {
+                window.max(config.initial_window)
+            } else {
+                window
+            },
+            ..config
+        });
         if !exponential {
             cubic.set_window(window as f64);
         }

@@ -14,13 +14,18 @@
 //!   new flow sets fairing + this-path until it has seen seven
 //!   increase-decrease cycles (§IV-D.1).
 //!
-//! Where no ecnq router is at the bottleneck, every packet arrives with code
-//! `00`, the same as a lightly used ecnq link, and the paper's sender doubles
-//! its rate into a queue it cannot see. ecnq's sender tells the two apart by
-//! loss: a loss while no code above `00` has come for [`ROUTER_SPAN_PERIODS`]
-//! adjustment periods happened at a link no ecnq router meters, and the flow
-//! runs Cubic from its current rate until a code above `00` arrives again
-//! (docs/design.md §2, router presence).
+//! Where no ecnq router is on the path, every packet arrives with code `00`,
+//! the same as a lightly used ecnq link, and the paper's sender would double
+//! its rate into a queue it cannot see. The session's presence probes tell
+//! the two apart: an MCP probe sets the probe bit of its tag (`00` leaves
+//! no codepoint below it), every ecnq router that meters MCP clears it, and
+//! a sender whose probes keep arriving with the bit runs Cubic
+//! (`session::presence`). Where an ecnq router raises the probes but is not
+//! the bottleneck, the law tells the two apart by loss: a loss while no
+//! code above `00` has come for [`ROUTER_SPAN_PERIODS`] adjustment periods
+//! happened at a link no ecnq router meters, and the flow runs Cubic from
+//! its current rate until a code above `00` arrives again (docs/design.md
+//! §2, router presence).
 //!
 //! Rates are in bytes per second, like every other ecnq figure; the paper
 //! counts bits per second, and each constant gives both. In QUIC the rate
@@ -42,8 +47,9 @@ pub fn utilization(stats: &IntervalStats, capacity: f64) -> LoadFactor {
     LoadFactor::new(demand / (capacity * stats.length.as_secs_f64()))
 }
 
-/// MCP's DSCP pool tags start here: tags 8..=11 carry the fairing bit in
-/// bit 0 and the this-path bit in bit 1 (docs/design.md §2, tag table).
+/// MCP's DSCP pool tags start here: tags 8..=15 carry the fairing bit in
+/// bit 0, the this-path bit in bit 1 and ecnq's presence-probe bit in bit 2
+/// (docs/design.md §2, tag table).
 pub const WIRE: WireScheme = WireScheme::new(8);
 /// U < 48 % is code `00`, scaling mode (MCP paper §IV-B, §IV-E, Fig. 2).
 pub const SCALING_BOUND: f64 = 0.48;
@@ -592,8 +598,13 @@ impl Law for McpLaw {
     fn on_congestion(&mut self, now: Duration, sent: Duration, kind: Congestion, rtt: &RttSample) {
         self.observe_rtt(rtt);
         if self.unassisted.is_none() && self.router_silent(now) {
-            // Cubic from the rate the flow sent; its decrease answers this loss.
-            self.unassisted = Some(CubicLaw::in_place_of(self, self.config));
+            // Cubic from the rate the flow sent, however small (no initial
+            // window floor at a loss); its decrease answers this loss.
+            let config = LawConfig {
+                initial_window: 0,
+                ..self.config
+            };
+            self.unassisted = Some(CubicLaw::in_place_of(self, config));
         }
         if let Some(cubic) = &mut self.unassisted {
             cubic.on_congestion(now, sent, kind, rtt);
@@ -636,9 +647,9 @@ impl Law for McpLaw {
     fn tag(&self) -> SchemeTag {
         let request = self.requests_fairing();
         SchemeTag {
-            wire_id: WIRE.id(),
             this_path: request,
             fairing: request,
+            ..SchemeTag::new(WIRE.id())
         }
     }
 }
@@ -692,9 +703,9 @@ mod tests {
         PacketMarks {
             ecn,
             tag: SchemeTag {
-                wire_id: WIRE.id(),
                 this_path,
                 fairing,
+                ..SchemeTag::new(WIRE.id())
             },
             hash: 0,
             flow,
@@ -889,9 +900,9 @@ mod tests {
         assert_eq!(
             law.tag(),
             SchemeTag {
-                wire_id: WIRE.id(),
                 this_path: true,
-                fairing: true
+                fairing: true,
+                ..SchemeTag::new(WIRE.id())
             }
         );
         // Before any RTT sample: the initial window.

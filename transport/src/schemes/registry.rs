@@ -18,7 +18,7 @@ use crate::schemes::mcp::{self, McpDecoder, McpLaw, McpMarker};
 use crate::schemes::mpcp::{Chain, MpcpDecoder, MpcpLaw, MpcpMarker};
 use crate::schemes::prague::{self, PragueDecoder, PragueLaw, PragueMarker};
 use crate::schemes::vcp::{self, VcpDecoder, VcpLaw, VcpMarker};
-use crate::signal::{Decoder, Law, LawConfig, Marker, MarkerConfig};
+use crate::signal::{Decoder, Law, LawConfig, Marker, MarkerConfig, PacketMarks};
 use crate::wire::ecn::{Ecn, SchemeTag, WireScheme};
 
 /// What routers and receivers know about one wire scheme.
@@ -41,12 +41,26 @@ pub struct WireEntry {
     /// Whether its senders are L4S scalable senders, which a dual-queue
     /// router serves in its L4S queue rather than its ecnq queue.
     pub l4s: bool,
-    /// Whether its senders send presence probes: Not-ECT packets that an
-    /// ecnq router raises to the base codepoint. Its base codepoint is a
-    /// valid code, so without probes a sender cannot tell an ecnq router
-    /// at low load from no ecnq router at all (docs/design.md §2, "No
-    /// router on the path").
-    pub probes: bool,
+    /// How its senders send presence probes, if they do. Its lowest code is
+    /// what senders send, so without probes a sender cannot tell an ecnq
+    /// router at low load from no ecnq router at all (docs/design.md §2,
+    /// "No router on the path").
+    pub probe: Probe,
+}
+
+/// How a scheme's senders send presence probes, packets that every ecnq
+/// router metering the scheme raises.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Probe {
+    /// No probes: the wire says "no router" itself (erc), or there is no
+    /// router feedback to miss (classic, Prague).
+    None,
+    /// A Not-ECT packet, raised to the base codepoint: for schemes whose
+    /// base codepoint is ECN-capable (VCP, MPCP, BMCC).
+    NotEct,
+    /// A packet whose tag has its probe bit set, cleared by the router: for
+    /// MCP, whose base codepoint is Not-ECT itself.
+    TagBit,
 }
 
 /// Every wire scheme, untagged first.
@@ -65,7 +79,7 @@ pub const WIRES: [WireEntry; 8] = [
             })
         },
         l4s: false,
-        probes: false,
+        probe: Probe::None,
     },
     WireEntry {
         wire: vcp::WIRE,
@@ -78,7 +92,7 @@ pub const WIRES: [WireEntry; 8] = [
         decoder: Some(|| Box::new(VcpDecoder::default())),
         marker: |_| Box::new(VcpMarker),
         l4s: false,
-        probes: true,
+        probe: Probe::NotEct,
     },
     WireEntry {
         wire: Chain::Two.wire(),
@@ -90,7 +104,7 @@ pub const WIRES: [WireEntry; 8] = [
         decoder: Some(|| Box::new(MpcpDecoder::new(Chain::Two))),
         marker: |c| Box::new(MpcpMarker::new(Chain::Two, c.flows)),
         l4s: false,
-        probes: true,
+        probe: Probe::NotEct,
     },
     WireEntry {
         wire: Chain::Three.wire(),
@@ -101,7 +115,7 @@ pub const WIRES: [WireEntry; 8] = [
         decoder: Some(|| Box::new(MpcpDecoder::new(Chain::Three))),
         marker: |c| Box::new(MpcpMarker::new(Chain::Three, c.flows)),
         l4s: false,
-        probes: true,
+        probe: Probe::NotEct,
     },
     WireEntry {
         wire: bmcc::WIRE,
@@ -114,13 +128,14 @@ pub const WIRES: [WireEntry; 8] = [
         decoder: Some(|| Box::new(BmccDecoder::default())),
         marker: |_| Box::new(BmccMarker),
         l4s: false,
-        probes: true,
+        probe: Probe::NotEct,
     },
     WireEntry {
         wire: mcp::WIRE,
         name: "mcp",
-        // Fairing and this-path bits (MCP paper §IV-D).
-        flag_bits: 2,
+        // Fairing and this-path bits (MCP paper §IV-D), and ecnq's
+        // presence-probe bit.
+        flag_bits: 3,
         // The lowest utilization code `00` (MCP paper §IV-A.3).
         base_ecn: Ecn::NotEct,
         // Four utilization codes.
@@ -128,7 +143,7 @@ pub const WIRES: [WireEntry; 8] = [
         decoder: Some(|| Box::new(McpDecoder::default())),
         marker: |_| Box::new(McpMarker::default()),
         l4s: false,
-        probes: false,
+        probe: Probe::TagBit,
     },
     WireEntry {
         wire: erc::WIRE,
@@ -141,7 +156,7 @@ pub const WIRES: [WireEntry; 8] = [
         decoder: Some(|| Box::new(ErcDecoder::default())),
         marker: |c| Box::new(ErcMarker::new(ErcConfig::default(), c.flows)),
         l4s: false,
-        probes: false,
+        probe: Probe::None,
     },
     WireEntry {
         wire: prague::WIRE,
@@ -154,7 +169,7 @@ pub const WIRES: [WireEntry; 8] = [
         marker: |_| Box::new(PragueMarker),
         // An L4S sender (RFC 9331 §4.3).
         l4s: true,
-        probes: false,
+        probe: Probe::None,
     },
 ];
 
@@ -224,9 +239,40 @@ impl WireScheme {
         self.entry().base_ecn
     }
 
-    /// Whether its senders send presence probes ([`WireEntry::probes`]).
+    /// Whether its senders send presence probes ([`WireEntry::probe`]).
     pub const fn sends_probes(self) -> bool {
-        self.entry().probes
+        !matches!(self.entry().probe, Probe::None)
+    }
+
+    /// The tag and codepoint that make a packet of this scheme, which would
+    /// carry `tag` and `ecn`, a presence probe.
+    pub const fn probe(self, tag: SchemeTag, ecn: Ecn) -> (SchemeTag, Ecn) {
+        match self.entry().probe {
+            Probe::None => (tag, ecn),
+            Probe::NotEct => (tag, Ecn::NotEct),
+            Probe::TagBit => (SchemeTag { probe: true, ..tag }, ecn),
+        }
+    }
+
+    /// Whether a packet of this scheme that carries `tag` and `ecn` is a
+    /// presence probe no ecnq router has raised.
+    pub const fn is_unraised_probe(self, tag: SchemeTag, ecn: Ecn) -> bool {
+        match self.entry().probe {
+            Probe::None => false,
+            Probe::NotEct => matches!(ecn, Ecn::NotEct),
+            Probe::TagBit => tag.probe,
+        }
+    }
+
+    /// An ecnq router's part: raises a presence probe of this scheme (a
+    /// Not-ECT probe to the base codepoint, a tag probe to the plain tag),
+    /// before the scheme's marker marks it.
+    pub fn raise_probe(self, pkt: &mut PacketMarks) {
+        match self.entry().probe {
+            Probe::NotEct if pkt.ecn == Ecn::NotEct => pkt.ecn = self.base_ecn(),
+            Probe::TagBit => pkt.tag.probe = false,
+            _ => {}
+        }
     }
 
     /// Whether a dual-queue router serves it in its L4S queue.
@@ -258,9 +304,10 @@ impl fmt::Display for WireScheme {
 }
 
 /// The DSCP layout of the scheme tag (docs/design.md §2): DSCP = `tag << 2 | 0b11`;
-/// a scheme with flag bits owns consecutive tags (MCP: 8..=11, bit 0 fairing,
-/// bit 1 this-path). Any DSCP outside the pool, and any unassigned tag, is
-/// untagged, so no standard codepoint (CS1, AF41, EF, …) reads as ecnq.
+/// a scheme with flag bits owns consecutive tags (MCP: 8..=15, bit 0 fairing,
+/// bit 1 this-path, bit 2 presence probe). Any DSCP outside the pool, and any
+/// unassigned tag, is untagged, so no standard codepoint (CS1, AF41, EF, …)
+/// reads as ecnq.
 impl SchemeTag {
     /// Reads a six-bit DSCP value (higher bits ignored).
     pub const fn from_dscp(dscp: u8) -> SchemeTag {
@@ -272,8 +319,9 @@ impl SchemeTag {
         let flags = tag - wire.id();
         SchemeTag {
             wire_id: wire.id(),
-            this_path: flags & 0b10 != 0,
-            fairing: flags & 0b01 != 0,
+            this_path: flags & 0b010 != 0,
+            fairing: flags & 0b001 != 0,
+            probe: flags & 0b100 != 0,
         }
     }
 
@@ -289,8 +337,8 @@ impl SchemeTag {
         if wire.id() == 0 {
             return 0;
         }
-        let flags = if wire.entry().flag_bits == 2 {
-            (self.this_path as u8) << 1 | self.fairing as u8
+        let flags = if wire.entry().flag_bits == 3 {
+            (self.probe as u8) << 2 | (self.this_path as u8) << 1 | self.fairing as u8
         } else {
             0
         };
@@ -595,8 +643,12 @@ mod tests {
                 ("classic", 0, Ect0),
             ]
         );
-        for unassigned in [0, 7, 12, 13, 14, 15] {
+        for unassigned in [0, 7] {
             assert_eq!(WireScheme::from_id(unassigned), WireScheme::CLASSIC);
+        }
+        // MCP's flags: fairing, this-path, presence probe.
+        for flagged in 8..16 {
+            assert_eq!(WireScheme::from_id(flagged), mcp::WIRE);
         }
     }
 
@@ -604,20 +656,25 @@ mod tests {
     fn tag_layout_matches_design() {
         // MCP with this-path and fairing: tag 11, DSCP 0b1011_11.
         let tag = SchemeTag {
-            wire_id: mcp::WIRE.id(),
             this_path: true,
             fairing: true,
+            ..SchemeTag::new(mcp::WIRE.id())
         };
         assert_eq!(tag.dscp(), 0b10_1111);
         assert_eq!(tag.tos(Ecn::Ect1), 0b1011_1101);
         assert_eq!(SchemeTag::from_tos(tag.tos(Ecn::Ce)), tag);
+        // ... and a presence probe: tag 15.
+        let probe = SchemeTag { probe: true, ..tag };
+        assert_eq!(probe.dscp(), 0b11_1111);
+        assert_eq!(SchemeTag::from_tos(probe.tos(Ecn::NotEct)), probe);
         // erc: tag 6, DSCP 27.
         assert_eq!(SchemeTag::new(erc::WIRE.id()).dscp(), 27);
         // Flags are not part of schemes without flag bits.
         let vcp_flags = SchemeTag {
-            wire_id: 1,
             this_path: true,
             fairing: true,
+            probe: true,
+            ..SchemeTag::new(1)
         };
         assert_eq!(vcp_flags.dscp(), 0b00_0111);
         assert!(SchemeTag::from_tos(0b0000_0010).is_untagged());

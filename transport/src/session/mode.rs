@@ -122,24 +122,25 @@ impl Marking {
     /// The whole TOS byte of a datagram quinn wants sent with `quinn_ecn`;
     /// `probe` makes it a presence probe.
     pub fn tos(self, quinn_ecn: Ecn, probe: bool) -> u8 {
-        if probe {
-            return self.scheme_tag.tos(Ecn::NotEct);
-        }
-        match self.mode {
+        let (tag, ecn) = match self.mode {
             // Until the peer is known to run ecnq, use quinn's codepoint so that a
             // vanilla peer's ECN counts pass quinn's validation (ECT(1) would fail it).
-            PeerMode::Probing => self.tag.tos(quinn_ecn),
-            PeerMode::Ecnq => self.tag.tos(self.scheme_tag.wire().base_ecn()),
+            PeerMode::Probing => (self.tag, quinn_ecn),
+            PeerMode::Ecnq => (self.tag, self.scheme_tag.wire().base_ecn()),
             // Still tagged, so routers keep marking and the peer keeps
             // decoding: when its reports get through again, or its probes
             // come back raised, feedback resumes.
             PeerMode::ClassicReportsStopped | PeerMode::ClassicNoRouter => {
-                self.scheme_tag.tos(quinn_ecn)
+                (self.scheme_tag, quinn_ecn)
             }
-            PeerMode::ClassicPeerNotEcnq | PeerMode::Unassisted => {
-                SchemeTag::UNTAGGED.tos(quinn_ecn)
-            }
-        }
+            PeerMode::ClassicPeerNotEcnq | PeerMode::Unassisted => (SchemeTag::UNTAGGED, quinn_ecn),
+        };
+        let (tag, ecn) = if probe {
+            self.scheme_tag.wire().probe(tag, ecn)
+        } else {
+            (tag, ecn)
+        };
+        tag.tos(ecn)
     }
 
     /// Packed into one word, for an atomic.

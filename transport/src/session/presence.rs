@@ -1,20 +1,21 @@
 //! Router presence for the schemes whose wire cannot say "no router"
-//! (docs/design.md §2, "No router on the path"). VCP's, MPCP's and BMCC's
-//! base codepoint is a valid low-load code, so a path with no ecnq router
-//! reads as an idle one, and their laws would grow until loss. Their
+//! (docs/design.md §2, "No router on the path"). VCP's, MPCP's, BMCC's and
+//! MCP's base codepoint is a valid low-load code, so a path with no ecnq
+//! router reads as an idle one, and their laws would grow until loss. Their
 //! senders therefore send presence probes: every [`PROBE_EVERY`]-th
-//! datagram goes out Not-ECT, and an ecnq router raises a tagged Not-ECT
-//! packet of these schemes to the base codepoint before it marks it. A
+//! datagram is one, and an ecnq router raises it before it marks it (the
+//! registry's `Probe`: a Not-ECT packet to the base codepoint, or, for MCP,
+//! whose base is Not-ECT, a tag with its probe bit to the plain tag). A
 //! connection's whole first flight is probes ([`is_probe`]), so that it has
 //! its verdict about a round trip after its first datagrams, and so that
 //! none of its packets overtakes another at an L4S bottleneck meanwhile.
-//! The receiver's feedback report carries its cumulative counts
-//! per codepoint; when about as many packets arrive Not-ECT as the sender
-//! sent as probes, no ecnq router saw them, and the sender runs Cubic with
-//! ECT(0) until probes come back raised.
+//! The receiver's feedback report carries its cumulative count of probes
+//! that arrived unraised; when about as many did as the sender sent, no
+//! ecnq router saw them, and the sender runs Cubic with ECT(0) until probes
+//! come back raised.
 //!
 //! Sans-IO: the sender feeds [`RouterPresence`] its own count of probe
-//! packets and the receiver's count of Not-ECT arrivals at each accepted
+//! packets and the receiver's count of unraised ones at each accepted
 //! report.
 
 /// A sender makes every this-many-th datagram it sends a probe ...
@@ -51,13 +52,14 @@ const ABSENT_ABOVE: f64 = 0.5;
 /// ... and a router again when less than this share did.
 const PRESENT_BELOW: f64 = 0.1;
 
-/// Whether an ecnq router is on the path, from probes sent and Not-ECT
-/// packets received.
+/// Whether an ecnq router is on the path, from probes sent and probes
+/// received unraised.
 #[derive(Clone, Debug)]
 pub struct RouterPresence {
-    /// The cumulative counts at the last report: Not-ECT arrivals, probes.
+    /// The cumulative counts at the last report: unraised probes received,
+    /// probes sent.
     last: (u64, u64),
-    /// Not-ECT arrivals and probe packets sent over the window.
+    /// Unraised probes received and probe packets sent over the window.
     unraised: f64,
     probes: f64,
     present: bool,
@@ -66,10 +68,8 @@ pub struct RouterPresence {
 impl Default for RouterPresence {
     /// A router is assumed until the counts say otherwise, so a flow starts
     /// on its scheme's law. Both counts start at zero with the connection:
-    /// before the sender probes, the receiver sees its datagrams with
-    /// quinn's ECT(0), so every Not-ECT arrival the first report counts is
-    /// an unraised probe (or, if quinn's ECN is off, a datagram that no
-    /// router could mark either).
+    /// the receiver counts only packets that are still probes when they
+    /// arrive, and before the sender probes it sends quinn's ECT(0).
     fn default() -> Self {
         RouterPresence {
             last: (0, 0),
@@ -81,12 +81,12 @@ impl Default for RouterPresence {
 }
 
 impl RouterPresence {
-    /// At an accepted report: the receiver's cumulative Not-ECT arrivals
-    /// and this sender's cumulative probe packets. Returns whether an ecnq
-    /// router is on the path.
-    pub fn on_report(&mut self, not_ect_received: u64, probes_sent: u64) -> bool {
+    /// At an accepted report: the receiver's cumulative count of probes
+    /// that arrived unraised and this sender's cumulative probe packets.
+    /// Returns whether an ecnq router is on the path.
+    pub fn on_report(&mut self, unraised_received: u64, probes_sent: u64) -> bool {
         let (received, sent) = self.last;
-        self.unraised += not_ect_received.saturating_sub(received) as f64;
+        self.unraised += unraised_received.saturating_sub(received) as f64;
         self.probes += probes_sent.saturating_sub(sent) as f64;
         if self.probes > WINDOW_PROBES {
             // Older counts fade as new probes come, keeping the share.
@@ -94,7 +94,7 @@ impl RouterPresence {
             self.unraised *= keep;
             self.probes = WINDOW_PROBES;
         }
-        self.last = (not_ect_received, probes_sent);
+        self.last = (unraised_received, probes_sent);
         if self.probes >= MIN_PROBES {
             let share = self.unraised_share();
             if self.present && share > ABSENT_ABOVE {

@@ -14,6 +14,8 @@ pub(super) struct Receiving {
     decoder: Option<(WireScheme, Box<dyn Decoder>)>,
     /// Packets received per codepoint, indexed by [`Ecn::bits`].
     pub counts: [u64; 4],
+    /// Presence probes that arrived unraised: no ecnq router saw them.
+    pub unraised_probes: u64,
     sender: FeedbackSender,
     pub reports_sent: u64,
     /// The last poll found nothing to report: the next decoded packet is
@@ -26,6 +28,7 @@ impl Receiving {
         Receiving {
             decoder: None,
             counts: [0; 4],
+            unraised_probes: 0,
             sender: FeedbackSender::new(SendPolicy::default()),
             reports_sent: 0,
             wake_on_packet: false,
@@ -47,6 +50,9 @@ impl Receiving {
             return false;
         }
         let wire = tag.wire();
+        if wire.is_unraised_probe(tag, ecn) {
+            self.unraised_probes += packets;
+        }
         let mut changed = false;
         if self.decoder.as_ref().map(|(w, _)| *w) != Some(wire) {
             self.decoder = wire.decoder().map(|d| (wire, d));
@@ -90,6 +96,7 @@ impl Receiving {
             sequence,
             feedback,
             counts: self.counts,
+            unraised_probes: self.unraised_probes,
         };
         (Next::Send, Some(repr.to_bytes()))
     }

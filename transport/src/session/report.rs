@@ -2,7 +2,7 @@
 //! acceptance rules, and the policy that decides when to send one. Sans-IO:
 //! time is an argument, bytes are slices.
 //!
-//! # Wire format, version 2
+//! # Wire format, version 3
 //!
 //! A report is the whole payload of one QUIC DATAGRAM frame (RFC 9221), so it
 //! is encrypted and authenticated by QUIC. All integers are big-endian.
@@ -10,7 +10,7 @@
 //! | bytes  | field      | meaning |
 //! |--------|------------|---------|
 //! | 0..4   | magic      | `EC 0E C9 51`: tells reports from application datagrams |
-//! | 4      | version    | `2` |
+//! | 4      | version    | `3` |
 //! | 5      | scheme     | the DSCP pool tag of the traffic the report describes (docs/design.md §2; MCP's first tag, 8) |
 //! | 6      | flags      | bit 0: MCP fairing bit echo; bits 1..7 reserved, sent as 0 |
 //! | 7      | reserved   | sent as 0, ignored |
@@ -18,6 +18,7 @@
 //! | 12..14 | level      | the decoder's quantized level ([`Feedback::level`]) |
 //! | 14..18 | load       | the load factor in units of 1/10 000 |
 //! | 18..50 | counts     | packets received with Not-ECT, ECT(1), ECT(0), CE (u64 each, cumulative) |
+//! | 50..58 | unraised   | presence probes received unraised (u64, cumulative; docs/design.md §2) |
 //!
 //! A receiver of a report never trusts it blindly: [`ReportFilter`] drops
 //! truncated reports, unknown versions, levels beyond the scheme's range,
@@ -33,12 +34,13 @@ use crate::wire::ecn::{Ecn, WireScheme};
 /// The first four bytes of every report. Application datagrams that start
 /// with them cannot be sent over an ecnq connection.
 pub const MAGIC: [u8; 4] = [0xEC, 0x0E, 0xC9, 0x51];
-/// The report version this code writes and reads. Version 2 carries the
-/// scheme as its DSCP pool tag (MCP 8, erc 6); version 1 used the retired
-/// tag layout's ids.
-pub const VERSION: u8 = 2;
+/// The report version this code writes and reads. Version 3 counts the
+/// unraised presence probes itself (MCP's are tagged, not Not-ECT);
+/// version 2 left the sender to read them from the Not-ECT count, and
+/// version 1 used the retired tag layout's ids.
+pub const VERSION: u8 = 3;
 /// The length of a report.
-pub const LEN: usize = 50;
+pub const LEN: usize = 58;
 /// Load factors travel in units of 1/`LOAD_SCALE`.
 pub const LOAD_SCALE: f64 = 10_000.0;
 
@@ -52,6 +54,7 @@ mod field {
     pub const LEVEL: Range<usize> = 12..14;
     pub const LOAD: Range<usize> = 14..18;
     pub const COUNTS: usize = 18;
+    pub const UNRAISED: Range<usize> = 50..58;
 }
 
 const FLAG_FAIRING: u8 = 0b1;
@@ -77,7 +80,7 @@ pub enum ReportError {
     Load(u32),
     /// A sequence number not newer than the last accepted report.
     Stale,
-    /// A codepoint count lower than in an earlier report.
+    /// A codepoint or probe count lower than in an earlier report.
     CountRegression,
 }
 
@@ -90,7 +93,7 @@ impl fmt::Display for ReportError {
             ReportError::Level(l) => write!(f, "level {l} out of range"),
             ReportError::Load(l) => write!(f, "absurd load factor {l}/10000"),
             ReportError::Stale => write!(f, "stale sequence number"),
-            ReportError::CountRegression => write!(f, "codepoint counts went backwards"),
+            ReportError::CountRegression => write!(f, "codepoint or probe counts went backwards"),
         }
     }
 }
@@ -171,6 +174,11 @@ impl<T: AsRef<[u8]>> Packet<T> {
     pub fn count(&self, ecn: Ecn) -> u64 {
         u64::from_be_bytes(self.bytes(field::COUNTS + 8 * ecn.bits() as usize))
     }
+
+    /// The cumulative count of presence probes received unraised.
+    pub fn unraised_probes(&self) -> u64 {
+        u64::from_be_bytes(self.bytes(field::UNRAISED.start))
+    }
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
@@ -190,6 +198,8 @@ pub struct Repr {
     pub feedback: Feedback,
     /// Cumulative packets received per codepoint, indexed by [`Ecn::bits`].
     pub counts: [u64; 4],
+    /// Cumulative presence probes received unraised.
+    pub unraised_probes: u64,
 }
 
 impl Repr {
@@ -218,6 +228,7 @@ impl Repr {
                 fairing: packet.flags() & FLAG_FAIRING != 0,
             },
             counts: Ecn::ALL.map(|ecn| packet.count(ecn)),
+            unraised_probes: packet.unraised_probes(),
         })
     }
 
@@ -244,6 +255,7 @@ impl Repr {
         for (i, count) in self.counts.iter().enumerate() {
             packet.put(field::COUNTS + 8 * i, &count.to_be_bytes());
         }
+        packet.put(field::UNRAISED.start, &self.unraised_probes.to_be_bytes());
     }
 
     /// The report as a new buffer.
@@ -303,6 +315,7 @@ impl ReportFilter {
                 .iter()
                 .zip(&last.counts)
                 .any(|(new, old)| new < old)
+                || repr.unraised_probes < last.unraised_probes
             {
                 return Err(ReportError::CountRegression);
             }
@@ -450,6 +463,7 @@ mod tests {
             if let Ok(repr) = Repr::parse(&Packet::new_unchecked(&bytes[..])) {
                 let again = Repr::parse(&Packet::new_unchecked(&repr.to_bytes()[..])).unwrap();
                 prop_assert_eq!(again.counts, repr.counts);
+                prop_assert_eq!(again.unraised_probes, repr.unraised_probes);
                 prop_assert_eq!(again.sequence, repr.sequence);
                 prop_assert_eq!(again.feedback.level, repr.feedback.level);
             }
@@ -466,6 +480,7 @@ mod tests {
                 fairing: true,
             },
             counts: [1, 2, 3, 4 + u64::from(sequence)],
+            unraised_probes: 5,
         }
     }
 
@@ -474,8 +489,9 @@ mod tests {
         let repr = sample(7);
         let bytes = repr.to_bytes();
         assert_eq!(bytes.len(), LEN);
-        assert_eq!(&bytes[..8], &[0xEC, 0x0E, 0xC9, 0x51, 2, 1, 1, 0]);
+        assert_eq!(&bytes[..8], &[0xEC, 0x0E, 0xC9, 0x51, 3, 1, 1, 0]);
         assert_eq!(&bytes[8..18], &[0, 0, 0, 7, 0, 1, 0, 0, 0x25, 0x1C]);
+        assert_eq!(&bytes[50..58], &[0, 0, 0, 0, 0, 0, 0, 5]);
         let parsed = Repr::parse(&Packet::new_checked(&bytes[..]).unwrap()).unwrap();
         assert_eq!(parsed, repr);
         assert!(is_report(&bytes) && !is_report(b"hello"));
@@ -499,6 +515,7 @@ mod tests {
             Repr::parse(&Packet::new_unchecked(&b[..]))
         };
         assert_eq!(with(4, &[1]), Err(ReportError::Version(1)));
+        assert_eq!(with(4, &[2]), Err(ReportError::Version(2)));
         assert_eq!(with(5, &[0]), Err(ReportError::Scheme(0)));
         // Unassigned tags, and MCP's flag-carrying tags, name no scheme.
         assert_eq!(with(5, &[7]), Err(ReportError::Scheme(7)));
@@ -530,6 +547,12 @@ mod tests {
             filter.accept(&regressed.to_bytes()),
             Err(ReportError::CountRegression)
         );
+        let mut regressed = sample(6);
+        regressed.unraised_probes = 4;
+        assert_eq!(
+            filter.accept(&regressed.to_bytes()),
+            Err(ReportError::CountRegression)
+        );
         let mut foreign = sample(7);
         foreign.scheme = Chain::Two.wire();
         assert_eq!(
@@ -538,7 +561,7 @@ mod tests {
         );
         assert_eq!(filter.accept(&[0xEC, 0x0E]), Err(ReportError::Truncated));
         assert!(filter.accept(&sample(8).to_bytes()).is_ok());
-        assert_eq!((filter.accepted(), filter.rejected()), (2, 5));
+        assert_eq!((filter.accepted(), filter.rejected()), (2, 6));
         assert_eq!(filter.last().map(|r| r.sequence), Some(8));
     }
 

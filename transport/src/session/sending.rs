@@ -87,6 +87,9 @@ pub(super) struct Sending {
     /// figure at the end of each ACK, plus what was sent and less what was
     /// declared lost since.
     in_flight: u64,
+    /// Packets sent before the peer was known to run ecnq, with quinn's
+    /// ECT(0) (see [`Sending::describes_own_codes`]).
+    probing_packets: u64,
 }
 
 impl Sending {
@@ -99,7 +102,11 @@ impl Sending {
                 Some(_) => PeerMode::Probing,
                 None => PeerMode::Unassisted,
             },
-            scheme_tag: law.as_ref().map_or(SchemeTag::UNTAGGED, |l| l.tag()),
+            // The plain tag: an MCP law's first tag also requests fairing,
+            // which a fallen-back flow must not.
+            scheme_tag: law
+                .as_ref()
+                .map_or(SchemeTag::UNTAGGED, |l| SchemeTag::new(l.tag().wire_id)),
             law,
             config,
             rtt: RttSample::uniform(Duration::from_millis(333)),
@@ -112,6 +119,7 @@ impl Sending {
             gate: RateGate::default(),
             header_bytes,
             in_flight: 0,
+            probing_packets: 0,
         }
     }
 
@@ -163,6 +171,9 @@ impl Sending {
 
     pub fn on_sent(&mut self, now: Duration, bytes: u64) {
         self.in_flight = self.in_flight.saturating_add(bytes);
+        if self.mode == PeerMode::Probing {
+            self.probing_packets += 1;
+        }
         if let Some(rate) = self.law_rate() {
             self.gate
                 .on_sent(now, bytes + self.header_bytes, rate, self.config.mss);
@@ -240,13 +251,29 @@ impl Sending {
         self.timeout.due_from = now;
         self.signal(Signal::ReportAccepted, events);
         if let Some(presence) = self.presence.as_mut() {
-            let unraised = repr.counts[usize::from(Ecn::NotEct.bits())];
-            let present = presence.on_report(unraised, probes_sent);
+            // No more probes can have arrived than packets did: a connection's
+            // first flight is all probes, most of them still in flight at the
+            // first report, and counting them would put off the verdict.
+            let arrived = repr.counts.iter().sum::<u64>();
+            let present = presence.on_report(repr.unraised_probes, probes_sent.min(arrived));
             self.signal(Signal::RouterPresent(present), events);
         }
-        self.update_law(Cause::Feedback, events, |law, rtt| {
-            law.on_feedback(now, repr.feedback, rtt)
-        });
+        if self.describes_own_codes(&repr) {
+            self.update_law(Cause::Feedback, events, |law, rtt| {
+                law.on_feedback(now, repr.feedback, rtt)
+            });
+        }
+    }
+
+    /// Whether a report's estimate describes packets that carried the
+    /// scheme's own codepoints. Until the peer is known to run ecnq, the
+    /// sender sends quinn's ECT(0), which VCP, MPCP and MCP read as a load
+    /// code ("high load"): a report counting no more packets than were sent
+    /// so would hand the law a load no router measured, and a starting VCP
+    /// sender would leave multiplicative increase for additive increase.
+    fn describes_own_codes(&self, repr: &Repr) -> bool {
+        let arrived = repr.counts.iter().sum::<u64>();
+        self.scheme_tag.wire().base_ecn() == Ecn::Ect0 || arrived > self.probing_packets
     }
 
     /// Moves the mode on `signal`; entering a fallback hands the window to

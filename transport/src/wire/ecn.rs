@@ -71,7 +71,7 @@ impl WireScheme {
     }
 }
 
-/// The scheme a packet carries in its DSCP field, with MCP's two flag bits
+/// The scheme a packet carries in its DSCP field, with MCP's three flag bits
 /// (docs/design.md §2, "DSCP scheme tag"). The DSCP layout itself is the
 /// registry's ([`crate::schemes::registry`]): it knows which tags carry flags.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -82,6 +82,10 @@ pub struct SchemeTag {
     pub this_path: bool,
     /// MCP fairing bit: set by a requesting sender, propagated by routers.
     pub fairing: bool,
+    /// MCP presence-probe bit: set by a sender on a presence probe, cleared
+    /// by every ecnq router that meters MCP (docs/design.md §2, "No router
+    /// on the path").
+    pub probe: bool,
 }
 
 impl SchemeTag {
@@ -90,6 +94,7 @@ impl SchemeTag {
         wire_id: 0,
         this_path: false,
         fairing: false,
+        probe: false,
     };
 
     /// The tag a sender of the scheme with this wire id puts on its packets.
@@ -98,6 +103,7 @@ impl SchemeTag {
             wire_id: wire_id & 0b1111,
             this_path: false,
             fairing: false,
+            probe: false,
         }
     }
 

@@ -10,6 +10,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use ecnq::quic::{CongestionControl, Connection, Endpoint, Options, SelfSigned};
+use ecnq::signal::PacketMarks;
 use ecnq::tos_io::{enable_recv_tos, recv_with_tos, send_with_tos, sent_as_ipv6};
 use ecnq::{Ecn, SchemeTag};
 
@@ -172,14 +173,22 @@ impl Drop for Relay {
 }
 
 /// What an ecnq router with nothing to say does to a TOS byte: it raises a
-/// presence probe (a tagged Not-ECT packet of a scheme that probes) to the
-/// scheme's base codepoint, and leaves everything else alone.
+/// presence probe (a tagged Not-ECT packet of a scheme whose base codepoint
+/// is ECT, an MCP packet with the probe bit) and leaves everything else
+/// alone.
 pub fn raise_probes(tos: u8) -> u8 {
-    let (ecn, tag) = (Ecn::from_tos(tos), SchemeTag::from_tos(tos));
-    if ecn == Ecn::NotEct && tag.wire().sends_probes() {
-        tag.tos(tag.wire().base_ecn())
-    } else {
+    let mut marks = PacketMarks {
+        ecn: Ecn::from_tos(tos),
+        tag: SchemeTag::from_tos(tos),
+        hash: 0,
+        flow: 0,
+    };
+    let before = marks;
+    marks.tag.wire().raise_probe(&mut marks);
+    if marks == before {
         tos
+    } else {
+        marks.tag.tos(marks.ecn)
     }
 }
 
