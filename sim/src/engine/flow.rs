@@ -146,14 +146,15 @@ impl Flow {
         self.probes.as_ref().is_some_and(Probes::fallen_back)
     }
 
-    /// An ACK echoed `unraised` probes that arrived unraised: on a change of
-    /// verdict, Cubic takes over from the scheme's law at its window, or
-    /// hands back to it.
-    pub(super) fn on_probe_echo(&mut self, unraised: u8) {
+    /// An ACK of `acked` packets echoed `unraised` probes that arrived
+    /// unraised: on a change of verdict, Cubic takes over from the scheme's
+    /// law at its window, or hands back to it.
+    pub(super) fn on_probe_echo(&mut self, acked: u64, unraised: u8) {
         let Some(probes) = self.probes.as_mut() else {
             return;
         };
-        if let Some((law, ecn)) = probes.on_echo(unraised, self.law.as_ref(), self.spec.protocol) {
+        let protocol = self.spec.protocol;
+        if let Some((law, ecn)) = probes.on_echo(acked, unraised, self.law.as_ref(), protocol) {
             self.law = law;
             self.data_ecn = ecn;
         }

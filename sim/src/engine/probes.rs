@@ -19,6 +19,8 @@ pub(super) struct Probes {
     tag: SchemeTag,
     sent: u64,
     unraised: u64,
+    /// Packets acknowledged: no more probes than these can have arrived.
+    acked: u64,
     config: LawConfig,
 }
 
@@ -30,6 +32,7 @@ impl Probes {
             tag: SchemeTag::new(protocol.law(config).tag().wire_id),
             sent: 0,
             unraised: 0,
+            acked: 0,
             config,
         }
     }
@@ -46,25 +49,29 @@ impl Probes {
         if marks.tag.is_untagged() {
             marks.tag = self.tag;
         }
-        // One packet per datagram.
-        if is_probe(packets_sent, packets_sent.saturating_sub(1)) {
+        if is_probe(packets_sent, self.presence.decided()) {
             (marks.tag, marks.ecn) = self.tag.wire().probe(marks.tag, marks.ecn);
             self.sent += 1;
         }
     }
 
-    /// An ACK echoed `unraised` probes that arrived Not-ECT. On a change of
-    /// verdict, returns the law to send with from now on, starting at the
-    /// `current` law's window, and its data packets' ECN codepoint.
+    /// An ACK of `acked` packets echoed `unraised` probes that arrived
+    /// unraised. On a change of verdict, returns the law to send with from
+    /// now on, starting at the `current` law's window, and its data packets'
+    /// ECN codepoint.
     pub(super) fn on_echo(
         &mut self,
+        acked: u64,
         unraised: u8,
         current: &dyn Law,
         protocol: Protocol,
     ) -> Option<(Box<dyn Law>, Ecn)> {
         self.unraised += u64::from(unraised);
+        self.acked += acked;
         let was = self.presence.present();
-        let present = self.presence.on_report(self.unraised, self.sent);
+        let present = self
+            .presence
+            .on_report(self.unraised, self.sent.min(self.acked));
         if present == was {
             return None;
         }

@@ -148,7 +148,8 @@ impl Sim {
     pub(super) fn on_ack(&mut self, ack: Packet) {
         let f = ack.flow as usize;
         let now = self.clock.now();
-        self.flows[f].on_probe_echo(ack.unraised);
+        let acked = 1 + u64::from(ack.also.is_some());
+        self.flows[f].on_probe_echo(acked, ack.unraised);
         if let Some(session) = self.flows[f].session.as_deref_mut() {
             session.on_reply(now, &ack.marks);
         }

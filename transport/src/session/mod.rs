@@ -176,10 +176,11 @@ pub struct Published {
     marking: AtomicU32,
     window: AtomicU64,
     rate_gated: AtomicBool,
-    /// Datagrams and packets sent while probing, for picking presence
-    /// probes, and the packets sent as probes.
+    /// Datagrams sent while probing, for picking presence probes, whether
+    /// the sender has its first presence verdict, and the packets sent as
+    /// probes.
     datagrams: AtomicU64,
-    packets: AtomicU64,
+    presence_decided: AtomicBool,
     probe_packets: AtomicU64,
 }
 
@@ -210,10 +211,11 @@ impl Published {
     /// datagrams that [`is_probe`] picks are presence probes.
     pub fn send_tos(&self, quinn_ecn: Ecn, packets: u64) -> u8 {
         let marking = self.marking();
-        let probe = marking.takes_probes() && {
-            let nth = self.datagrams.fetch_add(1, Ordering::Relaxed) + 1;
-            is_probe(nth, self.packets.fetch_add(packets, Ordering::Relaxed))
-        };
+        let probe = marking.takes_probes()
+            && is_probe(
+                self.datagrams.fetch_add(1, Ordering::Relaxed) + 1,
+                self.presence_decided.load(Ordering::Relaxed),
+            );
         if probe {
             self.probe_packets.fetch_add(packets, Ordering::Relaxed);
         }
@@ -226,7 +228,7 @@ impl Published {
 
     /// Stores only what changed: rewriting an unchanged value would still
     /// pull the cache line away from the core that sends.
-    fn store(&self, marking: Marking, window: u64, rate_gated: bool) {
+    fn store(&self, marking: Marking, window: u64, rate_gated: bool, presence_decided: bool) {
         let bits = marking.to_bits();
         if self.marking.load(Ordering::Relaxed) != bits {
             self.marking.store(bits, Ordering::Relaxed);
@@ -236,6 +238,10 @@ impl Published {
         }
         if self.rate_gated.load(Ordering::Relaxed) != rate_gated {
             self.rate_gated.store(rate_gated, Ordering::Relaxed);
+        }
+        if self.presence_decided.load(Ordering::Relaxed) != presence_decided {
+            self.presence_decided
+                .store(presence_decided, Ordering::Relaxed);
         }
     }
 }
@@ -404,8 +410,12 @@ impl Session {
             scheme_tag: self.sending.scheme_tag,
         };
         let window = self.sending.law_window().unwrap_or(0);
-        self.published
-            .store(marking, window, self.sending.law_rate().is_some());
+        self.published.store(
+            marking,
+            window,
+            self.sending.law_rate().is_some(),
+            self.sending.presence_decided(),
+        );
     }
 }
 

@@ -5,10 +5,10 @@
 //! senders therefore send presence probes: every [`PROBE_EVERY`]-th
 //! datagram is one, and an ecnq router raises it before it marks it (the
 //! registry's `Probe`: a Not-ECT packet to the base codepoint, or, for MCP,
-//! whose base is Not-ECT, a tag with its probe bit to the plain tag). A
-//! connection's whole first flight is probes ([`is_probe`]), so that it has
-//! its verdict about a round trip after its first datagrams, and so that
-//! none of its packets overtakes another at an L4S bottleneck meanwhile.
+//! whose base is Not-ECT, a tag with its probe bit to the plain tag). Until
+//! its first verdict every datagram is a probe ([`is_probe`]), so that the
+//! verdict comes about a round trip after its first datagrams, and so that
+//! no packet carries the scheme's codepoint unraised meanwhile.
 //! The receiver's feedback report carries its cumulative count of probes
 //! that arrived unraised; when about as many did as the sender sent, no
 //! ecnq router saw them, and the sender runs Cubic with ECT(0) until probes
@@ -18,28 +18,29 @@
 //! packets and the receiver's count of unraised ones at each accepted
 //! report.
 
-/// A sender makes every this-many-th datagram it sends a probe ...
+/// Once it has a verdict, a sender makes every this-many-th datagram it
+/// sends a probe.
 pub const PROBE_EVERY: u64 = 16;
-/// ... and each one that starts within its first this-many packets, an
-/// initial window (RFC 9002 §7.2: ten packets; counted in packets, since a
-/// GSO datagram carries several):
-/// * a sender with no ecnq router on its path learns it while it is still
+
+/// Whether the `nth` datagram a probing sender sends (from 1) is a probe:
+/// every one until the sender has its first verdict
+/// ([`RouterPresence::decided`]), then every [`PROBE_EVERY`]-th.
+/// * A sender with no ecnq router on its path learns it while it is still
 ///   starting and hands a starting window to Cubic (which keeps growing it
 ///   in slow start), not one that its law held down while a Cubic
-///   neighbour took the link;
-/// * the first flight goes out whole in one queue of a DualPI2 bottleneck
-///   with no ecnq router, the classic one. With every second datagram of
-///   the first eight a probe, the scheme's ECT(1) datagrams between them
-///   were served first from the L4S queue and overtook the probes, which
-///   QUIC reads as loss: VCP, EVCP, DPCP and TPCP each declared 3 packets
-///   lost that no link dropped (`l4s_goals`). The next flight leaves when
-///   the first one's acknowledgements come back, after the first one.
-const EARLY_PACKETS: u64 = 10;
-
-/// Whether the `nth` datagram a probing sender sends (from 1), sent after
-/// `packets_before` packets, is a probe.
-pub fn is_probe(nth: u64, packets_before: u64) -> bool {
-    packets_before < EARLY_PACKETS || nth % PROBE_EVERY == 0
+///   neighbour took the link.
+/// * Before its verdict, no packet of the flow carries the scheme's own
+///   codepoint where no ecnq router raised it. With every second datagram
+///   of the first eight a probe, at a DualPI2 bottleneck with no ecnq router
+///   the scheme's ECT(1) datagrams between the probes were served first
+///   from the L4S queue and overtook them, which QUIC reads as loss (VCP,
+///   EVCP, DPCP and TPCP each declared 3 packets lost that no link dropped,
+///   `l4s_goals`), and the L4S queue's marks on them made the law decrease
+///   before Cubic took over (EVCP then got 0.49× Cubic on the real stack).
+///   Where an ecnq router is, it raises every probe to the base codepoint,
+///   so the scheme loses nothing.
+pub fn is_probe(nth: u64, decided: bool) -> bool {
+    !decided || nth % PROBE_EVERY == 0
 }
 /// The verdict follows about the last this-many probe packets, however
 /// often reports come (probes still in flight at one report arrive by a
@@ -82,8 +83,11 @@ impl Default for RouterPresence {
 
 impl RouterPresence {
     /// At an accepted report: the receiver's cumulative count of probes
-    /// that arrived unraised and this sender's cumulative probe packets.
-    /// Returns whether an ecnq router is on the path.
+    /// that arrived unraised and this sender's cumulative probe packets that
+    /// can have arrived by then (no more than the packets the receiver
+    /// counted: probes still in flight would put the verdict off, or, while
+    /// every datagram is a probe, make it wrong). Returns whether an ecnq
+    /// router is on the path.
     pub fn on_report(&mut self, unraised_received: u64, probes_sent: u64) -> bool {
         let (received, sent) = self.last;
         self.unraised += unraised_received.saturating_sub(received) as f64;
@@ -109,6 +113,11 @@ impl RouterPresence {
     /// The current verdict: whether an ecnq router is on the path.
     pub fn present(&self) -> bool {
         self.present
+    }
+
+    /// Whether the verdict rests on enough probes yet.
+    pub fn decided(&self) -> bool {
+        self.probes >= MIN_PROBES
     }
 
     /// The share of the window's probes that arrived unraised.
@@ -179,17 +188,15 @@ mod tests {
     }
 
     #[test]
-    fn the_first_flight_is_all_probes_and_enough_for_a_verdict() {
-        // One packet per datagram.
-        let probes: Vec<u64> = (1..=64).filter(|&n| is_probe(n, n - 1)).collect();
-        assert_eq!(probes, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 16, 32, 48, 64]);
-        assert!(EARLY_PACKETS as f64 >= MIN_PROBES);
-        // GSO datagrams of four packets: the three that start within the
-        // first ten packets.
-        let probes: Vec<u64> = (1..=16).filter(|&n| is_probe(n, 4 * (n - 1))).collect();
-        assert_eq!(probes, [1, 2, 3, 16]);
-        // Four of them, all unraised, are a verdict at the first report.
-        assert!(!RouterPresence::default().on_report(4, 4));
+    fn every_datagram_is_a_probe_until_the_first_verdict() {
+        let mut p = RouterPresence::default();
+        assert!(!p.decided());
+        assert!((1..=20).all(|n| is_probe(n, p.decided())));
+        // Three probes are no verdict; the fourth, unraised, is.
+        assert!(p.on_report(3, 3) && !p.decided());
+        assert!(!p.on_report(4, 4) && p.decided());
+        let probes: Vec<u64> = (1..=64).filter(|&n| is_probe(n, p.decided())).collect();
+        assert_eq!(probes, [16, 32, 48, 64]);
     }
 
     #[test]

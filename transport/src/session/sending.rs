@@ -123,6 +123,12 @@ impl Sending {
         }
     }
 
+    /// Whether the presence probes gave a first verdict (true for a scheme
+    /// that does not probe).
+    pub fn presence_decided(&self) -> bool {
+        self.presence.as_ref().is_none_or(RouterPresence::decided)
+    }
+
     pub fn law(&self) -> Option<&dyn Law> {
         self.law.as_deref()
     }
@@ -251,11 +257,12 @@ impl Sending {
         self.timeout.due_from = now;
         self.signal(Signal::ReportAccepted, events);
         if let Some(presence) = self.presence.as_mut() {
-            // No more probes can have arrived than packets did: a connection's
-            // first flight is all probes, most of them still in flight at the
-            // first report, and counting them would put off the verdict.
+            // No more probes can have arrived than packets sent since the
+            // peer was known to run ecnq did: until the first verdict every
+            // datagram is a probe, most still in flight at the first report.
             let arrived = repr.counts.iter().sum::<u64>();
-            let present = presence.on_report(repr.unraised_probes, probes_sent.min(arrived));
+            let since_probing = arrived.saturating_sub(self.probing_packets);
+            let present = presence.on_report(repr.unraised_probes, probes_sent.min(since_probing));
             self.signal(Signal::RouterPresent(present), events);
         }
         if self.describes_own_codes(&repr) {
