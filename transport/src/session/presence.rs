@@ -47,7 +47,7 @@ pub fn is_probe(nth: u64, decided: bool) -> bool {
 /// later one).
 const WINDOW_PROBES: f64 = 32.0;
 /// The verdict needs this many probe packets in the window.
-const MIN_PROBES: f64 = 4.0;
+pub const MIN_PROBES: u64 = 4;
 /// No router when more than this share of the probes arrived unraised ...
 const ABSENT_ABOVE: f64 = 0.5;
 /// ... and a router again when less than this share did.
@@ -99,7 +99,7 @@ impl RouterPresence {
             self.probes = WINDOW_PROBES;
         }
         self.last = (unraised_received, probes_sent);
-        if self.probes >= MIN_PROBES {
+        if self.probes >= MIN_PROBES as f64 {
             let share = self.unraised_share();
             if self.present && share > ABSENT_ABOVE {
                 self.present = false;
@@ -117,7 +117,7 @@ impl RouterPresence {
 
     /// Whether the verdict rests on enough probes yet.
     pub fn decided(&self) -> bool {
-        self.probes >= MIN_PROBES
+        self.probes >= MIN_PROBES as f64
     }
 
     /// The share of the window's probes that arrived unraised.

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use super::presence::MIN_PROBES;
 use super::report::{FeedbackSender, Next, Repr, SendPolicy};
 use crate::signal::{Decoder, Feedback};
 use crate::wire::ecn::{Ecn, SchemeTag, WireScheme};
@@ -50,10 +51,17 @@ impl Receiving {
             return false;
         }
         let wire = tag.wire();
-        if wire.is_unraised_probe(tag, ecn) {
-            self.unraised_probes += packets;
-        }
         let mut changed = false;
+        if wire.is_unraised_probe(tag, ecn) {
+            let before = self.unraised_probes;
+            self.unraised_probes += packets;
+            // Enough for the peer's first verdict: report it promptly, as
+            // the peer sends nothing but probes until it has one.
+            if before < MIN_PROBES && self.unraised_probes >= MIN_PROBES {
+                self.sender.on_news();
+                changed = true;
+            }
+        }
         if self.decoder.as_ref().map(|(w, _)| *w) != Some(wire) {
             self.decoder = wire.decoder().map(|d| (wire, d));
             changed = self.decoder.is_some();

@@ -384,6 +384,8 @@ pub struct FeedbackSender {
     policy: SendPolicy,
     last_sent: Option<(Duration, Feedback, u64)>,
     received_since: u64,
+    /// Something other than the estimate is worth reporting promptly.
+    news: bool,
     sequence: u32,
 }
 
@@ -394,6 +396,7 @@ impl FeedbackSender {
             policy,
             last_sent: None,
             received_since: 0,
+            news: false,
             sequence: 0,
         }
     }
@@ -401,6 +404,12 @@ impl FeedbackSender {
     /// `packets` more packets of the peer's traffic were decoded.
     pub fn on_packets(&mut self, packets: u64) {
         self.received_since += packets;
+    }
+
+    /// The next report is due as soon as a changed estimate's would be (the
+    /// presence probes that give the peer its first verdict arrived).
+    pub fn on_news(&mut self) {
+        self.news = true;
     }
 
     /// Whether to report `estimate` now, given the connection's smoothed RTT
@@ -413,7 +422,7 @@ impl FeedbackSender {
             return Next::Send;
         };
         let period = srtt.max(self.policy.period);
-        let due = if estimate != last_estimate {
+        let due = if estimate != last_estimate || self.news {
             last_at + (srtt / 4).max(self.policy.min_gap)
         } else if progress != last_progress {
             last_at + period
@@ -436,6 +445,7 @@ impl FeedbackSender {
     pub fn on_sent(&mut self, now: Duration, estimate: Feedback, progress: u64) -> u32 {
         self.last_sent = Some((now, estimate, progress));
         self.received_since = 0;
+        self.news = false;
         self.sequence = self.sequence.wrapping_add(1);
         self.sequence
     }
