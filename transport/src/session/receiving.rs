@@ -8,6 +8,10 @@ use super::report::{FeedbackSender, Next, Repr, SendPolicy};
 use crate::signal::{Decoder, Feedback};
 use crate::wire::ecn::{Ecn, SchemeTag, WireScheme};
 
+/// Prompt reports go out after the first [`MIN_PROBES`] tagged packets, and
+/// after twice, four and eight times as many.
+const EARLY_REPORTS: u32 = 4;
+
 /// The receiving direction: what the socket feeds.
 #[derive(Debug)]
 pub(super) struct Receiving {
@@ -17,6 +21,8 @@ pub(super) struct Receiving {
     pub counts: [u64; 4],
     /// Presence probes that arrived unraised: no ecnq router saw them.
     pub unraised_probes: u64,
+    /// Tagged packets received.
+    tagged_packets: u64,
     sender: FeedbackSender,
     pub reports_sent: u64,
     /// The last poll found nothing to report: the next decoded packet is
@@ -30,6 +36,7 @@ impl Receiving {
             decoder: None,
             counts: [0; 4],
             unraised_probes: 0,
+            tagged_packets: 0,
             sender: FeedbackSender::new(SendPolicy::default()),
             reports_sent: 0,
             wake_on_packet: false,
@@ -51,20 +58,24 @@ impl Receiving {
             return false;
         }
         let wire = tag.wire();
-        let mut changed = false;
         if wire.is_unraised_probe(tag, ecn) {
-            let before = self.unraised_probes;
             self.unraised_probes += packets;
-            // Enough for the peer's first verdict: report it promptly, as
-            // the peer sends nothing but probes until it has one.
-            if before < MIN_PROBES && self.unraised_probes >= MIN_PROBES {
-                self.sender.on_news();
-                changed = true;
-            }
+        }
+        // A peer that probes sends nothing but probes until it has its first
+        // presence verdict, raised or not: report promptly after the first
+        // few tagged packets, so that it has one within about two round
+        // trips even when it sends little (an upload's ACKs).
+        let before = self.tagged_packets;
+        self.tagged_packets += packets;
+        let mut changed = (0..EARLY_REPORTS)
+            .map(|i| MIN_PROBES << i)
+            .any(|n| before < n && self.tagged_packets >= n);
+        if changed {
+            self.sender.on_news();
         }
         if self.decoder.as_ref().map(|(w, _)| *w) != Some(wire) {
             self.decoder = wire.decoder().map(|d| (wire, d));
-            changed = self.decoder.is_some();
+            changed |= self.decoder.is_some();
         }
         if let Some((_, decoder)) = self.decoder.as_mut() {
             for hash in hashes {

@@ -81,11 +81,12 @@ fn reports_stopping_falls_back_and_reports_resuming_bring_the_scheme_back() {
     let mut pair = Pair::new(scheme);
     pair.report_leg().blackout = Some(3 * SECOND..5 * SECOND);
     pair.run_until(8 * SECOND);
-    // The timeout is max(4 srtt, 500 ms) after the last report.
+    // The timeout is max(4 srtt, 500 ms) after the last report, which came
+    // within a report period (about a 20 ms round trip) before 3 s.
     let fell = pair
         .entered(PeerMode::ClassicReportsStopped, 3 * SECOND)
         .expect("fallback");
-    assert!(fell > 3500 * MS && fell < 3600 * MS, "{fell:?}");
+    assert!(fell > 3450 * MS && fell < 3600 * MS, "{fell:?}");
     let back = pair.entered(PeerMode::Ecnq, fell).expect("recovery");
     assert!(back > 5 * SECOND && back < 5100 * MS, "{back:?}");
     // While fallen back the packets keep the scheme's tag, with quinn's ECT(0).
@@ -143,8 +144,8 @@ fn probes_without_an_ecnq_router_mean_classic_until_a_router_appears() {
             .entered(PeerMode::ClassicNoRouter, Duration::ZERO)
             .expect("no router");
         // Every datagram is a probe until the verdict, and the receiver
-        // reports as soon as enough arrived unraised: it comes about two
-        // 20 ms round trips in (46 ms for VCP; 66 ms with four of the first
+        // reports promptly after the first few packets: it comes about two
+        // 20 ms round trips in (48 ms for VCP; 66 ms with four of the first
         // eight datagrams probes, 154 ms with only every 16th; MCP's came
         // after a loss, seconds in). MCP starts at 80 kbit/s, about eight
         // packets a second, so its probes come slower (110 ms).
