@@ -19,7 +19,7 @@ pub(super) struct Probes {
     tag: SchemeTag,
     sent: u64,
     unraised: u64,
-    /// Packets acknowledged: no more probes than these can have arrived.
+    /// Packets acknowledged: what can have arrived.
     acked: u64,
     config: LawConfig,
 }
@@ -71,7 +71,7 @@ impl Probes {
         let was = self.presence.present();
         let present = self
             .presence
-            .on_report(self.unraised, self.sent.min(self.acked));
+            .on_report(self.unraised, self.sent, self.acked);
         if present == was {
             return None;
         }

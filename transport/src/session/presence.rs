@@ -83,12 +83,13 @@ impl Default for RouterPresence {
 
 impl RouterPresence {
     /// At an accepted report: the receiver's cumulative count of probes
-    /// that arrived unraised and this sender's cumulative probe packets that
-    /// can have arrived by then (no more than the packets the receiver
-    /// counted: probes still in flight would put the verdict off, or, while
-    /// every datagram is a probe, make it wrong). Returns whether an ecnq
-    /// router is on the path.
-    pub fn on_report(&mut self, unraised_received: u64, probes_sent: u64) -> bool {
+    /// that arrived unraised, this sender's cumulative probe packets, and
+    /// the packets of the sender's that the report says arrived since it
+    /// began probing. No more probes than those count as sent: probes still
+    /// in flight would put the verdict off, or, while every datagram is a
+    /// probe, make it wrong. Returns whether an ecnq router is on the path.
+    pub fn on_report(&mut self, unraised_received: u64, probes_sent: u64, arrived: u64) -> bool {
+        let probes_sent = probes_sent.min(arrived);
         let (received, sent) = self.last;
         self.unraised += unraised_received.saturating_sub(received) as f64;
         self.probes += probes_sent.saturating_sub(sent) as f64;
@@ -143,7 +144,8 @@ mod tests {
             .map(|_| {
                 totals.0 += unraised;
                 totals.1 += probes;
-                p.on_report(totals.0, totals.1)
+                // Every probe sent has arrived.
+                p.on_report(totals.0, totals.1, totals.1)
             })
             .collect()
     }
@@ -193,8 +195,8 @@ mod tests {
         assert!(!p.decided());
         assert!((1..=20).all(|n| is_probe(n, p.decided())));
         // Three probes are no verdict; the fourth, unraised, is.
-        assert!(p.on_report(3, 3) && !p.decided());
-        assert!(!p.on_report(4, 4) && p.decided());
+        assert!(p.on_report(3, 3, 3) && !p.decided());
+        assert!(!p.on_report(4, 4, 4) && p.decided());
         let probes: Vec<u64> = (1..=64).filter(|&n| is_probe(n, p.decided())).collect();
         assert_eq!(probes, [16, 32, 48, 64]);
     }

@@ -406,8 +406,9 @@ impl FeedbackSender {
         self.received_since += packets;
     }
 
-    /// The next report is due as soon as a changed estimate's would be (the
-    /// presence probes that give the peer its first verdict arrived).
+    /// The next report is due as soon as a changed estimate's would be
+    /// (the peer's first packets arrived, which its first presence verdict
+    /// waits for).
     pub fn on_news(&mut self) {
         self.news = true;
     }

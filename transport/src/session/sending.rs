@@ -88,7 +88,7 @@ pub(super) struct Sending {
     /// declared lost since.
     in_flight: u64,
     /// Packets sent before the peer was known to run ecnq, with quinn's
-    /// ECT(0) (see [`Sending::describes_own_codes`]).
+    /// ECT(0) (see [`Sending::on_report`]).
     probing_packets: u64,
 }
 
@@ -256,31 +256,26 @@ impl Sending {
         };
         self.timeout.due_from = now;
         self.signal(Signal::ReportAccepted, events);
+        // Packets the report counts beyond those sent before the peer was
+        // known to run ecnq, which carried quinn's ECT(0).
+        let arrived = repr
+            .counts
+            .iter()
+            .sum::<u64>()
+            .saturating_sub(self.probing_packets);
         if let Some(presence) = self.presence.as_mut() {
-            // No more probes can have arrived than packets sent since the
-            // peer was known to run ecnq did: until the first verdict every
-            // datagram is a probe, most still in flight at the first report.
-            let arrived = repr.counts.iter().sum::<u64>();
-            let since_probing = arrived.saturating_sub(self.probing_packets);
-            let present = presence.on_report(repr.unraised_probes, probes_sent.min(since_probing));
+            let present = presence.on_report(repr.unraised_probes, probes_sent, arrived);
             self.signal(Signal::RouterPresent(present), events);
         }
-        if self.describes_own_codes(&repr) {
+        // VCP, MPCP and MCP read ECT(0) as a load code ("high load"): a
+        // report of only those packets would hand the law a load no router
+        // measured, and a starting VCP sender would leave multiplicative
+        // increase for additive increase.
+        if arrived > 0 || self.scheme_tag.wire().base_ecn() == Ecn::Ect0 {
             self.update_law(Cause::Feedback, events, |law, rtt| {
                 law.on_feedback(now, repr.feedback, rtt)
             });
         }
-    }
-
-    /// Whether a report's estimate describes packets that carried the
-    /// scheme's own codepoints. Until the peer is known to run ecnq, the
-    /// sender sends quinn's ECT(0), which VCP, MPCP and MCP read as a load
-    /// code ("high load"): a report counting no more packets than were sent
-    /// so would hand the law a load no router measured, and a starting VCP
-    /// sender would leave multiplicative increase for additive increase.
-    fn describes_own_codes(&self, repr: &Repr) -> bool {
-        let arrived = repr.counts.iter().sum::<u64>();
-        self.scheme_tag.wire().base_ecn() == Ecn::Ect0 || arrived > self.probing_packets
     }
 
     /// Moves the mode on `signal`; entering a fallback hands the window to
