@@ -170,11 +170,12 @@ fn erc_converges_sooner_than_prague_and_shares_across_rtts() {
 /// bottleneck with no ecnq router. They learn it from their presence
 /// probes (MCP's a tag bit), which come back unraised, and run Cubic with
 /// ECT(0), as a flow must where no ecnq router is (issue 20). Each gets
-/// 0.5×–2× Cubic's throughput (from 5 s on), and against Prague at least
-/// 0.9× of what Cubic with ECN itself gets against Prague there: this model
-/// of DualPI2 gives a single classic flow about half of a single Prague
-/// flow's rate (Cubic with ECN 0.47×, sim/REPRODUCTION.md), so the issue's
-/// 0.5× line would ask a Cubic-like flow to beat Cubic. Judged over the
+/// 0.5×–2× Cubic's throughput (from 5 s on). Against Prague each gets at
+/// least 0.8× of what Cubic with ECN itself gets there, measured over two
+/// minutes from 10 s on, past the start: this model of DualPI2 gives a
+/// single classic flow a little over half of a single Prague flow's rate
+/// (Cubic with ECN 0.57×, sim/REPRODUCTION.md), so the issue's 0.5× line
+/// asks a Cubic-like flow to be within 12 % of Cubic. Judged over the
 /// whole run, each declares lost only what the bottleneck dropped: a flow
 /// that mixed the two queues' codepoints would be reordered there, which
 /// reads as loss. Without probes DPCP, TPCP and BMCC took 7–14× Cubic's
@@ -182,23 +183,30 @@ fn erc_converges_sooner_than_prague_and_shares_across_rtts() {
 /// 0.42× Prague's.
 #[test]
 fn every_scheme_shares_at_a_dualpi2_bottleneck_with_no_ecnq_router() {
+    const PAST_THE_START: [&str; 2] = ["duration=120s", "measure_from=10s"];
     let cubic_ecn: Protocol = "cubic-ecn".parse().unwrap();
-    let baseline = run_protocol("l4s-dualpi2-vs-prague", cubic_ecn, &[]);
+    let baseline = run_protocol("l4s-dualpi2-vs-prague", cubic_ecn, &PAST_THE_START);
     let cubic_vs_prague = group_mbit(&baseline, "ecnq") / group_mbit(&baseline, "prague");
     println!("cubic-ecn / prague {cubic_vs_prague:.2}");
     let mut misses = Vec::new();
     let schemes = Scheme::router_assisted().filter(|s| !s.wire().is_l4s() && *s != Scheme::Erc);
     for scheme in schemes {
-        for (name, other, floor) in [
-            ("l4s-dualpi2", "cubic", 0.5),
-            ("l4s-dualpi2-vs-prague", "prague", 0.9 * cubic_vs_prague),
+        for (name, other, floor, set) in [
+            ("l4s-dualpi2", "cubic", 0.5, &[][..]),
+            (
+                "l4s-dualpi2-vs-prague",
+                "prague",
+                0.8 * cubic_vs_prague,
+                &PAST_THE_START[..],
+            ),
         ] {
-            let s = run(name, scheme, &[]);
+            let s = run(name, scheme, set);
             let (a, them) = (group_mbit(&s, "ecnq"), group_mbit(&s, other));
-            let (declared, dropped) =
-                declared_and_dropped(&run(name, scheme, &["measure_from=0s"]));
+            let whole: Vec<&str> = set.iter().copied().chain(["measure_from=0s"]).collect();
+            let (declared, dropped) = declared_and_dropped(&run(name, scheme, &whole));
             println!(
-                "{scheme:<5} {a:.2} / {other} {them:.2} Mbit/s, declared lost {declared}, dropped {dropped}"
+                "{scheme:<5} {a:.2} / {other} {them:.2} Mbit/s ({:.2}), declared lost {declared}, dropped {dropped}",
+                a / them
             );
             if !(floor..=2.0).contains(&(a / them)) || declared != dropped {
                 misses.push(format!(

@@ -13,10 +13,12 @@
 //!   packet of additive increase per round, less for RTTs under
 //!   [`REFERENCE_RTT`] so that they gain rate no faster than a flow at that
 //!   RTT (Prague's RTT independence); loss halves, as Reno does. Packets
-//!   are ECT(1), the L4S identifier. The window is paced at window / srtt
-//!   once a round trip has been measured (the Prague draft requires
-//!   pacing): a burst of more than a millisecond of the link's capacity
-//!   meets the L4S step and is marked.
+//!   are ECT(1), the L4S identifier. The window is paced once a round trip
+//!   has been measured (the Prague draft requires pacing): at twice window
+//!   / srtt in slow start, at window / srtt after, in bursts of at most
+//!   [`BURST`]. A burst of more than a millisecond of the link's capacity
+//!   meets the L4S step and is marked; an unpaced first flight would end
+//!   slow start at a few packets.
 
 use std::time::Duration;
 
@@ -40,6 +42,15 @@ pub const G: f64 = 1.0 / 16.0;
 /// as one with this RTT does, not faster (Prague draft, RTT independence):
 /// its window grows by (RTT / reference)² packets per round.
 pub const REFERENCE_RTT: Duration = Duration::from_millis(25);
+/// Slow start paces at this multiple of window / srtt, since it sends two
+/// packets for each one acked; congestion avoidance at window / srtt
+/// (Linux tcp_prague, `prague_update_pacing_rate`: 200 % while the window
+/// is under half of ssthresh, 100 % after).
+pub const SLOW_START_PACING: f64 = 2.0;
+/// The longest burst of the pacing: well under the L4S step, so that a
+/// sender's own bursts are not marked (Linux tcp_prague,
+/// `prague_burst_shift`: 2⁻¹² s).
+pub const BURST: Duration = Duration::from_micros(250);
 /// The receiver's CE fraction averages over about this many packets.
 pub const FRACTION_PACKETS: f64 = 16.0;
 /// Reported fractions travel in units of 1/10 000.
@@ -149,7 +160,7 @@ impl PragueLaw {
 
 impl Law for PragueLaw {
     fn on_ack(&mut self, now: Duration, acked_bytes: u64, rtt: &RttSample) {
-        self.srtt = Some(rtt.smoothed).filter(|srtt| !srtt.is_zero());
+        self.on_rtt(rtt);
         self.end_round_if_due(now, rtt);
         if self.cwnd.in_recovery(now, rtt) {
             return;
@@ -168,6 +179,10 @@ impl Law for PragueLaw {
         self.cwnd
             .set(self.cwnd.bytes() + scale * mss * acked / self.cwnd.bytes());
         self.cwnd.set_mode(Mode::CongestionAvoidance);
+    }
+
+    fn on_rtt(&mut self, rtt: &RttSample) {
+        self.srtt = Some(rtt.smoothed).filter(|srtt| !srtt.is_zero());
     }
 
     fn on_feedback(&mut self, _now: Duration, feedback: Feedback, _rtt: &RttSample) {
@@ -196,7 +211,17 @@ impl Law for PragueLaw {
     }
 
     fn pacing_rate(&self) -> Option<f64> {
-        self.srtt.map(|srtt| self.cwnd.bytes() / srtt.as_secs_f64())
+        let factor = if self.cwnd.bytes() < self.ssthresh / 2.0 {
+            SLOW_START_PACING
+        } else {
+            1.0
+        };
+        self.srtt
+            .map(|srtt| factor * self.cwnd.bytes() / srtt.as_secs_f64())
+    }
+
+    fn pacing_burst(&self) -> Option<Duration> {
+        Some(BURST)
     }
 
     fn mode(&self) -> Mode {
@@ -285,9 +310,17 @@ mod tests {
     fn the_window_is_paced_once_a_round_trip_is_known() {
         let mut law = PragueLaw::new(LawConfig::with_mss(MSS));
         assert_eq!(law.pacing_rate(), None);
-        law.on_ack(MS, 0, &rtt(40));
+        // The handshake's RTT, before any data was acked.
+        law.on_rtt(&rtt(40));
+        // Slow start: two packets out for each one acked.
+        let per_rtt = law.window() as f64 / 0.040;
         let rate = law.pacing_rate().unwrap();
-        assert!((rate - law.window() as f64 / 0.040).abs() < 1e-6, "{rate}");
+        assert!((rate - 2.0 * per_rtt).abs() < 1e-6, "{rate}");
+        // After slow start, the window once per round trip.
+        law.on_congestion(MS * 2, MS, Congestion::Ce, &rtt(40));
+        let rate = law.pacing_rate().unwrap();
+        assert!((rate - per_rtt).abs() < 1e-6, "{rate}");
+        assert_eq!(law.pacing_burst(), Some(BURST));
     }
 
     #[test]

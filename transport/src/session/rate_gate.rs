@@ -16,10 +16,11 @@
 
 use std::time::Duration;
 
-/// How long the balance may fill beyond [`DEPTH_PACKETS`]: quinn asks for
-/// the window when ACKs arrive or its driver runs, which on a busy host can
-/// be milliseconds apart (tokio's timers tick every millisecond). More would
-/// let a stalled process burst onto the bottleneck when it resumes.
+/// How long the balance may fill beyond [`DEPTH_PACKETS`], unless the law
+/// bounds its bursts closer: quinn asks for the window when ACKs arrive or
+/// its driver runs, which on a busy host can be milliseconds apart (tokio's
+/// timers tick every millisecond). More would let a stalled process burst
+/// onto the bottleneck when it resumes.
 const FILL_SPAN: Duration = Duration::from_millis(5);
 /// Packets the balance may always hold: the two a receiver acks at once,
 /// and room for a coalesced datagram.
@@ -28,6 +29,25 @@ const DEPTH_PACKETS: f64 = 4.0;
 /// allowance for the packet being built) when nothing is in flight: with no
 /// packet in flight no ACK comes to reopen the gate, so one always passes.
 const IDLE_WINDOW: u64 = 3_000;
+
+/// What the gate fills at: a law's pacing.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Pace {
+    /// Bytes per second.
+    pub rate: f64,
+    /// The law's bound on a burst ([`crate::signal::Law::pacing_burst`]),
+    /// if it has one; [`FILL_SPAN`] otherwise.
+    pub burst: Option<Duration>,
+}
+
+impl Pace {
+    /// The most the balance holds: the burst span at the rate, plus
+    /// [`DEPTH_PACKETS`].
+    fn depth(self, mss: u64) -> f64 {
+        let span = self.burst.unwrap_or(FILL_SPAN);
+        self.rate * span.as_secs_f64() + DEPTH_PACKETS * mss as f64
+    }
+}
 
 /// The token balance of one sending direction.
 #[derive(Clone, Debug, Default)]
@@ -40,25 +60,27 @@ pub(crate) struct RateGate {
 
 impl RateGate {
     /// The balance at `now`, without recording it.
-    fn balance_at(&self, now: Duration, rate: f64, mss: u64) -> f64 {
-        let depth = rate * FILL_SPAN.as_secs_f64() + DEPTH_PACKETS * mss as f64;
+    fn balance_at(&self, now: Duration, pace: Pace, mss: u64) -> f64 {
+        let depth = pace.depth(mss);
         match self.at {
-            Some(at) => (self.balance + rate * now.saturating_sub(at).as_secs_f64()).min(depth),
+            Some(at) => {
+                (self.balance + pace.rate * now.saturating_sub(at).as_secs_f64()).min(depth)
+            }
             // A new flow starts with a full balance, as quinn starts with a full window.
             None => depth,
         }
     }
 
     /// Debits a packet sent at `now`.
-    pub fn on_sent(&mut self, now: Duration, bytes: u64, rate: f64, mss: u64) {
-        self.balance = self.balance_at(now, rate, mss) - bytes as f64;
+    pub fn on_sent(&mut self, now: Duration, bytes: u64, pace: Pace, mss: u64) {
+        self.balance = self.balance_at(now, pace, mss) - bytes as f64;
         self.at = Some(now);
     }
 
     /// The window for quinn at `now`: in flight plus the balance, at most
     /// `cap`, and at least [`IDLE_WINDOW`] when nothing is in flight.
-    pub fn window(&self, now: Duration, rate: f64, mss: u64, in_flight: u64, cap: u64) -> u64 {
-        let open = in_flight.saturating_add(self.balance_at(now, rate, mss).max(0.0) as u64);
+    pub fn window(&self, now: Duration, pace: Pace, mss: u64, in_flight: u64, cap: u64) -> u64 {
+        let open = in_flight.saturating_add(self.balance_at(now, pace, mss).max(0.0) as u64);
         let window = open.min(cap.max(in_flight));
         if in_flight == 0 {
             window.max(IDLE_WINDOW)
@@ -76,6 +98,11 @@ mod tests {
     const MSS: u64 = 1200;
     const CAP: u64 = 1 << 30;
 
+    /// The transport's own burst span at `rate`.
+    fn pace(rate: f64) -> Pace {
+        Pace { rate, burst: None }
+    }
+
     /// Sends 1200-byte packets whenever the window allows, checking every
     /// `tick`, for `span`; returns the bytes sent.
     fn drive(rate: f64, tick: Duration, span: Duration, in_flight: u64) -> u64 {
@@ -83,8 +110,8 @@ mod tests {
         let mut sent = 0;
         let mut now = Duration::ZERO;
         while now < span {
-            while in_flight + MSS < gate.window(now, rate, MSS, in_flight, CAP) {
-                gate.on_sent(now, MSS, rate, MSS);
+            while in_flight + MSS < gate.window(now, pace(rate), MSS, in_flight, CAP) {
+                gate.on_sent(now, MSS, pace(rate), MSS);
                 sent += MSS;
             }
             now += tick;
@@ -114,23 +141,58 @@ mod tests {
     #[test]
     fn an_idle_flow_gets_one_datagram_and_repays_it() {
         let mut gate = RateGate::default();
-        gate.on_sent(Duration::ZERO, 100_000, 10_000.0, MSS);
+        gate.on_sent(Duration::ZERO, 100_000, pace(10_000.0), MSS);
         // Deep in debt, but nothing in flight: one datagram passes.
-        assert!(gate.window(MS, 10_000.0, MSS, 0, CAP) >= IDLE_WINDOW);
+        assert!(gate.window(MS, pace(10_000.0), MSS, 0, CAP) >= IDLE_WINDOW);
         // With a packet in flight the debt holds the gate shut.
-        assert_eq!(gate.window(MS, 10_000.0, MSS, MSS, CAP), MSS);
+        assert_eq!(gate.window(MS, pace(10_000.0), MSS, MSS, CAP), MSS);
     }
 
     #[test]
     fn the_balance_is_bounded_and_the_cap_holds() {
         let mut gate = RateGate::default();
-        gate.on_sent(Duration::ZERO, 0, 1e6, MSS);
+        gate.on_sent(Duration::ZERO, 0, pace(1e6), MSS);
         // After an hour idle, the balance is one depth, not an hour of rate.
         let depth = 1e6 * 0.005 + 4.0 * MSS as f64;
         let hour = Duration::from_secs(3600);
-        assert_eq!(gate.window(hour, 1e6, MSS, MSS, CAP), MSS + depth as u64);
-        assert_eq!(gate.window(hour, 1e6, MSS, MSS, 10_000), 10_000);
+        assert_eq!(
+            gate.window(hour, pace(1e6), MSS, MSS, CAP),
+            MSS + depth as u64
+        );
+        assert_eq!(gate.window(hour, pace(1e6), MSS, MSS, 10_000), 10_000);
         // The cap never shrinks the window below what is already in flight.
-        assert_eq!(gate.window(hour, 1e6, MSS, 50_000, 10_000), 50_000);
+        assert_eq!(gate.window(hour, pace(1e6), MSS, 50_000, 10_000), 50_000);
+    }
+
+    #[test]
+    fn a_law_that_bounds_its_bursts_gets_a_shallower_balance() {
+        // Prague's 250 µs at 5 MB/s: 1250 bytes beyond the four packets,
+        // where the transport's own span would allow 25 000.
+        let bounded = Pace {
+            rate: 5e6,
+            burst: Some(Duration::from_micros(250)),
+        };
+        let hour = Duration::from_secs(3600);
+        let mut gate = RateGate::default();
+        gate.on_sent(Duration::ZERO, 0, bounded, MSS);
+        assert_eq!(
+            gate.window(hour, bounded, MSS, MSS, CAP),
+            MSS + 1250 + 4 * MSS
+        );
+        // A new flow starts with the same bounded balance.
+        let fresh = RateGate::default();
+        assert_eq!(fresh.window(MS, bounded, MSS, 0, CAP), 1250 + 4 * MSS);
+        // Over time it still sends the rate.
+        let mut sent = 0;
+        let mut gate = RateGate::default();
+        for t in 0..10_000u32 {
+            let now = MS * t;
+            while 5 * MSS + MSS < gate.window(now, bounded, MSS, 5 * MSS, CAP) {
+                gate.on_sent(now, MSS, bounded, MSS);
+                sent += MSS;
+            }
+        }
+        let expected = 5e6 * 10.0;
+        assert!((sent as f64 / expected - 1.0).abs() < 0.01, "{sent}");
     }
 }

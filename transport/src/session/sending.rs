@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use super::mode::{PeerMode, Signal};
-use super::rate_gate::RateGate;
+use super::rate_gate::{Pace, RateGate};
 use super::report::{ReportFilter, Repr};
 use super::{Cause, Event};
 use crate::schemes::cubic::CubicLaw;
@@ -138,6 +138,15 @@ impl Sending {
         self.law.as_ref().and_then(|law| law.pacing_rate())
     }
 
+    /// The active law's pacing, if it paces: what its gate fills at.
+    fn law_pace(&self) -> Option<Pace> {
+        let law = self.law.as_ref()?;
+        Some(Pace {
+            rate: law.pacing_rate()?,
+            burst: law.pacing_burst(),
+        })
+    }
+
     /// The law's current tag.
     pub fn tag(&self) -> SchemeTag {
         self.law.as_ref().map_or(SchemeTag::UNTAGGED, |l| l.tag())
@@ -160,10 +169,10 @@ impl Sending {
     /// its gate, up to [`GATED_WINDOW_CAP`] times rate × srtt.
     pub fn gated_window(&self, now: Duration) -> Option<u64> {
         let published = self.law_window()?;
-        Some(self.law_rate().map_or(published, |rate| {
+        Some(self.law_pace().map_or(published, |pace| {
             self.gate.window(
                 now,
-                rate,
+                pace,
                 self.config.mss,
                 self.in_flight,
                 published.saturating_mul(GATED_WINDOW_CAP),
@@ -180,9 +189,9 @@ impl Sending {
         if self.mode == PeerMode::Probing {
             self.probing_packets += 1;
         }
-        if let Some(rate) = self.law_rate() {
+        if let Some(pace) = self.law_pace() {
             self.gate
-                .on_sent(now, bytes + self.header_bytes, rate, self.config.mss);
+                .on_sent(now, bytes + self.header_bytes, pace, self.config.mss);
         }
     }
 
@@ -195,6 +204,9 @@ impl Sending {
         events: &mut VecDeque<Event>,
     ) {
         self.rtt = rtt;
+        if let Some(law) = self.law.as_mut() {
+            law.on_rtt(&rtt);
+        }
         if self.timeout.on_ack(now, rtt.smoothed) {
             self.signal(Signal::ReportsStopped, events);
         }
@@ -321,7 +333,9 @@ impl Sending {
             scheme,
             window: config.initial_window,
         });
-        self.law = Some(scheme.law(config));
+        let mut law = scheme.law(config);
+        law.on_rtt(&self.rtt);
+        self.law = Some(law);
     }
 
     /// Runs `update` on the law and notes its mode changes and decreases.

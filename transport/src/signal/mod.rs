@@ -340,6 +340,11 @@ pub trait Law: Send + fmt::Debug {
     /// `acked_bytes` were newly acknowledged.
     fn on_ack(&mut self, now: Duration, acked_bytes: u64, rtt: &RttSample);
 
+    /// The path's RTT estimate after any ACK, also one that [`Law::on_ack`]
+    /// does not see because the sender was application-limited (the
+    /// handshake's): a pacing law paces its first flight from it.
+    fn on_rtt(&mut self, _rtt: &RttSample) {}
+
     /// A feedback report arrived from the receiver.
     fn on_feedback(&mut self, now: Duration, feedback: Feedback, rtt: &RttSample);
 
@@ -353,6 +358,13 @@ pub trait Law: Send + fmt::Debug {
 
     /// The sending rate in bytes per second, for rate-based laws (MCP).
     fn pacing_rate(&self) -> Option<f64> {
+        None
+    }
+
+    /// The longest burst the law's pacing may send at once, if the law
+    /// bounds it; `None` leaves it to the transport, whose scheduling on a
+    /// busy host needs a few milliseconds.
+    fn pacing_burst(&self) -> Option<Duration> {
         None
     }
 
