@@ -25,6 +25,8 @@ pub(super) enum Event {
     PipeHead(u32),
     Start(u32),
     Stop(u32),
+    Resume(u32),
+    RouterRestart(u32),
     Pace(u32),
     Rto(u32),
     DelayedAck(u32),

@@ -30,6 +30,8 @@ pub struct LinkSpec {
     /// ACKs but not reports. (The simulator's ACKs acknowledge one or two
     /// packets, not ranges as QUIC's do, so a lost ACK costs its data.)
     pub reports_only: bool,
+    /// When the link's router restarts, its state lost.
+    pub router_restart: Option<Nanos>,
     /// Untagged ECT packets are marked CE while this many bytes wait
     /// (FIFO links; a dual-queue link runs CoDel on them instead).
     pub ecn_threshold: u64,
@@ -88,6 +90,8 @@ pub struct FlowSpec {
     pub start: Nanos,
     /// When the sender stops sending new data, if ever.
     pub stop: Option<Nanos>,
+    /// A span in which the application gives the sender nothing to send.
+    pub pause: Option<(Nanos, Nanos)>,
     /// Bytes to send; `None` is a long-lived flow.
     pub size: Option<u64>,
     /// Data packet size in bytes.

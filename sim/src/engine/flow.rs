@@ -5,6 +5,7 @@
 
 use std::collections::VecDeque;
 
+use ecnq::session::idle_gap;
 use ecnq::signal::{Congestion, Decoder, Law, LawConfig, PacketMarks, RttSample};
 use ecnq::Ecn;
 
@@ -76,6 +77,8 @@ pub struct Flow {
     pub(super) rto_backoff: u32,
     pub(super) pace_next: Nanos,
     pub(super) pace_pending: bool,
+    /// When the last data packet was sent.
+    pub(super) last_sent: Option<Nanos>,
     /// Data bytes the receiver got.
     pub received_bytes: u64,
     pub(super) sample_received: u64,
@@ -130,6 +133,7 @@ impl Flow {
             rto_backoff: 0,
             pace_next: 0,
             pace_pending: false,
+            last_sent: None,
             received_bytes: 0,
             sample_received: 0,
             held: None,
@@ -169,6 +173,26 @@ impl Flow {
     }
 
     /// The rate a rate law sends at, bytes per second.
+    /// Tells the law that the sender sends again after an idle
+    /// ([`idle_gap`]'s rule, the QUIC stack's); a session tells its own.
+    pub(super) fn restart_if_idle(&mut self, now: Nanos) {
+        if self.session.is_some() {
+            return;
+        }
+        let last = self.last_sent.map(dur);
+        let srtt = dur(self.rtt.srtt);
+        if let Some(idle) = idle_gap(self.bytes_in_flight, last, dur(now), srtt) {
+            self.law.on_idle_restart(dur(now), idle);
+        }
+    }
+
+    /// Whether the application gives the sender nothing to send at `now`.
+    pub(super) fn paused(&self, now: Nanos) -> bool {
+        self.spec
+            .pause
+            .is_some_and(|(from, until)| (from..until).contains(&now))
+    }
+
     pub(super) fn pacing_rate(&self) -> Option<f64> {
         match &self.session {
             Some(s) => s.pacing_rate(),

@@ -8,7 +8,7 @@ use std::time::Duration;
 use ecnq::router::bottleneck::{Bottleneck, BottleneckConfig, CLASSES};
 use ecnq::router::{MarkCounters, RouterConfig};
 
-use super::clock::Nanos;
+use super::clock::{dur, Nanos};
 use super::config::LinkSpec;
 use super::packet::Packet;
 
@@ -108,6 +108,13 @@ impl Link {
     /// The bottleneck (None for pure delays).
     pub fn bottleneck(&self) -> Option<&Bottleneck<Packet>> {
         self.bottleneck.as_ref()
+    }
+
+    /// The link's router restarts at `now`, its state lost.
+    pub(super) fn restart_router(&mut self, now: Nanos) {
+        if let Some(b) = self.bottleneck.as_mut() {
+            b.restart_router(dur(now));
+        }
     }
 
     /// Adds the queue since the last change to the integrals and peaks.

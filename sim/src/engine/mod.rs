@@ -119,12 +119,21 @@ impl Sim {
         let times: Vec<_> = sim
             .flows
             .iter()
-            .map(|f| (f.spec.start, f.spec.stop))
+            .map(|f| (f.spec.start, f.spec.stop, f.spec.pause))
             .collect();
-        for (i, (start, stop)) in times.into_iter().enumerate() {
+        for (i, (start, stop, pause)) in times.into_iter().enumerate() {
             sim.clock.schedule_at(start, Event::Start(i as u32));
             if let Some(stop) = stop {
                 sim.clock.schedule_at(stop, Event::Stop(i as u32));
+            }
+            if let Some((_, until)) = pause {
+                sim.clock.schedule_at(until, Event::Resume(i as u32));
+            }
+        }
+        let restarts: Vec<_> = sim.links.iter().map(|l| l.spec.router_restart).collect();
+        for (i, at) in restarts.into_iter().enumerate() {
+            if let Some(at) = at {
+                sim.clock.schedule_at(at, Event::RouterRestart(i as u32));
             }
         }
         for i in 0..sim.pareto.len() {
@@ -185,6 +194,11 @@ impl Sim {
             Event::PipeHead(l) => self.pipe_head(l as usize),
             Event::Start(f) => self.start(f as usize),
             Event::Stop(f) => self.stop(f as usize),
+            Event::Resume(f) => self.try_send(f as usize),
+            Event::RouterRestart(l) => {
+                let now = self.clock.now();
+                self.links[l as usize].restart_router(now);
+            }
             Event::Pace(f) => {
                 self.flows[f as usize].pace_pending = false;
                 self.try_send(f as usize);

@@ -24,7 +24,7 @@ impl Sim {
         loop {
             let now = self.clock.now();
             let flow = &mut self.flows[f];
-            if flow.state != FlowState::Active {
+            if flow.state != FlowState::Active || flow.paused(now) {
                 return;
             }
             let available = flow.retransmit_bytes.saturating_add(flow.new_bytes_left);
@@ -32,6 +32,7 @@ impl Sim {
                 return;
             }
             let len = available.min(u64::from(flow.spec.mss));
+            flow.restart_if_idle(now);
             let rate = match flow.pacing_rate() {
                 Some(rate) => Some(rate),
                 None => {
@@ -77,6 +78,7 @@ impl Sim {
             state: SentState::InFlight,
         });
         flow.bytes_in_flight += u64::from(len);
+        flow.last_sent = Some(now);
         flow.packets_sent += 1;
         let marks = flow.data_marks(now, len, hash, f as u64);
         self.arm_rto(f);

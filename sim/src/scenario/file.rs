@@ -56,6 +56,10 @@ pub struct LinkEntry {
     /// reports: a path that passes ACKs but not reports (default false).
     #[serde(default)]
     pub reverse_reports_only: bool,
+    /// The routers of both directions restart at this time, e.g. `"15s"`:
+    /// their flow tables, meters and advertised shares are lost; packets
+    /// already queued stay.
+    pub router_restart: Option<Time>,
     /// Classic ECN marking threshold (default: half the buffer).
     pub ecn_threshold: Option<Buffer>,
     /// A floor under `buffer` (the BMCC paper: the larger of one BDP and two
@@ -125,6 +129,9 @@ pub struct FlowGroup {
     pub start_jitter: Option<Time>,
     /// Stop sending new data at this time.
     pub stop: Option<Time>,
+    /// The application has nothing to send from the first time to the
+    /// second, e.g. `["10s", "12s"]`; what is in flight is still delivered.
+    pub pause: Option<[Time; 2]>,
     /// Bytes per flow (default: long-lived).
     pub size: Option<Bytes>,
     /// Window cap in packets (the papers' background TCP flows use 20).

@@ -37,6 +37,8 @@ pub struct DuplexSpec {
     pub reverse_blackout: Option<(Nanos, Nanos)>,
     /// The reverse direction's loss and blackout hit only feedback reports.
     pub reverse_reports_only: bool,
+    /// When both directions' routers restart, their state lost.
+    pub router_restart: Option<Nanos>,
     /// Classic ECN marking threshold in bytes.
     pub ecn_threshold: u64,
     /// How both directions queue packets.
@@ -80,6 +82,7 @@ impl Network {
             },
             blackout: spec.reverse_blackout.filter(|_| reverse),
             reports_only: reverse && spec.reverse_reports_only,
+            router_restart: spec.router_restart,
             ecn_threshold: spec.ecn_threshold,
             discipline: spec.discipline,
             marking: spec.marking,
@@ -100,6 +103,7 @@ impl Network {
             loss: 0.0,
             blackout: None,
             reports_only: false,
+            router_restart: None,
             ecn_threshold: 0,
             discipline: Discipline::Fifo,
             marking: MarkingMode::Off,
@@ -183,6 +187,7 @@ mod tests {
             reverse_loss: 0.0,
             reverse_blackout: None,
             reverse_reports_only: false,
+            router_restart: None,
             ecn_threshold: 5000,
             discipline: Discipline::Dual,
             marking: MarkingMode::Auto,

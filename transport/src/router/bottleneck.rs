@@ -286,6 +286,19 @@ impl<P: Queued> Bottleneck<P> {
         Ok(())
     }
 
+    /// The router restarts at `now` (its process, say): the flow tables,
+    /// meters, advertised shares, policing and AQM state are lost; the
+    /// packets already queued stay, and the counters carry on.
+    pub fn restart_router(&mut self, now: Duration) {
+        self.router.restart(now);
+        let interval = self.router.interval();
+        self.flows = ActiveFlows::new(interval, now);
+        self.policer = Policer::new(self.capacity, interval, now);
+        self.codel = Codel::default();
+        self.pi2 = Pi2::new(now);
+        self.update_share();
+    }
+
     /// The ecnq queue's capacity: the link's, split by active flows.
     fn update_share(&mut self) {
         if self.discipline != Discipline::Dual {
@@ -764,6 +777,50 @@ mod tests {
             }
         }
         out
+    }
+
+    #[test]
+    fn a_restarted_router_marks_as_a_new_one_does() {
+        // Two erc flows at a quarter of the link each, so that nothing
+        // waits when the router restarts at 2 s.
+        let offer_until = |b: &mut Bottleneck<Pkt>, from: u32, until: u32| {
+            let mut marks = Vec::new();
+            for t in from..until {
+                let now = MS * t;
+                while let Some((_, p)) = b.depart(now) {
+                    marks.push((p.0.flow, p.0.ecn));
+                }
+                if t % 4 == 0 {
+                    for flow in [1, 2] {
+                        b.offer(now, pkt(flow, ERC, Ecn::NotEct)).unwrap();
+                    }
+                }
+            }
+            marks
+        };
+        let mut restarted = link(Discipline::Dual);
+        let mut kept = link(Discipline::Dual);
+        let before = offer_until(&mut restarted, 0, 2_000);
+        offer_until(&mut kept, 0, 2_000);
+        restarted.restart_router(MS * 2_000);
+        let mut fresh = Bottleneck::new(
+            BottleneckConfig {
+                rate: Some(8_000_000),
+                limit: QueueLimit::Packets(1000),
+                discipline: Discipline::Dual,
+                router: RouterConfig::new(1e6, 1_000_000),
+            },
+            MS * 2_000,
+        );
+        let after = offer_until(&mut restarted, 2_000, 4_000);
+        assert_eq!(after, offer_until(&mut fresh, 2_000, 4_000));
+        // What the router had learned before shows in the marks of one
+        // that did not restart.
+        assert_ne!(after, offer_until(&mut kept, 2_000, 4_000));
+        // Its counters carry on.
+        let total =
+            |b: &Bottleneck<Pkt>| -> u64 { b.router().counters().by_scheme.iter().flatten().sum() };
+        assert_eq!(total(&restarted), total(&fresh) + before.len() as u64);
     }
 
     #[test]

@@ -109,6 +109,8 @@ impl MarkCounters {
 /// Measurement and marking of one output link (see module docs).
 #[derive(Debug)]
 pub struct RouterLink {
+    /// What the link was built from, to build it again on a restart.
+    config: RouterConfig,
     meter: LoadFactorMeter,
     mode: MarkingMode,
     /// One marker per wire scheme, by [`WireScheme::index`].
@@ -120,7 +122,7 @@ impl RouterLink {
     /// A link whose first measurement interval starts at `now`.
     pub fn new(config: RouterConfig, now: Duration) -> RouterLink {
         RouterLink {
-            meter: LoadFactorMeter::new(config.meter, now),
+            meter: LoadFactorMeter::new(config.meter.clone(), now),
             mode: config.mode,
             markers: WireScheme::all()
                 .map(|wire| {
@@ -131,7 +133,21 @@ impl RouterLink {
                 })
                 .collect(),
             counters: MarkCounters::default(),
+            config,
         }
+    }
+
+    /// The router restarts at `now`: its meter, flow tables and shares are
+    /// lost, as when its process starts again; the counters carry on.
+    pub fn restart(&mut self, now: Duration) {
+        let counters = self.counters;
+        *self = RouterLink::new(self.config.clone(), now);
+        self.counters = counters;
+    }
+
+    /// The measurement interval t_p it was built with.
+    pub fn interval(&self) -> Duration {
+        self.config.meter.interval
     }
 
     /// A packet of `len` bytes is offered to the link: it is counted (before

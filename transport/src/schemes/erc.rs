@@ -842,6 +842,24 @@ impl Law for ErcLaw {
         self.sending_rate()
     }
 
+    fn on_idle_restart(&mut self, now: Duration, _idle: Duration) {
+        // The router may have handed the silent flow's share to others,
+        // who send it until the flow's return reaches them: ramp back up
+        // over a round trip from the initial window's rate, as at the
+        // start, rather than adding the whole old rate at once.
+        if let Some(ramp) = self.ramp {
+            let restart = self.config.initial_window as f64 / self.srtt();
+            self.ramp = Some(Ramp {
+                from: restart.min(ramp.to),
+                to: ramp.to,
+                start: now,
+                span: self.rtt.smoothed,
+            });
+            let rtt = self.rtt;
+            self.advance(now, &rtt);
+        }
+    }
+
     fn mode(&self) -> Mode {
         match self.sending_rate() {
             Some(rate) if rate >= self.rate => Mode::ExplicitRate,
@@ -1228,6 +1246,34 @@ mod tests {
             assert!(law.pacing_rate().unwrap() <= rate + 1.0);
         }
         assert!((law.pacing_rate().unwrap() / rate - 1.0).abs() < 0.01);
+    }
+
+    /// A flow that paused (nothing in flight for two seconds) ramps back up
+    /// over a round trip from its initial window's rate, never above the
+    /// rate it was told.
+    #[test]
+    fn after_a_pause_the_rate_ramps_back_up_over_a_round_trip() {
+        let config = LawConfig::with_mss(1_000);
+        let rtt = RttSample::uniform(MS * 40);
+        let mut law = ErcLaw::new(config);
+        let told = rate_of(index_of(1e6)).unwrap();
+        law.on_feedback(MS, feedback(index_of(1e6)), &rtt);
+        law.on_ack(MS * 100, 1_000, &rtt);
+        assert!((law.pacing_rate().unwrap() / told - 1.0).abs() < 1e-9);
+        // Silent until 2.1 s.
+        let resume = MS * 2_100;
+        law.on_idle_restart(resume, MS * 2_000);
+        let restart = config.initial_window as f64 / 0.040;
+        assert!((law.pacing_rate().unwrap() / restart - 1.0).abs() < 1e-9);
+        law.on_ack(resume + MS * 20, 1_000, &rtt);
+        let half = law.pacing_rate().unwrap();
+        assert!(half > restart && half < told, "{half}");
+        law.on_ack(resume + MS * 40, 1_000, &rtt);
+        assert!((law.pacing_rate().unwrap() / told - 1.0).abs() < 1e-9);
+        // With no router on the path there is no rate to ramp to.
+        let mut cubic = ErcLaw::new(config);
+        cubic.on_idle_restart(resume, MS * 2_000);
+        assert_eq!(cubic.pacing_rate(), None);
     }
 
     /// Feedback that stops (lost reports, a silent receiver) never lets the

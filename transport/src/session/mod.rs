@@ -39,6 +39,7 @@ mod tests;
 
 pub use mode::{Marking, PeerMode};
 pub use report::{Next, ReportError, Repr};
+pub use sending::idle_gap;
 
 use crate::schemes::registry::Scheme;
 use crate::session::presence::is_probe;

@@ -90,6 +90,8 @@ pub(super) struct Sending {
     /// Packets sent before the peer was known to run ecnq, with quinn's
     /// ECT(0) (see [`Sending::on_report`]).
     probing_packets: u64,
+    /// When the last packet was sent, to tell an idle restart.
+    last_sent: Option<Duration>,
 }
 
 impl Sending {
@@ -120,6 +122,7 @@ impl Sending {
             header_bytes,
             in_flight: 0,
             probing_packets: 0,
+            last_sent: None,
         }
     }
 
@@ -185,6 +188,12 @@ impl Sending {
     }
 
     pub fn on_sent(&mut self, now: Duration, bytes: u64) {
+        if let Some(idle) = idle_gap(self.in_flight, self.last_sent, now, self.rtt.smoothed) {
+            if let Some(law) = self.law.as_mut() {
+                law.on_idle_restart(now, idle);
+            }
+        }
+        self.last_sent = Some(now);
         self.in_flight = self.in_flight.saturating_add(bytes);
         if self.mode == PeerMode::Probing {
             self.probing_packets += 1;
@@ -371,6 +380,18 @@ impl Sending {
     }
 }
 
+/// The idle time before a packet sent at `now`, if the sender was idle:
+/// nothing in flight, and at least one smoothed RTT since its last packet.
+pub fn idle_gap(
+    in_flight: u64,
+    last_sent: Option<Duration>,
+    now: Duration,
+    srtt: Duration,
+) -> Option<Duration> {
+    let idle = now.saturating_sub(last_sent?);
+    (in_flight == 0 && !idle.is_zero() && idle >= srtt).then_some(idle)
+}
+
 /// What a law's decreases are measured on: its rate for rate laws (their
 /// window follows the RTT), else its window.
 fn law_level(law: &dyn Law) -> (Mode, f64) {
@@ -399,6 +420,18 @@ mod tests {
             .expect("MCP is rate-based");
         // Throughput is at most window / RTT: the window must carry a whole RTT of the rate.
         assert_eq!(sending.law_window(), Some((rate * 0.1) as u64));
+    }
+
+    #[test]
+    fn an_idle_gap_needs_nothing_in_flight_and_a_round_trip_of_silence() {
+        let ms = Duration::from_millis;
+        let srtt = ms(40);
+        assert_eq!(idle_gap(0, Some(ms(100)), ms(2_100), srtt), Some(ms(2_000)));
+        assert_eq!(idle_gap(0, Some(ms(100)), ms(140), srtt), Some(ms(40)));
+        // Shorter than a round trip, packets in flight, or a first packet.
+        assert_eq!(idle_gap(0, Some(ms(100)), ms(139), srtt), None);
+        assert_eq!(idle_gap(1_200, Some(ms(100)), ms(2_100), srtt), None);
+        assert_eq!(idle_gap(0, None, ms(2_100), srtt), None);
     }
 
     #[test]

@@ -345,6 +345,12 @@ pub trait Law: Send + fmt::Debug {
     /// handshake's): a pacing law paces its first flight from it.
     fn on_rtt(&mut self, _rtt: &RttSample) {}
 
+    /// The sender sends again at `now` with nothing in flight, `idle` (at
+    /// least a smoothed RTT) after its last packet: an application that
+    /// paused. A law whose rate may have gone stale meanwhile restarts
+    /// gently.
+    fn on_idle_restart(&mut self, _now: Duration, _idle: Duration) {}
+
     /// A feedback report arrived from the receiver.
     fn on_feedback(&mut self, now: Duration, feedback: Feedback, rtt: &RttSample);
 
