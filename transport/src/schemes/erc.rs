@@ -1248,16 +1248,22 @@ mod tests {
         assert!((law.pacing_rate().unwrap() / rate - 1.0).abs() < 0.01);
     }
 
+    /// A sender on a 40 ms path told 1 MB/s at 1 ms: its config, RTT, law
+    /// and the rate it was told.
+    fn told_1_mbyte_per_s() -> (LawConfig, RttSample, ErcLaw, f64) {
+        let config = LawConfig::with_mss(1_000);
+        let rtt = RttSample::uniform(MS * 40);
+        let mut law = ErcLaw::new(config);
+        law.on_feedback(MS, feedback(index_of(1e6)), &rtt);
+        (config, rtt, law, rate_of(index_of(1e6)).unwrap())
+    }
+
     /// A flow that paused (nothing in flight for two seconds) ramps back up
     /// over a round trip from its initial window's rate, never above the
     /// rate it was told.
     #[test]
     fn after_a_pause_the_rate_ramps_back_up_over_a_round_trip() {
-        let config = LawConfig::with_mss(1_000);
-        let rtt = RttSample::uniform(MS * 40);
-        let mut law = ErcLaw::new(config);
-        let told = rate_of(index_of(1e6)).unwrap();
-        law.on_feedback(MS, feedback(index_of(1e6)), &rtt);
+        let (config, rtt, mut law, told) = told_1_mbyte_per_s();
         law.on_ack(MS * 100, 1_000, &rtt);
         assert!((law.pacing_rate().unwrap() / told - 1.0).abs() < 1e-9);
         // Silent until 2.1 s.
@@ -1280,11 +1286,7 @@ mod tests {
     /// sender above the last rate it was told.
     #[test]
     fn silent_feedback_never_lifts_the_rate() {
-        let config = LawConfig::with_mss(1_000);
-        let rtt = RttSample::uniform(MS * 40);
-        let mut law = ErcLaw::new(config);
-        let told = rate_of(index_of(1e6)).unwrap();
-        law.on_feedback(MS, feedback(index_of(1e6)), &rtt);
+        let (_, rtt, mut law, told) = told_1_mbyte_per_s();
         for ms in 2..10_000u32 {
             law.on_ack(MS * ms, 1_000, &rtt);
             let rate = law.pacing_rate().unwrap();
