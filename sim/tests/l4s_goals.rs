@@ -68,6 +68,28 @@ fn prague_through_dualpi2_keeps_the_l4s_queue_short_and_shares_with_cubic() {
     );
 }
 
+/// Prague at a classic RFC 3168 ECN AQM (one FIFO that CE-marks every ECT
+/// packet from a threshold of 25, 50 or 100 packets): its marks come with
+/// a standing queue of 5 ms and more, so it answers them as Reno does and
+/// leaves Cubic with ECN 0.5×–2× its rate. Answering them with α/2, it
+/// took 45.44 of the 50 Mbit/s at 25 packets and left Cubic 4.49.
+#[test]
+fn prague_falls_back_at_a_classic_ecn_aqm() {
+    for threshold in ["25pkt", "50pkt", "100pkt"] {
+        let set = format!("links.0.ecn_threshold={threshold}");
+        let s = run("l4s-classic-ecn", Scheme::Prague, &[&set]);
+        let (prague, cubic) = (group_mbit(&s, "prague"), group_mbit(&s, "cubic"));
+        println!(
+            "classic ECN at {threshold}: Prague {prague:.2} / Cubic with ECN {cubic:.2} Mbit/s, utilization {:.3}",
+            link(&s, "L").utilization
+        );
+        assert!(
+            (0.5..=2.0).contains(&(prague / cubic)),
+            "{threshold}: {prague:.2} / {cubic:.2}"
+        );
+    }
+}
+
 /// erc at a DualPI2 bottleneck, with no erc router on the path (it sends
 /// ECT(0) and runs Cubic) and behind one (its digits are Not-ECT and
 /// ECT(0), both classic): 0.5×–2× its neighbour, and no spurious loss.

@@ -19,6 +19,14 @@
 //!   [`BURST`]. A burst of more than a millisecond of the link's capacity
 //!   meets the L4S step and is marked; an unpaced first flight would end
 //!   slow start at a few packets.
+//! * **Classic ECN fallback** (RFC 9331 §4.3, the Prague draft's fall-back
+//!   on a classic ECN bottleneck): an RFC 3168 AQM marks from a queue of
+//!   several milliseconds, an L4S one from about one. A marked round whose
+//!   smoothed RTT stands more than [`CLASSIC_QUEUE`] above the minimum
+//!   counts toward a classic bottleneck, one below it against; while most
+//!   recent marked rounds count toward it, a marked round halves the
+//!   window, as Reno answers CE, instead of taking α/2 off it. Without it
+//!   Prague took 45.44 of 50 Mbit/s from Cubic with ECN at such an AQM.
 
 use std::time::Duration;
 
@@ -51,6 +59,15 @@ pub const SLOW_START_PACING: f64 = 2.0;
 /// sender's own bursts are not marked (Linux tcp_prague,
 /// `prague_burst_shift`: 2⁻¹² s).
 pub const BURST: Duration = Duration::from_micros(250);
+/// Marks that arrive with more queueing delay than this (smoothed RTT over
+/// the minimum) come from a classic AQM: between the L4S step's 1 ms and
+/// the 5 ms and more that classic AQMs aim at (CoDel's target, RFC 8289
+/// §4.4; PIE's 15 ms, RFC 8033). Linux's tcp_prague measures its queue
+/// against a reference of about 2 ms.
+pub const CLASSIC_QUEUE: Duration = Duration::from_millis(3);
+/// Each marked round moves the classic score by this much toward 1 (a
+/// classic bottleneck) or 0; above one half Prague answers as Reno.
+const CLASSIC_STEP: f64 = 0.25;
 /// The receiver's CE fraction averages over about this many packets.
 pub const FRACTION_PACKETS: f64 = 16.0;
 /// Reported fractions travel in units of 1/10 000.
@@ -118,6 +135,11 @@ pub struct PragueLaw {
     marked: bool,
     /// The smoothed RTT of the last ACK, once there was one.
     srtt: Option<Duration>,
+    /// How much the recent marked rounds look like a classic AQM's, 0 to 1.
+    classic: f64,
+    /// The smallest RTT sample of the current round: the queue that stood
+    /// through it.
+    round_min_rtt: Option<Duration>,
 }
 
 impl PragueLaw {
@@ -131,6 +153,8 @@ impl PragueLaw {
             round_start: None,
             marked: false,
             srtt: None,
+            classic: 0.0,
+            round_min_rtt: None,
             config,
         }
     }
@@ -140,16 +164,34 @@ impl PragueLaw {
         self.alpha
     }
 
+    /// Whether the marks look like a classic RFC 3168 AQM's, so that
+    /// Prague answers them as Reno does.
+    pub fn classic_ecn(&self) -> bool {
+        self.classic > 0.5
+    }
+
     /// Closes a round once a smoothed RTT has passed: α follows the
     /// receiver's CE fraction, and a round with CE reduces the window.
     fn end_round_if_due(&mut self, now: Duration, rtt: &RttSample) {
         let start = *self.round_start.get_or_insert(now);
+        let round_min = self.round_min_rtt.map_or(rtt.latest, |m| m.min(rtt.latest));
+        self.round_min_rtt = Some(round_min);
         if now < start + rtt.smoothed {
             return;
         }
+        self.round_min_rtt = None;
         self.alpha += G * (self.fraction - self.alpha);
         if self.marked {
-            self.cwnd.set(self.cwnd.bytes() * (1.0 - self.alpha / 2.0));
+            let queue = round_min.saturating_sub(rtt.min);
+            let toward = if queue > CLASSIC_QUEUE { 1.0 } else { 0.0 };
+            self.classic += CLASSIC_STEP * (toward - self.classic).signum();
+            self.classic = self.classic.clamp(0.0, 1.0);
+            let reduction = if self.classic_ecn() {
+                0.5
+            } else {
+                self.alpha / 2.0
+            };
+            self.cwnd.set(self.cwnd.bytes() * (1.0 - reduction));
             self.ssthresh = self.cwnd.bytes();
             self.cwnd.set_mode(Mode::CongestionAvoidance);
         }
@@ -296,6 +338,57 @@ mod tests {
         law.on_ack(MS * 20_100, 0, &r);
         let after = law.window() as f64;
         assert!((after / before - 0.95).abs() < 0.01, "{before} -> {after}");
+    }
+
+    /// Marked rounds over a queue that stood 10 ms through them read as a
+    /// classic AQM: after three, a marked round halves the window. Marked
+    /// rounds over the L4S step's millisecond turn it back.
+    #[test]
+    fn marks_over_a_standing_queue_of_milliseconds_are_answered_as_reno() {
+        let mut law = PragueLaw::new(LawConfig::with_mss(MSS));
+        let base = MS * 40;
+        let standing = |queue: Duration| RttSample {
+            smoothed: base + queue,
+            min: base,
+            latest: base + queue,
+        };
+        // Leave slow start at 100 packets.
+        law.on_ack(MS, 90 * MSS, &standing(MS));
+        law.on_congestion(MS, MS, Congestion::Ce, &standing(MS));
+        let mut now = MS;
+        // One round: a window acked, CE if `marked`; returns the window's
+        // change at the round's end.
+        let mut round = |law: &mut PragueLaw, queue: Duration, marked: bool| {
+            let r = standing(queue);
+            now += base + queue;
+            law.on_feedback(now, fb(0.02), &r);
+            law.on_ack(now, law.window(), &r);
+            if marked {
+                law.on_congestion(now, now, Congestion::Ce, &r);
+            }
+            now += base + queue;
+            let before = law.window() as f64;
+            law.on_ack(now, 0, &r);
+            law.window() as f64 / before
+        };
+        // α falls toward the 2 % the receiver reports.
+        for _ in 0..80 {
+            round(&mut law, MS, false);
+        }
+        let l4s = round(&mut law, MS, true);
+        assert!(l4s > 0.97, "{l4s}");
+        for _ in 0..3 {
+            round(&mut law, MS * 10, true);
+        }
+        assert!(law.classic_ecn());
+        let classic = round(&mut law, MS * 10, true);
+        assert!((classic - 0.5).abs() < 0.01, "{classic}");
+        // Unmarked rounds change nothing; L4S marks turn it back.
+        round(&mut law, MS * 10, false);
+        assert!(law.classic_ecn());
+        round(&mut law, MS, true);
+        round(&mut law, MS, true);
+        assert!(!law.classic_ecn());
     }
 
     fn fb(fraction: f64) -> Feedback {
