@@ -292,11 +292,15 @@ impl Sampler {
                 stats.ecn_received
             };
             let delta = |i: usize| ecn[i].saturating_sub(last_ecn[i]);
+            // A load read while no router feedback is in use (no ecnq
+            // router, reports stopped) decodes the fallback's own ECT(0):
+            // shown as `-`, not as a load no router wrote.
             let load = if self.sender {
                 stats.path_load
             } else {
                 stats.local_estimate
-            };
+            }
+            .filter(|_| stats.uses_feedback());
             let record = StreamInterval {
                 socket: self.socket,
                 start: last_t,
