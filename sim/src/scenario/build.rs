@@ -7,7 +7,7 @@ use std::ops::Range;
 use toml::Spanned;
 
 use super::file::{FlowGroup, LinkEntry, ParetoEntry};
-use super::quantity::Buffer;
+use super::quantity::{Buffer, Time};
 use super::topology::{Duplex, DuplexSpec, Network};
 use super::{Overrides, Scenario};
 use crate::engine::{BufferLimit, FeedbackPath, FlowSpec, Nanos, ParetoSpec, SimConfig, SECOND};
@@ -87,6 +87,7 @@ impl Builder<'_> {
         if !(0.0..=1.0).contains(&l.loss) || !(0.0..=1.0).contains(&l.reverse_loss) {
             return Err(self.error_at(span, &what, "loss must be between 0 and 1"));
         }
+        let blackout = self.span_of(l.reverse_blackout, span.clone(), &what, "reverse_blackout")?;
         let (buffer, ecn_threshold) = self.buffers(l, span, &what)?;
         let d = self.net.duplex(&DuplexSpec {
             name: l.name.clone(),
@@ -95,7 +96,7 @@ impl Builder<'_> {
             buffer,
             loss: l.loss,
             reverse_loss: l.reverse_loss,
-            reverse_blackout: l.reverse_blackout.map(|[from, until]| (from.0, until.0)),
+            reverse_blackout: blackout,
             reverse_reports_only: l.reverse_reports_only,
             router_restart: l.router_restart.map(|t| t.0),
             ecn_threshold,
@@ -185,6 +186,24 @@ impl Builder<'_> {
         }
     }
 
+    /// A `[from, until]` span of a file, which must end after it starts.
+    fn span_of(
+        &self,
+        span: Option<[Time; 2]>,
+        at: Range<usize>,
+        what: &str,
+        field: &str,
+    ) -> Result<Option<(Nanos, Nanos)>, String> {
+        match span {
+            Some([from, until]) if until.0 <= from.0 => Err(self.error_at(
+                at,
+                &format!("{what}.{field}"),
+                "the span must end after it starts",
+            )),
+            span => Ok(span.map(|[from, until]| (from.0, until.0))),
+        }
+    }
+
     /// Adds the flows of group `gi`, each routed to its RTT.
     fn add_flow_group(&mut self, gi: usize, group: &Spanned<FlowGroup>) -> Result<(), String> {
         let span = group.span();
@@ -192,6 +211,7 @@ impl Builder<'_> {
         let what = format!("flows[{gi}]");
         let hops = self.hops(&g.path, span.clone(), &what)?;
         let protocol = g.scheme.unwrap_or(self.scheme);
+        let pause = self.span_of(g.pause, span.clone(), &what, "pause")?;
         let start = g.start.map_or(0, |t| t.0);
         let step = g.start_step.map_or(0, |t| t.0);
         let jitter = g.start_jitter.map_or(0, |t| t.0);
@@ -216,7 +236,7 @@ impl Builder<'_> {
                 ack_path: route.ack_path,
                 start: start + step * i as Nanos + jitter,
                 stop: g.stop.map(|t| t.0),
-                pause: g.pause.map(|[from, until]| (from.0, until.0)),
+                pause,
                 size: g.size.map(|b| b.0.max(1)),
                 mss,
                 max_window: g.max_window.map(|p| u64::from(p) * u64::from(mss)),

@@ -195,6 +195,26 @@ rtt = ["20ms", "40ms"]
     }
 
     #[test]
+    fn spans_must_end_after_they_start() {
+        let with = |line: &str, after: &str| {
+            let text = TEXT.replacen(after, &format!("{after}\n{line}"), 1);
+            Scenario::parse("t", "t", &text, &[])?.build(&Overrides::default())
+        };
+        let err = with("pause = [\"12s\", \"10s\"]", "count = 2").unwrap_err();
+        assert!(
+            err.contains("flows[0].pause") && err.contains("must end after"),
+            "{err}"
+        );
+        let err = with("reverse_blackout = [\"8s\", \"8s\"]", "buffer = \"20pkt\"").unwrap_err();
+        assert!(err.contains("reverse_blackout"), "{err}");
+        let config = with("pause = [\"10s\", \"12s\"]", "count = 2").unwrap();
+        assert_eq!(
+            config.flows[0].pause,
+            Some((10_000_000_000, 12_000_000_000))
+        );
+    }
+
+    #[test]
     fn overrides_replace_scheme_seed_and_duration() {
         let s = Scenario::parse("t", "t", TEXT, &[]).unwrap();
         let o = Overrides {
