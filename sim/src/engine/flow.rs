@@ -172,7 +172,6 @@ impl Flow {
             .map_or_else(|| self.law.window(), |s| s.window())
     }
 
-    /// The rate a rate law sends at, bytes per second.
     /// Tells the law that the sender sends again after an idle
     /// ([`idle_gap`]'s rule, the QUIC stack's); a session tells its own.
     pub(super) fn restart_if_idle(&mut self, now: Nanos) {
@@ -193,6 +192,7 @@ impl Flow {
             .is_some_and(|(from, until)| (from..until).contains(&now))
     }
 
+    /// The rate a rate law sends at, bytes per second.
     pub(super) fn pacing_rate(&self) -> Option<f64> {
         match &self.session {
             Some(s) => s.pacing_rate(),

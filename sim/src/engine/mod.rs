@@ -116,23 +116,17 @@ impl Sim {
             counters: Counters::default(),
             trace: config.trace.then(Vec::new),
         };
-        let times: Vec<_> = sim
-            .flows
-            .iter()
-            .map(|f| (f.spec.start, f.spec.stop, f.spec.pause))
-            .collect();
-        for (i, (start, stop, pause)) in times.into_iter().enumerate() {
-            sim.clock.schedule_at(start, Event::Start(i as u32));
-            if let Some(stop) = stop {
+        for (i, f) in sim.flows.iter().enumerate() {
+            sim.clock.schedule_at(f.spec.start, Event::Start(i as u32));
+            if let Some(stop) = f.spec.stop {
                 sim.clock.schedule_at(stop, Event::Stop(i as u32));
             }
-            if let Some((_, until)) = pause {
+            if let Some((_, until)) = f.spec.pause {
                 sim.clock.schedule_at(until, Event::Resume(i as u32));
             }
         }
-        let restarts: Vec<_> = sim.links.iter().map(|l| l.spec.router_restart).collect();
-        for (i, at) in restarts.into_iter().enumerate() {
-            if let Some(at) = at {
+        for (i, l) in sim.links.iter().enumerate() {
+            if let Some(at) = l.spec.router_restart {
                 sim.clock.schedule_at(at, Event::RouterRestart(i as u32));
             }
         }

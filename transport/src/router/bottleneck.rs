@@ -745,6 +745,11 @@ mod tests {
 
     /// 8 Mbit/s: one 1000-byte packet per millisecond.
     fn link(discipline: Discipline) -> Bottleneck<Pkt> {
+        link_from(discipline, Duration::ZERO)
+    }
+
+    /// The same link, its first interval starting at `start`.
+    fn link_from(discipline: Discipline, start: Duration) -> Bottleneck<Pkt> {
         Bottleneck::new(
             BottleneckConfig {
                 rate: Some(8_000_000),
@@ -752,7 +757,7 @@ mod tests {
                 discipline,
                 router: RouterConfig::new(1e6, 1_000_000),
             },
-            Duration::ZERO,
+            start,
         )
     }
 
@@ -803,15 +808,7 @@ mod tests {
         let before = offer_until(&mut restarted, 0, 2_000);
         offer_until(&mut kept, 0, 2_000);
         restarted.restart_router(MS * 2_000);
-        let mut fresh = Bottleneck::new(
-            BottleneckConfig {
-                rate: Some(8_000_000),
-                limit: QueueLimit::Packets(1000),
-                discipline: Discipline::Dual,
-                router: RouterConfig::new(1e6, 1_000_000),
-            },
-            MS * 2_000,
-        );
+        let mut fresh = link_from(Discipline::Dual, MS * 2_000);
         let after = offer_until(&mut restarted, 2_000, 4_000);
         assert_eq!(after, offer_until(&mut fresh, 2_000, 4_000));
         // What the router had learned before shows in the marks of one

@@ -22,7 +22,7 @@
 //! * **Classic ECN fallback** (RFC 9331 §4.3, the Prague draft's fall-back
 //!   on a classic ECN bottleneck): an RFC 3168 AQM marks from a queue of
 //!   several milliseconds, an L4S one from about one. A marked round whose
-//!   smoothed RTT stands more than [`CLASSIC_QUEUE`] above the minimum
+//!   smallest RTT stood more than [`CLASSIC_QUEUE`] above the minimum
 //!   counts toward a classic bottleneck, one below it against; while most
 //!   recent marked rounds count toward it, a marked round halves the
 //!   window, as Reno answers CE, instead of taking α/2 off it. Without it
@@ -59,8 +59,8 @@ pub const SLOW_START_PACING: f64 = 2.0;
 /// sender's own bursts are not marked (Linux tcp_prague,
 /// `prague_burst_shift`: 2⁻¹² s).
 pub const BURST: Duration = Duration::from_micros(250);
-/// Marks that arrive with more queueing delay than this (smoothed RTT over
-/// the minimum) come from a classic AQM: between the L4S step's 1 ms and
+/// Marks that arrive over a queue that stood at least this long (the
+/// marked round's smallest RTT over the minimum) come from a classic AQM: between the L4S step's 1 ms and
 /// the 5 ms and more that classic AQMs aim at (CoDel's target, RFC 8289
 /// §4.4; PIE's 15 ms, RFC 8033). Linux's tcp_prague measures its queue
 /// against a reference of about 2 ms.
