@@ -183,9 +183,12 @@ impl PragueLaw {
         self.alpha += G * (self.fraction - self.alpha);
         if self.marked {
             let queue = round_min.saturating_sub(rtt.min);
-            let toward = if queue > CLASSIC_QUEUE { 1.0 } else { 0.0 };
-            self.classic += CLASSIC_STEP * (toward - self.classic).signum();
-            self.classic = self.classic.clamp(0.0, 1.0);
+            let step = if queue > CLASSIC_QUEUE {
+                CLASSIC_STEP
+            } else {
+                -CLASSIC_STEP
+            };
+            self.classic = (self.classic + step).clamp(0.0, 1.0);
             let reduction = if self.classic_ecn() {
                 0.5
             } else {
