@@ -42,7 +42,11 @@
 //! flow counts as one more bottlenecked flow from its tenth packet on (no
 //! receiver reads a chain from fewer), and stays so while young, so that
 //! the share drops before the newcomer sends at it (a safe start); a short
-//! flow that ends sooner never takes a share from the others. The packets
+//! flow that ends sooner never takes a share from the others. Once the
+//! share is computed again, young flows hold as many shares as recent
+//! newcomers came to use (most do where flows are long, few where most are
+//! short), and a newcomer that came back after a round trip and then went
+//! quiet for two has ended and frees its share. The packets
 //! a flow sends before it counts carry the share it will get once it
 //! counts, since its first chain is read mostly from them. The router
 //! writes its own index's digit into a packet only when its index is above
@@ -274,8 +278,13 @@ pub struct ErcConfig {
     /// router advertised over the last [`ErcConfig::reference_span`] is
     /// bottlenecked here; one below it is limited elsewhere.
     pub bottlenecked_fraction: f64,
-    /// How far back the smallest advertised share is looked for: a flow's
-    /// rate reflects what it was told up to a round trip ago.
+    /// The shortest span over which the smallest advertised share is looked
+    /// for: a flow's rate reflects what it was told up to a round trip ago,
+    /// so the router looks back over the longest round trip it has learnt
+    /// among its flows when that is longer. A fixed second was too short
+    /// for 2 s paths and too long where short flows come and go: the
+    /// share's dips made every flow that had sent a window count as
+    /// bottlenecked (sim/REPRODUCTION.md, erc and short flows).
     pub reference_span: Duration,
 }
 
@@ -288,7 +297,7 @@ impl Default for ErcConfig {
             max_interval: Duration::from_millis(250),
             interval_packets: 16.0,
             young: Duration::from_secs(4),
-            reference_span: Duration::from_secs(1),
+            reference_span: Duration::from_millis(250),
             bottlenecked_fraction: 0.8,
         }
     }
@@ -301,6 +310,16 @@ const IDLE_INTERVALS: u32 = 4;
 /// ... unless it is a newcomer waiting for its rate, which on a long path
 /// sends a window and then nothing for a round trip.
 const IDLE_NEWCOMER: Duration = Duration::from_secs(1);
+/// A silence this long among a new flow's packets ends its first flight
+/// (sent at once, or paced faster than about 1 Mbit/s): the flow waits for
+/// its first ACKs. ecnq's own.
+const RETURN_GAP: Duration = Duration::from_millis(10);
+/// The weight of one newcomer's outcome in [`ErcMarker::show_up`]: it
+/// averages about the last 16 (ecnq's own; tuned on `adpm-afct`).
+const SHOW_UP_GAIN: f64 = 1.0 / 16.0;
+/// The longest round trip the router learns: a flow silent for longer after
+/// its first packets has paused, not waited for its ACKs. ecnq's own.
+const LONGEST_ROUND: Duration = Duration::from_secs(3);
 /// Packet size assumed before the router has seen any packets.
 const DEFAULT_PACKET: f64 = 1_200.0;
 
@@ -317,6 +336,11 @@ struct FlowState {
     arrived: Option<Duration>,
     /// When its last packet arrived.
     last_packet: Duration,
+    /// When its first packet arrived.
+    first_packet: Duration,
+    /// From its first packet to its first after a [`RETURN_GAP`]: about
+    /// its round trip (a first flight, then the wait for its ACKs).
+    round: Option<Duration>,
     /// Whether the flow's key is in the router's list of flows.
     listed: bool,
     /// The interval the flow was last counted in (a key listed twice counts once).
@@ -353,6 +377,14 @@ pub struct ErcMarker {
     /// The index written into the packets of a flow not counted yet: the
     /// share with it counted.
     newcomer_index: u16,
+    /// The fraction of recent newcomers that came to send at the share,
+    /// rather than ending or staying under it while young. Young flows
+    /// reserve this many shares each: where most flows are short, the
+    /// shares they would never use go to the flows that are there.
+    show_up: f64,
+    /// How far back [`ErcMarker::reference_share`] looks: the longest round
+    /// trip learnt among the flows, at least [`ErcConfig::reference_span`].
+    reference_span: Duration,
 }
 
 impl ErcMarker {
@@ -378,6 +410,8 @@ impl ErcMarker {
             history: Vec::new(),
             packet_size: DEFAULT_PACKET,
             newcomer_index: 1,
+            show_up: 1.0,
+            reference_span: config.reference_span,
         }
     }
 
@@ -399,7 +433,7 @@ impl ErcMarker {
     fn advertise(&mut self, now: Duration, share: f64) {
         self.share = share.clamp(RATE_MIN, RATE_MAX);
         self.index = index_of(self.share);
-        let keep_from = now.saturating_sub(self.config.reference_span);
+        let keep_from = now.saturating_sub(self.reference_span);
         self.history.retain(|&(at, _)| at >= keep_from);
         self.history.push((now, self.share));
         self.count_newcomer();
@@ -414,7 +448,7 @@ impl ErcMarker {
     }
 
     /// The smallest share advertised over the last
-    /// [`ErcConfig::reference_span`].
+    /// [`ErcMarker::reference_span`].
     fn reference_share(&self) -> f64 {
         self.history
             .iter()
@@ -455,6 +489,8 @@ impl ErcMarker {
         let idle = self.interval * IDLE_INTERVALS;
         let mut demands: Vec<f64> = Vec::with_capacity(self.listed.len());
         let flows = &mut self.flows;
+        let (mut came, mut stayed_away, mut young_waiting) = (0u32, 0u32, 0usize);
+        let mut longest_round = self.config.reference_span;
         self.listed.retain(|&key| {
             let Some(state) = flows.get_mut(now, key) else {
                 return false;
@@ -463,18 +499,33 @@ impl ErcMarker {
                 return false;
             }
             state.counted = epoch;
+            longest_round = longest_round.max(state.round.unwrap_or_default());
             let sample = state.bytes as f64 / elapsed;
             state.rate += RATE_GAIN * (sample - state.rate);
             state.bytes = 0;
             let at_share = state.rate >= reference;
-            if at_share {
+            if at_share && state.arrived.take().is_some() {
+                came += 1;
+            }
+            if state
+                .arrived
+                .is_some_and(|at| now.saturating_sub(at) >= young)
+            {
                 state.arrived = None;
             }
-            let is_young = state
-                .arrived
-                .is_some_and(|at| now.saturating_sub(at) < young);
-            let idle_limit = if is_young { IDLE_NEWCOMER } else { idle };
+            let is_young = state.arrived.is_some();
+            // A newcomer that has come back after its first round trip
+            // and then went quiet for two has ended, or waits on its
+            // application: it frees its share as any flow would.
+            let idle_limit = match (is_young, state.round) {
+                (true, Some(round)) => (2 * round).max(idle),
+                (true, None) => IDLE_NEWCOMER,
+                (false, _) => idle,
+            };
             if now.saturating_sub(state.last_packet) >= idle_limit {
+                if is_young {
+                    stayed_away += 1;
+                }
                 state.listed = false;
                 return false;
             }
@@ -487,9 +538,18 @@ impl ErcMarker {
                 // An upstream router holds the flow to a smaller rate.
                 demand = demand.min(rate_of(state.incoming.index()).unwrap_or(f64::INFINITY));
             }
-            demands.push(demand);
+            if is_young && demand.is_infinite() {
+                young_waiting += 1;
+            } else {
+                demands.push(demand);
+            }
             true
         });
+        let keep = |outcomes: u32| (1.0 - SHOW_UP_GAIN).powi(outcomes as i32);
+        self.show_up = (1.0 - (1.0 - self.show_up) * keep(came)) * keep(stayed_away);
+        let reserved = (young_waiting as f64 * self.show_up).ceil() as usize;
+        demands.extend(std::iter::repeat_n(f64::INFINITY, reserved));
+        self.reference_span = longest_round;
         let share = self.water_fill(available, &mut demands);
         self.advertise(now, share);
         self.interval = Duration::from_secs_f64(
@@ -549,15 +609,34 @@ impl Marker for ErcMarker {
 
         let state = self.flows.entry(now, pkt.flow);
         if !state.listed {
+            // A flow that comes back after it left the computation (a
+            // newcomer on a long path waits for its ACKs) keeps what the
+            // router learnt of its round trip.
+            let back = state.packets > 0 && now.saturating_sub(state.last_packet) <= LONGEST_ROUND;
+            let (first_packet, last_packet, round) = if back {
+                (state.first_packet, state.last_packet, state.round)
+            } else {
+                (now, now, None)
+            };
             *state = FlowState {
                 listed: true,
                 counted: self.epoch,
+                first_packet,
+                last_packet,
+                round,
                 ..FlowState::default()
             };
             self.listed.push(pkt.flow);
         }
         state.bytes += u64::from(link.packet_len);
         state.packets = state.packets.saturating_add(1);
+        let since_first = now.saturating_sub(state.first_packet);
+        if state.round.is_none()
+            && now.saturating_sub(state.last_packet) >= RETURN_GAP
+            && since_first <= LONGEST_ROUND
+        {
+            state.round = Some(since_first);
+        }
         state.last_packet = now;
         // No receiver can read a chain from fewer packets than it has
         // digits: from here on the flow may learn its rate at any time.
@@ -1096,6 +1175,103 @@ mod tests {
             "{}",
             r.share()
         );
+    }
+
+    /// Marks packets of flows `(flow, at)` in time order, on a link of
+    /// 10 MB/s, beside one long flow that could fill it, from `from` until
+    /// `until`.
+    fn beside_a_long_flow(
+        router: &mut ErcMarker,
+        from: Duration,
+        until: Duration,
+        mut packets: Vec<(u64, Duration)>,
+    ) {
+        let mut t = from;
+        while t < until {
+            packets.push((1, t));
+            t += MS / 10;
+        }
+        packets.sort_by_key(|&(_, at)| at);
+        for (i, (flow, at)) in packets.into_iter().enumerate() {
+            let mut pkt = PacketMarks {
+                ecn: Ecn::Ect0,
+                tag: SchemeTag::new(WIRE.id()),
+                hash: i as u32,
+                flow,
+            };
+            router.mark(at, &link(1e7, 0, 0), &mut pkt);
+        }
+    }
+
+    /// A short flow's packets: a first flight of ten from `start`, and five
+    /// more a round trip of 100 ms later (1 ms apart, far under the share).
+    fn short_flow(flow: u64, start: Duration) -> impl Iterator<Item = (u64, Duration)> {
+        let first = (0..DIGITS).map(move |i| (flow, start + MS * i));
+        let second = (0..5).map(move |i| (flow, start + MS * (100 + i)));
+        first.chain(second)
+    }
+
+    #[test]
+    fn a_newcomer_that_came_back_and_went_quiet_frees_its_share() {
+        let mut r = ErcMarker::new(ErcConfig::default(), FlowTableConfig::default());
+        // Flow 2 sends its two flights and ends; flow 3 sends a first
+        // flight only, as a newcomer on a long path does while it waits.
+        let mut packets: Vec<_> = short_flow(2, Duration::ZERO).collect();
+        packets.extend((0..DIGITS).map(|i| (3, MS * i)));
+        beside_a_long_flow(&mut r, Duration::ZERO, MS * 500, packets);
+        // Quiet for two of its round trips, flow 2 has left; flow 3 may
+        // still come back (it is held for a second).
+        assert_eq!(r.flows(), 2);
+        beside_a_long_flow(&mut r, MS * 500, MS * 1_200, Vec::new());
+        assert_eq!(r.flows(), 1);
+    }
+
+    #[test]
+    fn where_newcomers_end_young_they_reserve_fewer_shares() {
+        let newcomers = |at: Duration| (10..14).flat_map(move |f| short_flow(f, at).take(10));
+        let mut fresh = ErcMarker::new(ErcConfig::default(), FlowTableConfig::default());
+        beside_a_long_flow(
+            &mut fresh,
+            Duration::ZERO,
+            MS * 300,
+            newcomers(MS * 50).collect(),
+        );
+        // The long flow and four newcomers, each reserved a share.
+        let each = 0.98 * 1e7 / 5.0;
+        assert!(
+            (fresh.share() / each - 1.0).abs() < 0.05,
+            "{}",
+            fresh.share()
+        );
+
+        // Four seconds of short flows that all end before their share
+        // reaches them, then the same four newcomers.
+        let mut r = ErcMarker::new(ErcConfig::default(), FlowTableConfig::default());
+        let shorts = (0..40).flat_map(|k| short_flow(100 + k, MS * 100 * k as u32));
+        beside_a_long_flow(&mut r, Duration::ZERO, MS * 5_000, shorts.collect());
+        assert!(r.show_up < 0.2, "{}", r.show_up);
+        let from = MS * 5_000;
+        beside_a_long_flow(
+            &mut r,
+            from,
+            from + MS * 300,
+            newcomers(from + MS * 50).collect(),
+        );
+        assert!(r.share() > 2.0 * each, "{} vs {each}", r.share());
+    }
+
+    #[test]
+    fn the_router_judges_flows_over_the_longest_round_trip_it_learnt() {
+        let mut r = ErcMarker::new(ErcConfig::default(), FlowTableConfig::default());
+        beside_a_long_flow(&mut r, Duration::ZERO, MS * 100, Vec::new());
+        assert_eq!(r.reference_span, ErcConfig::default().reference_span);
+        // A newcomer on a 2 s path: its first flight, then nothing until its
+        // ACKs return. It leaves the computation after a second of silence
+        // and comes back with its round trip learnt.
+        let first = (0..DIGITS).map(|i| (2, MS * (100 + i)));
+        let second = (0..DIGITS).map(|i| (2, MS * (2_100 + i)));
+        beside_a_long_flow(&mut r, MS * 100, MS * 2_300, first.chain(second).collect());
+        assert_eq!(r.reference_span, MS * 2_000);
     }
 
     #[test]
