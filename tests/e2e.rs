@@ -944,17 +944,26 @@ async fn coexistence_run(
 /// simulator's `coexist-fifo`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn erc_holds_its_share_beside_cubic() {
-    let (erc, cubic, util) = coexistence_run(
+    assert_pair_shares(
         CongestionControl::DEFAULT,
         CongestionControl::Cubic,
         "rate 10mbit delay 20ms limit 50kb",
         20.0,
     )
     .await;
-    println!("erc {erc:.2} Mbit/s, cubic {cubic:.2} Mbit/s, utilization {util:.3}");
-    let ratio = erc / cubic;
-    assert!((0.5..=2.0).contains(&ratio), "erc/cubic {ratio:.2}");
-    assert!(util >= 0.9, "utilization {util:.3}");
+}
+
+/// Runs `a` beside `b` through one relay with `spec` for `seconds`, prints
+/// the figures and asserts the coexistence goal: each gets 0.5×–2× the
+/// other, together ≥ 90 % of the link.
+async fn assert_pair_shares(a: CongestionControl, b: CongestionControl, spec: &str, seconds: f64) {
+    let (x, y, util) = coexistence_run(a, b, spec, seconds).await;
+    println!("{a} {x:.2} Mbit/s, {b} {y:.2} Mbit/s, utilization {util:.3}");
+    let ratio = x / y;
+    assert!(
+        (0.5..=2.0).contains(&ratio) && util >= 0.9,
+        "{a}/{b} {ratio:.2}, utilization {util:.3}"
+    );
 }
 
 /// The issue's coexistence goal, opt-in: every scheme beside quinn's Cubic
@@ -1044,6 +1053,37 @@ async fn l4s_goals_on_the_real_stack() {
         }
     }
     assert!(misses.is_empty(), "{}", misses.join("; "));
+}
+
+/// Issue 25's classic-ECN goal on the real stack, opt-in: Prague beside
+/// quinn's Cubic, which uses ECN, at a classic RFC 3168 ECN AQM (one FIFO
+/// that CE-marks every ECT packet while 60 KB wait: the simulator's 50
+/// packets of 1200 B) at 50 Mbit/s, 40 ms, one BDP, 30 s; prints the
+/// figures. Prague reads the marks as a classic AQM's and falls back to
+/// Reno's response, halving at most once per round trip, so each gets
+/// 0.5×–2× the other and together they use ≥ 90 % of the link.
+/// 2026-11-27, three runs: Prague 17.53–18.76 against Cubic's 25.89–27.20
+/// Mbit/s (0.64–0.72×) at utilization 0.933–0.946; the simulator's
+/// `prague_falls_back_at_a_classic_ecn_aqm` (`l4s-classic-ecn`, 50
+/// packets): 24.04 against 23.38 at 0.948.
+///
+/// The step is 50 packets, not the scenario's 25 (30 KB): at 25 even Reno
+/// beside Cubic leaves the link at 0.85–0.90 (quinn's NewReno: 0.902; the
+/// simulator's Reno: 0.880), so the utilization goal there is one of the
+/// step, not of Prague. At 30 KB Prague gets 0.63× and 0.69× Cubic at
+/// 0.879 and 0.878 (when it halved on every marked round, also on marks
+/// for packets sent before its last halving: 0.32–0.54× at 0.821–0.899 in
+/// six runs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "long: run with --release -- --ignored"]
+async fn prague_falls_back_at_a_classic_ecn_aqm_on_the_real_stack() {
+    assert_pair_shares(
+        CongestionControl::Ecnq(Scheme::Prague),
+        CongestionControl::Cubic,
+        "rate 50mbit delay 20ms limit 250kb ecn 60kb",
+        30.0,
+    )
+    .await;
 }
 
 /// A paper scheme with no ecnq router on its path: its presence probes

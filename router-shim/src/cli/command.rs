@@ -15,6 +15,8 @@ loss and corrupt (change one of the first 51 UDP payload bytes, checksum kept va
 [maxrun N] (at most N packets in a row) or gemodel P [R [1-H [1-K]]] (Gilbert-Elliott, as netem). \
 blackhole ON OFF [COUNT]: up for ON, then every packet dropped for OFF, COUNT times (default: forever). \
 queue dual|fifo|dualpi2: this link's queue, as --queue says (default: --queue). \
+ecn N (packets) or ecn SIZE: a classic RFC 3168 ECN AQM, one FIFO that CE-marks every ECT packet, \
+whatever its tag, while N packets or SIZE wait: --scheme classic --classic-threshold for this link alone. \
 Example: \"rate 20mbit delay 20ms 2ms loss 0.5% limit 100\"; the interop runner's handshakeloss: \
 \"rate 10mbit delay 15ms limit 25 loss 30% maxrun 4\". Empty: unlimited.";
 
@@ -292,7 +294,7 @@ fn marking_args() -> Vec<Arg> {
         Arg::new("classic-threshold")
             .long("classic-threshold")
             .value_name("SIZE")
-            .help("Queue (b, kb, mb, gb) at which untagged ECT packets get CE under --queue fifo [default: half the buffer limit, packets counted as 1500 bytes]"),
+            .help("Queue (b, kb, mb, gb) at which untagged ECT packets get CE under --queue fifo [default: half the buffer limit, packets counted as 1500 bytes; a link spec's ecn sets its own]"),
         Arg::new("flows")
             .long("flows")
             .value_name("N")

@@ -121,7 +121,9 @@ impl RouterOptions {
     }
 
     /// The router of a link with `spec`: what the spec implies
-    /// ([`router_config`]), then the options given.
+    /// ([`router_config`]), then the options given; a spec's `ecn` marking
+    /// is its own, as its `queue` is (`--scheme` and `--classic-threshold`
+    /// set the other links').
     fn router(&self, spec: &LinkSpec) -> RouterConfig {
         let mut cfg = match self.capacity {
             Some(bps) => RouterConfig {
@@ -130,7 +132,12 @@ impl RouterOptions {
             },
             None => router_config(spec),
         };
-        cfg.mode = self.mode;
+        if spec.ecn.is_none() {
+            cfg.mode = self.mode;
+            if let Some(bytes) = self.threshold {
+                cfg.classic_threshold = bytes;
+            }
+        }
         if let Some(t) = self.tp {
             cfg.meter.interval = t;
         }
@@ -146,9 +153,6 @@ impl RouterOptions {
         }
         if let Some(k) = self.k1 {
             cfg.meter.bmcc.k1 = k;
-        }
-        if let Some(bytes) = self.threshold {
-            cfg.classic_threshold = bytes;
         }
         if let Some(n) = self.flows {
             cfg.flows.capacity = n;

@@ -16,8 +16,8 @@ use std::time::Duration;
 use ecnq::router::bottleneck::{
     Bottleneck, BottleneckConfig, Class, Discipline, Dropped, QueueLimit, Queued,
 };
-use ecnq::router::{RouterConfig, RouterLink};
-use ecnq::{Ecn, PacketMarks, SchemeTag};
+use ecnq::router::{MarkingMode, RouterConfig, RouterLink};
+use ecnq::{Ecn, PacketMarks, SchemeTag, WireScheme};
 
 use super::classify::{PassCounters, PassReason};
 use super::impair::{Corruption, Rng, Strikes};
@@ -155,16 +155,26 @@ pub struct Direction {
 /// (for the classic marking threshold): a full-size Ethernet frame's payload.
 pub const MTU: u64 = 1500;
 
-/// The router configuration that matches a spec: capacity = the link rate
-/// (or [`UNLIMITED_CAPACITY_BPS`]), buffer = the limit, the core's defaults
-/// otherwise.
-pub fn router_config(spec: &LinkSpec) -> RouterConfig {
-    let bps = spec.rate.unwrap_or(UNLIMITED_CAPACITY_BPS);
-    let buffer = match spec.limit {
+/// A queue length in bytes, packets counted as [`MTU`] bytes.
+fn bytes(limit: Limit) -> u64 {
+    match limit {
         Limit::Bytes(n) => n,
         Limit::Packets(n) => n.saturating_mul(MTU),
-    };
-    RouterConfig::new(bps as f64 / 8.0, buffer)
+    }
+}
+
+/// The router configuration that matches a spec: capacity = the link rate
+/// (or [`UNLIMITED_CAPACITY_BPS`]), buffer = the limit, the core's defaults
+/// otherwise. A spec with `ecn` gets classic marking forced on every packet
+/// (which queues in one FIFO) from that queue length.
+pub fn router_config(spec: &LinkSpec) -> RouterConfig {
+    let bps = spec.rate.unwrap_or(UNLIMITED_CAPACITY_BPS);
+    let mut config = RouterConfig::new(bps as f64 / 8.0, bytes(spec.limit));
+    if let Some(threshold) = spec.ecn {
+        config.mode = MarkingMode::Forced(WireScheme::CLASSIC);
+        config.classic_threshold = bytes(threshold);
+    }
+    config
 }
 
 /// What the meter is told about a packet lost before the router: Not-ECT,
@@ -475,6 +485,40 @@ pub(crate) mod tests {
         ] {
             assert_eq!(link(words).bottleneck().discipline(), queue, "{words}");
         }
+    }
+
+    /// `ecn N` is a classic RFC 3168 ECN AQM: one FIFO whose router marks
+    /// every ECT packet CE, whatever its tag, while N packets or more wait.
+    #[test]
+    fn an_ecn_spec_marks_ect_packets_beyond_its_queue_length() {
+        let mut l = link("rate 1mbit limit 100 ecn 3 queue fifo");
+        assert_eq!(l.bottleneck().discipline(), Discipline::Fifo);
+        let router = router_config(l.spec());
+        assert_eq!(router.mode, MarkingMode::Forced(WireScheme::CLASSIC));
+        assert_eq!(router.classic_threshold, 3 * MTU);
+        let bytes = router_config(&"limit 250kb ecn 30kb".parse().unwrap());
+        assert_eq!(bytes.classic_threshold, 30 * 1024);
+        // Ten full-size packets at once, every other one Not-ECT, never
+        // marked: the third arrives with at most two waiting, the fifth with
+        // at least three (4500 bytes).
+        for i in 0..10 {
+            let mut p = pkt(i, MTU as u32);
+            if i % 2 == 1 {
+                p.marks.ecn = Ecn::NotEct;
+            }
+            l.enqueue(Duration::ZERO, p).unwrap();
+        }
+        let out: Vec<Pkt> = drain(&mut l).into_iter().map(|(_, p)| p).collect();
+        let ecn: Vec<Ecn> = out.iter().map(|p| p.marks.ecn).collect();
+        let (ect, not) = (Ecn::Ect1, Ecn::NotEct);
+        assert_eq!(
+            ecn,
+            [ect, not, ect, not, Ecn::Ce, not, Ecn::Ce, not, Ecn::Ce, not]
+        );
+        assert!(
+            out.iter().all(|p| p.marks.tag == SchemeTag::new(1)),
+            "tags untouched: no ecnq router on the path"
+        );
     }
 
     /// Drains everything, returning (release time, packet).

@@ -10,14 +10,19 @@
 //! `queue dual|fifo|dualpi2` names the queue discipline as a qdisc would
 //! (`dualpi2` is tc's name for the L4S DualPI2 qdisc); without it the
 //! shim's `--queue` applies.
+//! `ecn N` (our word, not netem's, whose `ecn` flag marks its random loss
+//! instead of dropping it) makes the link a classic RFC 3168 ECN AQM: one
+//! FIFO whose router CE-marks every ECT packet that arrives while N
+//! packets, or a size (`ecn 30kb`), wait, whatever the packet's scheme
+//! tag, in place of the shim's `--scheme` and `--classic-threshold`.
 //!
 //! Rates, times and sizes are read by [`ecnq::units`], in tc(8)'s words and
 //! meanings: rates in `bit`, `kbit`, `mbit`, `gbit`, `tbit`; times in `s`,
 //! `ms`, `us`, `ns`; sizes in `b`, `kb`, `mb`, `gb` (powers of 1024). A rate
 //! or time needs its unit, and `kbps` and its kin, which tc reads as bytes
 //! per second and other tools as bits, are refused with the word to write.
-//! `limit` with a bare number counts packets, as in netem; with a size unit
-//! (`limit 64kb`) it counts bytes.
+//! `limit` and `ecn` with a bare number count packets, as in netem; with a
+//! size unit (`limit 64kb`) they count bytes.
 
 use std::fmt;
 use std::str::FromStr;
@@ -26,7 +31,8 @@ use std::time::Duration;
 use ecnq::router::bottleneck::Discipline;
 use ecnq::units::{parse_duration, Rate, ShowDuration, Size, UnitError};
 
-/// How much the link buffer holds.
+/// A queue length: how much the link buffer holds, or where `ecn` marks
+/// from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Limit {
     /// At most this many packets queued.
@@ -63,6 +69,10 @@ pub struct LinkSpec {
     pub limit: Limit,
     /// The queue discipline, if the spec names one.
     pub queue: Option<Discipline>,
+    /// Classic RFC 3168 ECN marking, if the spec asks for it: one FIFO,
+    /// every ECT packet CE-marked while at least this much waits, whatever
+    /// its tag.
+    pub ecn: Option<Limit>,
 }
 
 impl Default for LinkSpec {
@@ -79,6 +89,7 @@ impl Default for LinkSpec {
             duplicate: 0.0,
             limit: DEFAULT_LIMIT,
             queue: None,
+            ecn: None,
         }
     }
 }
@@ -314,7 +325,7 @@ where
 }
 
 /// The words a spec may contain.
-const KEYWORDS: [&str; 9] = [
+const KEYWORDS: [&str; 10] = [
     "rate",
     "delay",
     "loss",
@@ -324,6 +335,7 @@ const KEYWORDS: [&str; 9] = [
     "limit",
     "blackhole",
     "queue",
+    "ecn",
 ];
 
 impl FromStr for LinkSpec {
@@ -336,7 +348,7 @@ impl FromStr for LinkSpec {
         while let Some(word) = words.next() {
             let Some(keyword) = KEYWORDS.into_iter().find(|k| k.eq_ignore_ascii_case(word)) else {
                 return err(format!(
-                    "unknown word `{word}` (expected rate, delay, loss, corrupt, reorder, duplicate, limit, blackhole or queue)"
+                    "unknown word `{word}` (expected rate, delay, loss, corrupt, reorder, duplicate, limit, blackhole, queue or ecn)"
                 ));
             };
             if seen.contains(&keyword) {
@@ -347,6 +359,13 @@ impl FromStr for LinkSpec {
         }
         if spec.reorder > 0.0 && spec.delay.is_zero() {
             return err("reorder needs a delay to reorder against (as in netem)");
+        }
+        if let (Some(_), Some(queue @ (Discipline::Dual | Discipline::DualPi2))) =
+            (spec.ecn, spec.queue)
+        {
+            return err(format!(
+                "`ecn` marks in one FIFO: it cannot go with `queue {queue}`"
+            ));
         }
         Ok(spec)
     }
@@ -368,7 +387,10 @@ impl LinkSpec {
             "blackhole" => self.blackhole = Some(parse_blackhole(words)?),
             _ => {
                 let Some(value) = words.next() else {
-                    return err(format!("`{keyword}` needs a value"));
+                    return err(match keyword {
+                        "ecn" => "`ecn` needs the queue length it marks from: packets (`ecn 25`) or a size (`ecn 30kb`)".to_owned(),
+                        _ => format!("`{keyword}` needs a value"),
+                    });
                 };
                 match keyword {
                     "rate" => self.rate = Some(parse_rate(value)?),
@@ -381,7 +403,8 @@ impl LinkSpec {
                     "reorder" => self.reorder = parse_percent(value, "reorder")?,
                     "duplicate" => self.duplicate = parse_percent(value, "duplicate")?,
                     "queue" => self.queue = Some(value.parse().map_err(SpecError)?),
-                    _ => self.limit = parse_limit(value)?,
+                    "ecn" => self.ecn = Some(parse_limit(keyword, value)?),
+                    _ => self.limit = parse_limit(keyword, value)?,
                 }
             }
         }
@@ -389,21 +412,32 @@ impl LinkSpec {
     }
 }
 
-/// The value of `limit`: a bare number counts packets, a size bytes.
-fn parse_limit(value: &str) -> Result<Limit, SpecError> {
+/// The value of `limit` or `ecn`: a bare number counts packets, a size
+/// bytes.
+fn parse_limit(keyword: &str, value: &str) -> Result<Limit, SpecError> {
     let limit = if value.chars().all(|c| c.is_ascii_digit()) {
         Limit::Packets(
             value
                 .parse()
-                .or_else(|_| err(format!("limit `{value}` is too large")))?,
+                .or_else(|_| err(format!("{keyword} `{value}` is too large")))?,
         )
     } else {
         Limit::Bytes(parse_size(value)?)
     };
     if matches!(limit, Limit::Packets(0) | Limit::Bytes(0)) {
-        return err("limit must be greater than zero");
+        return err(format!("{keyword} must be greater than zero"));
     }
     Ok(limit)
+}
+
+impl fmt::Display for Limit {
+    /// As `limit` and `ecn` read it: packets bare, bytes in `b`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Limit::Packets(n) => write!(f, "{n}"),
+            Limit::Bytes(n) => write!(f, "{n}b"),
+        }
+    }
 }
 
 impl fmt::Display for LinkSpec {
@@ -431,10 +465,10 @@ impl fmt::Display for LinkSpec {
                 parts.push(format!("{name} {}%", p * 100.0));
             }
         }
-        parts.push(match self.limit {
-            Limit::Packets(n) => format!("limit {n}"),
-            Limit::Bytes(n) => format!("limit {n}b"),
-        });
+        parts.push(format!("limit {}", self.limit));
+        if let Some(ecn) = self.ecn {
+            parts.push(format!("ecn {ecn}"));
+        }
         if let Some(b) = self.blackhole {
             let mut words = format!("blackhole {} {}", ShowDuration(b.on), ShowDuration(b.off));
             if let Some(n) = b.count {
@@ -520,6 +554,17 @@ mod tests {
     }
 
     #[test]
+    fn ecn_marks_from_a_queue_length() {
+        let spec: LinkSpec = "rate 50mbit limit 250kb ecn 25".parse().unwrap();
+        assert_eq!(spec.ecn, Some(Limit::Packets(25)));
+        assert_eq!(spec.queue, None);
+        let spec: LinkSpec = "ECN 30kb queue fifo".parse().unwrap();
+        assert_eq!(spec.ecn, Some(Limit::Bytes(30_720)));
+        assert_eq!(spec.queue, Some(Discipline::Fifo));
+        assert_eq!(LinkSpec::default().ecn, None);
+    }
+
+    #[test]
     fn impairment_words() {
         let spec: LinkSpec = "loss gemodel 1% corrupt random 30% maxrun 4 blackhole 5s 2s"
             .parse()
@@ -581,6 +626,8 @@ mod tests {
             "loss gemodel 1% 25% 50% 0.5% corrupt gemodel 2% blackhole 100ms 30ms",
             "rate 50mbit delay 20ms limit 250kb queue dualpi2",
             "queue fifo",
+            "rate 50mbit delay 20ms limit 250kb ecn 30kb",
+            "limit 100 ecn 25 queue fifo",
             "",
         ] {
             let spec: LinkSpec = text.parse().unwrap();
@@ -625,6 +672,17 @@ mod tests {
             ("blackhole 1s 1s blackhole 1s 1s", "`blackhole` given twice"),
             ("queue", "`queue` needs a value"),
             ("queue red", "unknown queue discipline `red`"),
+            ("loss 1% ecn", "`ecn` needs the queue length it marks from"),
+            ("ecn 0", "ecn must be greater than zero"),
+            ("ecn 0kb", "ecn must be greater than zero"),
+            ("ecn 25pkt", "unknown size unit `pkt`"),
+            (
+                "ecn 99999999999999999999",
+                "ecn `99999999999999999999` is too large",
+            ),
+            ("ecn 25 ecn 30", "`ecn` given twice"),
+            ("ecn 25 queue dualpi2", "cannot go with `queue dualpi2`"),
+            ("queue dual ecn 25", "cannot go with `queue dual`"),
         ];
         for (text, want) in cases {
             let e = text.parse::<LinkSpec>().unwrap_err().to_string();
@@ -640,7 +698,7 @@ mod tests {
         fn parsers_never_panic(
             text in "\\PC{0,40}",
             words in proptest::collection::vec(
-                "(rate|delay|loss|reorder|duplicate|corrupt|limit|blackhole|queue|dualpi2|maxrun|gemodel|[0-9.e]{1,30}(%|ms|s|us|mbit|kbps|kb|mb|gb)?)",
+                "(rate|delay|loss|reorder|duplicate|corrupt|limit|blackhole|queue|dualpi2|ecn|maxrun|gemodel|[0-9.e]{1,30}(%|ms|s|us|mbit|kbps|kb|mb|gb)?)",
                 0..8,
             ),
         ) {

@@ -25,8 +25,11 @@
 //!   smallest RTT stood more than [`CLASSIC_QUEUE`] above the minimum
 //!   counts toward a classic bottleneck, one below it against; while most
 //!   recent marked rounds count toward it, a marked round halves the
-//!   window, as Reno answers CE, instead of taking α/2 off it. Without it
-//!   Prague took 45.44 of 50 Mbit/s from Cubic with ECN at such an AQM.
+//!   window, as Reno answers CE, instead of taking α/2 off it, and as Reno
+//!   does at most once per round trip (RFC 3168 §6.1.2): only a CE on a
+//!   packet sent after the last reduction halves again. Without the
+//!   fallback Prague took 45.44 of 50 Mbit/s from Cubic with ECN at such
+//!   an AQM.
 
 use std::time::Duration;
 
@@ -140,6 +143,11 @@ pub struct PragueLaw {
     /// The smallest RTT sample of the current round: the queue that stood
     /// through it.
     round_min_rtt: Option<Duration>,
+    /// When the window was last reduced (a marked round's end, or a loss).
+    reduced_at: Option<Duration>,
+    /// Whether a CE of this round came on a packet sent after
+    /// `reduced_at`: a new congestion event, not the one last answered.
+    marked_since_reduction: bool,
 }
 
 impl PragueLaw {
@@ -155,6 +163,8 @@ impl PragueLaw {
             srtt: None,
             classic: 0.0,
             round_min_rtt: None,
+            reduced_at: None,
+            marked_since_reduction: false,
             config,
         }
     }
@@ -189,16 +199,27 @@ impl PragueLaw {
                 -CLASSIC_STEP
             };
             self.classic = (self.classic + step).clamp(0.0, 1.0);
-            let reduction = if self.classic_ecn() {
-                0.5
+            // At a classic AQM, as Reno: halve at most once per round trip
+            // (RFC 9331 §4.3, RFC 3168 §6.1.2). CE on packets sent before
+            // the last reduction still arrives in the round after it and
+            // belongs to the congestion event already answered; halving
+            // again for it cut the window about twice as often as Reno's.
+            let reduction = if !self.classic_ecn() {
+                Some(self.alpha / 2.0)
+            } else if self.marked_since_reduction {
+                Some(0.5)
             } else {
-                self.alpha / 2.0
+                None
             };
-            self.cwnd.set(self.cwnd.bytes() * (1.0 - reduction));
-            self.ssthresh = self.cwnd.bytes();
-            self.cwnd.set_mode(Mode::CongestionAvoidance);
+            if let Some(reduction) = reduction {
+                self.cwnd.set(self.cwnd.bytes() * (1.0 - reduction));
+                self.ssthresh = self.cwnd.bytes();
+                self.cwnd.set_mode(Mode::CongestionAvoidance);
+                self.reduced_at = Some(now);
+            }
         }
         self.marked = false;
+        self.marked_since_reduction = false;
         self.round_start = Some(now);
     }
 }
@@ -238,6 +259,9 @@ impl Law for PragueLaw {
         match kind {
             Congestion::Ce => {
                 self.marked = true;
+                if self.reduced_at.is_none_or(|at| sent > at) {
+                    self.marked_since_reduction = true;
+                }
                 if self.cwnd.bytes() < self.ssthresh {
                     // The first CE ends slow start; the round's end reduces.
                     self.ssthresh = self.cwnd.bytes();
@@ -246,6 +270,7 @@ impl Law for PragueLaw {
             Congestion::Loss => {
                 if self.cwnd.halve_on_congestion(now, sent) {
                     self.ssthresh = self.cwnd.bytes();
+                    self.reduced_at = Some(now);
                 }
             }
         }
@@ -337,7 +362,9 @@ mod tests {
         }
         assert!((law.alpha() - 0.1).abs() < 0.01, "α {}", law.alpha());
         let before = law.window() as f64;
-        law.on_congestion(MS * 20_050, MS * 20_000, Congestion::Ce, &r);
+        // Also a CE on a packet sent before the last reduction: the L4S
+        // response answers every marked round.
+        law.on_congestion(MS * 20_050, MS, Congestion::Ce, &r);
         law.on_ack(MS * 20_100, 0, &r);
         let after = law.window() as f64;
         assert!((after / before - 0.95).abs() < 0.01, "{before} -> {after}");
@@ -392,6 +419,49 @@ mod tests {
         round(&mut law, MS, true);
         round(&mut law, MS, true);
         assert!(!law.classic_ecn());
+    }
+
+    /// At a classic AQM Prague halves as Reno does, at most once per round
+    /// trip (RFC 9331 §4.3, RFC 3168 §6.1.2): the CE marks of packets sent
+    /// before a halving, which arrive in the round after it, do not halve
+    /// again; a CE on a packet sent after it does.
+    #[test]
+    fn a_classic_halving_answers_the_marks_of_packets_sent_before_it() {
+        let mut law = PragueLaw::new(LawConfig::with_mss(MSS));
+        // 40 ms of path and 10 ms of standing queue: a classic AQM's.
+        let r = RttSample {
+            smoothed: MS * 50,
+            min: MS * 40,
+            latest: MS * 50,
+        };
+        let mut t = MS;
+        // Slow start to 100 packets; the first round starts.
+        law.on_ack(t, 90 * MSS, &r);
+        // Three marked rounds over the standing queue make it classic; the
+        // third halves.
+        let mut before = 0;
+        for _ in 0..3 {
+            before = law.window();
+            law.on_congestion(t + MS, t + MS, Congestion::Ce, &r);
+            t += r.smoothed;
+            law.on_ack(t, 0, &r);
+        }
+        assert!(law.classic_ecn());
+        assert_eq!(law.window(), before / 2);
+        let halved_at = t;
+        // The next round brings CE for packets sent before the halving.
+        let before = law.window();
+        law.on_congestion(t + MS * 10, halved_at - MS * 10, Congestion::Ce, &r);
+        law.on_congestion(t + MS * 20, halved_at, Congestion::Ce, &r);
+        t += r.smoothed;
+        law.on_ack(t, 0, &r);
+        assert_eq!(law.window(), before, "halved twice for one event");
+        assert!(law.classic_ecn());
+        // The round after it, CE for a packet sent after the halving.
+        law.on_congestion(t + MS * 10, halved_at + MS, Congestion::Ce, &r);
+        t += r.smoothed;
+        law.on_ack(t, 0, &r);
+        assert_eq!(law.window(), before / 2);
     }
 
     fn fb(fraction: f64) -> Feedback {
