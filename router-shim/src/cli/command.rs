@@ -17,6 +17,7 @@ blackhole ON OFF [COUNT]: up for ON, then every packet dropped for OFF, COUNT ti
 queue dual|fifo|dualpi2: this link's queue, as --queue says (default: --queue). \
 ecn N (packets) or ecn SIZE: a classic RFC 3168 ECN AQM, one FIFO that CE-marks every ECT packet, \
 whatever its tag, while N packets or SIZE wait: --scheme classic --classic-threshold for this link alone. \
+restart T: the router restarts T after the shim starts, as one that reboots (flow table, meters, shares and AQM state lost; queued packets kept). \
 Example: \"rate 20mbit delay 20ms 2ms loss 0.5% limit 100\"; the interop runner's handshakeloss: \
 \"rate 10mbit delay 15ms limit 25 loss 30% maxrun 4\". Empty: unlimited.";
 

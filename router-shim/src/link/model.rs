@@ -199,6 +199,8 @@ pub struct Link<P> {
     last_release: Duration,
     seq: u64,
     counters: LinkCounters,
+    /// Whether the spec's `restart` has happened.
+    restarted: bool,
 }
 
 impl<P: LinkPacket> Link<P> {
@@ -236,6 +238,7 @@ impl<P: LinkPacket> Link<P> {
             last_release: now,
             seq: 0,
             counters: LinkCounters::default(),
+            restarted: false,
         }
     }
 
@@ -243,6 +246,15 @@ impl<P: LinkPacket> Link<P> {
     /// it was (a duplicate's fate is not reported).
     pub fn enqueue(&mut self, now: Duration, packet: P) -> Result<(), DropCause> {
         self.serialize_until(now);
+        if !self.restarted
+            && self
+                .spec
+                .restart
+                .is_some_and(|at| now.saturating_sub(self.start) >= at)
+        {
+            self.restarted = true;
+            self.bottleneck.restart_router(now);
+        }
         if self.rng.chance(self.spec.duplicate) {
             self.counters.duplicates += 1;
             // The copy follows the original; it is dropped or queued on its own.
@@ -485,6 +497,49 @@ pub(crate) mod tests {
         ] {
             assert_eq!(link(words).bottleneck().discipline(), queue, "{words}");
         }
+    }
+
+    /// `restart T`: T after the link starts, its router starts afresh, as a
+    /// new one would, while the link carries on.
+    #[test]
+    fn a_restart_spec_restarts_the_router_on_time() {
+        const SPEC: &str = "rate 8mbit limit 100";
+        // Two erc flows, one packet each every 2 ms (nothing waits), whose
+        // digits the router writes from the share it computes; the second
+        // ends as the router restarts, so a router that remembers it halves
+        // the first one's share for a while.
+        let marks = |l: &mut Link<Pkt>, from: u64, to: u64| -> Vec<Ecn> {
+            let mut out = Vec::new();
+            for t in (from..to).filter(|&t| t % 2 == 0 || t < 2_000) {
+                let now = Duration::from_millis(t);
+                let mut p = pkt(t, 300);
+                p.marks.ecn = Ecn::Ect0;
+                p.marks.tag = SchemeTag::new(ecnq::schemes::erc::WIRE.id());
+                p.marks.flow = 7 + t % 2;
+                l.enqueue(now, p).unwrap();
+                while let Some(p) = l.dequeue(now) {
+                    out.push(p.marks.ecn);
+                }
+            }
+            let end = Duration::from_millis(to);
+            while let Some(p) = l.dequeue(end) {
+                out.push(p.marks.ecn);
+            }
+            out
+        };
+        let mut restarted = link(&format!("{SPEC} restart 2s"));
+        let mut kept = link(SPEC);
+        let before = marks(&mut restarted, 0, 2_000);
+        assert_eq!(before, marks(&mut kept, 0, 2_000));
+        let spec: LinkSpec = SPEC.parse().unwrap();
+        let start = Duration::from_secs(2);
+        let mut fresh = Link::new(spec, router_config(&spec), Discipline::Fifo, 1, start);
+        let after = marks(&mut restarted, 2_000, 4_000);
+        assert!(after == marks(&mut fresh, 2_000, 4_000), "as a new router");
+        assert!(
+            after != marks(&mut kept, 2_000, 4_000),
+            "not as the old one"
+        );
     }
 
     /// `ecn N` is a classic RFC 3168 ECN AQM: one FIFO whose router marks

@@ -15,6 +15,10 @@
 //! FIFO whose router CE-marks every ECT packet that arrives while N
 //! packets, or a size (`ecn 30kb`), wait, whatever the packet's scheme
 //! tag, in place of the shim's `--scheme` and `--classic-threshold`.
+//! `restart T` (ours too) restarts the link's router T after the link
+//! starts, as one that reboots: its flow table, meters, shares and AQM
+//! state are lost, the packets already queued stay (the simulator's
+//! `router_restart`).
 //!
 //! Rates, times and sizes are read by [`ecnq::units`], in tc(8)'s words and
 //! meanings: rates in `bit`, `kbit`, `mbit`, `gbit`, `tbit`; times in `s`,
@@ -73,6 +77,8 @@ pub struct LinkSpec {
     /// every ECT packet CE-marked while at least this much waits, whatever
     /// its tag.
     pub ecn: Option<Limit>,
+    /// When the router restarts and loses its state, after the link starts.
+    pub restart: Option<Duration>,
 }
 
 impl Default for LinkSpec {
@@ -90,6 +96,7 @@ impl Default for LinkSpec {
             limit: DEFAULT_LIMIT,
             queue: None,
             ecn: None,
+            restart: None,
         }
     }
 }
@@ -325,7 +332,7 @@ where
 }
 
 /// The words a spec may contain.
-const KEYWORDS: [&str; 10] = [
+const KEYWORDS: [&str; 11] = [
     "rate",
     "delay",
     "loss",
@@ -336,6 +343,7 @@ const KEYWORDS: [&str; 10] = [
     "blackhole",
     "queue",
     "ecn",
+    "restart",
 ];
 
 impl FromStr for LinkSpec {
@@ -348,7 +356,7 @@ impl FromStr for LinkSpec {
         while let Some(word) = words.next() {
             let Some(keyword) = KEYWORDS.into_iter().find(|k| k.eq_ignore_ascii_case(word)) else {
                 return err(format!(
-                    "unknown word `{word}` (expected rate, delay, loss, corrupt, reorder, duplicate, limit, blackhole, queue or ecn)"
+                    "unknown word `{word}` (expected rate, delay, loss, corrupt, reorder, duplicate, limit, blackhole, queue, ecn or restart)"
                 ));
             };
             if seen.contains(&keyword) {
@@ -404,6 +412,7 @@ impl LinkSpec {
                     "duplicate" => self.duplicate = parse_percent(value, "duplicate")?,
                     "queue" => self.queue = Some(value.parse().map_err(SpecError)?),
                     "ecn" => self.ecn = Some(parse_limit(keyword, value)?),
+                    "restart" => self.restart = Some(parse_time(value)?),
                     _ => self.limit = parse_limit(keyword, value)?,
                 }
             }
@@ -478,6 +487,9 @@ impl fmt::Display for LinkSpec {
         }
         if let Some(queue) = self.queue {
             parts.push(format!("queue {queue}"));
+        }
+        if let Some(at) = self.restart {
+            parts.push(format!("restart {}", ShowDuration(at)));
         }
         f.write_str(&parts.join(" "))
     }
@@ -628,6 +640,7 @@ mod tests {
             "queue fifo",
             "rate 50mbit delay 20ms limit 250kb ecn 30kb",
             "limit 100 ecn 25 queue fifo",
+            "rate 50mbit delay 20ms limit 250kb restart 15s",
             "",
         ] {
             let spec: LinkSpec = text.parse().unwrap();
@@ -682,6 +695,9 @@ mod tests {
             ),
             ("ecn 25 ecn 30", "`ecn` given twice"),
             ("ecn 25 queue dualpi2", "cannot go with `queue dualpi2`"),
+            ("restart", "`restart` needs a value"),
+            ("restart 15", "`15` has no unit"),
+            ("restart 15s restart 20s", "`restart` given twice"),
             ("queue dual ecn 25", "cannot go with `queue dual`"),
         ];
         for (text, want) in cases {
@@ -698,7 +714,7 @@ mod tests {
         fn parsers_never_panic(
             text in "\\PC{0,40}",
             words in proptest::collection::vec(
-                "(rate|delay|loss|reorder|duplicate|corrupt|limit|blackhole|queue|dualpi2|ecn|maxrun|gemodel|[0-9.e]{1,30}(%|ms|s|us|mbit|kbps|kb|mb|gb)?)",
+                "(rate|delay|loss|reorder|duplicate|corrupt|limit|blackhole|queue|dualpi2|ecn|restart|maxrun|gemodel|[0-9.e]{1,30}(%|ms|s|us|mbit|kbps|kb|mb|gb)?)",
                 0..8,
             ),
         ) {
