@@ -14,6 +14,7 @@
 use std::time::Duration;
 
 use ecnq::quic::{CongestionControl, PeerMode};
+use ecnq::router::bottleneck::Class;
 use ecnq::statistics::percentile;
 use ecnq::Scheme;
 use ecnq_e2e::StallWatch;
@@ -966,6 +967,57 @@ async fn assert_pair_shares(a: CongestionControl, b: CongestionControl, spec: &s
         (0.5..=2.0).contains(&ratio) && util >= 0.9,
         "{a}/{b} {ratio:.2}, utilization {util:.3}"
     );
+}
+
+/// Issue 20's first goal for erc with more flows, opt-in: erc and quinn's
+/// Cubic through the shim's dual queue (50 Mbit/s, 40 ms, one BDP, 30 s),
+/// 1 + 1, 2 + 2 and 1 + 4 flows started together. An erc flow gets 0.5×–2×
+/// a Cubic flow's goodput, together they use ≥ 90 % of the link, and the
+/// ecnq queue's p99 stays ≤ 2 ms while Cubic keeps its standing queue in
+/// the classic one (queues sampled every 50 ms, in ms at the link's rate,
+/// as the simulator's `coexist-*` scenarios count them; judged over the
+/// last 40 % of the run).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "long: run with --release -- --ignored"]
+async fn erc_beside_more_cubic_flows_keeps_its_queue_short() {
+    const SECONDS: f64 = 30.0;
+    let mut misses = Vec::new();
+    for (ercs, cubics) in [(1, 1), (2, 2), (1, 4)] {
+        let ccs = [CongestionControl::DEFAULT, CongestionControl::Cubic];
+        let flows: Vec<Flow> = (ccs.iter().zip([ercs, cubics]))
+            .flat_map(|(&cc, n)| {
+                (0..n).map(move |_| Flow {
+                    cc,
+                    offset: 0.0,
+                    seconds: SECONDS,
+                })
+            })
+            .collect();
+        let result = measured_run(&flows, &[link("rate 50mbit delay 20ms limit 250kb")]).await;
+        let (from, to) = judged_window(&result);
+        let bottleneck = &result.links[0];
+        let mbit: Vec<f64> = (result.runs.iter())
+            .map(|run| run.as_ref().map_or(0, |r| r.peer_result.bytes) as f64 * 8.0 / SECONDS / 1e6)
+            .collect();
+        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+        let (erc, cubic) = (mean(&mbit[..ercs]), mean(&mbit[ercs..]));
+        let p99 =
+            |class| percentile(&bottleneck.class_queue_ms(class, from, to), 99.0).unwrap_or(0.0);
+        let (ecnq_p99, classic_p99) = (p99(Class::Ecnq), p99(Class::Classic));
+        let util = bottleneck.utilization(from, to);
+        println!(
+            "{ercs} erc + {cubics} cubic: Mbit/s {mbit:.2?}, erc/cubic per flow {:.2}, \
+             utilization {util:.3}, queue p99 ecnq {ecnq_p99:.2} ms, classic {classic_p99:.2} ms",
+            erc / cubic
+        );
+        if !(0.5..=2.0).contains(&(erc / cubic)) || util < 0.9 || ecnq_p99 > 2.0 {
+            misses.push(format!(
+                "{ercs} + {cubics}: {:.2}×, {util:.3}, ecnq p99 {ecnq_p99:.2} ms",
+                erc / cubic
+            ));
+        }
+    }
+    assert!(misses.is_empty(), "{}", misses.join("; "));
 }
 
 /// The issue's coexistence goal, opt-in: every scheme beside quinn's Cubic

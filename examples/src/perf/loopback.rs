@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ecnq::quic::{CongestionControl, Endpoint, Options};
-use ecnq::router::bottleneck::Discipline;
+use ecnq::router::bottleneck::{Class, Discipline};
 use ecnq::Scheme;
 use ecnq_shim::io::relay::{Relay, RelayConfig};
 use ecnq_shim::io::sessions::SessionLimits;
@@ -300,6 +300,8 @@ pub struct LinkSample {
     /// Cumulative measurement intervals the relay disregarded because it
     /// was stalled.
     pub intervals_disregarded: f64,
+    /// Bytes waiting in the ecnq, the classic and the L4S queue.
+    pub class_queue_bytes: [f64; 3],
 }
 
 /// A link's client-to-server direction as its relay reported it.
@@ -342,6 +344,8 @@ impl LinkSeries {
                     reordered: f("reordered"),
                     load: [f("load_vcp"), f("load_bmcc"), f("load_mcp")],
                     intervals_disregarded: f("intervals_disregarded"),
+                    class_queue_bytes: ["ecnq", "classic", "l4s"]
+                        .map(|class| f(&format!("queue_{class}_bytes"))),
                 }
             })
             .collect();
@@ -390,6 +394,14 @@ impl LinkSeries {
     pub fn queue_ms(&self, from: f64, to: f64) -> Vec<f64> {
         self.between(from, to)
             .map(|s| s.queue_bytes * 8.0 / self.capacity_bps * 1e3)
+            .collect()
+    }
+
+    /// One queue's samples (ms at the link rate, as the simulator counts
+    /// them) between two times.
+    pub fn class_queue_ms(&self, class: Class, from: f64, to: f64) -> Vec<f64> {
+        self.between(from, to)
+            .map(|s| s.class_queue_bytes[class as usize] * 8.0 / self.capacity_bps * 1e3)
             .collect()
     }
 

@@ -393,6 +393,7 @@ mod tests {
             intervals_disregarded: 0,
             active_flows: [1, 0, 0],
             policed_flows: 0,
+            class_bytes: [1500, 0, 0],
         }
     }
 

@@ -7,7 +7,7 @@ use std::io::{self, Write};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use ecnq::router::bottleneck::CLASSES;
+use ecnq::router::bottleneck::{Class, CLASSES};
 use ecnq::router::MarkCounters;
 use ecnq::{IntervalStats, LinkLoad};
 
@@ -43,6 +43,8 @@ pub struct LinkSnapshot {
     pub active_flows: [usize; CLASSES],
     /// Flows of the ecnq queue the policer holds to their share.
     pub policed_flows: usize,
+    /// Bytes waiting in the ecnq, the classic and the L4S queue.
+    pub class_bytes: [u64; CLASSES],
 }
 
 impl LinkSnapshot {
@@ -68,6 +70,8 @@ impl LinkSnapshot {
             send_errors,
             active_flows: link.bottleneck().active_flows(),
             policed_flows: link.bottleneck().policed_flows(),
+            class_bytes: [Class::Ecnq, Class::Classic, Class::L4s]
+                .map(|class| link.bottleneck().class_bytes(class)),
         }
     }
 
@@ -104,6 +108,9 @@ impl LinkSnapshot {
             ("flows_classic", self.active_flows[1] as u64),
             ("flows_l4s", self.active_flows[2] as u64),
             ("flows_policed", self.policed_flows as u64),
+            ("queue_ecnq_bytes", self.class_bytes[0]),
+            ("queue_classic_bytes", self.class_bytes[1]),
+            ("queue_l4s_bytes", self.class_bytes[2]),
         ];
         for (name, value) in fields {
             let _ = write!(s, ",\"{name}\":{value}");
@@ -239,6 +246,7 @@ mod tests {
             intervals_disregarded: 1,
             active_flows: [1, 0, 0],
             policed_flows: 0,
+            class_bytes: [1000, 2000, 0],
         };
         snap.marks.by_scheme[1][3] = 7;
         let line = snap.to_json(true);
@@ -249,6 +257,8 @@ mod tests {
             "\"arrivals\":10",
             "\"drops_overflow\":2",
             "\"queue_bytes\":3000",
+            "\"queue_ecnq_bytes\":1000",
+            "\"queue_classic_bytes\":2000",
             "\"intervals_disregarded\":1",
             "\"vcp\":[0,0,0,7]",
             "\"classic\":[0,0,0,0]",
