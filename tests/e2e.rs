@@ -906,6 +906,18 @@ async fn non_ecnq_peer_falls_back_and_completes() {
 /// time the flow sent) and the last link's utilization over the judged
 /// last 40 %.
 async fn shared_run(ccs: &[CongestionControl], specs: &[&str], seconds: f64) -> (Vec<f64>, f64) {
+    let result = together(ccs, specs, seconds).await;
+    let (from, to) = judged_window(&result);
+    let bottleneck = result.links.last().expect("a link");
+    (
+        goodput_mbit(&result, seconds),
+        bottleneck.utilization(from, to),
+    )
+}
+
+/// One flow of each of `ccs`, all started together and sending for
+/// `seconds`, through relays in series with `specs`.
+async fn together(ccs: &[CongestionControl], specs: &[&str], seconds: f64) -> RunResult {
     let flows: Vec<Flow> = ccs
         .iter()
         .map(|&cc| Flow {
@@ -915,17 +927,15 @@ async fn shared_run(ccs: &[CongestionControl], specs: &[&str], seconds: f64) -> 
         })
         .collect();
     let links: Vec<LinkSpec> = specs.iter().map(|s| link(s)).collect();
-    let result = measured_run(&flows, &links).await;
-    let mbit = |run: &Option<client::StreamRun>| {
-        let bytes = run.as_ref().map_or(0, |r| r.peer_result.bytes);
-        bytes as f64 * 8.0 / seconds / 1e6
-    };
-    let (from, to) = judged_window(&result);
-    let bottleneck = result.links.last().expect("a link");
-    (
-        result.runs.iter().map(mbit).collect(),
-        bottleneck.utilization(from, to),
-    )
+    measured_run(&flows, &links).await
+}
+
+/// Each flow's goodput over the `seconds` it was to send, Mbit/s (0 for
+/// one that never got in).
+fn goodput_mbit(result: &RunResult, seconds: f64) -> Vec<f64> {
+    (result.runs.iter())
+        .map(|run| run.as_ref().map_or(0, |r| r.peer_result.bytes) as f64 * 8.0 / seconds / 1e6)
+        .collect()
 }
 
 /// One flow of `ecnq` and one of `other` started together through one
@@ -983,22 +993,13 @@ async fn erc_beside_more_cubic_flows_keeps_its_queue_short() {
     const SECONDS: f64 = 30.0;
     let mut misses = Vec::new();
     for (ercs, cubics) in [(1, 1), (2, 2), (1, 4)] {
-        let ccs = [CongestionControl::DEFAULT, CongestionControl::Cubic];
-        let flows: Vec<Flow> = (ccs.iter().zip([ercs, cubics]))
-            .flat_map(|(&cc, n)| {
-                (0..n).map(move |_| Flow {
-                    cc,
-                    offset: 0.0,
-                    seconds: SECONDS,
-                })
-            })
+        let ccs: Vec<CongestionControl> = std::iter::repeat_n(CongestionControl::DEFAULT, ercs)
+            .chain(std::iter::repeat_n(CongestionControl::Cubic, cubics))
             .collect();
-        let result = measured_run(&flows, &[link("rate 50mbit delay 20ms limit 250kb")]).await;
+        let result = together(&ccs, &["rate 50mbit delay 20ms limit 250kb"], SECONDS).await;
         let (from, to) = judged_window(&result);
         let bottleneck = &result.links[0];
-        let mbit: Vec<f64> = (result.runs.iter())
-            .map(|run| run.as_ref().map_or(0, |r| r.peer_result.bytes) as f64 * 8.0 / SECONDS / 1e6)
-            .collect();
+        let mbit = goodput_mbit(&result, SECONDS);
         let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
         let (erc, cubic) = (mean(&mbit[..ercs]), mean(&mbit[ercs..]));
         let p99 =
@@ -1154,13 +1155,8 @@ async fn prague_falls_back_at_a_classic_ecn_aqm_on_the_real_stack() {
 async fn erc_rides_through_a_router_restart_on_the_real_stack() {
     const RESTART: f64 = 15.0;
     const SECONDS: f64 = 30.0;
-    let flows = [0, 1, 2].map(|_| Flow {
-        cc: CongestionControl::DEFAULT,
-        offset: 0.0,
-        seconds: SECONDS,
-    });
     let spec = format!("rate 50mbit delay 20ms limit 250kb restart {RESTART}s");
-    let result = measured_run(&flows, &[link(&spec)]).await;
+    let result = together(&[CongestionControl::DEFAULT; 3], &[&spec], SECONDS).await;
     print_around(&result, RESTART);
     let bottleneck = &result.links[0];
     let drops_at = |t: f64| {
@@ -1199,26 +1195,19 @@ async fn erc_rides_through_a_router_restart_on_the_real_stack() {
 /// the simulator's `l4s-dualpi2`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paper_scheme_with_no_ecnq_router_runs_cubic() {
-    let flows = [
-        CongestionControl::Ecnq(Scheme::Tpcp),
-        CongestionControl::Cubic,
-    ]
-    .map(|cc| Flow {
-        cc,
-        offset: 0.0,
-        seconds: 20.0,
-    });
-    let result = measured_run(
-        &flows,
-        &[link("rate 10mbit delay 20ms limit 50kb queue dualpi2")],
+    let result = together(
+        &[
+            CongestionControl::Ecnq(Scheme::Tpcp),
+            CongestionControl::Cubic,
+        ],
+        &["rate 10mbit delay 20ms limit 50kb queue dualpi2"],
+        20.0,
     )
     .await;
     let tpcp = result.runs[0].as_ref().expect("tpcp ran");
-    let mbit = |i: usize| {
-        let bytes = result.runs[i].as_ref().map_or(0, |r| r.peer_result.bytes);
-        bytes as f64 * 8.0 / 20.0 / 1e6
+    let [a, b] = goodput_mbit(&result, 20.0)[..] else {
+        panic!("two flows ran");
     };
-    let (a, b) = (mbit(0), mbit(1));
     println!(
         "tpcp {a:.2} Mbit/s ({:?}), cubic {b:.2} Mbit/s",
         tpcp.stats.mode

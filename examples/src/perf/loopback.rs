@@ -344,8 +344,8 @@ impl LinkSeries {
                     reordered: f("reordered"),
                     load: [f("load_vcp"), f("load_bmcc"), f("load_mcp")],
                     intervals_disregarded: f("intervals_disregarded"),
-                    class_queue_bytes: ["ecnq", "classic", "l4s"]
-                        .map(|class| f(&format!("queue_{class}_bytes"))),
+                    class_queue_bytes: Class::ALL
+                        .map(|class| f(&format!("queue_{}_bytes", class.name()))),
                 }
             })
             .collect();

@@ -9,6 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
+use ecnq::router::bottleneck::Class;
+
 use super::stats::{LinkSnapshot, SessionCounters};
 
 /// The latest snapshot of each link (and of the relay's sessions), for the
@@ -302,10 +304,9 @@ fn queue_and_load(out: &mut String, links: &[LinkSnapshot]) {
         "Flows active in the last interval, by queue.",
     );
     labelled(out, active, links, |s| {
-        let [ecnq, classic, l4s] = s.active_flows;
         by(
             "queue",
-            [("ecnq", ecnq), ("classic", classic), ("l4s", l4s)],
+            Class::ALL.map(|class| (class.name(), s.active_flows[class as usize])),
         )
     });
     family(

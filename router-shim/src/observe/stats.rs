@@ -70,8 +70,7 @@ impl LinkSnapshot {
             send_errors,
             active_flows: link.bottleneck().active_flows(),
             policed_flows: link.bottleneck().policed_flows(),
-            class_bytes: [Class::Ecnq, Class::Classic, Class::L4s]
-                .map(|class| link.bottleneck().class_bytes(class)),
+            class_bytes: Class::ALL.map(|class| link.bottleneck().class_bytes(class)),
         }
     }
 
@@ -108,12 +107,13 @@ impl LinkSnapshot {
             ("flows_classic", self.active_flows[1] as u64),
             ("flows_l4s", self.active_flows[2] as u64),
             ("flows_policed", self.policed_flows as u64),
-            ("queue_ecnq_bytes", self.class_bytes[0]),
-            ("queue_classic_bytes", self.class_bytes[1]),
-            ("queue_l4s_bytes", self.class_bytes[2]),
         ];
         for (name, value) in fields {
             let _ = write!(s, ",\"{name}\":{value}");
+        }
+        for class in Class::ALL {
+            let (name, bytes) = (class.name(), self.class_bytes[class as usize]);
+            let _ = write!(s, ",\"queue_{name}_bytes\":{bytes}");
         }
         if let Some(iv) = &self.interval {
             let _ = write!(

@@ -123,6 +123,15 @@ pub enum Class {
 impl Class {
     /// Every class, in index order.
     pub const ALL: [Class; CLASSES] = [Class::Ecnq, Class::Classic, Class::L4s];
+
+    /// The queue's name in stats and metrics.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Class::Ecnq => "ecnq",
+            Class::Classic => "classic",
+            Class::L4s => "l4s",
+        }
+    }
 }
 
 /// How many queues a bottleneck has.

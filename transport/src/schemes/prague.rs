@@ -35,8 +35,8 @@ use std::time::Duration;
 
 use crate::signal::load::LoadFactor;
 use crate::signal::{
-    Congestion, Decoder, Feedback, Law, LawConfig, LinkState, Marker, Mode, PacketMarks, RttSample,
-    Window,
+    Congestion, Decoder, Feedback, Law, LawConfig, LinkState, LossEpoch, Marker, Mode, PacketMarks,
+    RttSample, Window,
 };
 use crate::wire::ecn::{Ecn, SchemeTag, WireScheme};
 
@@ -143,10 +143,11 @@ pub struct PragueLaw {
     /// The smallest RTT sample of the current round: the queue that stood
     /// through it.
     round_min_rtt: Option<Duration>,
-    /// When the window was last reduced (a marked round's end, or a loss).
-    reduced_at: Option<Duration>,
-    /// Whether a CE of this round came on a packet sent after
-    /// `reduced_at`: a new congestion event, not the one last answered.
+    /// The congestion event last answered: a marked round's reduction or
+    /// a loss halving.
+    answered: LossEpoch,
+    /// Whether a CE of this round came on a packet sent after it: a new
+    /// congestion event.
     marked_since_reduction: bool,
 }
 
@@ -163,7 +164,7 @@ impl PragueLaw {
             srtt: None,
             classic: 0.0,
             round_min_rtt: None,
-            reduced_at: None,
+            answered: LossEpoch::default(),
             marked_since_reduction: false,
             config,
         }
@@ -215,7 +216,7 @@ impl PragueLaw {
                 self.cwnd.set(self.cwnd.bytes() * (1.0 - reduction));
                 self.ssthresh = self.cwnd.bytes();
                 self.cwnd.set_mode(Mode::CongestionAvoidance);
-                self.reduced_at = Some(now);
+                self.answered.start(now);
             }
         }
         self.marked = false;
@@ -259,7 +260,7 @@ impl Law for PragueLaw {
         match kind {
             Congestion::Ce => {
                 self.marked = true;
-                if self.reduced_at.is_none_or(|at| sent > at) {
+                if self.answered.is_new(sent) {
                     self.marked_since_reduction = true;
                 }
                 if self.cwnd.bytes() < self.ssthresh {
@@ -270,7 +271,7 @@ impl Law for PragueLaw {
             Congestion::Loss => {
                 if self.cwnd.halve_on_congestion(now, sent) {
                     self.ssthresh = self.cwnd.bytes();
-                    self.reduced_at = Some(now);
+                    self.answered.start(now);
                 }
             }
         }

@@ -234,11 +234,22 @@ impl LossEpoch {
     /// Whether a signal for a packet sent at `sent` starts a new congestion
     /// event; if it does, the event starts at `now`.
     pub fn begins(&mut self, now: Duration, sent: Duration) -> bool {
-        if self.0.is_some_and(|start| sent <= start) {
-            return false;
+        let new = self.is_new(sent);
+        if new {
+            self.start(now);
         }
+        new
+    }
+
+    /// Whether a signal for a packet sent at `sent` comes after the event
+    /// last answered.
+    pub fn is_new(&self, sent: Duration) -> bool {
+        self.0.is_none_or(|start| sent > start)
+    }
+
+    /// A reaction at `now` answers the congestion event.
+    pub fn start(&mut self, now: Duration) {
         self.0 = Some(now);
-        true
     }
 
     /// Whether the last reaction is less than a round trip old: acks now are
