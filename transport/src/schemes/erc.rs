@@ -46,7 +46,11 @@
 //! share is computed again, young flows hold as many shares as recent
 //! newcomers came to use (most do where flows are long, few where most are
 //! short), and a newcomer that came back after a round trip and then went
-//! quiet for two has ended and frees its share. The packets
+//! quiet for two has ended and frees its share. Shares reserved for
+//! young flows that do not come to use them go to the flows there: the
+//! share advertised is the max-min share times a gain that grows into
+//! spare capacity as RCP's rate does and falls at once when a queue
+//! stands. The packets
 //! a flow sends before it counts carry the share it will get once it
 //! counts, since its first chain is read mostly from them. The router
 //! writes its own index's digit into a packet only when its index is above
@@ -320,6 +324,26 @@ const SHOW_UP_GAIN: f64 = 1.0 / 16.0;
 /// The longest round trip the router learns: a flow silent for longer after
 /// its first packets has paused, not waited for its ACKs. ecnq's own.
 const LONGEST_ROUND: Duration = Duration::from_secs(3);
+/// The flows at the share use it when they send at least this fraction of
+/// it on average; only then does the rate grow into spare capacity (a flow
+/// still ramping up leaves capacity that is not spare). ecnq's own.
+const SPARE_USED: f64 = 0.9;
+/// The link counts as under its target when its erc arrivals are this
+/// fraction below it: steady flows at the share, paced a little under it,
+/// leave the advertised rate alone. ecnq's own.
+const SPARE_DEADBAND: f64 = 0.1;
+/// Per round trip, the advertised rate grows by this times the spare
+/// fraction of the capacity, weighted by the newcomers that do not come.
+/// RCP's rate equation uses α = 0.1 on the whole spare capacity (Dukkipati
+/// and McKeown, "Why flow-completion time is the right metric for
+/// congestion control"); 0.4 here, tuned on `adpm-afct`, since only the
+/// part of the reserve that stays unused counts.
+const SPARE_GAIN: f64 = 0.4;
+/// With no young flow waiting, nothing is reserved: the gain's excess over
+/// 1 shrinks by this factor every interval. ecnq's own.
+const SPARE_DECAY: f64 = 0.5;
+/// The most the advertised rate exceeds the max-min share. ecnq's own.
+const SPARE_MAX: f64 = 8.0;
 /// Packet size assumed before the router has seen any packets.
 const DEFAULT_PACKET: f64 = 1_200.0;
 
@@ -385,6 +409,11 @@ pub struct ErcMarker {
     /// How far back [`ErcMarker::reference_share`] looks: the longest round
     /// trip learnt among the flows, at least [`ErcConfig::reference_span`].
     reference_span: Duration,
+    /// How far above the max-min share the router advertises, ≥ 1: grows
+    /// while the flows at the share use it and the link stays under its
+    /// target (shares reserved for flows that never come to use them), and
+    /// falls as soon as the flows' arrivals exceed the target.
+    spare_gain: f64,
 }
 
 impl ErcMarker {
@@ -412,6 +441,7 @@ impl ErcMarker {
             newcomer_index: 1,
             show_up: 1.0,
             reference_span: config.reference_span,
+            spare_gain: 1.0,
         }
     }
 
@@ -491,6 +521,7 @@ impl ErcMarker {
         let flows = &mut self.flows;
         let (mut came, mut stayed_away, mut young_waiting) = (0u32, 0u32, 0usize);
         let mut longest_round = self.config.reference_span;
+        let (mut at_share_flows, mut at_share_rate) = (0usize, 0.0);
         self.listed.retain(|&key| {
             let Some(state) = flows.get_mut(now, key) else {
                 return false;
@@ -529,6 +560,10 @@ impl ErcMarker {
                 state.listed = false;
                 return false;
             }
+            if at_share && !is_young {
+                at_share_flows += 1;
+                at_share_rate += state.rate;
+            }
             let mut demand = if is_young || at_share {
                 f64::INFINITY
             } else {
@@ -550,8 +585,20 @@ impl ErcMarker {
         let reserved = (young_waiting as f64 * self.show_up).ceil() as usize;
         demands.extend(std::iter::repeat_n(f64::INFINITY, reserved));
         self.reference_span = longest_round;
+        let used =
+            at_share_flows > 0 && at_share_rate >= SPARE_USED * self.share * at_share_flows as f64;
+        // Shares reserved for young flows are spare in so far as young flows
+        // do not come to use them (most do where flows are long); with none
+        // reserved, there is nothing to hand out.
+        let growth = (used && young_waiting > 0).then_some(1.0 - self.show_up);
+        let arrivals = self.erc_bytes as f64 / elapsed;
+        self.follow_spare(elapsed, available, arrivals, growth, queue > 0);
+        if young_waiting == 0 {
+            self.spare_gain = 1.0 + (self.spare_gain - 1.0) * SPARE_DECAY;
+        }
         let share = self.water_fill(available, &mut demands);
-        self.advertise(now, share);
+        // No flow is told more than the whole target.
+        self.advertise(now, (share * self.spare_gain).min(share.max(available)));
         self.interval = Duration::from_secs_f64(
             (self.config.interval_packets * self.packet_size / self.share).clamp(
                 self.config.min_interval.as_secs_f64(),
@@ -563,6 +610,33 @@ impl ErcMarker {
         self.erc_bytes = 0;
         self.erc_packets = 0;
         self.queue_min = u64::MAX;
+    }
+
+    /// Moves [`ErcMarker::spare_gain`] for an interval of `elapsed` seconds
+    /// in which erc traffic arrived at `arrivals` against a target of
+    /// `available` (bytes per second). With `growth` (the share of the
+    /// reserved capacity that is likely spare) it grows as RCP's rate does
+    /// into spare capacity, by [`SPARE_GAIN`]·growth·spare per round trip
+    /// (the longest learnt), while the link is under its target. It falls
+    /// at once to what the target carries when arrivals exceed it and a
+    /// queue stands (`queued`), never below 1.
+    fn follow_spare(
+        &mut self,
+        elapsed: f64,
+        available: f64,
+        arrivals: f64,
+        growth: Option<f64>,
+        queued: bool,
+    ) {
+        let under = arrivals < (1.0 - SPARE_DEADBAND) * available;
+        if arrivals > available && queued {
+            self.spare_gain = (self.spare_gain * available / arrivals).max(1.0);
+        } else if let Some(weight) = growth.filter(|_| under) {
+            let spare = weight * (1.0 - arrivals / available);
+            let rounds = elapsed / self.reference_span.as_secs_f64();
+            self.spare_gain =
+                (self.spare_gain * (SPARE_GAIN * spare * rounds).exp()).min(SPARE_MAX);
+        }
     }
 
     /// The max-min fair share of `capacity` among flows with these demands
@@ -586,7 +660,7 @@ impl ErcMarker {
     /// flows at once.
     fn on_new_flow(&mut self, now: Duration) {
         self.bottlenecked += 1;
-        let share = self.bottleneck_capacity / self.bottlenecked as f64;
+        let share = self.spare_gain * self.bottleneck_capacity / self.bottlenecked as f64;
         if share < self.share {
             self.advertise(now, share);
         } else {
@@ -1258,6 +1332,77 @@ mod tests {
             newcomers(from + MS * 50).collect(),
         );
         assert!(r.share() > 2.0 * each, "{} vs {each}", r.share());
+    }
+
+    #[test]
+    fn shares_reserved_for_newcomers_that_never_come_go_to_the_flows_there() {
+        // One long flow sends at whatever the router advertises; every
+        // 300 ms a newcomer sends a first flight and is never heard of
+        // again, so a share stays reserved for one that does not come.
+        let capacity = 1e6;
+        let mut r = ErcMarker::new(ErcConfig::default(), FlowTableConfig::default());
+        let (mut t, mut next_newcomer, mut arrived, mut hash) =
+            (Duration::ZERO, Duration::ZERO, 0, 0u32);
+        let mut newcomer = 100;
+        let mut sent_since = Vec::new();
+        while t < MS * 30_000 {
+            if t >= next_newcomer {
+                for i in 0..DIGITS {
+                    arrived += 1_000;
+                    let mut pkt = PacketMarks {
+                        ecn: Ecn::Ect0,
+                        tag: SchemeTag::new(WIRE.id()),
+                        hash: i,
+                        flow: newcomer,
+                    };
+                    r.mark(t, &link(capacity, arrived, 0), &mut pkt);
+                }
+                newcomer += 1;
+                next_newcomer += MS * 300;
+            }
+            arrived += 1_000;
+            hash = hash.wrapping_add(0x9e37_79b9);
+            let mut pkt = PacketMarks {
+                ecn: Ecn::Ect0,
+                tag: SchemeTag::new(WIRE.id()),
+                hash,
+                flow: 1,
+            };
+            r.mark(t, &link(capacity, arrived, 0), &mut pkt);
+            if t >= MS * 25_000 {
+                sent_since.push(t);
+            }
+            t += Duration::from_secs_f64(1_000.0 / r.share().min(capacity));
+        }
+        // Max-min alone holds the long flow to half the link (itself and
+        // the reserved share); the spare capacity comes back to it.
+        let rate = sent_since.len() as f64 * 1_000.0 / 5.0;
+        assert!(rate > 0.8 * capacity, "{rate} of {capacity}");
+        assert!(r.share() <= 0.98 * capacity, "{}", r.share());
+        assert!(r.spare_gain > 1.5, "{}", r.spare_gain);
+    }
+
+    #[test]
+    fn a_standing_queue_takes_the_spare_gain_back() {
+        let mut r = ErcMarker::new(ErcConfig::default(), FlowTableConfig::default());
+        r.spare_gain = 4.0;
+        // No queue: arrivals over the target are a passing burst.
+        r.follow_spare(0.1, 1e6, 2e6, Some(1.0), false);
+        assert_eq!(r.spare_gain, 4.0);
+        // A queue stands: the gain falls to what the target carries ...
+        r.follow_spare(0.1, 1e6, 2e6, Some(1.0), true);
+        assert_eq!(r.spare_gain, 2.0);
+        // ... never below the max-min share.
+        r.follow_spare(0.1, 1e6, 4e6, Some(1.0), true);
+        assert_eq!(r.spare_gain, 1.0);
+        // Capacity that is not likely spare (flows still ramping up, or
+        // newcomers that come) leaves it alone.
+        r.follow_spare(0.1, 1e6, 1e5, None, false);
+        assert_eq!(r.spare_gain, 1.0);
+        r.follow_spare(0.1, 1e6, 1e5, Some(0.0), false);
+        assert_eq!(r.spare_gain, 1.0);
+        r.follow_spare(0.1, 1e6, 1e5, Some(0.5), false);
+        assert!(r.spare_gain > 1.0);
     }
 
     #[test]
