@@ -206,7 +206,7 @@ pub struct Link<P> {
 impl<P: LinkPacket> Link<P> {
     /// A link starting at `now`. `router` meters and marks, `queue` says
     /// how packets wait unless the spec names a queue; `seed` drives loss,
-    /// corruption, jitter, reordering and duplication.
+    /// corruption, jitter, reordering, duplication and the AQM's draws.
     pub fn new(
         spec: LinkSpec,
         router: RouterConfig,
@@ -224,6 +224,7 @@ impl<P: LinkPacket> Link<P> {
                 limit,
                 discipline: spec.queue.unwrap_or(queue),
                 router,
+                seed,
             },
             now,
         );

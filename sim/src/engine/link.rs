@@ -57,7 +57,8 @@ pub struct Link {
 }
 
 impl Link {
-    pub(super) fn new(spec: LinkSpec) -> Link {
+    /// A link; `seed` drives its AQM's random draws.
+    pub(super) fn new(spec: LinkSpec, seed: u64) -> Link {
         let bottleneck = spec.rate.map(|bps| {
             let mut router = RouterConfig::new(bps / 8.0, 0);
             router.classic_threshold = spec.ecn_threshold.max(1);
@@ -67,6 +68,7 @@ impl Link {
                 limit: spec.buffer,
                 discipline: spec.discipline,
                 router,
+                seed,
             };
             Bottleneck::new(config, Duration::ZERO)
         });

@@ -102,7 +102,9 @@ impl Sim {
         }
         let mut sim = Sim {
             clock: Clock::default(),
-            links: config.links.into_iter().map(Link::new).collect(),
+            links: (config.links.into_iter().enumerate())
+                .map(|(i, spec)| Link::new(spec, config.seed ^ ((i as u64) << 32)))
+                .collect(),
             flows,
             pareto: config.pareto,
             rng: Rng::new(config.seed),

@@ -24,6 +24,14 @@
 //!   a 1 ms sojourn or with the coupled probability k·p'; the rest in a
 //!   classic queue under PI2 (CE or drop with p'²); a time-shifted FIFO
 //!   between them. What ecnq flows meet at an L4S network's bottleneck.
+//!   Its update rule and gains are Linux `sch_dualpi2`'s (see `Pi2` for
+//!   the differences, none of which moved the figures). One Cubic-with-ECN
+//!   flow gets 0.57× one Prague flow's rate through it (50 Mbit/s, 40 ms,
+//!   two minutes), not the 0.9× that RFC 9332 §2.1's steady-state windows
+//!   give: with one flow of each, p' swings with Cubic's sawtooth (zero in
+//!   14 % of updates), so the classic flow's packets are marked at
+//!   1.6·E[p']² and 29 % of Prague's rounds carry no mark; held at a
+//!   constant p', Cubic gets 1.1–1.4× Prague (sim/REPRODUCTION.md, "L4S").
 //!
 //! Departure times are exact: a packet starts when the one before it ends,
 //! and `len · 8 / rate` keeps its sub-nanosecond remainder, so a caller that
@@ -96,6 +104,9 @@ pub struct BottleneckConfig {
     pub discipline: Discipline,
     /// The router's meter and marking.
     pub router: RouterConfig,
+    /// Seeds the AQM's random draws (DualPI2's marks and drops), so that
+    /// runs with different seeds meet different draws.
+    pub seed: u64,
 }
 
 /// What the bottleneck needs of a packet.
@@ -189,6 +200,7 @@ pub struct Bottleneck<P> {
     policer: Policer,
     codel: Codel,
     pi2: Pi2,
+    seed: u64,
     in_service: Option<(Duration, Waiting<P>)>,
     remainder: u128,
     counters: [ClassCounters; CLASSES],
@@ -218,7 +230,8 @@ impl<P: Queued> Bottleneck<P> {
             flows: ActiveFlows::new(interval, now),
             policer: Policer::new(capacity, interval, now),
             codel: Codel::default(),
-            pi2: Pi2::new(now),
+            pi2: Pi2::new(now, config.seed),
+            seed: config.seed,
             in_service: None,
             remainder: 0,
             counters: [ClassCounters::default(); CLASSES],
@@ -304,7 +317,7 @@ impl<P: Queued> Bottleneck<P> {
         self.flows = ActiveFlows::new(interval, now);
         self.policer = Policer::new(self.capacity, interval, now);
         self.codel = Codel::default();
-        self.pi2 = Pi2::new(now);
+        self.pi2 = Pi2::new(now, self.seed);
         self.update_share();
     }
 
@@ -349,7 +362,8 @@ impl<P: Queued> Bottleneck<P> {
             let sojourn = start.saturating_sub(waiting.since);
             let signal = match (self.discipline, waiting.class) {
                 (Discipline::DualPi2, class) => {
-                    // PI2 follows the longer of the two queues' delays.
+                    // PI2 follows the longer of the two queues' delays
+                    // (Linux's `calculate_probability`).
                     let oldest = self
                         .queues
                         .iter()
@@ -359,6 +373,10 @@ impl<P: Queued> Bottleneck<P> {
                         .map(|since| start.saturating_sub(since))
                         .fold(sojourn, Duration::max);
                     self.pi2.update(start, delay);
+                    // RFC 9332 Appendix A.1, `dualpi2_dequeue`: classic
+                    // packets with p_C = p'², L4S ones with p_L =
+                    // max(step, p_CL = k·p'): with a step of 0 or 1, the
+                    // draw's union with it is that maximum.
                     let (p, step) = match class {
                         Class::Classic => (self.pi2.p * self.pi2.p, false),
                         _ => ((PI2_K * self.pi2.p).min(1.0), sojourn > PI2_STEP),
@@ -588,26 +606,53 @@ impl ActiveFlows {
     }
 }
 
-/// PI2's target queue delay (RFC 9332 Appendix A: 15 ms).
+/// PI2's target queue delay (RFC 9332 Appendix A.1, `dualpi2_params_init`
+/// line 8: 15 ms; Linux `sch_dualpi2`'s default too).
 const PI2_TARGET: Duration = Duration::from_millis(15);
-/// PI2 updates its base probability this often (RFC 9332 Appendix A: 16 ms).
+/// PI2 updates its base probability this often. RFC 9332 Appendix A.1
+/// line 12 derives Tupdate = min(target, RTT_max / 3) = 15 ms; this is
+/// Linux `sch_dualpi2`'s default, 16 ms, which its α and β go with.
 const PI2_UPDATE: Duration = Duration::from_millis(16);
-/// PI2's integral gain α (RFC 9332 Appendix A: 0.16 Hz), applied per update.
+/// PI2's integral gain α, applied once per update to delays in seconds
+/// (RFC 9332 Appendix A.1, `dualpi2_update`: p' += α·(curq − target) +
+/// β·(curq − prevq)). Line 13 derives α = 0.1·Tupdate / RTT_max² = 0.15
+/// Hz for 15 ms; Linux's 41/256 ≈ 0.16 Hz for 16 ms integrates as fast
+/// (α / Tupdate = 10 s⁻²).
 const PI2_ALPHA: f64 = 0.16;
-/// PI2's proportional gain β (RFC 9332 Appendix A: 3.2 Hz), applied per update.
+/// PI2's proportional gain β, applied once per update (RFC 9332 Appendix
+/// A.1 line 14: β = 0.3 / RTT_max = 3 Hz; Linux's 819/256 ≈ 3.2 Hz).
 const PI2_BETA: f64 = 3.2;
 /// The coupling factor k: the L4S queue is marked with k·p' where the
-/// classic queue sees p'² (RFC 9332 §2.1 and Appendix A: k = 2).
+/// classic queue sees p'² (RFC 9332 §2.1, p_C = (p_CL / k)², and Appendix
+/// A.1 line 3: k = 2).
 const PI2_K: f64 = 2.0;
-/// The L4S queue's native step: CE for a packet that waited longer (RFC
-/// 9332 Appendix A: about 1 ms).
+/// The L4S queue's native AQM: CE for a packet whose sojourn exceeds this
+/// (Linux `sch_dualpi2`'s `step_thresh`, 1 ms; RFC 9332 Appendix A.1
+/// lines 17–18 ramp from 800 µs over 400 µs, and allow a step). The dual
+/// discipline's L4S step uses it too.
 const PI2_STEP: Duration = Duration::from_millis(1);
-/// The time shift of the scheduler between the queues (RFC 9332 Appendix
-/// A: twice the classic target).
+/// The time shift of the time-shifted FIFO between the queues, one of the
+/// schedulers RFC 9332 §4.2.2 discusses (Linux uses a weighted round robin
+/// with 10 % for the classic queue instead): twice the classic target, a
+/// choice of this model; it never binds while the L4S queue stays short.
 const PI2_TSHIFT: Duration = Duration::from_millis(30);
 
-/// PI2's base probability p' (RFC 9332 Appendix A), updated every
-/// [`PI2_UPDATE`] from the queue delay, and the random draws of its marks.
+/// PI2's base probability p' (RFC 9332 Appendix A.1, `dualpi2_update`),
+/// updated every [`PI2_UPDATE`] from the queue delay and held in [0, 1],
+/// and the random draws of its marks.
+///
+/// Where this differs from the RFC's pseudocode and Linux's qdisc, and
+/// what each difference was measured to change (sim/REPRODUCTION.md,
+/// "L4S"): the delay is the longer of the two queues' head sojourns, as
+/// Linux's `calculate_probability` takes it (the RFC's uses the classic
+/// queue's alone); p' is brought up to date by the first dequeue at or
+/// after each update time, not by a timer; the RFC marks through
+/// `recur()`, a deterministic accumulator, where this draws as Linux does,
+/// and the classic p'² in one draw where Linux draws p' twice (the same
+/// probability); Linux never marks or drops by p' while under two MTUs
+/// wait; there is no overload mode (L4S drop once k·p' ≥ 1). None of
+/// these, nor Linux's WRR scheduler or the RFC's 0.15 / 3.0 / 15 ms gains,
+/// moved Cubic with ECN against Prague off 0.55–0.59×.
 #[derive(Debug)]
 struct Pi2 {
     p: f64,
@@ -617,12 +662,12 @@ struct Pi2 {
 }
 
 impl Pi2 {
-    fn new(now: Duration) -> Pi2 {
+    fn new(now: Duration, seed: u64) -> Pi2 {
         Pi2 {
             p: 0.0,
             previous: Duration::ZERO,
             next_update: now + PI2_UPDATE,
-            rng: 0x9e37_79b9_7f4a_7c15,
+            rng: seed ^ 0x9e37_79b9_7f4a_7c15,
         }
     }
 
@@ -765,6 +810,7 @@ mod tests {
                 limit: QueueLimit::Packets(1000),
                 discipline,
                 router: RouterConfig::new(1e6, 1_000_000),
+                seed: 0,
             },
             start,
         )
@@ -1002,12 +1048,119 @@ mod tests {
                 limit: QueueLimit::Packets(10),
                 discipline: Discipline::Dual,
                 router: config,
+                seed: 0,
             },
             Duration::ZERO,
         );
         assert_eq!(b.discipline(), Discipline::Fifo);
         assert_eq!("FIFO".parse(), Ok(Discipline::Fifo));
         assert!("red".parse::<Discipline>().is_err());
+    }
+
+    /// p' moves by RFC 9332 Appendix A.1's rule, once per interval:
+    /// p' += α·(q − target) + β·(q − q_prev), delays in seconds, held in
+    /// [0, 1].
+    #[test]
+    fn pi2_updates_p_by_the_rfc_rule_once_per_interval() {
+        let mut pi2 = Pi2::new(Duration::ZERO, 0);
+        let delay = MS * 20;
+        pi2.update(PI2_UPDATE - Duration::from_nanos(1), delay);
+        assert_eq!(pi2.p, 0.0, "no update before the first interval ends");
+        // Ten intervals at once: the integral term counts each of them, the
+        // proportional term the delay's one rise from 0 to 20 ms.
+        pi2.update(PI2_UPDATE * 10, delay);
+        let expected = 10.0 * PI2_ALPHA * (0.020 - 0.015) + PI2_BETA * 0.020;
+        assert!((pi2.p - expected).abs() < 1e-12, "{} vs {expected}", pi2.p);
+        // The queue empties: the fall takes β·20 ms off at once, then the
+        // integral α·15 ms per interval, down to zero and not below.
+        pi2.update(PI2_UPDATE * 11, Duration::ZERO);
+        let expected = expected - PI2_ALPHA * 0.015 - PI2_BETA * 0.020;
+        assert!((pi2.p - expected).abs() < 1e-12, "{} vs {expected}", pi2.p);
+        pi2.update(PI2_UPDATE * 20, Duration::ZERO);
+        assert_eq!(pi2.p, 0.0);
+        // A second of queue saturates it at 1.
+        pi2.update(PI2_UPDATE * 21, Duration::from_secs(1));
+        assert_eq!(pi2.p, 1.0);
+    }
+
+    /// At a steady p', DualPI2 CE-marks classic ECT packets with p'²,
+    /// drops classic Not-ECT ones with p'², and marks L4S packets with
+    /// k·p' (RFC 9332 §2.1: p_C = (p_CL / k)²); an L4S packet that waited
+    /// over a millisecond is marked whatever p' is.
+    #[test]
+    fn dualpi2_marks_classic_with_p_squared_and_l4s_with_k_times_p() {
+        let mut b = link(Discipline::DualPi2);
+        b.pi2.p = 0.1;
+        b.pi2.next_update = Duration::MAX;
+        let kinds = [
+            (1, SchemeTag::UNTAGGED, Ecn::Ect0),
+            (2, SchemeTag::UNTAGGED, Ecn::NotEct),
+            (3, SchemeTag::UNTAGGED, Ecn::Ect1),
+        ];
+        // One packet a millisecond, a millisecond each: none waits.
+        let (mut sent, mut ce) = ([0u32; 3], [0u32; 3]);
+        for t in 0..60_000u32 {
+            let now = MS * t;
+            while let Some((_, p)) = b.depart(now) {
+                let kind = p.0.flow as usize - 1;
+                sent[kind] += 1;
+                ce[kind] += u32::from(p.0.ecn == Ecn::Ce);
+            }
+            let (flow, tag, ecn) = kinds[t as usize % 3];
+            b.offer(now, pkt(flow, tag, ecn)).unwrap();
+        }
+        let dropped = b.counters(Class::Classic).aqm_drops as u32;
+        let fraction = |n: u32, of: u32| f64::from(n) / f64::from(of);
+        let (ect, not_ect, l4s) = (
+            fraction(ce[0], sent[0]),
+            fraction(dropped, sent[1] + dropped),
+            fraction(ce[2], sent[2]),
+        );
+        assert!((ect - 0.01).abs() < 0.002, "classic ECT marked {ect}");
+        assert!(
+            (not_ect - 0.01).abs() < 0.002,
+            "classic Not-ECT dropped {not_ect}"
+        );
+        assert_eq!(ce[1], 0);
+        assert!((l4s - 0.2).abs() < 0.01, "L4S marked {l4s}");
+        assert_eq!(b.counters(Class::L4s).aqm_drops, 0);
+        // The step: at p' = 0, three L4S packets at once wait 0, 1 and 2 ms.
+        let mut b = link(Discipline::DualPi2);
+        for _ in 0..3 {
+            b.offer(Duration::ZERO, pkt(3, SchemeTag::UNTAGGED, Ecn::Ect1))
+                .unwrap();
+        }
+        let marks: Vec<bool> = std::iter::from_fn(|| b.depart(MS * 10))
+            .map(|(_, p)| p.0.ecn == Ecn::Ce)
+            .collect();
+        assert_eq!(marks, [false, false, true]);
+    }
+
+    /// The seed decides which packets DualPI2's draws mark, and only that.
+    #[test]
+    fn the_seed_drives_dualpi2s_draws() {
+        let marks = |seed: u64| {
+            let mut b = link(Discipline::DualPi2);
+            b.pi2 = Pi2::new(Duration::ZERO, seed);
+            b.pi2.p = 0.1;
+            b.pi2.next_update = Duration::MAX;
+            let mut ce = Vec::new();
+            for t in 0..2_000u32 {
+                let now = MS * t;
+                ce.extend(std::iter::from_fn(|| b.depart(now)).map(|(_, p)| p.0.ecn == Ecn::Ce));
+                b.offer(now, pkt(1, SchemeTag::UNTAGGED, Ecn::Ect1))
+                    .unwrap();
+            }
+            ce
+        };
+        let count = |ce: &[bool]| ce.iter().filter(|&&c| c).count();
+        let (a, b) = (marks(1), marks(2));
+        assert_eq!(marks(1), a);
+        assert_ne!(a, b);
+        // Both near k·p' = 0.2 of 2000.
+        for ce in [&a, &b] {
+            assert!((350..450).contains(&count(ce)), "{}", count(ce));
+        }
     }
 
     #[test]

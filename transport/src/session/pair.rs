@@ -154,6 +154,7 @@ pub(super) fn bottleneck<P: Queued>(marking: MarkingMode, now: Duration) -> Bott
         limit: QueueLimit::Packets(100),
         discipline: Discipline::Fifo,
         router,
+        seed: 0,
     };
     Bottleneck::new(config, now)
 }
