@@ -1163,6 +1163,16 @@ mod tests {
         }
     }
 
+    /// An unmarked erc packet of `flow`.
+    fn packet(flow: u64, hash: u32) -> PacketMarks {
+        PacketMarks {
+            ecn: Ecn::Ect0,
+            tag: SchemeTag::new(WIRE.id()),
+            hash,
+            flow,
+        }
+    }
+
     /// Drives `flows` flows through a router, each offering `rates[i]` bytes
     /// per second, for `span`; returns the router.
     fn drive(router: &mut ErcMarker, capacity: f64, rates: &[f64], from: Duration, span: Duration) {
@@ -1181,12 +1191,7 @@ mod tests {
             }
             arrived += 1_000;
             hash = hash.wrapping_add(0x9e37_79b9);
-            let mut pkt = PacketMarks {
-                ecn: Ecn::Ect0,
-                tag: SchemeTag::new(WIRE.id()),
-                hash,
-                flow: f as u64 + 1,
-            };
+            let mut pkt = packet(f as u64 + 1, hash);
             router.mark(t, &link(capacity, arrived, 0), &mut pkt);
             next[f] = t + Duration::from_secs_f64(1_000.0 / rates[f]);
         }
@@ -1209,12 +1214,7 @@ mod tests {
         );
         // A flow written by this router carries its index.
         let mut d = ErcDecoder::default();
-        let mut pkt = PacketMarks {
-            ecn: Ecn::Ect0,
-            tag: SchemeTag::new(WIRE.id()),
-            hash: 0,
-            flow: 1,
-        };
+        let mut pkt = packet(1, 0);
         for p in 0..DIGITS {
             pkt.ecn = Ecn::Ect0;
             pkt.hash = p;
@@ -1231,12 +1231,7 @@ mod tests {
         drive(&mut r, capacity, &[2e6], Duration::ZERO, MS * 1_000);
         let alone = r.share();
         assert!((alone / (0.98 * capacity) - 1.0).abs() < 0.02, "{alone}");
-        let mut pkt = PacketMarks {
-            ecn: Ecn::Ect0,
-            tag: SchemeTag::new(WIRE.id()),
-            hash: 0,
-            flow: 99,
-        };
+        let mut pkt = packet(99, 0);
         // A flow too short to read a chain takes nothing from the others ...
         for _ in 1..DIGITS {
             r.mark(MS * 1_000, &link(capacity, 0, 0), &mut pkt);
@@ -1267,12 +1262,7 @@ mod tests {
         }
         packets.sort_by_key(|&(_, at)| at);
         for (i, (flow, at)) in packets.into_iter().enumerate() {
-            let mut pkt = PacketMarks {
-                ecn: Ecn::Ect0,
-                tag: SchemeTag::new(WIRE.id()),
-                hash: i as u32,
-                flow,
-            };
+            let mut pkt = packet(flow, i as u32);
             router.mark(at, &link(1e7, 0, 0), &mut pkt);
         }
     }
@@ -1349,12 +1339,7 @@ mod tests {
             if t >= next_newcomer {
                 for i in 0..DIGITS {
                     arrived += 1_000;
-                    let mut pkt = PacketMarks {
-                        ecn: Ecn::Ect0,
-                        tag: SchemeTag::new(WIRE.id()),
-                        hash: i,
-                        flow: newcomer,
-                    };
+                    let mut pkt = packet(newcomer, i);
                     r.mark(t, &link(capacity, arrived, 0), &mut pkt);
                 }
                 newcomer += 1;
@@ -1362,12 +1347,7 @@ mod tests {
             }
             arrived += 1_000;
             hash = hash.wrapping_add(0x9e37_79b9);
-            let mut pkt = PacketMarks {
-                ecn: Ecn::Ect0,
-                tag: SchemeTag::new(WIRE.id()),
-                hash,
-                flow: 1,
-            };
+            let mut pkt = packet(1, hash);
             r.mark(t, &link(capacity, arrived, 0), &mut pkt);
             if t >= MS * 25_000 {
                 sent_since.push(t);
@@ -1423,12 +1403,7 @@ mod tests {
     fn a_standing_queue_lowers_the_share_until_it_drains() {
         let capacity = 1e6;
         let mut r = ErcMarker::new(ErcConfig::default(), FlowTableConfig::default());
-        let mut pkt = PacketMarks {
-            ecn: Ecn::Ect0,
-            tag: SchemeTag::new(WIRE.id()),
-            hash: 0,
-            flow: 1,
-        };
+        let mut pkt = packet(1, 0);
         for i in 0..200u64 {
             pkt.ecn = Ecn::Ect0;
             r.mark(MS * i as u32, &link(capacity, i * 1_000, 100_000), &mut pkt);
@@ -1449,12 +1424,7 @@ mod tests {
         for (flow, fast_first) in [(7, true), (8, false)] {
             let mut d = ErcDecoder::default();
             for i in 0..200u32 {
-                let mut pkt = PacketMarks {
-                    ecn: Ecn::Ect0,
-                    tag: SchemeTag::new(WIRE.id()),
-                    hash: i.wrapping_mul(2_654_435_761),
-                    flow,
-                };
+                let mut pkt = packet(flow, i.wrapping_mul(2_654_435_761));
                 let mut through = |router: &mut ErcMarker, capacity| {
                     router.mark(MS * 500, &link(capacity, 0, 0), &mut pkt)
                 };
@@ -1496,12 +1466,7 @@ mod tests {
         drive(&mut r, 1e6, &[2e6, 2e6], Duration::ZERO, MS * 1_000);
         let mut written = [0usize; 4];
         for i in 0..1_000u32 {
-            let mut pkt = PacketMarks {
-                ecn: Ecn::Ect0,
-                tag: SchemeTag::new(WIRE.id()),
-                hash: i.wrapping_mul(2_654_435_761),
-                flow: 1,
-            };
+            let mut pkt = packet(1, i.wrapping_mul(2_654_435_761));
             r.mark(MS * 1_000, &link(1e6, 0, 0), &mut pkt);
             written[pkt.ecn.bits() as usize] += 1;
         }
@@ -1638,12 +1603,7 @@ mod tests {
         let mut differs = false;
         for n in 0..DIGITS - 1 {
             let hash = n.wrapping_mul(0x9e37_79b9);
-            let mut pkt = PacketMarks {
-                ecn: Ecn::Ect0,
-                tag: SchemeTag::new(WIRE.id()),
-                hash,
-                flow: 99,
-            };
+            let mut pkt = packet(99, hash);
             let newcomer = r.newcomer_index;
             r.mark(span + MS, &link(capacity, 0, 0), &mut pkt);
             let expected = digit(newcomer, position(hash));
