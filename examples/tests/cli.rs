@@ -58,6 +58,21 @@ fn hostile_flags_fail_cleanly() {
         (&["demo", "--stagger", "1e9"], "--stagger must be between"),
         (&["demo", "--rate", "0bit"], "at least 1 bit/s"),
         (&["demo", "--buffer", "lots"], "--buffer"),
+        (
+            &["-c", "127.0.0.1", "--pause", "soon"],
+            "`soon` is not FROM..UNTIL",
+        ),
+        (
+            &["-c", "127.0.0.1", "--pause", "12..10"],
+            "`12..10`: the pause must end after it starts",
+        ),
+        (
+            &["-c", "127.0.0.1", "--pause", "20..22"],
+            "--pause starts at 20 s, after the test's 10 s",
+        ),
+        (&["-c", "127.0.0.1", "-R", "--pause", "1..2"], "--reverse"),
+        (&["-s", "--pause", "1..2"], "--pause"),
+        (&["-c", "127.0.0.1", "--send-window", "lots"], "lots"),
         (&["--no-such-flag"], "--no-such-flag"),
     ] {
         fails_with(args, message);

@@ -172,7 +172,9 @@ fn a_parking_lot_gets_max_min_shares() {
 /// packet is lost; and the shares are fair again within a second of the
 /// pause's end and of the restart. A resumed flow ramps back up over a
 /// round trip rather than adding its old rate at once (before: queue
-/// peak 148 packets, p99 42).
+/// peak 148 packets, p99 42), and the router counts it from its first
+/// packet back, so that the others make room as it returns (before: peak
+/// 108 packets, 0.1 s after the resume).
 #[test]
 fn a_pause_and_a_router_restart_lose_nothing_and_starve_no_one() {
     let s = run("erc-robustness", &[]);
@@ -185,7 +187,8 @@ fn a_pause_and_a_router_restart_lose_nothing_and_starve_no_one() {
     );
     assert!(l.utilization >= 0.97, "utilization {:.3}", l.utilization);
     assert_eq!((l.drops, lost), (0, 0));
-    assert!(l.p99_queue_packets <= 25, "p99 {}", l.p99_queue_packets);
+    assert!(l.p99_queue_packets <= 5, "p99 {}", l.p99_queue_packets);
+    assert!(l.peak_queue_packets <= 25, "peak {}", l.peak_queue_packets);
     for f in [resumed, restarted] {
         assert!(f.is_some_and(|f| f <= 1.0), "fair after {f:?}");
     }

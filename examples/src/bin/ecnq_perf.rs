@@ -11,6 +11,7 @@ use ecnq::units::Size;
 use ecnq_examples::perf::client::{self, ClientConfig};
 use ecnq_examples::perf::output;
 use ecnq_examples::perf::proto::{self, TestRequest, DEFAULT_PORT};
+use ecnq_examples::perf::pump::Pause;
 use ecnq_examples::perf::report::{self, Interval, Report, Sum};
 use ecnq_examples::perf::{check_seconds, demo, server, testbed, MAX_SECONDS};
 use ecnq_shim::shutdown_signal;
@@ -77,6 +78,19 @@ struct PerfArgs {
     /// Congestion control of the sending side [default: erc].
     #[arg(long, default_value_t = CongestionControl::DEFAULT, value_parser = parse_cc, long_help = format!("Congestion control of the sending side:\n{}", CongestionControl::help()))]
     cc: CongestionControl,
+    /// Client: write nothing from FROM until UNTIL seconds into the test
+    /// (e.g. 10..12), as an application with nothing to send. Bytes
+    /// already written still go out: with quinn's default send window that
+    /// can be seconds of data on a slow path, so pair it with
+    /// --send-window.
+    #[arg(long, value_name = "FROM..UNTIL", value_parser = parse_pause, conflicts_with_all = ["server", "reverse"])]
+    pause: Option<Pause>,
+    /// Client: most bytes held written but not yet acknowledged (quinn's
+    /// send window; k, m, g: powers of 1024) [default: quinn's 10 MB]. About two
+    /// bandwidth-delay products keeps a --pause's stop within a round trip
+    /// or two of the writes' without limiting the rate.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, conflicts_with_all = ["server", "reverse"])]
+    send_window: Option<u64>,
     /// Write qlog files into this directory.
     #[arg(long, value_name = "DIR")]
     qlog: Option<PathBuf>,
@@ -103,6 +117,10 @@ struct PerfArgs {
     /// Name the server's certificate is for (and the client checks).
     #[arg(long, default_value = "localhost", value_name = "NAME")]
     server_name: String,
+}
+
+fn parse_pause(s: &str) -> Result<Pause, String> {
+    s.parse()
 }
 
 fn parse_cc(s: &str) -> Result<CongestionControl, String> {
@@ -159,6 +177,16 @@ async fn perf(args: PerfArgs) -> Result<(), String> {
     check_seconds("-t", args.time, 0.001, MAX_SECONDS)?;
     if args.interval != 0.0 {
         check_seconds("-i (0 for none)", args.interval, 0.01, 3600.0)?;
+    }
+    if let Some(pause) = args
+        .pause
+        .filter(|p| args.bytes.is_none() && p.from.as_secs_f64() >= args.time)
+    {
+        return Err(format!(
+            "--pause starts at {} s, after the test's {} s (-t)",
+            pause.from.as_secs_f64(),
+            args.time
+        ));
     }
     match (&args.client, args.server) {
         (Some(host), false) => run_client(host.clone(), &args).await,
@@ -324,6 +352,8 @@ async fn client_config(host: &str, args: &PerfArgs) -> Result<ClientConfig, Stri
             3600.0
         }),
         qlog: args.qlog.clone(),
+        pause: args.pause,
+        send_window: args.send_window,
     })
 }
 

@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::proto::{self, TestRequest, TestResult, ALPN, MAX_CONTROL};
-use super::pump::{self, Limit};
+use super::pump::{self, Limit, Pause};
 use super::report::{rate, EcnCounts, StreamInterval, Sum};
 
 /// How long a client waits for the server to answer its handshake.
@@ -36,6 +36,13 @@ pub struct ClientConfig {
     pub interval: Duration,
     /// Where to write qlog files, if anywhere.
     pub qlog: Option<PathBuf>,
+    /// When this side, sending, writes nothing (`--pause`).
+    pub pause: Option<Pause>,
+    /// Most bytes this side holds written but not yet acknowledged (quinn's
+    /// send window, `--send-window`; default 10 MB, seconds of data on a
+    /// slow path). Small, a pause stops the flow on the wire soon after
+    /// the writes.
+    pub send_window: Option<u64>,
 }
 
 /// One connection's whole test.
@@ -72,6 +79,11 @@ async fn connect(
     let mut options = Options::new(config.cc).alpn(&[ALPN]);
     if let Some(dir) = &config.qlog {
         options = options.qlog_dir(dir.clone());
+    }
+    if let Some(window) = config.send_window {
+        options = options.transport(move |transport| {
+            transport.send_window(window);
+        });
     }
     let bind: SocketAddr = if config.server.is_ipv4() {
         "0.0.0.0:0"
@@ -201,7 +213,13 @@ async fn run_test(
                 .open_uni()
                 .await
                 .map_err(|e| format!("cannot open the data stream: {e}"))?;
-            pump::send_until(&mut send, Limit::of(&config.request), &counter).await
+            pump::send_until(
+                &mut send,
+                Limit::of(&config.request),
+                config.pause,
+                &counter,
+            )
+            .await
         }
     };
     let outcome = data.await;

@@ -98,11 +98,23 @@ impl LoopbackBed {
     /// Runs `flows` through relays in series, one per link of `links` (the
     /// first link is nearest the clients), both directions alike.
     pub async fn run(&self, flows: &[Flow], links: &[LinkSpec]) -> Result<RunResult, String> {
+        self.run_configured(flows, links, &|_, _| {}).await
+    }
+
+    /// Like [`LoopbackBed::run`], with each flow's client set up by
+    /// `configure` (given the flow's index), e.g. to pause it.
+    pub async fn run_configured(
+        &self,
+        flows: &[Flow],
+        links: &[LinkSpec],
+        configure: &(dyn Fn(usize, &mut ClientConfig) + Sync),
+    ) -> Result<RunResult, String> {
         let chain = RelayChain::start(links, self.server)?;
         let start = Instant::now();
         let mut tasks = Vec::new();
         for (i, flow) in flows.iter().enumerate() {
-            let config = self.client_config(chain.entry, flow.cc, flow.seconds);
+            let mut config = self.client_config(chain.entry, flow.cc, flow.seconds);
+            configure(i, &mut config);
             let at = start + Duration::from_secs_f64(flow.offset);
             let end = at + Duration::from_secs_f64(flow.seconds);
             tasks.push(tokio::spawn(async move {
@@ -151,6 +163,8 @@ pub fn client_config(
         },
         interval: Duration::from_millis(250),
         qlog: None,
+        pause: None,
+        send_window: None,
     }
 }
 
@@ -388,6 +402,14 @@ impl LinkSeries {
             return 0.0;
         }
         (last.departure_bytes - first.departure_bytes) * 8.0 / (self.capacity_bps * span)
+    }
+
+    /// Packets dropped from the start until `t` (the last sample by then).
+    pub fn drops_by(&self, t: f64) -> f64 {
+        (self.samples.iter())
+            .take_while(|s| s.t <= t)
+            .last()
+            .map_or(0.0, |s| s.drops)
     }
 
     /// Queueing delay samples (ms) between two times.

@@ -28,6 +28,43 @@ impl Limit {
     }
 }
 
+/// A span of a sender's time in which it writes nothing, as an
+/// application with nothing to send (`--pause FROM..UNTIL`): seconds from
+/// the start of its sending. Bytes it wrote before still go out; a send
+/// window ([`super::client::ClientConfig::send_window`]) bounds them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Pause {
+    /// When the sender stops writing.
+    pub from: Duration,
+    /// When it writes again.
+    pub until: Duration,
+}
+
+impl std::str::FromStr for Pause {
+    type Err = String;
+
+    /// `FROM..UNTIL` in seconds, `0 <= FROM < UNTIL <= 86400`, e.g. `10..12`.
+    fn from_str(s: &str) -> Result<Pause, String> {
+        let (from, until) = s
+            .split_once("..")
+            .ok_or_else(|| format!("`{s}` is not FROM..UNTIL in seconds, e.g. 10..12"))?;
+        let seconds = |part: &str| match part.trim().parse::<f64>() {
+            Ok(t) if t.is_finite() && (0.0..=super::MAX_SECONDS).contains(&t) => {
+                Ok(Duration::from_secs_f64(t))
+            }
+            _ => Err(format!(
+                "`{part}` in `{s}` is not a time from 0 to {} seconds",
+                super::MAX_SECONDS
+            )),
+        };
+        let (from, until) = (seconds(from)?, seconds(until)?);
+        if until <= from {
+            return Err(format!("`{s}`: the pause must end after it starts"));
+        }
+        Ok(Pause { from, until })
+    }
+}
+
 /// Write and read size: small enough that interval counts stay smooth at low rates.
 const CHUNK: usize = 16 * 1024;
 
@@ -39,10 +76,13 @@ pub const TIME_UP: quinn::VarInt = quinn::VarInt::from_u32(0x7469);
 
 /// Writes zeros to `send` until the limit, counting bytes into `counter` as
 /// they are accepted, then finishes the stream (a byte limit) or resets it
-/// with [`TIME_UP`] (a time limit). Returns bytes and seconds.
+/// with [`TIME_UP`] (a time limit). Writes nothing during `pause` (a write
+/// still waiting for room when it begins is given up). Returns bytes and
+/// seconds.
 pub async fn send_until(
     send: &mut quinn::SendStream,
     limit: Limit,
+    pause: Option<Pause>,
     counter: &AtomicU64,
 ) -> Result<(u64, f64), String> {
     let buf = vec![0u8; CHUNK];
@@ -51,6 +91,7 @@ pub async fn send_until(
         Limit::Time(t) => Some(start + t),
         Limit::Bytes(_) => None,
     };
+    let pause = pause.map(|p| (start + p.from, start + p.until));
     let mut sent = 0u64;
     loop {
         let want = match limit {
@@ -58,11 +99,26 @@ pub async fn send_until(
             Limit::Bytes(total) => CHUNK.min((total - sent) as usize),
             Limit::Time(_) => CHUNK,
         };
+        let now = Instant::now();
+        if let Some((_, until)) = pause.filter(|&(from, until)| (from..until).contains(&now)) {
+            tokio::time::sleep_until(deadline.map_or(until, |d| d.min(until))).await;
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                break;
+            }
+        }
+        // A write waits for room at most until the deadline or the pause.
+        let now = Instant::now();
+        let stop = [deadline, pause.map(|(from, _)| from)]
+            .into_iter()
+            .flatten()
+            .filter(|&t| t > now)
+            .min();
         let write = send.write(&buf[..want]);
-        let written = match deadline {
-            Some(d) => match tokio::time::timeout_at(d, write).await {
+        let written = match stop {
+            Some(stop) => match tokio::time::timeout_at(stop, write).await {
                 Ok(result) => result,
-                Err(_) => break,
+                Err(_) if deadline.is_some_and(|d| Instant::now() >= d) => break,
+                Err(_) => continue,
             },
             None => write.await,
         }
@@ -121,4 +177,45 @@ pub async fn receive_all(
     }
     let seconds = first.map_or(0.0, |f| f.elapsed().as_secs_f64());
     Ok((received, seconds))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pause_reads_from_until_in_seconds() {
+        let secs = Duration::from_secs_f64;
+        assert_eq!(
+            "10..12".parse(),
+            Ok(Pause {
+                from: secs(10.0),
+                until: secs(12.0)
+            })
+        );
+        assert_eq!(
+            "0..0.5".parse(),
+            Ok(Pause {
+                from: Duration::ZERO,
+                until: secs(0.5)
+            })
+        );
+        for (bad, message) in [
+            ("10", "`10` is not FROM..UNTIL in seconds"),
+            ("10-12", "`10-12` is not FROM..UNTIL"),
+            (
+                "x..12",
+                "`x` in `x..12` is not a time from 0 to 86400 seconds",
+            ),
+            ("10..", "`` in `10..` is not a time"),
+            ("-1..2", "`-1` in `-1..2`"),
+            ("1..1e9", "`1e9` in `1..1e9`"),
+            ("1..NaN", "`NaN` in `1..NaN`"),
+            ("12..10", "`12..10`: the pause must end after it starts"),
+            ("3..3", "`3..3`: the pause must end after it starts"),
+        ] {
+            let err = bad.parse::<Pause>().expect_err(bad);
+            assert!(err.contains(message), "{bad}: {err}");
+        }
+    }
 }

@@ -119,7 +119,7 @@ async fn run_test(connection: Connection) -> Result<Finished, String> {
             .open_uni()
             .await
             .map_err(|e| fail("cannot open the data stream", &e))?;
-        pump::send_until(&mut send, Limit::of(&request), &counter).await?
+        pump::send_until(&mut send, Limit::of(&request), None, &counter).await?
     } else {
         match uploaded {
             Some(done) => done?,

@@ -684,13 +684,18 @@ impl Marker for ErcMarker {
         let state = self.flows.entry(now, pkt.flow);
         if !state.listed {
             // A flow that comes back after it left the computation (a
-            // newcomer on a long path waits for its ACKs) keeps what the
-            // router learnt of its round trip.
+            // newcomer on a long path waits for its ACKs, an application
+            // pauses) keeps what the router learnt of its round trip. One
+            // that had counted before counts again from this packet on: its
+            // receiver still holds a chain, and it ramps back to its rate
+            // within a round trip, which the others must make room for.
             let back = state.packets > 0 && now.saturating_sub(state.last_packet) <= LONGEST_ROUND;
-            let (first_packet, last_packet, round) = if back {
-                (state.first_packet, state.last_packet, state.round)
+            let (first_packet, last_packet, round, packets) = if back {
+                let counted_before = state.packets >= DIGITS;
+                let packets = if counted_before { DIGITS - 1 } else { 0 };
+                (state.first_packet, state.last_packet, state.round, packets)
             } else {
-                (now, now, None)
+                (now, now, None, 0)
             };
             *state = FlowState {
                 listed: true,
@@ -698,6 +703,7 @@ impl Marker for ErcMarker {
                 first_packet,
                 last_packet,
                 round,
+                packets,
                 ..FlowState::default()
             };
             self.listed.push(pkt.flow);
@@ -997,15 +1003,18 @@ impl Law for ErcLaw {
 
     fn on_idle_restart(&mut self, now: Duration, _idle: Duration) {
         // The router may have handed the silent flow's share to others,
-        // who send it until the flow's return reaches them: ramp back up
-        // over a round trip from the initial window's rate, as at the
-        // start, rather than adding the whole old rate at once.
+        // who send it until the flow's return reaches them: send the
+        // initial window's rate for a round trip, as at the start, then
+        // ramp back up over the next, rather than adding the whole old
+        // rate at once. The rate moves only on ACKs, and the first come a
+        // round trip after the return: a ramp over that first round trip
+        // would be a step at its end.
         if let Some(ramp) = self.ramp {
             let restart = self.config.initial_window as f64 / self.srtt();
             self.ramp = Some(Ramp {
                 from: restart.min(ramp.to),
                 to: ramp.to,
-                start: now,
+                start: now + self.rtt.smoothed,
                 span: self.rtt.smoothed,
             });
             let rtt = self.rtt;
@@ -1222,6 +1231,28 @@ mod tests {
             d.on_packet(MS, pkt.ecn, pkt.tag, pkt.hash);
         }
         assert_eq!(d.index(), r.index());
+    }
+
+    #[test]
+    fn a_flow_back_from_a_pause_counts_from_its_first_packet() {
+        let capacity = 1e6;
+        let mut r = ErcMarker::new(ErcConfig::default(), FlowTableConfig::default());
+        drive(&mut r, capacity, &[2e6, 2e6], Duration::ZERO, MS * 1_000);
+        // Flow 2 pauses; flow 1 is alone and takes the link.
+        drive(&mut r, capacity, &[2e6], MS * 1_000, MS * 1_000);
+        assert_eq!(r.flows(), 1);
+        let alone = r.share();
+        assert!((alone / (0.98 * capacity) - 1.0).abs() < 0.02, "{alone}");
+        // Its first packet back halves the share: it will send at its
+        // rate within a round trip, before ten packets would count it.
+        let mut pkt = packet(2, 7);
+        r.mark(MS * 2_000, &link(capacity, 0, 0), &mut pkt);
+        assert_eq!(r.flows(), 2);
+        assert!(
+            (r.share() / (alone / 2.0) - 1.0).abs() < 0.02,
+            "{}",
+            r.share()
+        );
     }
 
     #[test]
@@ -1544,11 +1575,11 @@ mod tests {
         (config, rtt, law, rate_of(index_of(1e6)).unwrap())
     }
 
-    /// A flow that paused (nothing in flight for two seconds) ramps back up
-    /// over a round trip from its initial window's rate, never above the
-    /// rate it was told.
+    /// A flow that paused (nothing in flight for two seconds) sends its
+    /// initial window's rate for a round trip, then ramps back up over the
+    /// next, never above the rate it was told.
     #[test]
-    fn after_a_pause_the_rate_ramps_back_up_over_a_round_trip() {
+    fn after_a_pause_the_rate_ramps_back_up_over_the_second_round_trip() {
         let (config, rtt, mut law, told) = told_1_mbyte_per_s();
         law.on_ack(MS * 100, 1_000, &rtt);
         assert!((law.pacing_rate().unwrap() / told - 1.0).abs() < 1e-9);
@@ -1557,10 +1588,13 @@ mod tests {
         law.on_idle_restart(resume, MS * 2_000);
         let restart = config.initial_window as f64 / 0.040;
         assert!((law.pacing_rate().unwrap() / restart - 1.0).abs() < 1e-9);
-        law.on_ack(resume + MS * 20, 1_000, &rtt);
+        // The first ACKs come a round trip later: the ramp starts there.
+        law.on_ack(resume + MS * 40, 1_000, &rtt);
+        assert!((law.pacing_rate().unwrap() / restart - 1.0).abs() < 1e-9);
+        law.on_ack(resume + MS * 60, 1_000, &rtt);
         let half = law.pacing_rate().unwrap();
         assert!(half > restart && half < told, "{half}");
-        law.on_ack(resume + MS * 40, 1_000, &rtt);
+        law.on_ack(resume + MS * 80, 1_000, &rtt);
         assert!((law.pacing_rate().unwrap() / told - 1.0).abs() < 1e-9);
         // With no router on the path there is no rate to ramp to.
         let mut cubic = ErcLaw::new(config);
