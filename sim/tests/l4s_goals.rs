@@ -47,6 +47,29 @@ fn declared_and_dropped(s: &Summary) -> (u64, u64) {
     (declared, dropped)
 }
 
+/// A flow's losses count over the measured period, as the links' drops
+/// do: erc beside Prague loses packets to its slow start in the first
+/// seconds (the bottleneck drops them), and none after.
+#[test]
+fn losses_count_over_the_measured_period_as_drops_do() {
+    let whole = run(
+        "l4s-dualpi2-vs-prague",
+        Scheme::Erc,
+        &["duration=30s", "measure_from=0s"],
+    );
+    let (declared, dropped) = declared_and_dropped(&whole);
+    assert!(
+        declared > 0 && declared == dropped,
+        "{declared} / {dropped}"
+    );
+    let later = run(
+        "l4s-dualpi2-vs-prague",
+        Scheme::Erc,
+        &["duration=30s", "measure_from=10s"],
+    );
+    assert_eq!(declared_and_dropped(&later), (0, 0));
+}
+
 /// Prague through DualPI2: the link busy, the L4S queue short, and the
 /// coupling giving Prague and Cubic comparable shares.
 #[test]

@@ -88,6 +88,8 @@ pub struct Flow {
     pub(super) delack_pending: bool,
     /// `received_bytes` when statistics started.
     pub received_at_measure: u64,
+    /// `packets_lost` when statistics started.
+    pub lost_at_measure: u64,
     /// Data packets sent (retransmissions included).
     pub packets_sent: u64,
     /// Data packets declared lost.
@@ -140,6 +142,7 @@ impl Flow {
             delack_at: Nanos::MAX,
             delack_pending: false,
             received_at_measure: 0,
+            lost_at_measure: 0,
             packets_sent: 0,
             packets_lost: 0,
         }

@@ -59,6 +59,7 @@ impl Sim {
         let now = self.clock.now();
         for flow in &mut self.flows {
             flow.received_at_measure = flow.received_bytes;
+            flow.lost_at_measure = flow.packets_lost;
         }
         for link in &mut self.links {
             link.account_queue(now);

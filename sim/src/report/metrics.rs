@@ -80,7 +80,8 @@ pub struct FlowSummary {
     pub start_s: f64,
     /// Received bits per second over the measured part of its life.
     pub throughput_bps: f64,
-    /// Data packets declared lost.
+    /// Data packets declared lost over the measured period (as the links'
+    /// drops count).
     pub packets_lost: u64,
     /// Completion time for a finite flow that finished, s.
     pub completion_s: Option<f64>,
@@ -305,7 +306,7 @@ fn flow_summaries(sim: &Sim) -> Vec<FlowSummary> {
                 } else {
                     0.0
                 },
-                packets_lost: f.packets_lost,
+                packets_lost: f.packets_lost - f.lost_at_measure,
                 completion_s: f.completion().map(secs),
                 convergence_s: convergence.get(i).copied().flatten(),
                 feedback: f.feedback_record().map(FeedbackSummary::of),
