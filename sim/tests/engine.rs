@@ -245,3 +245,42 @@ pace = {pace}
         "mean queue: paced {paced:.1}, ACK-clocked {clocked:.1} packets"
     );
 }
+
+/// An erc flow and a Cubic flow on a dual-queue link: each class is served
+/// at about half the link, so the classic queue's measured sojourn is well
+/// above its queue length at the full link rate; every departure's sojourn
+/// is counted once.
+#[test]
+fn dual_queue_sojourns_are_measured_not_converted_at_the_link_rate() {
+    const DUAL: &str = r#"
+title = "sojourn"
+scheme = "erc"
+duration = "20s"
+measure_from = "5s"
+[[links]]
+name = "L"
+rate = "50Mbit"
+delay = "10ms"
+buffer = "1bdp"
+[[flows]]
+name = "ecnq"
+rtt = "40ms"
+[[flows]]
+name = "cubic"
+scheme = "cubic"
+rtt = "40ms"
+"#;
+    let scenario = Scenario::parse("sojourn", "sojourn", DUAL, &[]).unwrap();
+    let run = ecnq_sim::runner::run(&scenario, &Overrides::default()).unwrap();
+    let stats = &run.sim.links[0].stats;
+    let counted: u64 = stats.sojourn.iter().flatten().sum();
+    assert_eq!(counted, stats.departed_packets);
+    let l = &run.summary.links[0];
+    let (queue, sojourn) = (
+        l.p99_class_queue_ms.classic.unwrap(),
+        l.p99_class_sojourn_ms.classic.unwrap(),
+    );
+    println!("classic p99: {queue:.2} ms at the link rate, {sojourn:.2} ms measured");
+    assert!(queue > 1.0, "a standing classic queue: {queue:.2} ms");
+    assert!(sojourn > 1.5 * queue, "{sojourn:.2} vs {queue:.2} ms");
+}

@@ -7,7 +7,7 @@ use ecnq::statistics::{histogram_percentile, jain_index};
 use serde::Serialize;
 
 use super::sharing::{sojourn_times, Job};
-use crate::engine::{FeedbackRecord, Flow, FlowSample, FlowState, Nanos, Sim};
+use crate::engine::{FeedbackRecord, Flow, FlowSample, FlowState, Nanos, Sim, SOJOURN_BUCKET};
 
 /// One link's figures over the measured period.
 #[derive(Clone, Debug, Serialize)]
@@ -32,6 +32,11 @@ pub struct LinkSummary {
     pub p99_queue_ms: f64,
     /// The same for each queue that packets took: ecnq, classic, L4S.
     pub p99_class_queue_ms: ClassQueues,
+    /// 99th percentile of the sojourn of each queue's departed packets, ms:
+    /// from arrival to the start of serialization, measured (not converted
+    /// at the link's rate, which in a dual queue misses the other classes'
+    /// turns), to the upper edge of its 0.1 ms bucket.
+    pub p99_class_sojourn_ms: ClassQueues,
     /// Largest queueing delay, ms.
     pub peak_queue_ms: f64,
     /// Dropped or lost packets over offered packets.
@@ -252,6 +257,11 @@ fn link_summaries(sim: &Sim) -> Vec<LinkSummary> {
                 (seen.iter().sum::<u64>() > 0)
                     .then(|| percentile(seen, 99.0) as f64 * mean_pkt * ms_per_byte)
             };
+            let sojourn_ms = |class: Class| {
+                let histogram = &s.sojourn[class as usize];
+                histogram_percentile(histogram, 99.0)
+                    .map(|bucket| (bucket + 1) as f64 * SOJOURN_BUCKET as f64 / 1e6)
+            };
             Some(LinkSummary {
                 name: l.spec.name.clone(),
                 rate_bps: rate,
@@ -265,6 +275,11 @@ fn link_summaries(sim: &Sim) -> Vec<LinkSummary> {
                     ecnq: p99_ms(Class::Ecnq),
                     classic: p99_ms(Class::Classic),
                     l4s: p99_ms(Class::L4s),
+                },
+                p99_class_sojourn_ms: ClassQueues {
+                    ecnq: sojourn_ms(Class::Ecnq),
+                    classic: sojourn_ms(Class::Classic),
+                    l4s: sojourn_ms(Class::L4s),
                 },
                 peak_queue_ms: s.peak_queue_bytes as f64 * ms_per_byte,
                 loss: (s.dropped_packets + s.lost_packets) as f64

@@ -78,6 +78,35 @@ fn write_links(out: &mut String, links: &[LinkSummary]) {
             l.peak_queue_ms,
             l.loss
         );
+        write_classes(out, l);
+    }
+}
+
+/// Where packets took more than one queue of a link, one line with each
+/// queue's p99 delay: its queue at the link's rate, and its measured
+/// sojourn (which also counts the other queues' turns).
+fn write_classes(out: &mut String, l: &LinkSummary) {
+    let (q, sojourn) = (&l.p99_class_queue_ms, &l.p99_class_sojourn_ms);
+    let classes = [
+        ("ecnq", q.ecnq, sojourn.ecnq),
+        ("classic", q.classic, sojourn.classic),
+        ("l4s", q.l4s, sojourn.l4s),
+    ];
+    let used: Vec<String> = classes
+        .iter()
+        .filter_map(|&(name, q, sojourn)| {
+            let q = q?;
+            let sojourn = sojourn.map_or("-".to_owned(), |ms| format!("{ms:.1}"));
+            Some(format!("{name} {q:.1}/{sojourn}"))
+        })
+        .collect();
+    if used.len() > 1 {
+        let _ = writeln!(
+            out,
+            "{:<10} p99 ms, queue at link rate/sojourn: {}",
+            "",
+            used.join(", ")
+        );
     }
 }
 

@@ -184,6 +184,23 @@ struct Waiting<P> {
     packet: P,
 }
 
+/// A packet that left the link, with what its wait was (see
+/// [`Bottleneck::depart_timed`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Departure<P> {
+    /// When its serialization ended.
+    pub end: Duration,
+    /// The queue it waited in.
+    pub class: Class,
+    /// How long it waited: from its arrival to the start of its
+    /// serialization (its own transmission time not included, as CoDel and
+    /// PI2 count it). In a dual queue this includes the other classes'
+    /// turns, which a queue length at the link's rate does not.
+    pub sojourn: Duration,
+    /// The packet.
+    pub packet: P,
+}
+
 /// One output link's queues and serialization (see the module docs).
 pub struct Bottleneck<P> {
     rate: Option<u64>,
@@ -201,7 +218,8 @@ pub struct Bottleneck<P> {
     codel: Codel,
     pi2: Pi2,
     seed: u64,
-    in_service: Option<(Duration, Waiting<P>)>,
+    /// The packet in service: when it ends, its sojourn, the packet.
+    in_service: Option<(Duration, Duration, Waiting<P>)>,
     remainder: u128,
     counters: [ClassCounters; CLASSES],
     aqm_dropped: Vec<P>,
@@ -412,7 +430,7 @@ impl<P: Queued> Bottleneck<P> {
             }
             self.served[class] += f64::from(len) / self.weights()[class];
             let end = start + self.transmission_time(len);
-            self.in_service = Some((end, waiting));
+            self.in_service = Some((end, sojourn, waiting));
             return;
         }
     }
@@ -450,14 +468,19 @@ impl<P: Queued> Bottleneck<P> {
 
     /// When the packet in service ends, if one is.
     pub fn next_departure(&self) -> Option<Duration> {
-        self.in_service.as_ref().map(|(end, _)| *end)
+        self.in_service.as_ref().map(|(end, _, _)| *end)
     }
 
     /// The next packet whose serialization ended by `now`, with the time it
     /// ended; the one after it starts then.
     pub fn depart(&mut self, now: Duration) -> Option<(Duration, P)> {
+        self.depart_timed(now).map(|d| (d.end, d.packet))
+    }
+
+    /// [`Bottleneck::depart`], with the packet's class and sojourn.
+    pub fn depart_timed(&mut self, now: Duration) -> Option<Departure<P>> {
         let end = self.next_departure().filter(|&end| end <= now)?;
-        let (_, waiting) = self.in_service.take()?;
+        let (_, sojourn, waiting) = self.in_service.take()?;
         let len = waiting.packet.wire_len();
         let c = waiting.class as usize;
         self.counters[c].departures += 1;
@@ -466,7 +489,12 @@ impl<P: Queued> Bottleneck<P> {
             self.router.on_departure(end, len);
         }
         self.start_next(end);
-        Some((end, waiting.packet))
+        Some(Departure {
+            end,
+            class: waiting.class,
+            sojourn,
+            packet: waiting.packet,
+        })
     }
 
     /// Packets CoDel dropped since the last call.
@@ -884,6 +912,52 @@ mod tests {
         let ends: Vec<Duration> =
             std::iter::from_fn(|| b.depart(MS * 100).map(|(t, _)| t)).collect();
         assert_eq!(ends, (1..=10).map(|i| MS * i).collect::<Vec<_>>());
+    }
+
+    /// A packet's sojourn runs from its arrival to the start of its
+    /// serialization. In a FIFO that is the queue it found at the link's
+    /// rate; in a dual queue each class waits for the other's turns too, so
+    /// ten packets of each class, offered at once, wait twice as long as
+    /// their own queue at the link's rate says.
+    #[test]
+    fn sojourn_counts_the_other_classes_turns() {
+        let sojourns = |discipline: Discipline| {
+            let mut b = link(discipline);
+            for _ in 0..10 {
+                b.offer(Duration::ZERO, pkt(1, ERC, Ecn::Ect0)).unwrap();
+                b.offer(Duration::ZERO, pkt(2, SchemeTag::UNTAGGED, Ecn::Ect0))
+                    .unwrap();
+            }
+            let mut by_class = [Vec::new(), Vec::new(), Vec::new()];
+            while let Some(d) = b.depart_timed(MS * 100) {
+                // It started a transmission time (1 ms) before it ended.
+                assert_eq!(d.end, d.sojourn + MS);
+                assert_eq!(d.class, b.class_of(Some(&d.packet.0)));
+                by_class[d.class as usize].push(d.sojourn);
+            }
+            by_class
+        };
+        // FIFO: the k-th packet found k before it, and waited k ms.
+        let fifo = sojourns(Discipline::Fifo);
+        assert_eq!(
+            fifo[Class::Ecnq as usize],
+            (0..20).map(|k| MS * k).collect::<Vec<_>>()
+        );
+        // Dual: the k-th packet of each class found k before it in its
+        // queue (k ms at the link's rate) but waited about 2k ms.
+        let dual = sojourns(Discipline::Dual);
+        for class in [Class::Ecnq, Class::Classic] {
+            let waited = &dual[class as usize];
+            assert_eq!(waited.len(), 10, "{class:?}");
+            for (k, &sojourn) in waited.iter().enumerate() {
+                let k = k as u32;
+                assert!(
+                    sojourn + MS >= MS * 2 * k && sojourn <= MS * 2 * k + MS,
+                    "{class:?} packet {k} waited {sojourn:?}"
+                );
+            }
+            assert!(waited[9] >= MS * 17, "{class:?}: {waited:?}");
+        }
     }
 
     #[test]
