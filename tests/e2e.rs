@@ -1011,7 +1011,12 @@ async fn assert_pair_shares(a: CongestionControl, b: CongestionControl, spec: &s
 /// ecnq queue's p99 stays ≤ 2 ms while Cubic keeps its standing queue in
 /// the classic one (queues sampled every 50 ms, in ms at the link's rate,
 /// as the simulator's `coexist-*` scenarios count them; judged over the
-/// last 40 % of the run).
+/// last 40 % of the run). It also prints the p99 of each queue's measured
+/// mean sojourn per 50 ms, which the link-rate figure understates for a
+/// class served at its share: 2026-11-27, one run, ecnq 2.50 / 2.98 / 3.54
+/// ms (at the link's rate 1.42 / 1.89 / 0.71), classic 6.49 / 7.38 / 7.24
+/// ms (3.08 / 3.79 / 5.92). Measured as waits, the ecnq queue misses the
+/// 2 ms goal.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "long: run with --release -- --ignored"]
 async fn erc_beside_more_cubic_flows_keeps_its_queue_short() {
@@ -1030,11 +1035,16 @@ async fn erc_beside_more_cubic_flows_keeps_its_queue_short() {
         let p99 =
             |class| percentile(&bottleneck.class_queue_ms(class, from, to), 99.0).unwrap_or(0.0);
         let (ecnq_p99, classic_p99) = (p99(Class::Ecnq), p99(Class::Classic));
+        let waited =
+            |class| percentile(&bottleneck.class_sojourn_ms(class, from, to), 99.0).unwrap_or(0.0);
         let util = bottleneck.utilization(from, to);
         println!(
             "{ercs} erc + {cubics} cubic: Mbit/s {mbit:.2?}, erc/cubic per flow {:.2}, \
-             utilization {util:.3}, queue p99 ecnq {ecnq_p99:.2} ms, classic {classic_p99:.2} ms",
-            erc / cubic
+             utilization {util:.3}, queue p99 ecnq {ecnq_p99:.2} ms, classic {classic_p99:.2} ms; \
+             p99 of the mean sojourn per 50 ms: ecnq {:.2} ms, classic {:.2} ms",
+            erc / cubic,
+            waited(Class::Ecnq),
+            waited(Class::Classic)
         );
         if !(0.5..=2.0).contains(&(erc / cubic)) || util < 0.9 || ecnq_p99 > 2.0 {
             misses.push(format!(

@@ -316,6 +316,10 @@ pub struct LinkSample {
     pub intervals_disregarded: f64,
     /// Bytes waiting in the ecnq, the classic and the L4S queue.
     pub class_queue_bytes: [f64; 3],
+    /// Packets that left each queue so far.
+    pub class_departures: [f64; 3],
+    /// Their sojourns added up, µs.
+    pub class_sojourn_us: [f64; 3],
 }
 
 /// A link's client-to-server direction as its relay reported it.
@@ -360,6 +364,10 @@ impl LinkSeries {
                     intervals_disregarded: f("intervals_disregarded"),
                     class_queue_bytes: Class::ALL
                         .map(|class| f(&format!("queue_{}_bytes", class.name()))),
+                    class_departures: Class::ALL
+                        .map(|class| f(&format!("departures_{}", class.name()))),
+                    class_sojourn_us: Class::ALL
+                        .map(|class| f(&format!("sojourn_{}_us", class.name()))),
                 }
             })
             .collect();
@@ -424,6 +432,23 @@ impl LinkSeries {
     pub fn class_queue_ms(&self, class: Class, from: f64, to: f64) -> Vec<f64> {
         self.between(from, to)
             .map(|s| s.class_queue_bytes[class as usize] * 8.0 / self.capacity_bps * 1e3)
+            .collect()
+    }
+
+    /// One queue's mean sojourn (ms) in each stats interval between two
+    /// times that saw a packet leave it: measured waits, where
+    /// [`LinkSeries::class_queue_ms`] converts the queue at the link's rate
+    /// and so understates a class served at its share of a dual queue.
+    pub fn class_sojourn_ms(&self, class: Class, from: f64, to: f64) -> Vec<f64> {
+        let c = class as usize;
+        let window: Vec<&LinkSample> = self.between(from, to).collect();
+        window
+            .windows(2)
+            .filter_map(|pair| {
+                let departed = pair[1].class_departures[c] - pair[0].class_departures[c];
+                let waited = pair[1].class_sojourn_us[c] - pair[0].class_sojourn_us[c];
+                (departed > 0.0).then(|| waited / departed / 1e3)
+            })
             .collect()
     }
 
@@ -652,6 +677,31 @@ mod tests {
         assert_eq!(row.converge_s, None);
         assert_eq!(row.flows.len(), 2);
         assert!(row.unjoined.is_empty());
+    }
+
+    #[test]
+    fn a_class_sojourn_is_its_waits_over_its_departures_per_interval() {
+        let spec: LinkSpec = "rate 10mbit".parse().unwrap();
+        let line = |t: f64, departed: u64, waited_us: u64| {
+            format!(
+                "{{\"t\":{t},\"dir\":\"up\",\"departures_ecnq\":{departed},\"sojourn_ecnq_us\":{waited_us}}}"
+            )
+        };
+        let text = [
+            line(0.0, 0, 0),
+            line(0.05, 10, 20_000),
+            // No packet left: no figure for this interval.
+            line(0.10, 10, 20_000),
+            line(0.15, 30, 120_000),
+            "{\"t\":0.12,\"dir\":\"down\"}".to_string(),
+        ]
+        .join("\n");
+        let series = LinkSeries::parse(&text, &spec);
+        assert_eq!(
+            series.class_sojourn_ms(Class::Ecnq, 0.0, 1.0),
+            vec![2.0, 5.0]
+        );
+        assert!(series.class_sojourn_ms(Class::Classic, 0.0, 1.0).is_empty());
     }
 
     #[test]

@@ -395,6 +395,8 @@ mod tests {
             active_flows: [1, 0, 0],
             policed_flows: 0,
             class_bytes: [1500, 0, 0],
+            class_departures: [0; 3],
+            class_sojourn_ns: [0; 3],
         }
     }
 

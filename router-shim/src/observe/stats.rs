@@ -45,6 +45,11 @@ pub struct LinkSnapshot {
     pub policed_flows: usize,
     /// Bytes waiting in the ecnq, the classic and the L4S queue.
     pub class_bytes: [u64; CLASSES],
+    /// Packets that left each queue, and their sojourns added up (ns):
+    /// differences of the two over a span give the mean wait in it.
+    pub class_departures: [u64; CLASSES],
+    /// See [`LinkSnapshot::class_departures`].
+    pub class_sojourn_ns: [u64; CLASSES],
 }
 
 impl LinkSnapshot {
@@ -71,6 +76,8 @@ impl LinkSnapshot {
             active_flows: link.bottleneck().active_flows(),
             policed_flows: link.bottleneck().policed_flows(),
             class_bytes: Class::ALL.map(|class| link.bottleneck().class_bytes(class)),
+            class_departures: Class::ALL.map(|class| link.bottleneck().counters(class).departures),
+            class_sojourn_ns: Class::ALL.map(|class| link.bottleneck().counters(class).sojourn_ns),
         }
     }
 
@@ -112,8 +119,14 @@ impl LinkSnapshot {
             let _ = write!(s, ",\"{name}\":{value}");
         }
         for class in Class::ALL {
-            let (name, bytes) = (class.name(), self.class_bytes[class as usize]);
-            let _ = write!(s, ",\"queue_{name}_bytes\":{bytes}");
+            let (name, c) = (class.name(), class as usize);
+            let _ = write!(
+                s,
+                ",\"queue_{name}_bytes\":{},\"departures_{name}\":{},\"sojourn_{name}_us\":{}",
+                self.class_bytes[c],
+                self.class_departures[c],
+                self.class_sojourn_ns[c] / 1_000
+            );
         }
         if let Some(iv) = &self.interval {
             let _ = write!(
@@ -247,6 +260,8 @@ mod tests {
             active_flows: [1, 0, 0],
             policed_flows: 0,
             class_bytes: [1000, 2000, 0],
+            class_departures: [4, 0, 0],
+            class_sojourn_ns: [2_500_000, 0, 0],
         };
         snap.marks.by_scheme[1][3] = 7;
         let line = snap.to_json(true);
@@ -259,6 +274,8 @@ mod tests {
             "\"queue_bytes\":3000",
             "\"queue_ecnq_bytes\":1000",
             "\"queue_classic_bytes\":2000",
+            "\"departures_ecnq\":4",
+            "\"sojourn_ecnq_us\":2500",
             "\"intervals_disregarded\":1",
             "\"vcp\":[0,0,0,7]",
             "\"classic\":[0,0,0,0]",

@@ -176,6 +176,11 @@ pub struct ClassCounters {
     pub aqm_marks: u64,
     /// Packets the policer dropped.
     pub policed: u64,
+    /// The departed packets' sojourns added up, ns (see
+    /// [`Departure::sojourn`]): over a span, its growth over the growth of
+    /// `departures` is the mean wait, whatever share of the link the class
+    /// was served at.
+    pub sojourn_ns: u64,
 }
 
 struct Waiting<P> {
@@ -485,6 +490,7 @@ impl<P: Queued> Bottleneck<P> {
         let c = waiting.class as usize;
         self.counters[c].departures += 1;
         self.counters[c].departure_bytes += u64::from(len);
+        self.counters[c].sojourn_ns += sojourn.as_nanos() as u64;
         if waiting.class == Class::Ecnq {
             self.router.on_departure(end, len);
         }
@@ -934,6 +940,11 @@ mod tests {
                 assert_eq!(d.end, d.sojourn + MS);
                 assert_eq!(d.class, b.class_of(Some(&d.packet.0)));
                 by_class[d.class as usize].push(d.sojourn);
+            }
+            // The counters add the same sojourns up.
+            for class in Class::ALL {
+                let sum: Duration = by_class[class as usize].iter().sum();
+                assert_eq!(b.counters(class).sojourn_ns, sum.as_nanos() as u64);
             }
             by_class
         };
