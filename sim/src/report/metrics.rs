@@ -61,6 +61,26 @@ pub struct ClassQueues {
     pub l4s: Option<f64>,
 }
 
+impl ClassQueues {
+    /// Each queue's figure from `figure`.
+    fn by(figure: impl Fn(Class) -> Option<f64>) -> ClassQueues {
+        ClassQueues {
+            ecnq: figure(Class::Ecnq),
+            classic: figure(Class::Classic),
+            l4s: figure(Class::L4s),
+        }
+    }
+
+    /// The figure of `class`'s queue.
+    pub fn of(&self, class: Class) -> Option<f64> {
+        match class {
+            Class::Ecnq => self.ecnq,
+            Class::Classic => self.classic,
+            Class::L4s => self.l4s,
+        }
+    }
+}
+
 /// A flow group's aggregate.
 #[derive(Clone, Debug, Serialize)]
 pub struct GroupSummary {
@@ -271,16 +291,8 @@ fn link_summaries(sim: &Sim) -> Vec<LinkSummary> {
                 peak_queue_packets: s.peak_queue_packets,
                 mean_queue_ms: s.queue_byte_ns / (measured * 1e9) * ms_per_byte,
                 p99_queue_ms: p99 as f64 * mean_pkt * ms_per_byte,
-                p99_class_queue_ms: ClassQueues {
-                    ecnq: p99_ms(Class::Ecnq),
-                    classic: p99_ms(Class::Classic),
-                    l4s: p99_ms(Class::L4s),
-                },
-                p99_class_sojourn_ms: ClassQueues {
-                    ecnq: sojourn_ms(Class::Ecnq),
-                    classic: sojourn_ms(Class::Classic),
-                    l4s: sojourn_ms(Class::L4s),
-                },
+                p99_class_queue_ms: ClassQueues::by(p99_ms),
+                p99_class_sojourn_ms: ClassQueues::by(sojourn_ms),
                 peak_queue_ms: s.peak_queue_bytes as f64 * ms_per_byte,
                 loss: (s.dropped_packets + s.lost_packets) as f64
                     / (s.arrived_packets.max(1)) as f64,

@@ -3,6 +3,8 @@
 
 use std::fmt::{self, Write as _};
 
+use ecnq::router::bottleneck::Class;
+
 use super::metrics::{FeedbackSummary, FlowSummary, LinkSummary, Summary};
 use crate::scenario::Scenario;
 
@@ -86,18 +88,13 @@ fn write_links(out: &mut String, links: &[LinkSummary]) {
 /// queue's p99 delay: its queue at the link's rate, and its measured
 /// sojourn (which also counts the other queues' turns).
 fn write_classes(out: &mut String, l: &LinkSummary) {
-    let (q, sojourn) = (&l.p99_class_queue_ms, &l.p99_class_sojourn_ms);
-    let classes = [
-        ("ecnq", q.ecnq, sojourn.ecnq),
-        ("classic", q.classic, sojourn.classic),
-        ("l4s", q.l4s, sojourn.l4s),
-    ];
-    let used: Vec<String> = classes
+    let used: Vec<String> = Class::ALL
         .iter()
-        .filter_map(|&(name, q, sojourn)| {
-            let q = q?;
-            let sojourn = sojourn.map_or("-".to_owned(), |ms| format!("{ms:.1}"));
-            Some(format!("{name} {q:.1}/{sojourn}"))
+        .filter_map(|&class| {
+            let q = l.p99_class_queue_ms.of(class)?;
+            let sojourn =
+                (l.p99_class_sojourn_ms.of(class)).map_or("-".to_owned(), |ms| format!("{ms:.1}"));
+            Some(format!("{} {q:.1}/{sojourn}", class.name()))
         })
         .collect();
     if used.len() > 1 {

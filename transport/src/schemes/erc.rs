@@ -347,6 +347,24 @@ const SPARE_MAX: f64 = 8.0;
 /// Packet size assumed before the router has seen any packets.
 const DEFAULT_PACKET: f64 = 1_200.0;
 
+/// One measurement interval, as [`ErcMarker::follow_spare`] reads it.
+#[derive(Clone, Copy, Debug)]
+struct Spare {
+    /// Its length, s.
+    elapsed: f64,
+    /// The rate the router targets for erc traffic, bytes per second.
+    available: f64,
+    /// The rate erc traffic arrived at, bytes per second.
+    arrivals: f64,
+    /// Whether the flows at the share sent at it (at least [`SPARE_USED`]
+    /// of it on average).
+    used: bool,
+    /// Whether shares were reserved for young flows.
+    reserved: bool,
+    /// Whether a queue stood all interval.
+    queued: bool,
+}
+
 /// What an erc router keeps per flow.
 #[derive(Clone, Copy, Debug, Default)]
 struct FlowState {
@@ -587,15 +605,16 @@ impl ErcMarker {
         self.reference_span = longest_round;
         let used =
             at_share_flows > 0 && at_share_rate >= SPARE_USED * self.share * at_share_flows as f64;
-        // Shares reserved for young flows are spare in so far as young flows
-        // do not come to use them (most do where flows are long); with none
-        // reserved, there is nothing to hand out.
-        let growth = (used && young_waiting > 0).then_some(1.0 - self.show_up);
         let arrivals = self.erc_bytes as f64 / elapsed;
-        self.follow_spare(elapsed, available, arrivals, growth, queue > 0);
-        if young_waiting == 0 {
-            self.spare_gain = 1.0 + (self.spare_gain - 1.0) * SPARE_DECAY;
-        }
+        let spare = Spare {
+            elapsed,
+            available,
+            arrivals,
+            used,
+            reserved: young_waiting > 0,
+            queued: queue > 0,
+        };
+        self.follow_spare(spare);
         let share = self.water_fill(available, &mut demands);
         // No flow is told more than the whole target.
         self.advertise(now, (share * self.spare_gain).min(share.max(available)));
@@ -612,30 +631,35 @@ impl ErcMarker {
         self.queue_min = u64::MAX;
     }
 
-    /// Moves [`ErcMarker::spare_gain`] for an interval of `elapsed` seconds
-    /// in which erc traffic arrived at `arrivals` against a target of
-    /// `available` (bytes per second). With `growth` (the share of the
-    /// reserved capacity that is likely spare) it grows as RCP's rate does
-    /// into spare capacity, by [`SPARE_GAIN`]·growth·spare per round trip
-    /// (the longest learnt), while the link is under its target. It falls
-    /// at once to what the target carries when arrivals exceed it and a
-    /// queue stands (`queued`), never below 1.
-    fn follow_spare(
-        &mut self,
-        elapsed: f64,
-        available: f64,
-        arrivals: f64,
-        growth: Option<f64>,
-        queued: bool,
-    ) {
+    /// Moves [`ErcMarker::spare_gain`] over one interval (see [`Spare`]).
+    /// It falls at once to what the target carries when arrivals exceed it
+    /// and a queue stands, never below 1. Shares reserved for young flows
+    /// are spare in so far as young flows do not come to use them (most do
+    /// where flows are long): while some are reserved, the flows at the
+    /// share use it and the link is under its target, it grows as RCP's
+    /// rate does into spare capacity, by [`SPARE_GAIN`] × (1 − show_up) ×
+    /// the spare fraction per round trip (the longest learnt). With none
+    /// reserved there is nothing to hand out, and it decays.
+    fn follow_spare(&mut self, interval: Spare) {
+        let Spare {
+            elapsed,
+            available,
+            arrivals,
+            used,
+            reserved,
+            queued,
+        } = interval;
         let under = arrivals < (1.0 - SPARE_DEADBAND) * available;
         if arrivals > available && queued {
             self.spare_gain = (self.spare_gain * available / arrivals).max(1.0);
-        } else if let Some(weight) = growth.filter(|_| under) {
-            let spare = weight * (1.0 - arrivals / available);
+        } else if reserved && used && under {
+            let spare = (1.0 - self.show_up) * (1.0 - arrivals / available);
             let rounds = elapsed / self.reference_span.as_secs_f64();
             self.spare_gain =
                 (self.spare_gain * (SPARE_GAIN * spare * rounds).exp()).min(SPARE_MAX);
+        }
+        if !reserved {
+            self.spare_gain = 1.0 + (self.spare_gain - 1.0) * SPARE_DECAY;
         }
     }
 
@@ -1397,23 +1421,41 @@ mod tests {
     fn a_standing_queue_takes_the_spare_gain_back() {
         let mut r = ErcMarker::new(ErcConfig::default(), FlowTableConfig::default());
         r.spare_gain = 4.0;
+        r.show_up = 0.0;
+        let interval = |arrivals: f64, used: bool, queued: bool| Spare {
+            elapsed: 0.1,
+            available: 1e6,
+            arrivals,
+            used,
+            reserved: true,
+            queued,
+        };
         // No queue: arrivals over the target are a passing burst.
-        r.follow_spare(0.1, 1e6, 2e6, Some(1.0), false);
+        r.follow_spare(interval(2e6, true, false));
         assert_eq!(r.spare_gain, 4.0);
         // A queue stands: the gain falls to what the target carries ...
-        r.follow_spare(0.1, 1e6, 2e6, Some(1.0), true);
+        r.follow_spare(interval(2e6, true, true));
         assert_eq!(r.spare_gain, 2.0);
         // ... never below the max-min share.
-        r.follow_spare(0.1, 1e6, 4e6, Some(1.0), true);
+        r.follow_spare(interval(4e6, true, true));
         assert_eq!(r.spare_gain, 1.0);
         // Capacity that is not likely spare (flows still ramping up, or
         // newcomers that come) leaves it alone.
-        r.follow_spare(0.1, 1e6, 1e5, None, false);
+        r.follow_spare(interval(1e5, false, false));
         assert_eq!(r.spare_gain, 1.0);
-        r.follow_spare(0.1, 1e6, 1e5, Some(0.0), false);
+        r.show_up = 1.0;
+        r.follow_spare(interval(1e5, true, false));
         assert_eq!(r.spare_gain, 1.0);
-        r.follow_spare(0.1, 1e6, 1e5, Some(0.5), false);
+        r.show_up = 0.5;
+        r.follow_spare(interval(1e5, true, false));
         assert!(r.spare_gain > 1.0);
+        // With no share reserved, the excess decays.
+        let grown = r.spare_gain;
+        r.follow_spare(Spare {
+            reserved: false,
+            ..interval(1e5, true, false)
+        });
+        assert!((r.spare_gain - 1.0 - (grown - 1.0) * SPARE_DECAY).abs() < 1e-12);
     }
 
     #[test]
