@@ -1008,15 +1008,14 @@ async fn assert_pair_shares(a: CongestionControl, b: CongestionControl, spec: &s
 /// Cubic through the shim's dual queue (50 Mbit/s, 40 ms, one BDP, 30 s),
 /// 1 + 1, 2 + 2 and 1 + 4 flows started together. An erc flow gets 0.5×–2×
 /// a Cubic flow's goodput, together they use ≥ 90 % of the link, and the
-/// ecnq queue's p99 stays ≤ 2 ms while Cubic keeps its standing queue in
-/// the classic one (queues sampled every 50 ms, in ms at the link's rate,
-/// as the simulator's `coexist-*` scenarios count them; judged over the
-/// last 40 % of the run). It also prints the p99 of each queue's measured
-/// mean sojourn per 50 ms, which the link-rate figure understates for a
-/// class served at its share: 2026-11-27, one run, ecnq 2.50 / 2.98 / 3.54
-/// ms (at the link's rate 1.42 / 1.89 / 0.71), classic 6.49 / 7.38 / 7.24
-/// ms (3.08 / 3.79 / 5.92). Measured as waits, the ecnq queue misses the
-/// 2 ms goal.
+/// ecnq queue's packets wait ≤ 2 ms at p99 while Cubic keeps its standing
+/// queue in the classic one (per packet, from the shim's sojourn
+/// histograms, judged over the last 40 % of the run). It also prints each
+/// queue's p99 at the link's rate, sampled every 50 ms, which understates
+/// the wait of a class served at its share. 2026-11-27, two runs: ecnq
+/// 1.9 / 1.2 / 1.0 and 1.3 / 1.1 / 1.0 ms per packet, classic 9.1–12.6 ms;
+/// erc/Cubic per flow 0.94–1.00. Before the ecnq queue's idle credit and
+/// erc's 1 ms bursts, the mean wait per 50 ms alone was 3.4–5.2 ms at p99.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "long: run with --release -- --ignored"]
 async fn erc_beside_more_cubic_flows_keeps_its_queue_short() {
@@ -1032,19 +1031,20 @@ async fn erc_beside_more_cubic_flows_keeps_its_queue_short() {
         let mbit = goodput_mbit(&result, SECONDS);
         let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
         let (erc, cubic) = (mean(&mbit[..ercs]), mean(&mbit[ercs..]));
-        let p99 =
+        let at_link_rate =
             |class| percentile(&bottleneck.class_queue_ms(class, from, to), 99.0).unwrap_or(0.0);
-        let (ecnq_p99, classic_p99) = (p99(Class::Ecnq), p99(Class::Classic));
         let waited =
-            |class| percentile(&bottleneck.class_sojourn_ms(class, from, to), 99.0).unwrap_or(0.0);
+            |class| (bottleneck.class_sojourn_p99_ms(class, from, to)).unwrap_or(f64::INFINITY);
+        let ecnq_p99 = waited(Class::Ecnq);
         let util = bottleneck.utilization(from, to);
         println!(
             "{ercs} erc + {cubics} cubic: Mbit/s {mbit:.2?}, erc/cubic per flow {:.2}, \
-             utilization {util:.3}, queue p99 ecnq {ecnq_p99:.2} ms, classic {classic_p99:.2} ms; \
-             p99 of the mean sojourn per 50 ms: ecnq {:.2} ms, classic {:.2} ms",
+             utilization {util:.3}, sojourn p99 per packet: ecnq {ecnq_p99:.1} ms, \
+             classic {:.1} ms; queue p99 at the link's rate: ecnq {:.2} ms, classic {:.2} ms",
             erc / cubic,
-            waited(Class::Ecnq),
-            waited(Class::Classic)
+            waited(Class::Classic),
+            at_link_rate(Class::Ecnq),
+            at_link_rate(Class::Classic)
         );
         if !(0.5..=2.0).contains(&(erc / cubic)) || util < 0.9 || ecnq_p99 > 2.0 {
             misses.push(format!(

@@ -1,6 +1,11 @@
 //! The figures every run is judged by, one definition for the simulator,
 //! `ecnq-perf` and the tests: Jain's index, percentiles by nearest rank
-//! (of samples or of a histogram) and the EVCP paper's convergence time.
+//! (of samples or of a histogram), per-packet sojourn histograms and the
+//! EVCP paper's convergence time.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
 
 /// Jain's fairness index (Σx)² / (n·Σx²): 1 when all shares are equal, 1/n
 /// when one flow has everything. Empty or all-zero input gives 1 (nothing is
@@ -45,6 +50,156 @@ pub fn histogram_percentile(histogram: &[u64], p: f64) -> Option<usize> {
         seen += n;
         seen >= rank
     })
+}
+
+/// Sojourns (queueing delays) of departed packets, counted in
+/// [`SojournHistogram::BUCKET`]-wide buckets: bucket `b` holds the sojourns
+/// in `[b, b + 1)` buckets' width, the last one ([`SojournHistogram::BUCKETS`]
+/// − 1) everything longer. A percentile reads as the upper edge of the
+/// bucket the rank falls in, so it never understates a wait.
+///
+/// The simulator's links and the shim's keep one per queue class,
+/// cumulative; [`SojournHistogram::since`] gives the packets of a window
+/// from two of them. As text ([`fmt::Display`] and [`FromStr`]) it is the
+/// non-zero buckets as a JSON array of `[bucket,count]` pairs, e.g.
+/// `[[0,12],[3,1]]`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SojournHistogram {
+    /// Count per bucket; no trailing zeros.
+    counts: Vec<u64>,
+}
+
+impl SojournHistogram {
+    /// Width of a bucket: 0.1 ms.
+    pub const BUCKET: Duration = Duration::from_micros(100);
+
+    /// Most buckets: 10 s of sojourn.
+    pub const BUCKETS: usize = 100_000;
+
+    /// An empty histogram.
+    pub fn new() -> SojournHistogram {
+        SojournHistogram::default()
+    }
+
+    /// The bucket a sojourn falls in.
+    pub fn bucket_of(sojourn: Duration) -> usize {
+        (sojourn.as_nanos() / Self::BUCKET.as_nanos()).min(Self::BUCKETS as u128 - 1) as usize
+    }
+
+    /// Counts one packet that waited `sojourn`.
+    pub fn record(&mut self, sojourn: Duration) {
+        self.add(Self::bucket_of(sojourn), 1);
+    }
+
+    fn add(&mut self, bucket: usize, count: u64) {
+        if count == 0 {
+            return;
+        }
+        if self.counts.len() <= bucket {
+            self.counts.resize(bucket + 1, 0);
+        }
+        self.counts[bucket] += count;
+    }
+
+    /// Packets counted.
+    pub fn count(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+
+    /// Whether no packet is counted.
+    pub fn is_empty(&self) -> bool {
+        self.counts.is_empty()
+    }
+
+    /// The count of each bucket, up to the last non-empty one.
+    pub fn buckets(&self) -> &[u64] {
+        &self.counts
+    }
+
+    /// The `p`-th percentile (0–100) by nearest rank, as the upper edge of
+    /// its bucket; `None` if empty.
+    pub fn percentile(&self, p: f64) -> Option<Duration> {
+        let bucket = histogram_percentile(&self.counts, p)?;
+        Some(Self::BUCKET * (bucket as u32 + 1))
+    }
+
+    /// [`SojournHistogram::percentile`] in milliseconds.
+    pub fn percentile_ms(&self, p: f64) -> Option<f64> {
+        let bucket = histogram_percentile(&self.counts, p)?;
+        Some((bucket + 1) as f64 * Self::BUCKET.as_nanos() as f64 / 1e6)
+    }
+
+    /// The packets counted here but not in `earlier`, an earlier state of
+    /// the same cumulative histogram: the window between the two. A bucket
+    /// `earlier` has more in (the counter was restarted) counts none.
+    pub fn since(&self, earlier: &SojournHistogram) -> SojournHistogram {
+        let mut counts: Vec<u64> = (self.counts.iter().enumerate())
+            .map(|(b, &n)| n.saturating_sub(earlier.counts.get(b).copied().unwrap_or(0)))
+            .collect();
+        while counts.last() == Some(&0) {
+            counts.pop();
+        }
+        SojournHistogram { counts }
+    }
+}
+
+impl<'a> IntoIterator for &'a SojournHistogram {
+    type Item = &'a u64;
+    type IntoIter = std::slice::Iter<'a, u64>;
+
+    /// The count of each bucket, as [`SojournHistogram::buckets`].
+    fn into_iter(self) -> Self::IntoIter {
+        self.counts.iter()
+    }
+}
+
+impl fmt::Display for SojournHistogram {
+    /// The non-zero buckets as `[[bucket,count],...]`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[")?;
+        let mut sep = "";
+        for (bucket, &count) in self.counts.iter().enumerate() {
+            if count > 0 {
+                write!(f, "{sep}[{bucket},{count}]")?;
+                sep = ",";
+            }
+        }
+        f.write_str("]")
+    }
+}
+
+impl FromStr for SojournHistogram {
+    type Err = String;
+
+    /// The [`fmt::Display`] form back (whitespace allowed; a bucket may
+    /// repeat, its counts add up).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || format!("sojourn histogram `{s}`: expected [[bucket,count],...]");
+        let compact: String = s.chars().filter(|c| !c.is_whitespace()).collect();
+        let inner = (compact.strip_prefix('['))
+            .and_then(|rest| rest.strip_suffix(']'))
+            .ok_or_else(bad)?;
+        let mut histogram = SojournHistogram::new();
+        if inner.is_empty() {
+            return Ok(histogram);
+        }
+        let pairs = (inner.strip_prefix('['))
+            .and_then(|rest| rest.strip_suffix(']'))
+            .ok_or_else(bad)?;
+        for pair in pairs.split("],[") {
+            let (bucket, count) = pair.split_once(',').ok_or_else(bad)?;
+            let bucket: usize = bucket.parse().map_err(|_| bad())?;
+            let count: u64 = count.parse().map_err(|_| bad())?;
+            if bucket >= Self::BUCKETS {
+                return Err(format!(
+                    "sojourn histogram: bucket {bucket} beyond the last ({})",
+                    Self::BUCKETS - 1
+                ));
+            }
+            histogram.add(bucket, count);
+        }
+        Ok(histogram)
+    }
 }
 
 /// Per-interval throughput samples of one flow.
@@ -136,6 +291,91 @@ mod tests {
         assert_eq!(histogram_percentile(&h, 50.0), Some(5));
         assert_eq!(histogram_percentile(&h, 100.0), Some(40));
         assert_eq!(histogram_percentile(&[0, 0], 50.0), None);
+    }
+
+    /// A histogram of sojourns given in 0.1 ms units.
+    fn sojourns(tenths: &[u64]) -> SojournHistogram {
+        let mut h = SojournHistogram::new();
+        for &t in tenths {
+            h.record(Duration::from_micros(100 * t));
+        }
+        h
+    }
+
+    #[test]
+    fn sojourns_fall_in_tenth_of_a_millisecond_buckets() {
+        let mut h = SojournHistogram::new();
+        assert_eq!(h.percentile(99.0), None);
+        assert_eq!(h.percentile_ms(99.0), None);
+        h.record(Duration::ZERO);
+        h.record(Duration::from_nanos(99_999));
+        h.record(Duration::from_micros(100));
+        h.record(Duration::from_micros(2_350));
+        assert_eq!(h.buckets()[..2], [2, 1]);
+        assert_eq!(h.buckets().len(), 24);
+        assert_eq!(h.count(), 4);
+        // The upper edge of the bucket the rank falls in.
+        assert_eq!(h.percentile(50.0), Some(Duration::from_micros(100)));
+        assert_eq!(h.percentile(75.0), Some(Duration::from_micros(200)));
+        assert_eq!(h.percentile(100.0), Some(Duration::from_micros(2_400)));
+        assert_eq!(h.percentile_ms(100.0), Some(2.4));
+        // Everything beyond 10 s is in the last bucket.
+        h.record(Duration::from_secs(3600));
+        assert_eq!(h.buckets().len(), SojournHistogram::BUCKETS);
+        assert_eq!(h.percentile(100.0), Some(Duration::from_secs(10)));
+    }
+
+    #[test]
+    fn sojourn_percentiles_are_by_nearest_rank_of_the_packets() {
+        // 98 packets at 0.05 ms, one at 1.05 ms and one at 5.05 ms: p98 is
+        // the short wait, p99 the 1 ms one, p100 the 5 ms one.
+        let mut h = SojournHistogram::new();
+        for _ in 0..98 {
+            h.record(Duration::from_micros(50));
+        }
+        h.record(Duration::from_micros(1_050));
+        h.record(Duration::from_micros(5_050));
+        assert_eq!(h.percentile_ms(98.0), Some(0.1));
+        assert_eq!(h.percentile_ms(99.0), Some(1.1));
+        assert_eq!(h.percentile_ms(100.0), Some(5.1));
+    }
+
+    #[test]
+    fn a_window_is_the_later_histogram_minus_the_earlier() {
+        let earlier = sojourns(&[1, 1, 50]);
+        let later = sojourns(&[1, 1, 50, 1, 3, 3]);
+        let window = later.since(&earlier);
+        assert_eq!(window, sojourns(&[1, 3, 3]));
+        assert_eq!(window.count(), 3);
+        // The long wait was before the window: p100 is 0.4 ms, not 5.1.
+        assert_eq!(window.percentile_ms(100.0), Some(0.4));
+        assert_eq!(later.since(&later), SojournHistogram::new());
+        assert_eq!(later.since(&SojournHistogram::new()), later);
+        // Trailing buckets that cancel leave no trailing zeros.
+        assert_eq!(later.since(&earlier).buckets().len(), 4);
+        // A restarted counter (earlier has more) counts nothing there.
+        let restarted = sojourns(&[1, 2]);
+        assert_eq!(restarted.since(&earlier), sojourns(&[2]));
+    }
+
+    #[test]
+    fn sojourn_histograms_print_their_non_zero_buckets_and_parse_back() {
+        let h = sojourns(&[0, 0, 3, 3, 3, 120]);
+        assert_eq!(h.to_string(), "[[0,2],[3,3],[120,1]]");
+        assert_eq!("[[0,2],[3,3],[120,1]]".parse(), Ok(h.clone()));
+        assert_eq!(" [ [0, 2], [3,3] ,[120,1]]\n".parse(), Ok(h));
+        // Repeated buckets add up; zero counts are nothing.
+        assert_eq!("[[3,1],[3,2],[7,0]]".parse(), Ok(sojourns(&[3, 3, 3])));
+        let empty = SojournHistogram::new();
+        assert_eq!(empty.to_string(), "[]");
+        assert_eq!("[]".parse(), Ok(empty));
+        for bad in [
+            "", "[", "[1,2]", "[[1,2],]", "[[1]]", "[[x,1]]", "[[1,-1]]", "{}",
+        ] {
+            assert!(bad.parse::<SojournHistogram>().is_err(), "{bad:?}");
+        }
+        assert!("[[100000,1]]".parse::<SojournHistogram>().is_err());
+        assert!("[[99999,1]]".parse::<SojournHistogram>().is_ok());
     }
 
     #[test]

@@ -26,7 +26,7 @@ use super::client::{self, ClientConfig, StreamRun};
 use super::proto::{self, TestRequest};
 use super::report::{rate, StreamInterval};
 
-use ecnq::statistics::{convergence_time, jain_index, percentile, FlowSeries};
+use ecnq::statistics::{convergence_time, jain_index, percentile, FlowSeries, SojournHistogram};
 
 /// A flow of a run.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -290,7 +290,7 @@ fn sending_rate(intervals: &[StreamInterval], offset: f64) -> Vec<(f64, f64)> {
 }
 
 /// One sample of a link's client-to-server direction.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct LinkSample {
     /// Seconds since the relay started.
     pub t: f64,
@@ -316,10 +316,9 @@ pub struct LinkSample {
     pub intervals_disregarded: f64,
     /// Bytes waiting in the ecnq, the classic and the L4S queue.
     pub class_queue_bytes: [f64; 3],
-    /// Packets that left each queue so far.
-    pub class_departures: [f64; 3],
-    /// Their sojourns added up, µs.
-    pub class_sojourn_us: [f64; 3],
+    /// The sojourns of the packets that left each queue so far (empty
+    /// where the shim reported none).
+    pub class_sojourn_hist: [SojournHistogram; 3],
 }
 
 /// A link's client-to-server direction as its relay reported it.
@@ -364,10 +363,13 @@ impl LinkSeries {
                     intervals_disregarded: f("intervals_disregarded"),
                     class_queue_bytes: Class::ALL
                         .map(|class| f(&format!("queue_{}_bytes", class.name()))),
-                    class_departures: Class::ALL
-                        .map(|class| f(&format!("departures_{}", class.name()))),
-                    class_sojourn_us: Class::ALL
-                        .map(|class| f(&format!("sojourn_{}_us", class.name()))),
+                    class_sojourn_hist: Class::ALL.map(|class| {
+                        let hist = &v[format!("sojourn_{}_hist", class.name())];
+                        (!hist.is_null())
+                            .then(|| hist.to_string().parse().ok())
+                            .flatten()
+                            .unwrap_or_default()
+                    }),
                 }
             })
             .collect();
@@ -381,7 +383,7 @@ impl LinkSeries {
     /// The series from its first sample on: times and counters counted
     /// from that sample (for stats of a shim that ran before the run).
     pub fn rebased(mut self) -> LinkSeries {
-        if let Some(first) = self.samples.first().copied() {
+        if let Some(first) = self.samples.first().cloned() {
             for s in &mut self.samples {
                 s.t -= first.t;
                 s.departure_bytes -= first.departure_bytes;
@@ -435,21 +437,37 @@ impl LinkSeries {
             .collect()
     }
 
-    /// One queue's mean sojourn (ms) in each stats interval between two
-    /// times that saw a packet leave it: measured waits, where
-    /// [`LinkSeries::class_queue_ms`] converts the queue at the link's rate
-    /// and so understates a class served at its share of a dual queue.
-    pub fn class_sojourn_ms(&self, class: Class, from: f64, to: f64) -> Vec<f64> {
+    /// The sojourns of the packets that left one queue between the first
+    /// and the last stats line between two times (the difference of their
+    /// cumulative histograms); empty if there are fewer than two.
+    pub fn class_sojourn_hist(&self, class: Class, from: f64, to: f64) -> SojournHistogram {
         let c = class as usize;
-        let window: Vec<&LinkSample> = self.between(from, to).collect();
-        window
-            .windows(2)
-            .filter_map(|pair| {
-                let departed = pair[1].class_departures[c] - pair[0].class_departures[c];
-                let waited = pair[1].class_sojourn_us[c] - pair[0].class_sojourn_us[c];
-                (departed > 0.0).then(|| waited / departed / 1e3)
-            })
-            .collect()
+        let mut window = self.between(from, to);
+        match (window.next(), window.last()) {
+            (Some(first), Some(last)) => {
+                last.class_sojourn_hist[c].since(&first.class_sojourn_hist[c])
+            }
+            _ => SojournHistogram::new(),
+        }
+    }
+
+    /// The `p`-th percentile (0–100) of the sojourns of the packets that
+    /// left one queue between two times (see
+    /// [`LinkSeries::class_sojourn_hist`]), ms, by packet: the upper edge
+    /// of its 0.1 ms bucket. None if no packet left it then.
+    pub fn class_sojourn_percentile_ms(
+        &self,
+        class: Class,
+        p: f64,
+        from: f64,
+        to: f64,
+    ) -> Option<f64> {
+        self.class_sojourn_hist(class, from, to).percentile_ms(p)
+    }
+
+    /// [`LinkSeries::class_sojourn_percentile_ms`] at the 99th percentile.
+    pub fn class_sojourn_p99_ms(&self, class: Class, from: f64, to: f64) -> Option<f64> {
+        self.class_sojourn_percentile_ms(class, 99.0, from, to)
     }
 
     /// Queue samples (bytes) between two times.
@@ -680,28 +698,53 @@ mod tests {
     }
 
     #[test]
-    fn a_class_sojourn_is_its_waits_over_its_departures_per_interval() {
+    fn a_class_sojourn_percentile_counts_the_packets_of_the_window() {
         let spec: LinkSpec = "rate 10mbit".parse().unwrap();
-        let line = |t: f64, departed: u64, waited_us: u64| {
-            format!(
-                "{{\"t\":{t},\"dir\":\"up\",\"departures_ecnq\":{departed},\"sojourn_ecnq_us\":{waited_us}}}"
-            )
+        let line = |t: f64, ecnq: &str| {
+            format!("{{\"t\":{t},\"dir\":\"up\",\"departures_ecnq\":0{ecnq}}}")
         };
         let text = [
-            line(0.0, 0, 0),
-            line(0.05, 10, 20_000),
-            // No packet left: no figure for this interval.
-            line(0.10, 10, 20_000),
-            line(0.15, 30, 120_000),
-            "{\"t\":0.12,\"dir\":\"down\"}".to_string(),
+            // Before the window: 100 packets waited 20 ms.
+            line(0.0, ",\"sojourn_ecnq_hist\":[[200,100]]"),
+            // In it: 98 more packets at 0.1 ms, one at 1 ms, one at 3 ms.
+            line(0.05, ",\"sojourn_ecnq_hist\":[[1,50],[200,100]]"),
+            line(
+                0.10,
+                ",\"sojourn_ecnq_hist\":[[1,98],[10,1],[30,1],[200,100]]",
+            ),
+            // After it: one at 50 ms.
+            line(
+                0.15,
+                ",\"sojourn_ecnq_hist\":[[1,98],[10,1],[30,1],[200,100],[500,1]]",
+            ),
+            "{\"t\":0.12,\"dir\":\"down\",\"sojourn_ecnq_hist\":[[900,5]]}".to_string(),
         ]
         .join("\n");
         let series = LinkSeries::parse(&text, &spec);
+        let p = |p: f64, from: f64, to: f64| {
+            series.class_sojourn_percentile_ms(Class::Ecnq, p, from, to)
+        };
         assert_eq!(
-            series.class_sojourn_ms(Class::Ecnq, 0.0, 1.0),
-            vec![2.0, 5.0]
+            series.class_sojourn_hist(Class::Ecnq, 0.0, 0.1).count(),
+            100
         );
-        assert!(series.class_sojourn_ms(Class::Classic, 0.0, 1.0).is_empty());
+        // Per packet, the upper edge of the 0.1 ms bucket.
+        assert_eq!(p(98.0, 0.0, 0.1), Some(0.2));
+        assert_eq!(
+            series.class_sojourn_p99_ms(Class::Ecnq, 0.0, 0.1),
+            Some(1.1)
+        );
+        assert_eq!(p(100.0, 0.0, 0.1), Some(3.1));
+        // From the second line on, 50 packets: their p99 is the 3 ms one.
+        assert_eq!(
+            series.class_sojourn_p99_ms(Class::Ecnq, 0.01, 0.1),
+            Some(3.1)
+        );
+        assert_eq!(p(100.0, 0.0, 1.0), Some(50.1));
+        // One line, no queue that reported, no packets: nothing.
+        assert_eq!(series.class_sojourn_p99_ms(Class::Ecnq, 0.0, 0.01), None);
+        assert_eq!(series.class_sojourn_p99_ms(Class::Classic, 0.0, 1.0), None);
+        assert_eq!(series.class_sojourn_p99_ms(Class::Ecnq, 0.1, 0.11), None);
     }
 
     #[test]

@@ -397,6 +397,7 @@ mod tests {
             class_bytes: [1500, 0, 0],
             class_departures: [0; 3],
             class_sojourn_ns: [0; 3],
+            class_sojourn_hist: Default::default(),
         }
     }
 

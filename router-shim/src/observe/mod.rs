@@ -39,7 +39,7 @@ impl Observers {
             let _ = sink.write_line(&snapshot.to_json(final_));
         }
         if let Some(board) = &self.board {
-            board.publish(*snapshot);
+            board.publish(snapshot.clone());
         }
     }
 

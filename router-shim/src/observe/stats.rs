@@ -9,12 +9,13 @@ use std::time::Duration;
 
 use ecnq::router::bottleneck::{Class, CLASSES};
 use ecnq::router::MarkCounters;
+use ecnq::statistics::SojournHistogram;
 use ecnq::{IntervalStats, LinkLoad};
 
 use crate::link::{Link, LinkCounters, LinkPacket};
 
 /// Everything worth reporting about one link at one instant.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct LinkSnapshot {
     /// Which direction (`up`: client → server, `down`: server → client).
     pub direction: &'static str,
@@ -50,6 +51,9 @@ pub struct LinkSnapshot {
     pub class_departures: [u64; CLASSES],
     /// See [`LinkSnapshot::class_departures`].
     pub class_sojourn_ns: [u64; CLASSES],
+    /// The sojourn of every packet that left each queue so far: the
+    /// difference of two gives the per-packet percentiles of a span.
+    pub class_sojourn_hist: [SojournHistogram; CLASSES],
 }
 
 impl LinkSnapshot {
@@ -78,10 +82,14 @@ impl LinkSnapshot {
             class_bytes: Class::ALL.map(|class| link.bottleneck().class_bytes(class)),
             class_departures: Class::ALL.map(|class| link.bottleneck().counters(class).departures),
             class_sojourn_ns: Class::ALL.map(|class| link.bottleneck().counters(class).sojourn_ns),
+            class_sojourn_hist: Class::ALL.map(|class| link.sojourns(class).clone()),
         }
     }
 
     /// One JSON object, no trailing newline. `final_` marks the shutdown line.
+    /// A queue that any packet left has its sojourn histogram as
+    /// `"sojourn_{class}_hist":[[bucket,count],...]`, non-zero 0.1 ms
+    /// buckets only (see [`SojournHistogram`]).
     pub fn to_json(&self, final_: bool) -> String {
         let c = &self.counters;
         let mut s = format!(
@@ -127,6 +135,10 @@ impl LinkSnapshot {
                 self.class_departures[c],
                 self.class_sojourn_ns[c] / 1_000
             );
+            let hist = &self.class_sojourn_hist[c];
+            if !hist.is_empty() {
+                let _ = write!(s, ",\"sojourn_{name}_hist\":{hist}");
+            }
         }
         if let Some(iv) = &self.interval {
             let _ = write!(
@@ -262,8 +274,12 @@ mod tests {
             class_bytes: [1000, 2000, 0],
             class_departures: [4, 0, 0],
             class_sojourn_ns: [2_500_000, 0, 0],
+            class_sojourn_hist: Default::default(),
         };
         snap.marks.by_scheme[1][3] = 7;
+        for us in [100, 150, 650, 1_600] {
+            snap.class_sojourn_hist[0].record(Duration::from_micros(us));
+        }
         let line = snap.to_json(true);
         for want in [
             "\"t\":1.500000",
@@ -276,12 +292,16 @@ mod tests {
             "\"queue_classic_bytes\":2000",
             "\"departures_ecnq\":4",
             "\"sojourn_ecnq_us\":2500",
+            "\"sojourn_ecnq_hist\":[[1,2],[6,1],[16,1]],",
             "\"intervals_disregarded\":1",
             "\"vcp\":[0,0,0,7]",
             "\"classic\":[0,0,0,0]",
         ] {
             assert!(line.contains(want), "{line} lacks {want}");
         }
+        // Queues no packet left have no histogram.
+        assert!(!line.contains("sojourn_classic_hist"), "{line}");
+        assert!(!line.contains("sojourn_l4s_hist"), "{line}");
         assert!(line.starts_with('{') && line.ends_with('}'));
         assert_eq!(line.matches('{').count(), line.matches('}').count());
     }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use ecnq::router::bottleneck::{Bottleneck, BottleneckConfig, Class, CLASSES};
 use ecnq::router::{MarkCounters, RouterConfig};
+use ecnq::statistics::SojournHistogram;
 
 use super::clock::{dur, Nanos};
 use super::config::LinkSpec;
@@ -39,31 +40,26 @@ pub struct LinkStats {
     /// class, indexed by [`Class`] (a FIFO link's only queue is the ecnq
     /// class's).
     pub queue_seen: [Vec<u64>; CLASSES],
-    /// Histograms of the sojourn of each departed packet in its class, in
-    /// [`SOJOURN_BUCKET`]s (from its arrival to the start of its
-    /// serialization; the last bucket, [`SOJOURN_BUCKETS`] − 1, holds
-    /// everything longer).
-    pub sojourn: [Vec<u64>; CLASSES],
+    /// Histograms of the sojourn of each departed packet in its class
+    /// (from its arrival to the start of its serialization), bucketed as
+    /// the core's [`SojournHistogram`] does.
+    pub sojourn: [SojournHistogram; CLASSES],
     /// Classic packets CoDel dropped (dual-queue links).
     pub aqm_drops: u64,
 }
 
-/// Width of a [`LinkStats::sojourn`] bucket, ns: 0.1 ms.
-pub const SOJOURN_BUCKET: Nanos = 100_000;
+/// Width of a [`LinkStats::sojourn`] bucket, ns: the core's
+/// [`SojournHistogram::BUCKET`] (0.1 ms).
+pub const SOJOURN_BUCKET: Nanos = SojournHistogram::BUCKET.as_nanos() as Nanos;
 
-/// Most buckets of a [`LinkStats::sojourn`] histogram: 10 s.
-pub const SOJOURN_BUCKETS: usize = 100_000;
+/// Most buckets of a [`LinkStats::sojourn`] histogram:
+/// [`SojournHistogram::BUCKETS`] (10 s).
+pub const SOJOURN_BUCKETS: usize = SojournHistogram::BUCKETS;
 
 impl LinkStats {
     /// Counts a departed packet's sojourn in its class.
     pub(super) fn record_sojourn(&mut self, class: Class, sojourn: Duration) {
-        let bucket = (sojourn.as_nanos() / u128::from(SOJOURN_BUCKET))
-            .min(SOJOURN_BUCKETS as u128 - 1) as usize;
-        let histogram = &mut self.sojourn[class as usize];
-        if histogram.len() <= bucket {
-            histogram.resize(bucket + 1, 0);
-        }
-        histogram[bucket] += 1;
+        self.sojourn[class as usize].record(sojourn);
     }
 }
 

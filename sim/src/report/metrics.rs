@@ -7,7 +7,7 @@ use ecnq::statistics::{histogram_percentile, jain_index};
 use serde::Serialize;
 
 use super::sharing::{sojourn_times, Job};
-use crate::engine::{FeedbackRecord, Flow, FlowSample, FlowState, Nanos, Sim, SOJOURN_BUCKET};
+use crate::engine::{FeedbackRecord, Flow, FlowSample, FlowState, Nanos, Sim};
 
 /// One link's figures over the measured period.
 #[derive(Clone, Debug, Serialize)]
@@ -277,11 +277,7 @@ fn link_summaries(sim: &Sim) -> Vec<LinkSummary> {
                 (seen.iter().sum::<u64>() > 0)
                     .then(|| percentile(seen, 99.0) as f64 * mean_pkt * ms_per_byte)
             };
-            let sojourn_ms = |class: Class| {
-                let histogram = &s.sojourn[class as usize];
-                histogram_percentile(histogram, 99.0)
-                    .map(|bucket| (bucket + 1) as f64 * SOJOURN_BUCKET as f64 / 1e6)
-            };
+            let sojourn_ms = |class: Class| s.sojourn[class as usize].percentile_ms(99.0);
             Some(LinkSummary {
                 name: l.spec.name.clone(),
                 rate_bps: rate,

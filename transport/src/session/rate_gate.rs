@@ -13,18 +13,33 @@
 //! that fills at the law's rate, so over any stretch longer than the spacing
 //! of ACKs (which is when quinn asks) the flow sends its rate, whatever the
 //! RTT and the ACK delay.
+//!
+//! A law that bounds its bursts ([`crate::signal::Law::pacing_burst`])
+//! holds only one burst in its balance, and what accrues beyond it while
+//! quinn does not ask is lost, unless the law catches up
+//! ([`crate::signal::Law::pacing_catches_up`]): then a second balance
+//! beside the deep one holds one burst and fills at [`CATCH_UP`] times the
+//! rate, as a token bucket filter's peak rate, so what one late ask leaves
+//! goes out over the next few asks, a burst at a time. With 1 ms bursts and
+//! no catching up, erc sent 75–85 % of its rate beside Cubic on the real
+//! stack and used 92.5 % of the demo's link; catching up, 94–100 % and
+//! 96 %.
 
 use std::time::Duration;
 
 /// How long the balance may fill beyond [`DEPTH_PACKETS`], unless the law
-/// bounds its bursts closer: quinn asks for the window when ACKs arrive or
-/// its driver runs, which on a busy host can be milliseconds apart (tokio's
-/// timers tick every millisecond). More would let a stalled process burst
-/// onto the bottleneck when it resumes.
+/// bounds its bursts closer and does not catch up: quinn asks for the
+/// window when ACKs arrive or its driver runs, which on a busy host can be
+/// milliseconds apart (tokio's timers tick every millisecond). More would
+/// let a stalled process burst onto the bottleneck when it resumes.
 const FILL_SPAN: Duration = Duration::from_millis(5);
 /// Packets the balance may always hold: the two a receiver acks at once,
 /// and room for a coalesced datagram.
 const DEPTH_PACKETS: f64 = 4.0;
+/// How much faster than the rate a bounded burst refills for a law that
+/// catches up: twice, so that a backlog of one fill span drains within
+/// about one more.
+const CATCH_UP: f64 = 2.0;
 /// A window that lets one full datagram through (1500-byte MTU, with quinn's
 /// allowance for the packet being built) when nothing is in flight: with no
 /// packet in flight no ACK comes to reopen the gate, so one always passes.
@@ -38,49 +53,84 @@ pub(crate) struct Pace {
     /// The law's bound on a burst ([`crate::signal::Law::pacing_burst`]),
     /// if it has one; [`FILL_SPAN`] otherwise.
     pub burst: Option<Duration>,
+    /// Whether the law catches up ([`crate::signal::Law::pacing_catches_up`]).
+    pub catch_up: bool,
 }
 
 impl Pace {
-    /// The most the balance holds: the burst span at the rate, plus
-    /// [`DEPTH_PACKETS`].
-    fn depth(self, mss: u64) -> f64 {
-        let span = self.burst.unwrap_or(FILL_SPAN);
+    /// `span` at the rate, plus [`DEPTH_PACKETS`].
+    fn holding(self, span: Duration, mss: u64) -> f64 {
         self.rate * span.as_secs_f64() + DEPTH_PACKETS * mss as f64
+    }
+
+    /// The most that may leave at once: the law's burst span at the rate,
+    /// plus [`DEPTH_PACKETS`].
+    fn burst_depth(self, mss: u64) -> f64 {
+        self.holding(self.burst.unwrap_or(FILL_SPAN), mss)
+    }
+
+    /// The most the balance holds: [`FILL_SPAN`]'s worth for a law that
+    /// catches up, one burst for the others.
+    fn depth(self, mss: u64) -> f64 {
+        if self.catch_up {
+            self.holding(FILL_SPAN, mss)
+        } else {
+            self.burst_depth(mss)
+        }
+    }
+
+    /// How fast the burst balance fills.
+    fn burst_rate(self) -> f64 {
+        if self.catch_up {
+            CATCH_UP * self.rate
+        } else {
+            self.rate
+        }
     }
 }
 
-/// The token balance of one sending direction.
+/// The token balances of one sending direction.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct RateGate {
     /// Bytes the flow may still send; negative after an idle-window packet.
     balance: f64,
-    /// When the balance was last brought up to date.
+    /// Bytes the flow may send at once (see the module docs).
+    burst: f64,
+    /// When the balances were last brought up to date.
     at: Option<Duration>,
 }
 
 impl RateGate {
-    /// The balance at `now`, without recording it.
-    fn balance_at(&self, now: Duration, pace: Pace, mss: u64) -> f64 {
-        let depth = pace.depth(mss);
+    /// The balance and the burst balance at `now`, without recording them.
+    fn balances_at(&self, now: Duration, pace: Pace, mss: u64) -> (f64, f64) {
+        let (depth, burst_depth) = (pace.depth(mss), pace.burst_depth(mss));
         match self.at {
             Some(at) => {
-                (self.balance + pace.rate * now.saturating_sub(at).as_secs_f64()).min(depth)
+                let span = now.saturating_sub(at).as_secs_f64();
+                (
+                    (self.balance + pace.rate * span).min(depth),
+                    (self.burst + pace.burst_rate() * span).min(burst_depth),
+                )
             }
-            // A new flow starts with a full balance, as quinn starts with a full window.
-            None => depth,
+            // A new flow starts with full balances, as quinn starts with a full window.
+            None => (depth, burst_depth),
         }
     }
 
     /// Debits a packet sent at `now`.
     pub fn on_sent(&mut self, now: Duration, bytes: u64, pace: Pace, mss: u64) {
-        self.balance = self.balance_at(now, pace, mss) - bytes as f64;
+        let (balance, burst) = self.balances_at(now, pace, mss);
+        self.balance = balance - bytes as f64;
+        self.burst = burst - bytes as f64;
         self.at = Some(now);
     }
 
-    /// The window for quinn at `now`: in flight plus the balance, at most
-    /// `cap`, and at least [`IDLE_WINDOW`] when nothing is in flight.
+    /// The window for quinn at `now`: in flight plus the smaller balance,
+    /// at most `cap`, and at least [`IDLE_WINDOW`] when nothing is in
+    /// flight.
     pub fn window(&self, now: Duration, pace: Pace, mss: u64, in_flight: u64, cap: u64) -> u64 {
-        let open = in_flight.saturating_add(self.balance_at(now, pace, mss).max(0.0) as u64);
+        let (balance, burst) = self.balances_at(now, pace, mss);
+        let open = in_flight.saturating_add(balance.min(burst).max(0.0) as u64);
         let window = open.min(cap.max(in_flight));
         if in_flight == 0 {
             window.max(IDLE_WINDOW)
@@ -100,7 +150,11 @@ mod tests {
 
     /// The transport's own burst span at `rate`.
     fn pace(rate: f64) -> Pace {
-        Pace { rate, burst: None }
+        Pace {
+            rate,
+            burst: None,
+            catch_up: false,
+        }
     }
 
     /// Sends 1200-byte packets whenever the window allows, checking every
@@ -171,6 +225,7 @@ mod tests {
         let bounded = Pace {
             rate: 5e6,
             burst: Some(Duration::from_micros(250)),
+            catch_up: false,
         };
         let hour = Duration::from_secs(3600);
         let mut gate = RateGate::default();
@@ -186,5 +241,39 @@ mod tests {
         let sent = drive(bounded, MS, MS * 10_000, 5 * MSS);
         let expected = 5e6 * 10.0;
         assert!((sent as f64 / expected - 1.0).abs() < 0.01, "{sent}");
+    }
+
+    /// Asked unevenly (three asks a millisecond apart, then one 9 ms
+    /// later), a law with 1 ms bursts at 1.25 MB/s that catches up still
+    /// sends its rate, and no ask lets out more than one burst: what a late
+    /// ask leaves goes out over the next ones. One that does not catch up
+    /// loses what its burst cannot hold.
+    #[test]
+    fn a_law_that_catches_up_sends_its_rate_when_asked_late() {
+        let run = |catch_up: bool| {
+            let pace = Pace {
+                rate: 1.25e6,
+                burst: Some(MS),
+                catch_up,
+            };
+            let mut gate = RateGate::default();
+            let (mut now, mut sent, mut most) = (Duration::ZERO, 0u64, 0u64);
+            for ask in 0..4_000u32 {
+                now += if ask % 4 == 3 { MS * 9 } else { MS };
+                let mut at_once = 0;
+                while 5 * MSS + MSS < gate.window(now, pace, MSS, 5 * MSS, CAP) {
+                    gate.on_sent(now, MSS, pace, MSS);
+                    at_once += MSS;
+                }
+                most = most.max(at_once);
+                sent += at_once;
+            }
+            let burst = pace.burst_depth(MSS);
+            assert!(most as f64 <= burst, "{most} at once, burst {burst}");
+            sent as f64 / (pace.rate * now.as_secs_f64())
+        };
+        let (caught_up, lost) = (run(true), run(false));
+        assert!(caught_up >= 0.85, "{caught_up}");
+        assert!(lost < 0.7, "{lost}");
     }
 }

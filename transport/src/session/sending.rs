@@ -147,6 +147,7 @@ impl Sending {
         Some(Pace {
             rate: law.pacing_rate()?,
             burst: law.pacing_burst(),
+            catch_up: law.pacing_catches_up(),
         })
     }
 

@@ -385,6 +385,17 @@ pub trait Law: Send + fmt::Debug {
         None
     }
 
+    /// Whether what the law's pacing could not send while the transport did
+    /// not ask for its window (quinn asks when ACKs come, which a busy host
+    /// spaces unevenly) may go out later, a burst at a time, at up to a few
+    /// times the rate ([`crate::session`]'s rate gate). A law that must
+    /// deliver the rate a router gave it wants that; one that reads its own
+    /// queue (Prague, at the L4S step) does not: the faster stretches are
+    /// marked.
+    fn pacing_catches_up(&self) -> bool {
+        false
+    }
+
     /// What the law is doing.
     fn mode(&self) -> Mode;
 
