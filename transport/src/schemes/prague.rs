@@ -12,7 +12,9 @@
 //!   CE fraction, g = 1/16; a round with CE reduces the window by α/2; one
 //!   packet of additive increase per round, less for RTTs under
 //!   [`REFERENCE_RTT`] so that they gain rate no faster than a flow at that
-//!   RTT (Prague's RTT independence); loss halves, as Reno does. Packets
+//!   RTT (Prague's RTT independence); loss halves, as Reno does, unless the
+//!   lost packet was sent before the last reduction, CE's or loss's (one
+//!   congestion event, one reduction). Packets
 //!   are ECT(1), the L4S identifier. The window is paced once a round trip
 //!   has been measured (the Prague draft requires pacing): at twice window
 //!   / srtt in slow start, at window / srtt after, in bursts of at most
@@ -269,7 +271,12 @@ impl Law for PragueLaw {
                 }
             }
             Congestion::Loss => {
-                if self.cwnd.halve_on_congestion(now, sent) {
+                // One congestion event, one reduction, whether CE or loss
+                // answered it (RFC 9002 §7.3.2; Linux does not enter loss
+                // recovery's reduction while an ECN one is under way): a
+                // loss of a packet sent before the last reduction is part
+                // of the event it answered.
+                if self.answered.is_new(sent) && self.cwnd.halve_on_congestion(now, sent) {
                     self.ssthresh = self.cwnd.bytes();
                     self.answered.start(now);
                 }
@@ -462,6 +469,28 @@ mod tests {
         law.on_congestion(t + MS * 10, halved_at + MS, Congestion::Ce, &r);
         t += r.smoothed;
         law.on_ack(t, 0, &r);
+        assert_eq!(law.window(), before / 2);
+    }
+
+    /// A loss and the CE marks of one congestion event reduce the window
+    /// once: a loss of a packet sent before an α/2 reduction is part of
+    /// the event that reduction answered; one sent after it halves.
+    #[test]
+    fn a_loss_in_the_event_a_ce_reduction_answered_does_not_halve_again() {
+        let mut law = PragueLaw::new(LawConfig::with_mss(MSS));
+        let r = rtt(40);
+        let mut t = MS;
+        law.on_ack(t, 90 * MSS, &r);
+        law.on_feedback(t, fb(1.0), &r);
+        law.on_congestion(t + MS, t + MS, Congestion::Ce, &r);
+        t += r.smoothed;
+        law.on_ack(t, 0, &r);
+        let reduced_at = t;
+        let before = law.window();
+        assert!(before < 100 * MSS, "the CE round reduced: {before}");
+        law.on_congestion(t + MS, reduced_at - MS, Congestion::Loss, &r);
+        assert_eq!(law.window(), before, "reduced twice for one event");
+        law.on_congestion(t + MS * 2, reduced_at + MS, Congestion::Loss, &r);
         assert_eq!(law.window(), before / 2);
     }
 
