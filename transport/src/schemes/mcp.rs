@@ -93,6 +93,12 @@ pub const ROUTER_SPAN_PERIODS: u32 = 8;
 /// arrived: the rest of period e + 1 in progress, and all of the next
 /// period e + 2 (MCP paper §IV-D.2, "before the end of the next period").
 pub const FAIRING_PERIODS: u64 = 2;
+/// The longest burst the sender's pacing lets out at once. The paper's
+/// sender spaces every packet at 8S/R (MCP §IV-H); ecnq's transport lets
+/// 1 ms of the rate through at once and catches up on what quinn did not
+/// ask for in time, as erc does, so that the ecnq queue stays short beside
+/// Cubic (issue 20: under 2 ms at p99).
+const BURST: Duration = Duration::from_millis(1);
 
 /// MCP's four utilization codes (MCP paper §IV-E, Fig. 2). Their order is
 /// the order of utilization, and of the ECN bits that carry them.
@@ -635,6 +641,16 @@ impl Law for McpLaw {
 
     fn pacing_rate(&self) -> Option<f64> {
         self.unassisted.is_none().then_some(self.rate)
+    }
+
+    fn pacing_burst(&self) -> Option<Duration> {
+        Some(BURST)
+    }
+
+    fn pacing_catches_up(&self) -> bool {
+        // The rate is what the routers' codes led to; falling short of it
+        // reads as spare capacity at the next period.
+        true
     }
 
     fn mode(&self) -> Mode {
