@@ -48,14 +48,6 @@ pub struct LinkStats {
     pub aqm_drops: u64,
 }
 
-/// Width of a [`LinkStats::sojourn`] bucket, ns: the core's
-/// [`SojournHistogram::BUCKET`] (0.1 ms).
-pub const SOJOURN_BUCKET: Nanos = SojournHistogram::BUCKET.as_nanos() as Nanos;
-
-/// Most buckets of a [`LinkStats::sojourn`] histogram:
-/// [`SojournHistogram::BUCKETS`] (10 s).
-pub const SOJOURN_BUCKETS: usize = SojournHistogram::BUCKETS;
-
 impl LinkStats {
     /// Counts a departed packet's sojourn in its class.
     pub(super) fn record_sojourn(&mut self, class: Class, sojourn: Duration) {

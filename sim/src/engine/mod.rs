@@ -41,7 +41,7 @@ mod trace;
 pub use clock::{Nanos, SECOND};
 pub use config::{BufferLimit, FeedbackPath, FlowSpec, LinkSpec, ParetoSpec, SimConfig};
 pub use flow::{Flow, FlowSample, FlowState};
-pub use link::{Link, LinkSample, LinkStats, SOJOURN_BUCKET, SOJOURN_BUCKETS};
+pub use link::{Link, LinkSample, LinkStats};
 pub use packet::{Packet, PacketKind, ACK_LEN};
 pub use session::FeedbackRecord;
 pub use trace::{Counters, TraceKind, TraceRecord};
