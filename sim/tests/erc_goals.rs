@@ -14,14 +14,21 @@ use ecnq_sim::scenario::{Overrides, Scenario};
 const ETA: f64 = 0.98;
 
 fn run(name: &str, set: &[&str]) -> Summary {
+    run_seed(name, set, None)
+}
+
+/// [`run`] with the scenario's seed replaced.
+fn run_seed(name: &str, set: &[&str], seed: Option<u64>) -> Summary {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("scenarios")
         .join(format!("{name}.toml"));
     let set: Vec<String> = set.iter().map(|s| s.to_string()).collect();
     let scenario = Scenario::load(&path, &set).unwrap();
-    runner::run(&scenario, &Overrides::default())
-        .unwrap()
-        .summary
+    let overrides = Overrides {
+        seed,
+        ..Overrides::default()
+    };
+    runner::run(&scenario, &overrides).unwrap().summary
 }
 
 fn link<'a>(s: &'a Summary, name: &str) -> &'a LinkSummary {
@@ -46,11 +53,16 @@ fn fair_after(s: &Summary, from: f64, until: f64) -> Option<f64> {
 
 /// One bottleneck, three flows arriving 5 s apart (the scenario's own
 /// 100 Mbit/s, 40 ms), then capacities from 10 Mbit/s to 1 Gbit/s and RTTs
-/// from 2 ms to 400 ms with a buffer of one bandwidth-delay product.
+/// from 2 ms to 400 ms with a buffer of one bandwidth-delay product, each
+/// over seeds 1–3.
 ///
 /// The goal is utilization ≥ 0.97; at 400 ms the first flow needs about
 /// 2 s to read its first chain at the pace of its initial window, which
-/// costs the 30 s run 5 points: that case is held to 0.9.
+/// costs the 30 s run 5 points: that case is held to 0.9. Every seed must
+/// meet the utilization, loss and fairness goals. The queue's p99 is the
+/// median over the seeds: in a 30 s run it is the third-highest of the
+/// 100 ms samples, set by where the two arrivals' transients fall, so one
+/// seed's says little (at 10 Mbit/s seeds 1–8 give 0–10 packets).
 #[test]
 fn staggered_arrivals_are_fair_within_3_s_with_a_near_empty_queue() {
     let cases: [(&str, &str, f64); 7] = [
@@ -66,36 +78,41 @@ fn staggered_arrivals_are_fair_within_3_s_with_a_near_empty_queue() {
         let rate_set = format!("links.0.rate={rate}");
         let rtt_set = format!("flows.0.rtt={rtt}");
         let bdp_set = format!("bdp_rtt={rtt}");
-        let s = run(
-            "erc-staggered",
-            &[&rate_set, &rtt_set, &bdp_set, "links.0.delay=1ms"],
-        );
-        let l = link(&s, "L");
-        let fair: Vec<Option<f64>> = [5.0, 10.0]
-            .iter()
-            .map(|&at| fair_after(&s, at, at + 5.0))
-            .collect();
-        println!(
-            "{rate} {rtt}: util {:.3}, p99 queue {} pkt, drops {}, fair after arrivals {fair:?}",
-            l.utilization, l.p99_queue_packets, l.drops
-        );
-        assert!(
-            l.utilization >= util,
-            "{rate} {rtt}: util {}",
-            l.utilization
-        );
-        assert!(
-            l.p99_queue_packets <= 5,
-            "{rate} {rtt}: p99 {}",
-            l.p99_queue_packets
-        );
-        assert_eq!(l.drops, 0, "{rate} {rtt}: loss after start-up");
-        for f in fair {
-            assert!(
-                f.is_some_and(|f| f <= 3.0),
-                "{rate} {rtt}: fair after {f:?}"
+        let set = [&rate_set[..], &rtt_set, &bdp_set, "links.0.delay=1ms"];
+        // The seeds run side by side, one per core.
+        let runs: Vec<Summary> = std::thread::scope(|scope| {
+            let seeds: Vec<_> = (1..=3)
+                .map(|seed| scope.spawn(move || run_seed("erc-staggered", &set, Some(seed))))
+                .collect();
+            seeds.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut p99s = Vec::new();
+        for (seed, s) in (1..=3).zip(&runs) {
+            let l = link(s, "L");
+            let fair: Vec<Option<f64>> = [5.0, 10.0]
+                .iter()
+                .map(|&at| fair_after(s, at, at + 5.0))
+                .collect();
+            println!(
+                "{rate} {rtt} seed {seed}: util {:.3}, p99 queue {} pkt, drops {}, fair after arrivals {fair:?}",
+                l.utilization, l.p99_queue_packets, l.drops
             );
+            assert!(
+                l.utilization >= util,
+                "{rate} {rtt} seed {seed}: util {}",
+                l.utilization
+            );
+            assert_eq!(l.drops, 0, "{rate} {rtt} seed {seed}: loss after start-up");
+            for f in fair {
+                assert!(
+                    f.is_some_and(|f| f <= 3.0),
+                    "{rate} {rtt} seed {seed}: fair after {f:?}"
+                );
+            }
+            p99s.push(l.p99_queue_packets);
         }
+        p99s.sort_unstable();
+        assert!(p99s[1] <= 5, "{rate} {rtt}: p99 over seeds 1-3 {p99s:?}");
     }
 }
 
