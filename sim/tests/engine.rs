@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use ecnq::router::bottleneck::Discipline;
+use ecnq::router::bottleneck::{Class, Discipline};
 use ecnq_sim::engine::{FeedbackPath, Sim, TraceKind, SECOND};
 use ecnq_sim::scenario::{Overrides, Scenario};
 
@@ -272,9 +272,9 @@ rtt = "40ms"
 "#;
     let scenario = Scenario::parse("sojourn", "sojourn", DUAL, &[]).unwrap();
     let run = ecnq_sim::runner::run(&scenario, &Overrides::default()).unwrap();
-    let stats = &run.sim.links[0].stats;
-    let counted: u64 = stats.sojourn.iter().flatten().sum();
-    assert_eq!(counted, stats.departed_packets);
+    let link = &run.sim.links[0];
+    let counted: u64 = Class::ALL.iter().map(|&c| link.sojourns(c).count()).sum();
+    assert_eq!(counted, link.stats.departed_packets);
     let l = &run.summary.links[0];
     let (queue, sojourn) = (
         l.p99_class_queue_ms.classic.unwrap(),

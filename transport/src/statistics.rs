@@ -58,11 +58,11 @@ pub fn histogram_percentile(histogram: &[u64], p: f64) -> Option<usize> {
 /// − 1) everything longer. A percentile reads as the upper edge of the
 /// bucket the rank falls in, so it never understates a wait.
 ///
-/// The simulator's links and the shim's keep one per queue class,
-/// cumulative; [`SojournHistogram::since`] gives the packets of a window
-/// from two of them. As text ([`fmt::Display`] and [`FromStr`]) it is the
-/// non-zero buckets as a JSON array of `[bucket,count]` pairs, e.g.
-/// `[[0,12],[3,1]]`.
+/// The bottleneck ([`crate::router::bottleneck::Bottleneck::sojourns`])
+/// keeps one per queue class, cumulative; [`SojournHistogram::since`]
+/// gives the packets of a window from two of them. As text
+/// ([`fmt::Display`] and [`FromStr`]) it is the non-zero buckets as a JSON
+/// array of `[bucket,count]` pairs, e.g. `[[0,12],[3,1]]`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SojournHistogram {
     /// Count per bucket; no trailing zeros.
@@ -125,8 +125,8 @@ impl SojournHistogram {
 
     /// [`SojournHistogram::percentile`] in milliseconds.
     pub fn percentile_ms(&self, p: f64) -> Option<f64> {
-        let bucket = histogram_percentile(&self.counts, p)?;
-        Some((bucket + 1) as f64 * Self::BUCKET.as_nanos() as f64 / 1e6)
+        // Whole nanoseconds over 1e6 round once; `as_secs_f64() * 1e3` twice.
+        self.percentile(p).map(|edge| edge.as_nanos() as f64 / 1e6)
     }
 
     /// The packets counted here but not in `earlier`, an earlier state of

@@ -14,10 +14,9 @@ use std::collections::BinaryHeap;
 use std::time::Duration;
 
 use ecnq::router::bottleneck::{
-    Bottleneck, BottleneckConfig, Class, Discipline, Dropped, QueueLimit, Queued, CLASSES,
+    Bottleneck, BottleneckConfig, Class, Discipline, Dropped, QueueLimit, Queued,
 };
 use ecnq::router::{MarkingMode, RouterConfig, RouterLink};
-use ecnq::statistics::SojournHistogram;
 use ecnq::{Ecn, PacketMarks, SchemeTag, WireScheme};
 
 use super::classify::{PassCounters, PassReason};
@@ -200,8 +199,6 @@ pub struct Link<P> {
     last_release: Duration,
     seq: u64,
     counters: LinkCounters,
-    /// The sojourn of every packet that left each queue.
-    sojourns: [SojournHistogram; CLASSES],
     /// Whether the spec's `restart` has happened.
     restarted: bool,
 }
@@ -242,7 +239,6 @@ impl<P: LinkPacket> Link<P> {
             last_release: now,
             seq: 0,
             counters: LinkCounters::default(),
-            sojourns: Default::default(),
             restarted: false,
         }
     }
@@ -322,10 +318,8 @@ impl<P: LinkPacket> Link<P> {
 
     /// Moves every packet whose serialization ended by `now` onto the wire.
     fn serialize_until(&mut self, now: Duration) {
-        while let Some(departed) = self.bottleneck.depart_timed(now) {
+        while let Some((departure, Carried(packet))) = self.bottleneck.depart(now) {
             self.count_aqm_drops();
-            self.sojourns[departed.class as usize].record(departed.sojourn);
-            let (departure, Carried(packet)) = (departed.end, departed.packet);
             let release = if self.rng.chance(self.spec.reorder) {
                 self.counters.reordered += 1;
                 departure
@@ -398,13 +392,6 @@ impl<P: LinkPacket> Link<P> {
     /// Counters.
     pub fn counters(&self) -> &LinkCounters {
         &self.counters
-    }
-
-    /// The sojourns of the packets that left `class`'s queue so far (from
-    /// arrival to the start of serialization, as the bottleneck's
-    /// [`ecnq::router::bottleneck::Departure::sojourn`]).
-    pub fn sojourns(&self, class: Class) -> &SojournHistogram {
-        &self.sojourns[class as usize]
     }
 
     /// The router (meter, marks).
@@ -631,9 +618,9 @@ pub(crate) mod tests {
         for i in 0..10 {
             l.enqueue(Duration::ZERO, pkt(i, 125)).unwrap(); // 1 ms each
         }
-        assert!(l.sojourns(Class::Ecnq).is_empty());
+        assert!(l.bottleneck().sojourns(Class::Ecnq).is_empty());
         assert_eq!(drain(&mut l).len(), 10);
-        let waits = l.sojourns(Class::Ecnq);
+        let waits = l.bottleneck().sojourns(Class::Ecnq);
         let expect: Vec<u64> = (0..91).map(|b| u64::from(b % 10 == 0)).collect();
         assert_eq!(waits.buckets(), &expect[..]);
         assert_eq!(
@@ -642,7 +629,7 @@ pub(crate) mod tests {
         );
         assert_eq!(waits.percentile_ms(50.0), Some(4.1));
         assert_eq!(waits.percentile_ms(100.0), Some(9.1));
-        assert!(l.sojourns(Class::Classic).is_empty());
+        assert!(l.bottleneck().sojourns(Class::Classic).is_empty());
     }
 
     #[test]

@@ -82,7 +82,7 @@ impl LinkSnapshot {
             class_bytes: Class::ALL.map(|class| link.bottleneck().class_bytes(class)),
             class_departures: Class::ALL.map(|class| link.bottleneck().counters(class).departures),
             class_sojourn_ns: Class::ALL.map(|class| link.bottleneck().counters(class).sojourn_ns),
-            class_sojourn_hist: Class::ALL.map(|class| link.sojourns(class).clone()),
+            class_sojourn_hist: Class::ALL.map(|class| link.bottleneck().sojourns(class).clone()),
         }
     }
 

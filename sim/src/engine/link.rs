@@ -40,19 +40,8 @@ pub struct LinkStats {
     /// class, indexed by [`Class`] (a FIFO link's only queue is the ecnq
     /// class's).
     pub queue_seen: [Vec<u64>; CLASSES],
-    /// Histograms of the sojourn of each departed packet in its class
-    /// (from its arrival to the start of its serialization), bucketed as
-    /// the core's [`SojournHistogram`] does.
-    pub sojourn: [SojournHistogram; CLASSES],
     /// Classic packets CoDel dropped (dual-queue links).
     pub aqm_drops: u64,
-}
-
-impl LinkStats {
-    /// Counts a departed packet's sojourn in its class.
-    pub(super) fn record_sojourn(&mut self, class: Class, sojourn: Duration) {
-        self.sojourn[class as usize].record(sojourn);
-    }
 }
 
 /// A link as the engine runs it.
@@ -66,6 +55,9 @@ pub struct Link {
     pub(super) sample_departed: u64,
     /// Counters since `measure_from`.
     pub stats: LinkStats,
+    /// The bottleneck's sojourn histograms at `measure_from` (they count
+    /// from the start of the run).
+    sojourns_at_measure: [SojournHistogram; CLASSES],
 }
 
 impl Link {
@@ -91,6 +83,7 @@ impl Link {
             last_queue_change: 0,
             sample_departed: 0,
             stats: LinkStats::default(),
+            sojourns_at_measure: Default::default(),
         }
     }
 
@@ -122,6 +115,24 @@ impl Link {
     /// The bottleneck (None for pure delays).
     pub fn bottleneck(&self) -> Option<&Bottleneck<Packet>> {
         self.bottleneck.as_ref()
+    }
+
+    /// The sojourns of the packets that left `class`'s queue since
+    /// `measure_from` (from arrival to the start of serialization).
+    pub fn sojourns(&self, class: Class) -> SojournHistogram {
+        let at_measure = &self.sojourns_at_measure[class as usize];
+        self.bottleneck
+            .as_ref()
+            .map_or_else(SojournHistogram::new, |b| {
+                b.sojourns(class).since(at_measure)
+            })
+    }
+
+    /// The measured period starts: [`Link::sojourns`] counts from here.
+    pub(super) fn start_measuring_sojourns(&mut self) {
+        if let Some(b) = &self.bottleneck {
+            self.sojourns_at_measure = Class::ALL.map(|class| b.sojourns(class).clone());
+        }
     }
 
     /// The link's router restarts at `now`, its state lost.

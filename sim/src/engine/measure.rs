@@ -68,6 +68,7 @@ impl Sim {
                 peak_queue_bytes: link.queue_bytes(),
                 ..LinkStats::default()
             };
+            link.start_measuring_sojourns();
         }
     }
 

@@ -102,12 +102,9 @@ impl Sim {
         let Some(bottleneck) = link.bottleneck.as_mut() else {
             return;
         };
-        let Some(departure) = bottleneck.depart_timed(dur(now)) else {
+        let Some((_, pkt)) = bottleneck.depart(dur(now)) else {
             return;
         };
-        let pkt = departure.packet;
-        link.stats
-            .record_sojourn(departure.class, departure.sojourn);
         link.stats.departed_packets += 1;
         link.stats.departed_bytes += u64::from(pkt.len);
         link.sample_departed += u64::from(pkt.len);

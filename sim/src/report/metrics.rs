@@ -277,7 +277,7 @@ fn link_summaries(sim: &Sim) -> Vec<LinkSummary> {
                 (seen.iter().sum::<u64>() > 0)
                     .then(|| percentile(seen, 99.0) as f64 * mean_pkt * ms_per_byte)
             };
-            let sojourn_ms = |class: Class| s.sojourn[class as usize].percentile_ms(99.0);
+            let sojourn_ms = |class: Class| l.sojourns(class).percentile_ms(99.0);
             Some(LinkSummary {
                 name: l.spec.name.clone(),
                 rate_bps: rate,

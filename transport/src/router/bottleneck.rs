@@ -45,6 +45,7 @@ use std::time::Duration;
 use crate::router::policer::Policer;
 use crate::router::{MarkingMode, RouterConfig, RouterLink};
 use crate::signal::PacketMarks;
+use crate::statistics::SojournHistogram;
 use crate::wire::ecn::{Ecn, WireScheme};
 
 /// How the bottleneck queues packets.
@@ -227,6 +228,9 @@ pub struct Bottleneck<P> {
     in_service: Option<(Duration, Duration, Waiting<P>)>,
     remainder: u128,
     counters: [ClassCounters; CLASSES],
+    /// Each class's departed packets by sojourn, beside the counters so
+    /// that those stay `Copy`.
+    sojourns: [SojournHistogram; CLASSES],
     aqm_dropped: Vec<P>,
 }
 
@@ -258,6 +262,7 @@ impl<P: Queued> Bottleneck<P> {
             in_service: None,
             remainder: 0,
             counters: [ClassCounters::default(); CLASSES],
+            sojourns: Default::default(),
             aqm_dropped: Vec::new(),
         }
     }
@@ -504,6 +509,7 @@ impl<P: Queued> Bottleneck<P> {
         self.counters[c].departures += 1;
         self.counters[c].departure_bytes += u64::from(len);
         self.counters[c].sojourn_ns += sojourn.as_nanos() as u64;
+        self.sojourns[c].record(sojourn);
         if waiting.class == Class::Ecnq {
             self.router.on_departure(end, len);
         }
@@ -544,6 +550,13 @@ impl<P: Queued> Bottleneck<P> {
     /// Counters of one class.
     pub fn counters(&self, class: Class) -> &ClassCounters {
         &self.counters[class as usize]
+    }
+
+    /// The sojourns of the packets that left one class's queue so far
+    /// (see [`Departure::sojourn`]); they carry on over a router restart,
+    /// as the counters do.
+    pub fn sojourns(&self, class: Class) -> &SojournHistogram {
+        &self.sojourns[class as usize]
     }
 
     /// Flows of the ecnq queue held to their share now.
@@ -964,10 +977,24 @@ mod tests {
                 assert_eq!(d.class, b.class_of(Some(&d.packet.0)));
                 by_class[d.class as usize].push(d.sojourn);
             }
-            // The counters add the same sojourns up.
+            // The counters add the same sojourns up, and the histograms
+            // count each of them in its class.
             for class in Class::ALL {
-                let sum: Duration = by_class[class as usize].iter().sum();
+                let waited = &by_class[class as usize];
+                let sum: Duration = waited.iter().sum();
                 assert_eq!(b.counters(class).sojourn_ns, sum.as_nanos() as u64);
+                let histogram = b.sojourns(class);
+                assert_eq!(histogram.count(), waited.len() as u64, "{class:?}");
+                let mut expected = SojournHistogram::new();
+                waited.iter().for_each(|&s| expected.record(s));
+                assert_eq!(histogram, &expected, "{class:?}");
+                // Whole milliseconds: p100 is the longest plus a bucket.
+                let longest = waited.iter().max();
+                assert_eq!(
+                    histogram.percentile(100.0),
+                    longest.map(|&s| s + SojournHistogram::BUCKET),
+                    "{class:?}"
+                );
             }
             by_class
         };
