@@ -19,7 +19,7 @@ use ecnq::statistics::percentile;
 use ecnq::Scheme;
 use ecnq_e2e::StallWatch;
 use ecnq_examples::perf::client::{self, ClientConfig};
-use ecnq_examples::perf::loopback::{Flow, LoopbackBed, RunResult};
+use ecnq_examples::perf::loopback::{Flow, LinkSeries, LoopbackBed, RunResult};
 use ecnq_examples::perf::pump::Pause;
 use ecnq_shim::link::spec::LinkSpec;
 use tokio::time::Instant;
@@ -916,18 +916,46 @@ async fn non_ecnq_peer_falls_back_and_completes() {
     assert_eq!(run.stats.reports_received, 0);
 }
 
+/// Flows started together through relay shims, judged at the last link
+/// over the run's judged window ([`judged_window`]).
+struct SharedRun {
+    result: RunResult,
+    from: f64,
+    to: f64,
+    /// Mbit/s of each flow: bytes its server received over the time it
+    /// sent.
+    mbit: Vec<f64>,
+    /// The last link's utilization.
+    util: f64,
+}
+
+impl SharedRun {
+    /// The last link: the bottleneck the flows share.
+    fn bottleneck(&self) -> &LinkSeries {
+        self.result.links.last().expect("a link")
+    }
+
+    /// The p99 wait per packet in `class`'s queue at the bottleneck, ms
+    /// (none if no packet left that queue).
+    fn waited_ms(&self, class: Class) -> Option<f64> {
+        (self.bottleneck()).class_sojourn_p99_ms(class, self.from, self.to)
+    }
+}
+
 /// Flows of `ccs` started together through relay shims with `specs`, in
-/// path order; returns Mbit/s of each (bytes the server received over the
-/// time the flow sent) and the last link's utilization over the judged
-/// last 40 %.
-async fn shared_run(ccs: &[CongestionControl], specs: &[&str], seconds: f64) -> (Vec<f64>, f64) {
+/// path order, sending for `seconds`.
+async fn shared_run(ccs: &[CongestionControl], specs: &[&str], seconds: f64) -> SharedRun {
     let result = together(ccs, specs, seconds).await;
     let (from, to) = judged_window(&result);
-    let bottleneck = result.links.last().expect("a link");
-    (
-        goodput_mbit(&result, seconds),
-        bottleneck.utilization(from, to),
-    )
+    let mbit = goodput_mbit(&result, seconds);
+    let util = (result.links.last().expect("a link")).utilization(from, to);
+    SharedRun {
+        result,
+        from,
+        to,
+        mbit,
+        util,
+    }
 }
 
 /// One flow of each of `ccs`, all started together and sending for
@@ -971,8 +999,8 @@ async fn coexistence_run(
     spec: &str,
     seconds: f64,
 ) -> (f64, f64, f64) {
-    let (mbit, util) = shared_run(&[ecnq, other], &[spec], seconds).await;
-    (mbit[0], mbit[1], util)
+    let run = shared_run(&[ecnq, other], &[spec], seconds).await;
+    (run.mbit[0], run.mbit[1], run.util)
 }
 
 /// erc beside quinn's Cubic through the shim's dual-queue bottleneck
@@ -1025,18 +1053,19 @@ async fn erc_beside_more_cubic_flows_keeps_its_queue_short() {
         let ccs: Vec<CongestionControl> = std::iter::repeat_n(CongestionControl::DEFAULT, ercs)
             .chain(std::iter::repeat_n(CongestionControl::Cubic, cubics))
             .collect();
-        let result = together(&ccs, &["rate 50mbit delay 20ms limit 250kb"], SECONDS).await;
-        let (from, to) = judged_window(&result);
-        let bottleneck = &result.links[0];
-        let mbit = goodput_mbit(&result, SECONDS);
+        let run = shared_run(&ccs, &["rate 50mbit delay 20ms limit 250kb"], SECONDS).await;
+        let (mbit, util) = (&run.mbit, run.util);
         let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
         let (erc, cubic) = (mean(&mbit[..ercs]), mean(&mbit[ercs..]));
-        let at_link_rate =
-            |class| percentile(&bottleneck.class_queue_ms(class, from, to), 99.0).unwrap_or(0.0);
-        let waited =
-            |class| (bottleneck.class_sojourn_p99_ms(class, from, to)).unwrap_or(f64::INFINITY);
+        let at_link_rate = |class| {
+            percentile(
+                &run.bottleneck().class_queue_ms(class, run.from, run.to),
+                99.0,
+            )
+            .unwrap_or(0.0)
+        };
+        let waited = |class| run.waited_ms(class).unwrap_or(f64::INFINITY);
         let ecnq_p99 = waited(Class::Ecnq);
-        let util = bottleneck.utilization(from, to);
         println!(
             "{ercs} erc + {cubics} cubic: Mbit/s {mbit:.2?}, erc/cubic per flow {:.2}, \
              utilization {util:.3}, sojourn p99 per packet: ecnq {ecnq_p99:.1} ms, \
@@ -1057,8 +1086,14 @@ async fn erc_beside_more_cubic_flows_keeps_its_queue_short() {
 }
 
 /// The issue's coexistence goal, opt-in: every scheme beside quinn's Cubic
-/// and BBR at 50 Mbit/s, 40 ms, one BDP, 30 s; prints the figures, with
-/// each queue's p99 wait per packet (Prague waits in the L4S queue).
+/// and BBR at 50 Mbit/s, 40 ms, one BDP, 30 s: each gets 0.5×–2× the
+/// other, together ≥ 90 % of the link, and the ecnq queue's packets wait
+/// ≤ 2 ms at p99. Prague is not ecnq-tagged: it waits in the L4S queue,
+/// which is printed but not held to the ecnq queue's goal (the shim's L4S
+/// queue marks from 1 ms as DualPI2 does; Prague measured 2.5–2.7 ms there).
+/// 2026-11-27: MCP beside BBR misses the wait in most runs (1.2–11.6 ms
+/// over eight: MI(2) from near its 48 % bound stands a queue for ~300 ms),
+/// and erc beside Cubic measured 1.3–2.1 ms; see the README.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "long: run with --release -- --ignored"]
 async fn every_scheme_beside_cubic_and_bbr() {
@@ -1067,22 +1102,21 @@ async fn every_scheme_beside_cubic_and_bbr() {
     for scheme in Scheme::router_assisted() {
         for other in [CongestionControl::Cubic, CongestionControl::Bbr] {
             let ccs = [CongestionControl::Ecnq(scheme), other];
-            let result = together(&ccs, &["rate 50mbit delay 20ms limit 250kb"], SECONDS).await;
-            let (from, to) = judged_window(&result);
-            let link = result.links.last().expect("a link");
-            let (mbit, util) = (goodput_mbit(&result, SECONDS), link.utilization(from, to));
-            let (a, b) = (mbit[0], mbit[1]);
-            let waited =
-                Class::ALL.map(|class| link.class_sojourn_p99_ms(class, from, to).unwrap_or(0.0));
+            let run = shared_run(&ccs, &["rate 50mbit delay 20ms limit 250kb"], SECONDS).await;
+            let (a, b, util) = (run.mbit[0], run.mbit[1], run.util);
+            let waited = Class::ALL.map(|class| run.waited_ms(class).unwrap_or(0.0));
+            let ecnq_wait = waited[Class::Ecnq as usize];
             println!(
                 "{scheme} {a:.2} / {other} {b:.2} Mbit/s, utilization {util:.3}, \
-                 p99 per packet: ecnq {:.1} ms, classic {:.1} ms, L4S {:.1} ms",
-                waited[Class::Ecnq as usize],
+                 p99 per packet: ecnq {ecnq_wait:.1} ms, classic {:.1} ms, L4S {:.1} ms",
                 waited[Class::Classic as usize],
                 waited[Class::L4s as usize]
             );
-            if !(0.5..=2.0).contains(&(a / b)) || util < 0.9 {
-                misses.push(format!("{scheme} vs {other}: {a:.2}/{b:.2}, {util:.3}"));
+            let tagged = !scheme.wire().is_l4s();
+            if !(0.5..=2.0).contains(&(a / b)) || util < 0.9 || (tagged && ecnq_wait > 2.0) {
+                misses.push(format!(
+                    "{scheme} vs {other}: {a:.2}/{b:.2}, {util:.3}, ecnq p99 {ecnq_wait:.1} ms"
+                ));
             }
         }
     }
@@ -1096,7 +1130,7 @@ async fn every_scheme_beside_cubic_and_bbr() {
 /// simulator measured erc at 0.07× Cubic there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn erc_behind_an_erc_router_shares_a_dualpi2_bottleneck_with_cubic() {
-    let (mbit, util) = shared_run(
+    let SharedRun { mbit, util, .. } = shared_run(
         &[CongestionControl::DEFAULT, CongestionControl::Cubic],
         &[
             "rate 20mbit delay 10ms limit 100kb",
@@ -1144,7 +1178,7 @@ async fn l4s_goals_on_the_real_stack() {
         ),
     ];
     for (name, ccs, specs) in runs {
-        let (mbit, util) = shared_run(&ccs, &specs, 30.0).await;
+        let SharedRun { mbit, util, .. } = shared_run(&ccs, &specs, 30.0).await;
         println!("{name}: Mbit/s {mbit:.2?}, utilization {util:.3}");
         let fair = mbit.iter().sum::<f64>() / mbit.len() as f64;
         if mbit.iter().any(|m| !(0.5..=2.0).contains(&(m / fair))) || util < 0.9 {
