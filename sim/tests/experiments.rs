@@ -89,6 +89,18 @@ fn peak_queue_mcp_below_vcp_below_newreno() {
     assert_eq!(reno, 50, "NewReno fills the 50-packet buffer");
 }
 
+/// A run shorter than its scenario's `measure_from` says so on screen:
+/// its figures count nothing, though its series cover the run.
+#[test]
+fn a_run_that_ends_before_its_stats_start_says_so() {
+    let sc = scenario("erc-staggered", &[]);
+    let note = "the run ends before its stats start";
+    let short = ecnq_sim::report::text::one_screen(&sc, &run(&sc, "erc", 1), 0.1);
+    assert!(short.contains(note), "{short}");
+    let long = ecnq_sim::report::text::one_screen(&sc, &run(&sc, "erc", 2), 0.1);
+    assert!(!long.contains(note), "{long}");
+}
+
 /// MPCP paper Fig. 3: DPCP's transition to full utilization is faster than VCP's.
 #[test]
 fn dpcp_reaches_high_utilization_faster_than_vcp() {

@@ -57,6 +57,13 @@ fn write_header(out: &mut String, scenario: &Scenario, s: &Summary, wall_s: f64)
         s.events,
         s.events as f64 / wall_s.max(1e-9) / 1e6
     );
+    if s.measure_from_s >= s.duration_s {
+        let _ = writeln!(
+            out,
+            "note: the run ends before its stats start, so the figures below count nothing; \
+             the CSV series and plots cover the whole run (a longer --duration, or --set measure_from=0s)"
+        );
+    }
 }
 
 /// One line per link that carried traffic or dropped packets.
