@@ -283,6 +283,14 @@ impl Decoder for McpDecoder {
 /// * With round trips as long as T, a code that cannot yet reflect the last
 ///   halving (it arrived sooner than T and a round trip after it) neither
 ///   halves again nor ends the enhancing that follows a halving.
+/// * MI(2) goes no higher than the rate the last overload came at: the
+///   doubling from under 48 % is to land under 96 % (§IV-B), and that rate
+///   was read as 98 % or more. A flow sending under its rate (the transport
+///   asks late) reads `00` a few points above 48 % of the link, and
+///   doubling stood a queue: MCP beside BBR on the real stack, at 13.3
+///   Mbit/s of a 25 Mbit/s share, doubled to 26.6 after halving from
+///   24.2. A `00` at or above that rate means capacity was freed: the flow
+///   doubles and forgets it.
 #[derive(Clone, Debug)]
 pub struct McpLaw {
     config: LawConfig,
@@ -306,6 +314,8 @@ pub struct McpLaw {
     increased: bool,
     /// MD(0.5) happened and no code above `00` has arrived since.
     halved: bool,
+    /// The rate the last overload halved: what MI(2) stops at.
+    overload_rate: Option<f64>,
     /// A stable flow's pending overload: when it counts as confirmed.
     overload_confirmed_at: Option<Duration>,
     cycles: u32,
@@ -340,6 +350,7 @@ impl McpLaw {
             srtt: None,
             increased: false,
             halved: false,
+            overload_rate: None,
             overload_confirmed_at: None,
             cycles: 0,
             router_spoke_at: None,
@@ -490,7 +501,17 @@ impl McpLaw {
         }
         self.mode = self.mode_for_feedback();
         match self.mode {
-            Mode::Scaling => self.increase(self.rate * SCALING_FACTOR),
+            Mode::Scaling => {
+                let doubled = self.rate * SCALING_FACTOR;
+                let rate = match self.overload_rate.take() {
+                    Some(ceiling) if ceiling > self.rate => {
+                        self.overload_rate = Some(ceiling);
+                        doubled.min(ceiling)
+                    }
+                    _ => doubled,
+                };
+                self.increase(rate);
+            }
             Mode::Enhancing => self.increase(self.rate * ENHANCING_FACTOR),
             Mode::Fairing | Mode::Smoothing => self.increase(self.rate + RATE_STEP),
             _ => {}
@@ -536,6 +557,7 @@ impl McpLaw {
     }
 
     fn halve(&mut self, now: Duration) {
+        self.overload_rate = Some(self.rate);
         self.decrease(now, self.rate * DECREASE_FACTOR);
         self.mode = Mode::Overloaded;
         self.halved = true;
@@ -1075,12 +1097,17 @@ mod tests {
             law.rate(),
             peak / 2.0 * ENHANCING_FACTOR * ENHANCING_FACTOR
         ));
-        // Once a higher code came, 00 means a light load again.
+        // Once a higher code came, 00 means a light load again: MI(2), but
+        // no higher than the rate the overload came at.
         law.on_feedback(MS * 2600, feedback(McpCode::Moderate, false), &rtt());
         law.on_feedback(MS * 2700, feedback(McpCode::Light, false), &rtt());
         let before = law.rate();
+        assert!(before * SCALING_FACTOR > peak);
         law.on_ack(MS * 2900, 0, &rtt());
-        assert!(close(law.rate(), before * SCALING_FACTOR));
+        assert!(close(law.rate(), peak));
+        // Still 00 at that rate: capacity was freed, and it doubles.
+        law.on_ack(MS * 3300, 0, &rtt());
+        assert!(close(law.rate(), peak * SCALING_FACTOR));
     }
 
     /// A flow scaled up to its peak rate (returned) and halved by an
@@ -1120,11 +1147,13 @@ mod tests {
         law.on_ack(MS * 3700, 0, &rtt);
         let enhanced = peak / 2.0 * ENHANCING_FACTOR;
         assert!(close(law.rate(), enhanced));
-        // A 10 reported from 3700 ms on is news: 00 then means light load.
+        // A 10 reported from 3700 ms on is news: 00 then means light load,
+        // MI(2) up to the rate the overload came at.
         law.on_feedback(MS * 3750, feedback(McpCode::High, false), &rtt);
         law.on_feedback(MS * 3800, feedback(McpCode::Light, false), &rtt);
         law.on_ack(MS * 4100, 0, &rtt);
-        assert!(close(law.rate(), enhanced * SCALING_FACTOR));
+        assert!(enhanced * SCALING_FACTOR > peak);
+        assert!(close(law.rate(), peak));
     }
 
     #[test]
