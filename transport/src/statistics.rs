@@ -143,16 +143,6 @@ impl SojournHistogram {
     }
 }
 
-impl<'a> IntoIterator for &'a SojournHistogram {
-    type Item = &'a u64;
-    type IntoIter = std::slice::Iter<'a, u64>;
-
-    /// The count of each bucket, as [`SojournHistogram::buckets`].
-    fn into_iter(self) -> Self::IntoIter {
-        self.counts.iter()
-    }
-}
-
 impl fmt::Display for SojournHistogram {
     /// The non-zero buckets as `[[bucket,count],...]`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -451,23 +451,12 @@ impl LinkSeries {
         }
     }
 
-    /// The `p`-th percentile (0–100) of the sojourns of the packets that
-    /// left one queue between two times (see
-    /// [`LinkSeries::class_sojourn_hist`]), ms, by packet: the upper edge
-    /// of its 0.1 ms bucket. None if no packet left it then.
-    pub fn class_sojourn_percentile_ms(
-        &self,
-        class: Class,
-        p: f64,
-        from: f64,
-        to: f64,
-    ) -> Option<f64> {
-        self.class_sojourn_hist(class, from, to).percentile_ms(p)
-    }
-
-    /// [`LinkSeries::class_sojourn_percentile_ms`] at the 99th percentile.
+    /// The 99th percentile of the sojourns of the packets that left one
+    /// queue between two times (see [`LinkSeries::class_sojourn_hist`]),
+    /// ms, by packet: the upper edge of its 0.1 ms bucket. None if no
+    /// packet left it then.
     pub fn class_sojourn_p99_ms(&self, class: Class, from: f64, to: f64) -> Option<f64> {
-        self.class_sojourn_percentile_ms(class, 99.0, from, to)
+        self.class_sojourn_hist(class, from, to).percentile_ms(99.0)
     }
 
     /// Queue samples (bytes) between two times.
@@ -722,7 +711,7 @@ mod tests {
         .join("\n");
         let series = LinkSeries::parse(&text, &spec);
         let p = |p: f64, from: f64, to: f64| {
-            series.class_sojourn_percentile_ms(Class::Ecnq, p, from, to)
+            (series.class_sojourn_hist(Class::Ecnq, from, to)).percentile_ms(p)
         };
         assert_eq!(
             series.class_sojourn_hist(Class::Ecnq, 0.0, 0.1).count(),

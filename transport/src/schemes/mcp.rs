@@ -503,12 +503,12 @@ impl McpLaw {
         match self.mode {
             Mode::Scaling => {
                 let doubled = self.rate * SCALING_FACTOR;
-                let rate = match self.overload_rate.take() {
-                    Some(ceiling) if ceiling > self.rate => {
-                        self.overload_rate = Some(ceiling);
-                        doubled.min(ceiling)
+                let rate = match self.overload_rate {
+                    Some(ceiling) if ceiling > self.rate => doubled.min(ceiling),
+                    _ => {
+                        self.overload_rate = None;
+                        doubled
                     }
-                    _ => doubled,
                 };
                 self.increase(rate);
             }
