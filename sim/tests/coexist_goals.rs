@@ -86,3 +86,45 @@ fn every_scheme_shares_with_cubic_through_a_drop_tail_router() {
     }
     assert!(misses.is_empty(), "{misses:?}");
 }
+
+/// One FIFO that marks and drops for both (the papers' queue): the erc
+/// router counts the Cubic flow as one more flow bottlenecked there, so erc
+/// gets 0.5×–2× Cubic's throughput. Until 2026-11-27 the router shared out
+/// only what other traffic left, and erc got 0.01 against Cubic's 49.97
+/// Mbit/s.
+#[test]
+fn erc_shares_one_marking_fifo_with_cubic() {
+    let s = run("coexist-fifo", Scheme::Erc);
+    let (ratio, util) = ratio_and_utilization(&s);
+    println!("erc/cubic {ratio:.2}, utilization {util:.3}");
+    assert!(
+        (0.5..=2.0).contains(&ratio) && util >= 0.9,
+        "ratio {ratio:.2}, utilization {util:.3}"
+    );
+}
+
+/// erc beside one flow of every other scheme arriving 2 s apart (the
+/// demo's mixed run): the six paper schemes' flows share the ecnq queue
+/// with it, and it counts them as flows, so it gets 0.5×–2× the fair share
+/// of the link and they get at least half of theirs on average. Until
+/// 2026-11-27 erc held 35.08 Mbit/s and each paper scheme 0.45–0.48.
+#[test]
+fn erc_leaves_the_paper_schemes_their_share_of_its_queue() {
+    let s = run("erc-beside-paper-schemes", Scheme::Erc);
+    let fair = s.links[0].rate_bps / s.groups.len() as f64;
+    let rate = |name: &str| {
+        let group = s.groups.iter().find(|g| g.name == name);
+        group.expect("a flow of every scheme").throughput_bps
+    };
+    let papers: Vec<f64> = Scheme::router_assisted()
+        .filter(|&scheme| scheme != Scheme::Erc && scheme.wire().is_ecnq())
+        .map(|scheme| rate(&scheme.to_string()))
+        .collect();
+    let erc = rate("erc") / fair;
+    let others = papers.iter().sum::<f64>() / papers.len() as f64 / fair;
+    println!("of the fair share: erc {erc:.2}, the paper schemes {others:.2} on average");
+    assert!(
+        (0.5..=2.0).contains(&erc) && others >= 0.5,
+        "erc {erc:.2}, others {others:.2}"
+    );
+}

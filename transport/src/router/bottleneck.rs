@@ -273,7 +273,7 @@ impl<P: Queued> Bottleneck<P> {
         match (self.discipline, marks) {
             (Discipline::Fifo, _) => Class::Ecnq,
             (Discipline::Dual, Some(m)) if m.tag.wire().is_l4s() => Class::L4s,
-            (Discipline::Dual, Some(m)) if m.tag.wire() != WireScheme::CLASSIC => Class::Ecnq,
+            (Discipline::Dual, Some(m)) if m.tag.wire().is_ecnq() => Class::Ecnq,
             (_, Some(m)) if l4s(m) => Class::L4s,
             _ => Class::Classic,
         }

@@ -115,23 +115,30 @@ pub struct RouterLink {
     mode: MarkingMode,
     /// One marker per wire scheme, by [`WireScheme::index`].
     markers: Vec<Box<dyn Marker>>,
+    /// The markers that observe other schemes' packets, by index.
+    observers: Vec<usize>,
     counters: MarkCounters,
 }
 
 impl RouterLink {
     /// A link whose first measurement interval starts at `now`.
     pub fn new(config: RouterConfig, now: Duration) -> RouterLink {
+        let markers: Vec<Box<dyn Marker>> = WireScheme::all()
+            .map(|wire| {
+                wire.marker(&MarkerConfig {
+                    flows: config.flows,
+                    classic_threshold: config.classic_threshold,
+                })
+            })
+            .collect();
+        let observers = (0..markers.len())
+            .filter(|&i| markers[i].observes_others())
+            .collect();
         RouterLink {
             meter: LoadFactorMeter::new(config.meter.clone(), now),
             mode: config.mode,
-            markers: WireScheme::all()
-                .map(|wire| {
-                    wire.marker(&MarkerConfig {
-                        flows: config.flows,
-                        classic_threshold: config.classic_threshold,
-                    })
-                })
-                .collect(),
+            markers,
+            observers,
             counters: MarkCounters::default(),
             config,
         }
@@ -165,7 +172,6 @@ impl RouterLink {
             queue_bytes: self.meter.queue_bytes(),
             packet_len: len,
             capacity: self.meter.config().capacity,
-            arrived_bytes: self.meter.arrived_total(),
         };
         let before = *pkt;
         if pkt.tag.wire() == wire {
@@ -175,6 +181,11 @@ impl RouterLink {
         }
         let index = wire.index();
         self.markers[index].mark(now, &link, pkt);
+        if self.mode == MarkingMode::Auto {
+            for &other in self.observers.iter().filter(|&&i| i != index) {
+                self.markers[other].observe(now, &link, pkt);
+            }
+        }
         self.counters.by_scheme[index][usize::from(pkt.ecn.bits())] += 1;
         self.counters.rewritten += u64::from(*pkt != before);
     }

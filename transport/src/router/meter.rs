@@ -90,8 +90,6 @@ pub struct LoadFactorMeter {
     /// When the last completed interval ended, and the load before it.
     last_end: Duration,
     load_before_last: LinkLoad,
-    /// Bytes offered since the meter started.
-    arrived_total: u64,
 }
 
 impl LoadFactorMeter {
@@ -121,7 +119,6 @@ impl LoadFactorMeter {
             disregarded: 0,
             last_end: now,
             load_before_last: LinkLoad::default(),
-            arrived_total: 0,
             config,
         }
     }
@@ -153,11 +150,6 @@ impl LoadFactorMeter {
         self.disregarded
     }
 
-    /// Bytes offered to the link since the meter started.
-    pub fn arrived_total(&self) -> u64 {
-        self.arrived_total
-    }
-
     /// Measures against `capacity` bytes per second from now on (a queue
     /// whose share of the link changes); the formulas' other parameters
     /// stay those of the whole link. Not positive and finite: ignored.
@@ -178,7 +170,6 @@ impl LoadFactorMeter {
         self.advance(now);
         self.acc.arrived_bytes += u64::from(bytes);
         self.acc.arrived_packets += 1;
-        self.arrived_total += u64::from(bytes);
     }
 
     /// A packet of `bytes` left the link.

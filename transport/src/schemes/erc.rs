@@ -35,8 +35,9 @@
 //! Every interval (about 16 packets of a fair-share flow, 10–250 ms) the
 //! router measures each flow's arrival rate (bounded, expiring
 //! [`FlowTable`]) and computes the max-min fair share of the capacity it
-//! targets: `η·C`, less the traffic of other schemes on the link, less what
-//! drains the queue it saw within [`ErcConfig::drain_time`]. Flows that send
+//! targets: `η·C`, less traffic it could not list, less what drains the
+//! queue it saw within [`ErcConfig::drain_time`]. Other schemes' flows in
+//! the same queue ([`Marker::observe`]) count as flows alike. Flows that send
 //! well under the share are limited elsewhere (or by their application)
 //! and keep their rate; the rest split what is left (water-filling). A new
 //! flow counts as one more bottlenecked flow from its tenth packet on (no
@@ -332,7 +333,7 @@ const LONGEST_ROUND: Duration = Duration::from_secs(3);
 /// it on average; only then does the rate grow into spare capacity (a flow
 /// still ramping up leaves capacity that is not spare). ecnq's own.
 const SPARE_USED: f64 = 0.9;
-/// The link counts as under its target when its erc arrivals are this
+/// The link counts as under its target when its arrivals are this
 /// fraction below it: steady flows at the share, paced a little under it,
 /// leave the advertised rate alone. ecnq's own.
 const SPARE_DEADBAND: f64 = 0.1;
@@ -367,9 +368,9 @@ const BURST: Duration = Duration::from_millis(1);
 struct Spare {
     /// Its length, s.
     elapsed: f64,
-    /// The rate the router targets for erc traffic, bytes per second.
+    /// The rate the router targets for the flows it counts, bytes per second.
     available: f64,
-    /// The rate erc traffic arrived at, bytes per second.
+    /// The rate those flows arrived at, bytes per second.
     arrivals: f64,
     /// Whether the flows at the share sent at it (at least [`SPARE_USED`]
     /// of it on average).
@@ -404,6 +405,12 @@ struct FlowState {
     counted: u64,
     /// The digits upstream routers wrote.
     incoming: Digits,
+    /// Whether its law answers this router's signal: erc's, or another
+    /// ecnq scheme's in the same queue. One that does not (Cubic, Prague,
+    /// ACKs in a single FIFO) grows on loss and delay whatever the router
+    /// says, so it is never young: it counts as bottlenecked once it sends
+    /// at the share, and until then at its rate.
+    signalled: bool,
 }
 
 /// The erc router of one output link (see the module docs).
@@ -416,12 +423,13 @@ pub struct ErcMarker {
     started: bool,
     interval_start: Duration,
     interval: Duration,
-    erc_bytes: u64,
-    erc_packets: u64,
-    /// The link's cumulative arrivals when the interval started.
-    link_bytes_at_start: u64,
+    /// When the last erc packet came: with none for [`LONGEST_ROUND`],
+    /// other schemes' packets are not worth counting.
+    last_own: Option<Duration>,
+    /// Bytes and packets of the flows counted this interval.
+    bytes: u64,
+    packets: u64,
     queue_min: u64,
-    other_rate: f64,
     share: f64,
     index: u16,
     /// What the bottlenecked flows share, and how many they are: a new flow
@@ -460,11 +468,10 @@ impl ErcMarker {
             started: false,
             interval_start: Duration::ZERO,
             interval: config.min_interval,
-            erc_bytes: 0,
-            erc_packets: 0,
-            link_bytes_at_start: 0,
+            last_own: None,
+            bytes: 0,
+            packets: 0,
             queue_min: u64::MAX,
-            other_rate: 0.0,
             share: RATE_MAX,
             index: 1,
             bottleneck_capacity: RATE_MAX,
@@ -522,7 +529,6 @@ impl ErcMarker {
     fn start(&mut self, now: Duration, link: &LinkState) {
         self.started = true;
         self.interval_start = now;
-        self.link_bytes_at_start = link.arrived_bytes;
         let capacity = link.capacity * self.config.target_utilization;
         self.bottleneck_capacity = capacity;
         self.advertise(now, capacity);
@@ -530,18 +536,14 @@ impl ErcMarker {
 
     fn close_interval(&mut self, now: Duration, link: &LinkState) {
         let elapsed = now.saturating_sub(self.interval_start).as_secs_f64();
-        let link_bytes = link.arrived_bytes.saturating_sub(self.link_bytes_at_start);
-        let other = link_bytes.saturating_sub(self.erc_bytes) as f64 / elapsed;
-        self.other_rate += RATE_GAIN * (other - self.other_rate);
-        if self.erc_packets > 0 {
-            self.packet_size = self.erc_bytes as f64 / self.erc_packets as f64;
+        if self.packets > 0 {
+            self.packet_size = self.bytes as f64 / self.packets as f64;
         }
         let queue = match self.queue_min {
             u64::MAX => link.queue_bytes,
             q => q,
         };
         let target = link.capacity * self.config.target_utilization
-            - self.other_rate
             - queue as f64 / self.config.drain_time.as_secs_f64();
         let available = target.max(0.0);
 
@@ -620,7 +622,7 @@ impl ErcMarker {
         self.reference_span = longest_round;
         let used =
             at_share_flows > 0 && at_share_rate >= SPARE_USED * self.share * at_share_flows as f64;
-        let arrivals = self.erc_bytes as f64 / elapsed;
+        let arrivals = self.bytes as f64 / elapsed;
         let spare = Spare {
             elapsed,
             available,
@@ -640,9 +642,8 @@ impl ErcMarker {
             ),
         );
         self.interval_start = now;
-        self.link_bytes_at_start = link.arrived_bytes;
-        self.erc_bytes = 0;
-        self.erc_packets = 0;
+        self.bytes = 0;
+        self.packets = 0;
         self.queue_min = u64::MAX;
     }
 
@@ -695,32 +696,28 @@ impl ErcMarker {
         largest + remaining / near_largest.max(1) as f64
     }
 
-    /// A flow that can learn its rate from now on joins the bottlenecked
-    /// flows at once.
-    fn on_new_flow(&mut self, now: Duration) {
-        self.bottlenecked += 1;
-        let share = self.spare_gain * self.bottleneck_capacity / self.bottlenecked as f64;
-        if share < self.share {
-            self.advertise(now, share);
-        } else {
-            self.count_newcomer();
-        }
-    }
-}
-
-impl Marker for ErcMarker {
-    fn mark(&mut self, now: Duration, link: &LinkState, pkt: &mut PacketMarks) {
+    /// Counts a packet of `flow` on the link: closes the interval when it
+    /// is due, and lists the flow in the computation. Returns the indices
+    /// written into a newcomer's packets and into the others', as they were
+    /// when the packet came, and the flow's state.
+    fn meter_packet(
+        &mut self,
+        now: Duration,
+        link: &LinkState,
+        flow: u64,
+        signalled: bool,
+    ) -> (u16, u16, &mut FlowState) {
         if !self.started {
             self.start(now, link);
         }
         if now >= self.interval_start + self.interval {
             self.close_interval(now, link);
         }
-        self.erc_bytes += u64::from(link.packet_len);
-        self.erc_packets += 1;
+        self.bytes += u64::from(link.packet_len);
+        self.packets += 1;
         self.queue_min = self.queue_min.min(link.queue_bytes);
 
-        let state = self.flows.entry(now, pkt.flow);
+        let state = self.flows.entry(now, flow);
         if !state.listed {
             // A flow that comes back after it left the computation (a
             // newcomer on a long path waits for its ACKs, an application
@@ -745,10 +742,14 @@ impl Marker for ErcMarker {
                 packets,
                 ..FlowState::default()
             };
-            self.listed.push(pkt.flow);
+            self.listed.push(flow);
         }
         state.bytes += u64::from(link.packet_len);
         state.packets = state.packets.saturating_add(1);
+        state.signalled = signalled;
+        if signalled && state.packets == DIGITS {
+            state.arrived = Some(now);
+        }
         let since_first = now.saturating_sub(state.first_packet);
         if state.round.is_none()
             && now.saturating_sub(state.last_packet) >= RETURN_GAP
@@ -757,19 +758,44 @@ impl Marker for ErcMarker {
             state.round = Some(since_first);
         }
         state.last_packet = now;
+        (self.newcomer_index, self.index, state)
+    }
+
+    /// Whether erc flows are on the link: an erc packet came within
+    /// [`LONGEST_ROUND`]. Until one comes, other schemes' packets cost no
+    /// more than this check.
+    fn serving(&self, now: Duration) -> bool {
+        self.last_own
+            .is_some_and(|at| now.saturating_sub(at) <= LONGEST_ROUND)
+    }
+
+    /// A flow that can learn its rate from now on joins the bottlenecked
+    /// flows at once.
+    fn on_new_flow(&mut self, now: Duration) {
+        self.bottlenecked += 1;
+        let share = self.spare_gain * self.bottleneck_capacity / self.bottlenecked as f64;
+        if share < self.share {
+            self.advertise(now, share);
+        } else {
+            self.count_newcomer();
+        }
+    }
+}
+
+impl Marker for ErcMarker {
+    fn mark(&mut self, now: Duration, link: &LinkState, pkt: &mut PacketMarks) {
+        self.last_own = Some(now);
+        let (newcomer_index, index, state) = self.meter_packet(now, link, pkt.flow, true);
         // No receiver can read a chain from fewer packets than it has
         // digits: from here on the flow may learn its rate at any time.
         let arrived = state.packets == DIGITS;
-        if arrived {
-            state.arrived = Some(now);
-        }
         let position = position(pkt.hash);
         // A newcomer reads its first chain mostly from packets it sent
         // before it counted: they carry the share that counts it.
         let own = if state.packets < DIGITS {
-            self.newcomer_index
+            newcomer_index
         } else {
-            self.index
+            index
         };
         let write = digit_of(pkt.ecn).is_some_and(|incoming| {
             state.incoming.set(position, incoming);
@@ -780,6 +806,29 @@ impl Marker for ErcMarker {
         }
         if write {
             pkt.ecn = ecn_of(digit(own, position));
+        }
+    }
+
+    /// Another scheme's flow in the same queue shares the link as an erc
+    /// flow does, so it counts in the max-min computation as one: at the
+    /// share, limited elsewhere at its rate, or, if its law answers this
+    /// router's load signal (the paper schemes), young. Left out, as other
+    /// traffic the share is computed after, it was starved: in the demo's
+    /// mixed run erc held 36.7 of the ecnq queue's 35 Mbit/s and the six
+    /// paper schemes beside it, reading high load, 0.5–1.2 each; in one
+    /// FIFO beside Cubic, erc got 0.5 of 10 Mbit/s.
+    fn observes_others(&self) -> bool {
+        true
+    }
+
+    fn observe(&mut self, now: Duration, link: &LinkState, pkt: &PacketMarks) {
+        if !self.serving(now) {
+            return;
+        }
+        let signalled = pkt.tag.wire().is_ecnq();
+        let (_, _, state) = self.meter_packet(now, link, pkt.flow, signalled);
+        if signalled && state.packets == DIGITS {
+            self.on_new_flow(now);
         }
     }
 }
@@ -1242,10 +1291,9 @@ mod tests {
         assert_eq!(d.index(), 100);
     }
 
-    fn link(capacity: f64, arrived: u64, queue: u64) -> LinkState {
+    fn link(capacity: f64, queue: u64) -> LinkState {
         LinkState {
             capacity,
-            arrived_bytes: arrived,
             queue_bytes: queue,
             packet_len: 1_000,
             ..LinkState::default()
@@ -1265,7 +1313,26 @@ mod tests {
     /// Drives `flows` flows through a router, each offering `rates[i]` bytes
     /// per second, for `span`; returns the router.
     fn drive(router: &mut ErcMarker, capacity: f64, rates: &[f64], from: Duration, span: Duration) {
-        let mut arrived = 0;
+        drive_beside(
+            router,
+            capacity,
+            rates,
+            (0, SchemeTag::UNTAGGED),
+            from,
+            span,
+        );
+    }
+
+    /// As [`drive`], with the last `foreign` flows another scheme's,
+    /// tagged `tag`: the router observes their packets.
+    fn drive_beside(
+        router: &mut ErcMarker,
+        capacity: f64,
+        rates: &[f64],
+        (foreign, tag): (usize, SchemeTag),
+        from: Duration,
+        span: Duration,
+    ) {
         let mut next: Vec<Duration> = vec![from; rates.len()];
         let end = from + span;
         let mut hash = 0u32;
@@ -1278,10 +1345,14 @@ mod tests {
             if t >= end {
                 break;
             }
-            arrived += 1_000;
             hash = hash.wrapping_add(0x9e37_79b9);
             let mut pkt = packet(f as u64 + 1, hash);
-            router.mark(t, &link(capacity, arrived, 0), &mut pkt);
+            if f + foreign < rates.len() {
+                router.mark(t, &link(capacity, 0), &mut pkt);
+            } else {
+                pkt.tag = tag;
+                router.observe(t, &link(capacity, 0), &pkt);
+            }
             next[f] = t + Duration::from_secs_f64(1_000.0 / rates[f]);
         }
     }
@@ -1307,10 +1378,79 @@ mod tests {
         for p in 0..DIGITS {
             pkt.ecn = Ecn::Ect0;
             pkt.hash = p;
-            r.mark(span, &link(capacity, 0, 0), &mut pkt);
+            r.mark(span, &link(capacity, 0), &mut pkt);
             d.on_packet(MS, pkt.ecn, pkt.tag, pkt.hash);
         }
         assert_eq!(d.index(), r.index());
+    }
+
+    /// The tag of an ecnq scheme other than erc.
+    fn other_ecnq_tag() -> SchemeTag {
+        let mut others = WireScheme::all().filter(|w| w.is_ecnq() && *w != WIRE);
+        SchemeTag::new(others.next().expect("an ecnq scheme besides erc").id())
+    }
+
+    #[test]
+    fn another_schemes_flows_in_the_queue_count_as_flows() {
+        let capacity = 1e6;
+        let mut r = ErcMarker::new(ErcConfig::default(), FlowTableConfig::default());
+        // One erc flow beside two of another scheme, all sending more than
+        // any share: three bottlenecked flows. Left out of the computation,
+        // the other two would leave the erc flow only what they do not send.
+        let other = (2, other_ecnq_tag());
+        drive_beside(
+            &mut r,
+            capacity,
+            &[2e6, 2e6, 2e6],
+            other,
+            Duration::ZERO,
+            MS * 2_000,
+        );
+        let expected = 0.98 * capacity / 3.0;
+        assert!(
+            (r.share() / expected - 1.0).abs() < 0.02,
+            "share {} vs {expected}",
+            r.share()
+        );
+        // One of them limited elsewhere to 100 kB/s frees its share once it
+        // is no longer young, as an erc flow would.
+        let span = ErcConfig::default().young + MS * 1_000;
+        drive_beside(&mut r, capacity, &[2e6, 2e6, 1e5], other, MS * 2_000, span);
+        let expected = (0.98 * capacity - 1e5) / 2.0;
+        assert!(
+            (r.share() / expected - 1.0).abs() < 0.02,
+            "share {} vs {expected}",
+            r.share()
+        );
+    }
+
+    #[test]
+    fn untagged_traffic_is_never_young() {
+        let capacity = 1e6;
+        // An erc flow beside an untagged one of 100 kB/s in one FIFO (Cubic,
+        // say): its law grows on loss and delay whatever the router says,
+        // so no share waits for it; it counts at its rate until it sends
+        // at the share. An ecnq scheme's flow as slow is young and holds a
+        // share meanwhile.
+        for (tag, expected) in [
+            (SchemeTag::UNTAGGED, 0.98 * capacity - 1e5),
+            (other_ecnq_tag(), 0.98 * capacity / 2.0),
+        ] {
+            let mut r = ErcMarker::new(ErcConfig::default(), FlowTableConfig::default());
+            drive_beside(
+                &mut r,
+                capacity,
+                &[2e6, 1e5],
+                (1, tag),
+                Duration::ZERO,
+                MS * 2_000,
+            );
+            assert!(
+                (r.share() / expected - 1.0).abs() < 0.02,
+                "{tag:?}: share {} vs {expected}",
+                r.share()
+            );
+        }
     }
 
     #[test]
@@ -1326,7 +1466,7 @@ mod tests {
         // Its first packet back halves the share: it will send at its
         // rate within a round trip, before ten packets would count it.
         let mut pkt = packet(2, 7);
-        r.mark(MS * 2_000, &link(capacity, 0, 0), &mut pkt);
+        r.mark(MS * 2_000, &link(capacity, 0), &mut pkt);
         assert_eq!(r.flows(), 2);
         assert!(
             (r.share() / (alone / 2.0) - 1.0).abs() < 0.02,
@@ -1345,11 +1485,11 @@ mod tests {
         let mut pkt = packet(99, 0);
         // A flow too short to read a chain takes nothing from the others ...
         for _ in 1..DIGITS {
-            r.mark(MS * 1_000, &link(capacity, 0, 0), &mut pkt);
+            r.mark(MS * 1_000, &link(capacity, 0), &mut pkt);
         }
         assert_eq!(r.share(), alone);
         // ... from its tenth packet on it is one of two.
-        r.mark(MS * 1_000, &link(capacity, 0, 0), &mut pkt);
+        r.mark(MS * 1_000, &link(capacity, 0), &mut pkt);
         assert!(
             (r.share() / (alone / 2.0) - 1.0).abs() < 0.02,
             "{}",
@@ -1374,7 +1514,7 @@ mod tests {
         packets.sort_by_key(|&(_, at)| at);
         for (i, (flow, at)) in packets.into_iter().enumerate() {
             let mut pkt = packet(flow, i as u32);
-            router.mark(at, &link(1e7, 0, 0), &mut pkt);
+            router.mark(at, &link(1e7, 0), &mut pkt);
         }
     }
 
@@ -1442,24 +1582,21 @@ mod tests {
         // again, so a share stays reserved for one that does not come.
         let capacity = 1e6;
         let mut r = ErcMarker::new(ErcConfig::default(), FlowTableConfig::default());
-        let (mut t, mut next_newcomer, mut arrived, mut hash) =
-            (Duration::ZERO, Duration::ZERO, 0, 0u32);
+        let (mut t, mut next_newcomer, mut hash) = (Duration::ZERO, Duration::ZERO, 0u32);
         let mut newcomer = 100;
         let mut sent_since = Vec::new();
         while t < MS * 30_000 {
             if t >= next_newcomer {
                 for i in 0..DIGITS {
-                    arrived += 1_000;
                     let mut pkt = packet(newcomer, i);
-                    r.mark(t, &link(capacity, arrived, 0), &mut pkt);
+                    r.mark(t, &link(capacity, 0), &mut pkt);
                 }
                 newcomer += 1;
                 next_newcomer += MS * 300;
             }
-            arrived += 1_000;
             hash = hash.wrapping_add(0x9e37_79b9);
             let mut pkt = packet(1, hash);
-            r.mark(t, &link(capacity, arrived, 0), &mut pkt);
+            r.mark(t, &link(capacity, 0), &mut pkt);
             if t >= MS * 25_000 {
                 sent_since.push(t);
             }
@@ -1535,7 +1672,7 @@ mod tests {
         let mut pkt = packet(1, 0);
         for i in 0..200u64 {
             pkt.ecn = Ecn::Ect0;
-            r.mark(MS * i as u32, &link(capacity, i * 1_000, 100_000), &mut pkt);
+            r.mark(MS * i as u32, &link(capacity, 100_000), &mut pkt);
         }
         let drain = ErcConfig::default().drain_time.as_secs_f64();
         let expected = 0.98 * capacity - 100_000.0 / drain;
@@ -1555,7 +1692,7 @@ mod tests {
             for i in 0..200u32 {
                 let mut pkt = packet(flow, i.wrapping_mul(2_654_435_761));
                 let mut through = |router: &mut ErcMarker, capacity| {
-                    router.mark(MS * 500, &link(capacity, 0, 0), &mut pkt)
+                    router.mark(MS * 500, &link(capacity, 0), &mut pkt)
                 };
                 if fast_first {
                     through(&mut fast, 1e7);
@@ -1581,7 +1718,7 @@ mod tests {
                 hash: 0,
                 flow: 1,
             };
-            r.mark(MS, &link(1e6, 0, 0), &mut pkt);
+            r.mark(MS, &link(1e6, 0), &mut pkt);
             assert_eq!(pkt.ecn, ecn);
         }
     }
@@ -1596,7 +1733,7 @@ mod tests {
         let mut written = [0usize; 4];
         for i in 0..1_000u32 {
             let mut pkt = packet(1, i.wrapping_mul(2_654_435_761));
-            r.mark(MS * 1_000, &link(1e6, 0, 0), &mut pkt);
+            r.mark(MS * 1_000, &link(1e6, 0), &mut pkt);
             written[pkt.ecn.bits() as usize] += 1;
         }
         assert_eq!(written[Ecn::Ect1.bits() as usize], 0, "{written:?}");
@@ -1777,7 +1914,7 @@ mod tests {
             let hash = n.wrapping_mul(0x9e37_79b9);
             let mut pkt = packet(99, hash);
             let newcomer = r.newcomer_index;
-            r.mark(span + MS, &link(capacity, 0, 0), &mut pkt);
+            r.mark(span + MS, &link(capacity, 0), &mut pkt);
             let expected = digit(newcomer, position(hash));
             assert_eq!(pkt.ecn, ecn_of(expected), "packet {n}");
             differs |= expected != digit(index, position(hash));

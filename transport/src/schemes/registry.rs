@@ -280,6 +280,13 @@ impl WireScheme {
         self.entry().l4s
     }
 
+    /// Whether it is an ecnq scheme, whose law answers the load an ecnq
+    /// router writes: tagged, and not L4S. A dual-queue router serves it in
+    /// its ecnq queue.
+    pub const fn is_ecnq(self) -> bool {
+        self.id() != WireScheme::CLASSIC.id() && !self.is_l4s()
+    }
+
     /// The highest level its decoder reports.
     pub const fn max_level(self) -> u16 {
         self.entry().max_level

@@ -44,9 +44,6 @@ pub struct LinkState {
     pub packet_len: u32,
     /// The link's capacity, in bytes per second.
     pub capacity: f64,
-    /// Bytes offered to the link since it started, this packet included:
-    /// erc tells other schemes' traffic from its own with it.
-    pub arrived_bytes: u64,
 }
 
 /// What a router gives every marker it builds for a link.
@@ -62,6 +59,16 @@ pub struct MarkerConfig {
 pub trait Marker: Send + fmt::Debug {
     /// Rewrites `pkt` in place.
     fn mark(&mut self, now: Duration, link: &LinkState, pkt: &mut PacketMarks);
+
+    /// Whether it wants [`Marker::observe`] calls: a marker that shares the
+    /// queue among its flows (erc) counts other schemes' flows too.
+    fn observes_others(&self) -> bool {
+        false
+    }
+
+    /// A packet of another scheme enters the same queue; it is not this
+    /// marker's to rewrite. Called only if [`Marker::observes_others`].
+    fn observe(&mut self, _now: Duration, _link: &LinkState, _pkt: &PacketMarks) {}
 }
 
 /// What a receiver learned about its path, as it reports it to the sender.
