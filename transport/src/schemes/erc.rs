@@ -349,6 +349,14 @@ const SPARE_GAIN: f64 = 0.4;
 const SPARE_DECAY: f64 = 0.5;
 /// The most the advertised rate exceeds the max-min share. ecnq's own.
 const SPARE_MAX: f64 = 8.0;
+/// A packet this long or longer carries data. The return direction of
+/// a flow in the other direction carries only ACKs (QUIC's are 60–90 bytes
+/// on the wire, the simulator's 40), which will never use a share: counted
+/// as newcomers, they held one each for [`ErcConfig::young`] (in
+/// `bmcc-fig2-4`, five flows each way, half the link for the first 4 s).
+/// A sender's first flight is full-sized (QUIC pads its first packet to
+/// 1200 bytes). ecnq's own.
+const DATA_PACKET: u32 = 256;
 /// Packet size assumed before the router has seen any packets.
 const DEFAULT_PACKET: f64 = 1_200.0;
 /// The longest burst the sender's pacing lets out at once; what quinn did
@@ -388,7 +396,8 @@ struct FlowState {
     bytes: u64,
     /// Arrival rate, averaged over intervals (bytes per second).
     rate: f64,
-    /// Packets seen since the flow was listed (saturating).
+    /// Packets of at least [`DATA_PACKET`] bytes seen since the flow was
+    /// listed (saturating): a flow of ACKs never becomes a newcomer.
     packets: u32,
     /// When the flow had sent enough packets to learn its rate.
     arrived: Option<Duration>,
@@ -699,14 +708,16 @@ impl ErcMarker {
     /// Counts a packet of `flow` on the link: closes the interval when it
     /// is due, and lists the flow in the computation. Returns the indices
     /// written into a newcomer's packets and into the others', as they were
-    /// when the packet came, and the flow's state.
+    /// when the packet came, the flow's state, and whether this packet made
+    /// the flow one that may learn its rate from now on (its
+    /// [`DIGITS`]th of data size).
     fn meter_packet(
         &mut self,
         now: Duration,
         link: &LinkState,
         flow: u64,
         signalled: bool,
-    ) -> (u16, u16, &mut FlowState) {
+    ) -> (u16, u16, &mut FlowState, bool) {
         if !self.started {
             self.start(now, link);
         }
@@ -745,9 +756,15 @@ impl ErcMarker {
             self.listed.push(flow);
         }
         state.bytes += u64::from(link.packet_len);
-        state.packets = state.packets.saturating_add(1);
+        let data = link.packet_len >= DATA_PACKET;
+        if data {
+            state.packets = state.packets.saturating_add(1);
+        }
+        // No receiver can read a chain from fewer packets than it has
+        // digits: from here on the flow may learn its rate at any time.
+        let arrived = data && state.packets == DIGITS;
         state.signalled = signalled;
-        if signalled && state.packets == DIGITS {
+        if signalled && arrived {
             state.arrived = Some(now);
         }
         let since_first = now.saturating_sub(state.first_packet);
@@ -758,7 +775,7 @@ impl ErcMarker {
             state.round = Some(since_first);
         }
         state.last_packet = now;
-        (self.newcomer_index, self.index, state)
+        (self.newcomer_index, self.index, state, arrived)
     }
 
     /// Whether erc flows are on the link: an erc packet came within
@@ -785,10 +802,7 @@ impl ErcMarker {
 impl Marker for ErcMarker {
     fn mark(&mut self, now: Duration, link: &LinkState, pkt: &mut PacketMarks) {
         self.last_own = Some(now);
-        let (newcomer_index, index, state) = self.meter_packet(now, link, pkt.flow, true);
-        // No receiver can read a chain from fewer packets than it has
-        // digits: from here on the flow may learn its rate at any time.
-        let arrived = state.packets == DIGITS;
+        let (newcomer_index, index, state, arrived) = self.meter_packet(now, link, pkt.flow, true);
         let position = position(pkt.hash);
         // A newcomer reads its first chain mostly from packets it sent
         // before it counted: they carry the share that counts it.
@@ -826,8 +840,8 @@ impl Marker for ErcMarker {
             return;
         }
         let signalled = pkt.tag.wire().is_ecnq();
-        let (_, _, state) = self.meter_packet(now, link, pkt.flow, signalled);
-        if signalled && state.packets == DIGITS {
+        let (_, _, _, arrived) = self.meter_packet(now, link, pkt.flow, signalled);
+        if signalled && arrived {
             self.on_new_flow(now);
         }
     }
@@ -1417,6 +1431,36 @@ mod tests {
         let span = ErcConfig::default().young + MS * 1_000;
         drive_beside(&mut r, capacity, &[2e6, 2e6, 1e5], other, MS * 2_000, span);
         let expected = (0.98 * capacity - 1e5) / 2.0;
+        assert!(
+            (r.share() / expected - 1.0).abs() < 0.02,
+            "share {} vs {expected}",
+            r.share()
+        );
+    }
+
+    #[test]
+    fn a_flow_of_acks_never_becomes_a_newcomer() {
+        let capacity = 1e6;
+        let mut r = ErcMarker::new(ErcConfig::default(), FlowTableConfig::default());
+        // One erc flow sending more than any share, and the ACKs of a flow
+        // in the other direction: 60-byte erc packets, 500 a second. Were
+        // they a newcomer, half the link would wait for them while young.
+        let (mut t, mut next_ack) = (Duration::ZERO, Duration::ZERO);
+        let ack = LinkState {
+            packet_len: 60,
+            ..link(capacity, 0)
+        };
+        let mut hash = 0u32;
+        while t < MS * 2_000 {
+            hash = hash.wrapping_add(0x9e37_79b9);
+            if t >= next_ack {
+                r.mark(t, &ack, &mut packet(2, hash));
+                next_ack += MS * 2;
+            }
+            r.mark(t, &link(capacity, 0), &mut packet(1, hash));
+            t += Duration::from_secs_f64(1_000.0 / 2e6);
+        }
+        let expected = 0.98 * capacity - 500.0 * 60.0;
         assert!(
             (r.share() / expected - 1.0).abs() < 0.02,
             "share {} vs {expected}",
