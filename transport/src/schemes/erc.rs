@@ -452,9 +452,11 @@ pub struct ErcMarker {
     /// share with it counted.
     newcomer_index: u16,
     /// The fraction of recent newcomers that came to send at the share,
-    /// rather than ending or staying under it while young. Young flows
-    /// reserve this many shares each: where most flows are short, the
-    /// shares they would never use go to the flows that are there.
+    /// rather than ending while young. One still under the share when its
+    /// youth ends counts neither way (counted as ended, it moved no erc
+    /// scenario and no AFCT, 2026-11-27). Young flows reserve this many
+    /// shares each: where most flows are short, the shares they would
+    /// never use go to the flows that are there.
     show_up: f64,
     /// How far back [`ErcMarker::reference_share`] looks: the longest round
     /// trip learnt among the flows, at least [`ErcConfig::reference_span`].
