@@ -1383,11 +1383,7 @@ mod tests {
         let span = ErcConfig::default().young + MS * 1_000;
         drive(&mut r, capacity, &[2e6, 2e6, 1e5], Duration::ZERO, span);
         let expected = (0.98 * capacity - 1e5) / 2.0;
-        assert!(
-            (r.share() / expected - 1.0).abs() < 0.02,
-            "share {} vs {expected}",
-            r.share()
-        );
+        assert_share(&r, expected);
         // A flow written by this router carries its index.
         let mut d = ErcDecoder::default();
         let mut pkt = packet(1, 0);
@@ -1398,6 +1394,16 @@ mod tests {
             d.on_packet(MS, pkt.ecn, pkt.tag, pkt.hash);
         }
         assert_eq!(d.index(), r.index());
+    }
+
+    /// The router advertises `expected` bytes per second, within 2 %.
+    #[track_caller]
+    fn assert_share(r: &ErcMarker, expected: f64) {
+        let share = r.share();
+        assert!(
+            (share / expected - 1.0).abs() < 0.02,
+            "share {share} vs {expected}"
+        );
     }
 
     /// The tag of an ecnq scheme other than erc.
@@ -1423,21 +1429,13 @@ mod tests {
             MS * 2_000,
         );
         let expected = 0.98 * capacity / 3.0;
-        assert!(
-            (r.share() / expected - 1.0).abs() < 0.02,
-            "share {} vs {expected}",
-            r.share()
-        );
+        assert_share(&r, expected);
         // One of them limited elsewhere to 100 kB/s frees its share once it
         // is no longer young, as an erc flow would.
         let span = ErcConfig::default().young + MS * 1_000;
         drive_beside(&mut r, capacity, &[2e6, 2e6, 1e5], other, MS * 2_000, span);
         let expected = (0.98 * capacity - 1e5) / 2.0;
-        assert!(
-            (r.share() / expected - 1.0).abs() < 0.02,
-            "share {} vs {expected}",
-            r.share()
-        );
+        assert_share(&r, expected);
     }
 
     #[test]
@@ -1463,11 +1461,7 @@ mod tests {
             t += Duration::from_secs_f64(1_000.0 / 2e6);
         }
         let expected = 0.98 * capacity - 500.0 * 60.0;
-        assert!(
-            (r.share() / expected - 1.0).abs() < 0.02,
-            "share {} vs {expected}",
-            r.share()
-        );
+        assert_share(&r, expected);
     }
 
     #[test]
@@ -1491,11 +1485,7 @@ mod tests {
                 Duration::ZERO,
                 MS * 2_000,
             );
-            assert!(
-                (r.share() / expected - 1.0).abs() < 0.02,
-                "{tag:?}: share {} vs {expected}",
-                r.share()
-            );
+            assert_share(&r, expected);
         }
     }
 
