@@ -36,16 +36,6 @@ const FILL_SPAN: Duration = Duration::from_millis(5);
 /// Packets the balance may always hold: the two a receiver acks at once,
 /// and room for a coalesced datagram.
 const DEPTH_PACKETS: f64 = 4.0;
-/// Packets the burst balance of a law that catches up holds beyond its
-/// burst span: the two a receiver acks at once. What a late ask leaves
-/// comes back through catching up, so its bursts can be this tight. erc
-/// beside one Cubic flow through the shim's dual queue (50 Mbit/s, 40 ms,
-/// 30 s, the ecnq queue's p99 wait per packet over the last 12 s): with
-/// [`DEPTH_PACKETS`] here, 1.3–2.8 ms over twelve runs (median 1.75, four
-/// over 2 ms); with two, 1.2–2.2 ms over ten (median 1.6, one over 2 ms),
-/// at 99 % of erc's goodput; with one, 1.0–1.8 ms, but erc alone used
-/// 94.1–95.1 % of the demo's link instead of 95.3–95.9 %.
-const CATCH_UP_BURST_PACKETS: f64 = 2.0;
 /// How much faster than the rate a bounded burst refills for a law that
 /// catches up: twice, so that a backlog of one fill span drains within
 /// about one more.
@@ -74,15 +64,9 @@ impl Pace {
     }
 
     /// The most that may leave at once: the law's burst span at the rate,
-    /// plus [`CATCH_UP_BURST_PACKETS`] for a law that catches up and
-    /// [`DEPTH_PACKETS`] for the others.
+    /// plus [`DEPTH_PACKETS`].
     fn burst_depth(self, mss: u64) -> f64 {
-        match self.burst {
-            Some(span) if self.catch_up => {
-                self.rate * span.as_secs_f64() + CATCH_UP_BURST_PACKETS * mss as f64
-            }
-            burst => self.holding(burst.unwrap_or(FILL_SPAN), mss),
-        }
+        self.holding(self.burst.unwrap_or(FILL_SPAN), mss)
     }
 
     /// The most the balance holds: [`FILL_SPAN`]'s worth for a law that
@@ -259,12 +243,11 @@ mod tests {
         assert!((sent as f64 / expected - 1.0).abs() < 0.01, "{sent}");
     }
 
-    /// Asked unevenly (three asks a millisecond apart, then one 6 ms
+    /// Asked unevenly (three asks a millisecond apart, then one 9 ms
     /// later), a law with 1 ms bursts at 1.25 MB/s that catches up still
     /// sends its rate, and no ask lets out more than one burst: what a late
     /// ask leaves goes out over the next ones. One that does not catch up
-    /// loses what its burst cannot hold. (With gaps of 9 ms, more than
-    /// tight bursts can make up in three asks, 0.72 against 0.64.)
+    /// loses what its burst cannot hold.
     #[test]
     fn a_law_that_catches_up_sends_its_rate_when_asked_late() {
         let run = |catch_up: bool| {
@@ -276,7 +259,7 @@ mod tests {
             let mut gate = RateGate::default();
             let (mut now, mut sent, mut most) = (Duration::ZERO, 0u64, 0u64);
             for ask in 0..4_000u32 {
-                now += if ask % 4 == 3 { MS * 6 } else { MS };
+                now += if ask % 4 == 3 { MS * 9 } else { MS };
                 let mut at_once = 0;
                 while 5 * MSS + MSS < gate.window(now, pace, MSS, 5 * MSS, CAP) {
                     gate.on_sent(now, MSS, pace, MSS);
@@ -290,7 +273,7 @@ mod tests {
             sent as f64 / (pace.rate * now.as_secs_f64())
         };
         let (caught_up, lost) = (run(true), run(false));
-        assert!(caught_up >= 0.95, "{caught_up}");
-        assert!(lost < 0.9, "{lost}");
+        assert!(caught_up >= 0.85, "{caught_up}");
+        assert!(lost < 0.7, "{lost}");
     }
 }
