@@ -35,9 +35,9 @@
 //! Every interval (about 16 packets of a fair-share flow, 10–250 ms) the
 //! router measures each flow's arrival rate (bounded, expiring
 //! [`FlowTable`]) and computes the max-min fair share of the capacity it
-//! targets: `η·C`, less traffic it could not list, less what drains the
-//! queue it saw within [`ErcConfig::drain_time`]. Other schemes' flows in
-//! the same queue ([`Marker::observe`]) count as flows alike. Flows that send
+//! targets: `η·C`, less what drains the queue it saw within
+//! [`ErcConfig::drain_time`]. Other schemes' flows in the same queue
+//! ([`Marker::observe`]) count as flows alike. Flows that send
 //! well under the share are limited elsewhere (or by their application)
 //! and keep their rate; the rest split what is left (water-filling). A new
 //! flow counts as one more bottlenecked flow from its tenth packet on (no
@@ -825,6 +825,10 @@ impl Marker for ErcMarker {
         }
     }
 
+    fn observes_others(&self) -> bool {
+        true
+    }
+
     /// Another scheme's flow in the same queue shares the link as an erc
     /// flow does, so it counts in the max-min computation as one: at the
     /// share, limited elsewhere at its rate, or, if its law answers this
@@ -833,10 +837,6 @@ impl Marker for ErcMarker {
     /// mixed run erc held 36.7 of the ecnq queue's 35 Mbit/s and the six
     /// paper schemes beside it, reading high load, 0.5–1.2 each; in one
     /// FIFO beside Cubic, erc got 0.5 of 10 Mbit/s.
-    fn observes_others(&self) -> bool {
-        true
-    }
-
     fn observe(&mut self, now: Duration, link: &LinkState, pkt: &PacketMarks) {
         if !self.serving(now) {
             return;
