@@ -116,6 +116,8 @@ fn prague_falls_back_at_a_classic_ecn_aqm() {
 /// erc at a DualPI2 bottleneck, with no erc router on the path (it sends
 /// ECT(0) and runs Cubic) and behind one (its digits are Not-ECT and
 /// ECT(0), both classic): 0.5×–2× its neighbour, and no spurious loss.
+/// The flows stop sending a second before the end, so that every drop has
+/// been found by then (one in the last round trip would not be yet).
 #[test]
 fn erc_is_safe_at_a_dualpi2_bottleneck() {
     let mut misses = Vec::new();
@@ -124,7 +126,11 @@ fn erc_is_safe_at_a_dualpi2_bottleneck() {
         ("l4s-dualpi2-vs-prague", "prague"),
         ("l4s-erc-then-dualpi2", "cubic"),
     ] {
-        let s = run(name, Scheme::Erc, &["measure_from=0s"]);
+        let s = run(
+            name,
+            Scheme::Erc,
+            &["measure_from=0s", "flows.0.stop=29s", "flows.1.stop=29s"],
+        );
         let (erc, them) = (group_mbit(&s, "ecnq"), group_mbit(&s, other));
         let (declared, dropped) = declared_and_dropped(&s);
         println!(
