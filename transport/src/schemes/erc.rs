@@ -72,12 +72,13 @@
 //! once it is above what the Cubic start sends, and the Cubic start grows
 //! no further. Once its delay has risen (a queue, from its own initial
 //! window on a slow link) it falls to half its initial window, or to that
-//! rate if larger. Once it hears an index it
-//! paces at the advertised rate: a decrease at once, an increase ramped over
-//! one smoothed RTT (the first reading within 50 ms). Beside the rate it keeps a Cubic window, capped while it
-//! does not limit the flow; loss and CE shrink that window as Cubic would, so
-//! a drop-tail or classic-ECN bottleneck elsewhere on the path is respected.
-//! It never sends above the last advertised rate: with no feedback it holds.
+//! rate if larger. Once it hears an index it paces at the advertised rate:
+//! a decrease at once, an increase ramped over one smoothed RTT (the first
+//! reading within 50 ms). Beside the rate it keeps a Cubic window, capped
+//! while it does not limit the flow; loss and CE shrink that window as
+//! Cubic would, so a drop-tail or classic-ECN bottleneck elsewhere on the
+//! path is respected. It never sends above the last advertised rate: with
+//! no feedback it holds.
 
 use std::time::Duration;
 
@@ -979,8 +980,8 @@ const START_HOLD: f64 = 0.5;
 /// when the router counted it, a round trip or more before its chain is
 /// read, so at long RTTs a ramp over the whole round trip only leaves the
 /// share unused (its rate moves on ACKs, and a start has few). Measured on
-/// `erc-staggered`, seeds 1–4: at 1 s RTT utilization 0.806 → 0.843 on
-/// average, at 200 ms 0.969 → 0.973; a step at once instead raised the
+/// `erc-staggered`, seeds 1–4, before the start paced at its partial
+/// chain's bound: at 1 s RTT utilization 0.806 → 0.843 on average, at 200 ms 0.969 → 0.973; a step at once instead raised the
 /// queue's p99 at 10 Mbit/s and 40 ms from 0–3 packets to 4–8.
 const FIRST_RAMP: Duration = Duration::from_millis(50);
 
