@@ -302,6 +302,13 @@ impl Session {
         self.sending.gated_window(now)
     }
 
+    /// Whether a rate law has less than half its rate's worth in flight
+    /// (see [`Sending::under_rate`]): the transport should ask for its
+    /// window again soon rather than wait for ACKs.
+    pub fn under_rate(&self) -> bool {
+        self.sending.under_rate()
+    }
+
     /// The rate a rate law sends at, in bytes per second; `None` for a
     /// window law or without a law. A sender that paces by rate (the
     /// simulator's) reads it; quinn gets the gated [`Session::window`].

@@ -184,6 +184,17 @@ impl Sending {
         }))
     }
 
+    /// Whether a rate law has less than half of rate × srtt in flight: at a
+    /// start, or back from idle, when the transport asks for its window only
+    /// as the few ACKs come, so the gate's bursts alone hold the flow under
+    /// its rate.
+    pub fn under_rate(&self) -> bool {
+        self.law_pace().is_some()
+            && self
+                .law_window()
+                .is_some_and(|window| self.in_flight.saturating_mul(2) < window)
+    }
+
     pub fn on_data_progress(&mut self, sent: u64) {
         self.timeout.progress = sent;
     }

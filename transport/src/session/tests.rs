@@ -226,3 +226,25 @@ fn reordered_reports_never_move_the_law_backwards() {
     assert_eq!(newer.decreases, before.decreases + 1);
     assert!(newer.window < before.window);
 }
+
+/// A rate law with less than half its rate's worth in flight is under its
+/// rate (the transport should ask for its window again soon); at its rate
+/// it is not, nor is a window law.
+#[test]
+fn a_rate_law_short_of_its_rate_in_flight_is_under_rate() {
+    let mut pair = Pair::new(Scheme::Erc);
+    assert!(!pair.sender.under_rate(), "no rate yet");
+    let mut seen_under = false;
+    pair.run_checking(SECOND, |p| seen_under |= p.sender.under_rate());
+    assert!(seen_under, "the start, once the rate is known");
+    pair.run_until(5 * SECOND);
+    let mut under = 0;
+    let mut steps = 0;
+    pair.run_checking(6 * SECOND, |p| {
+        steps += 1;
+        under += usize::from(p.sender.under_rate());
+    });
+    assert!(under * 100 < steps, "{under} of {steps} steps at the rate");
+    let mut window_law = Pair::new(Scheme::Classic);
+    window_law.run_checking(2 * SECOND, |p| assert!(!p.sender.under_rate()));
+}
