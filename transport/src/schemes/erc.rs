@@ -995,6 +995,16 @@ struct Ramp {
 }
 
 impl Ramp {
+    /// A rate taken at once.
+    fn step(rate: f64, now: Duration) -> Ramp {
+        Ramp {
+            from: rate,
+            to: rate,
+            start: now,
+            span: Duration::ZERO,
+        }
+    }
+
     fn at(&self, now: Duration) -> f64 {
         let done = now.saturating_sub(self.start).as_secs_f64() / self.span.as_secs_f64().max(1e-9);
         self.from + (self.to - self.from) * done.min(1.0)
@@ -1096,12 +1106,7 @@ impl ErcLaw {
         };
         let pacing = self.ramp.is_some();
         if pacing || (bound > self.cubic_rate() && !self.delay_rose()) {
-            self.ramp = Some(Ramp {
-                from: bound,
-                to: bound,
-                start: now,
-                span: Duration::ZERO,
-            });
+            self.ramp = Some(Ramp::step(bound, now));
             let rtt = self.rtt;
             self.advance(now, &rtt);
         }
@@ -1167,12 +1172,7 @@ impl Law for ErcLaw {
             self.rtt.smoothed
         };
         self.ramp = Some(if target <= current {
-            Ramp {
-                from: target,
-                to: target,
-                start: now,
-                span: Duration::ZERO,
-            }
+            Ramp::step(target, now)
         } else {
             Ramp {
                 from: current.max(self.config.min_window as f64 / self.srtt()),
