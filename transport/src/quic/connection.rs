@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use quinn::{ConnectionError, SendDatagramError, TransportConfig};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 
 use super::cid::issuing_for;
 use super::congestion::CongestionControl;
@@ -267,29 +267,34 @@ async fn send_reports(
 /// than half its rate's worth in flight: the gate lets 1 ms of the rate out
 /// per ask.
 const ASK_GAP: Duration = Duration::from_millis(1);
-/// How often the task looks whether that is the case.
-const UNDER_RATE_CHECK: Duration = Duration::from_millis(10);
 
 /// quinn asks for its congestion window when ACKs arrive or its timers fire;
 /// a rate law's gate lets one burst through per ask. At a start on a long
 /// path few ACKs come, and the flow grew by about half per round trip
 /// under a law that already knew its rate (at 400 ms RTT it took 3 s to
 /// put 600 of its 990 kB in flight). While the law has less than half its
-/// rate's worth in flight this wakes quinn's driver every millisecond.
+/// rate's worth in flight this wakes quinn's driver every millisecond; the
+/// rest of the time it sleeps until the session is left under its rate.
 /// quinn has no call that only wakes it; setting the receive window to the
 /// value ecnq leaves it at (quinn's default, unlimited) changes nothing
 /// else.
 async fn ask_while_under_rate(connection: quinn::Connection, peer: Arc<Peer>) {
+    let ask = || connection.set_receive_window(quinn::VarInt::MAX);
+    tokio::select! {
+        _ = ask_while(|| peer.session().under_rate(), ask, &peer.under_rate) => {}
+        _ = connection.closed() => {}
+    }
+}
+
+/// Calls `ask` every [`ASK_GAP`] while `under_rate()`; otherwise waits for
+/// `became_under`, which whatever makes `under_rate()` true notifies.
+async fn ask_while(under_rate: impl Fn() -> bool, ask: impl Fn(), became_under: &Notify) {
     loop {
-        let gap = if peer.session().under_rate() {
-            connection.set_receive_window(quinn::VarInt::MAX);
-            ASK_GAP
+        if under_rate() {
+            ask();
+            tokio::time::sleep(ASK_GAP).await;
         } else {
-            UNDER_RATE_CHECK
-        };
-        tokio::select! {
-            _ = tokio::time::sleep(gap) => {}
-            _ = connection.closed() => return,
+            became_under.notified().await;
         }
     }
 }
@@ -504,5 +509,64 @@ impl CongestionStats {
     /// Whether the connection is using router feedback right now.
     pub fn uses_feedback(&self) -> bool {
         self.mode == PeerMode::Ecnq
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicBool;
+
+    use super::*;
+
+    /// Runs `task` for `span` of (paused, auto-advancing) tokio time.
+    async fn run_for(
+        task: std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
+        span: Duration,
+    ) {
+        tokio::select! {
+            _ = task => unreachable!("the ask loop never ends by itself"),
+            _ = tokio::time::sleep(span) => {}
+        }
+    }
+
+    /// quinn is asked every millisecond while the law is under its rate;
+    /// otherwise neither quinn nor the session is polled.
+    #[tokio::test(start_paused = true)]
+    async fn quinn_is_asked_only_while_the_law_is_under_its_rate() {
+        let under = AtomicBool::new(false);
+        let asks = AtomicU64::new(0);
+        let checks = AtomicU64::new(0);
+        let became_under = Notify::new();
+        let task = ask_while(
+            || {
+                checks.fetch_add(1, Ordering::Relaxed);
+                under.load(Ordering::Relaxed)
+            },
+            || {
+                asks.fetch_add(1, Ordering::Relaxed);
+            },
+            &became_under,
+        );
+        tokio::pin!(task);
+        run_for(task.as_mut(), Duration::from_millis(50)).await;
+        assert_eq!(asks.load(Ordering::Relaxed), 0, "not under rate");
+        assert_eq!(checks.load(Ordering::Relaxed), 1, "one look, then a wait");
+
+        under.store(true, Ordering::Relaxed);
+        became_under.notify_one();
+        run_for(task.as_mut(), Duration::from_millis(20)).await;
+        let under_rate = asks.load(Ordering::Relaxed);
+        assert!(
+            (19..=21).contains(&under_rate),
+            "{under_rate} asks in 20 ms"
+        );
+
+        under.store(false, Ordering::Relaxed);
+        let checked = checks.load(Ordering::Relaxed);
+        run_for(task.as_mut(), Duration::from_millis(100)).await;
+        let after = asks.load(Ordering::Relaxed) - under_rate;
+        assert!(after <= 1, "{after} asks once at the rate");
+        let looks = checks.load(Ordering::Relaxed) - checked;
+        assert!(looks <= 1, "{looks} looks in 100 ms at the rate");
     }
 }

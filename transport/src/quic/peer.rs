@@ -29,6 +29,9 @@ pub(crate) struct Peer {
     session: Mutex<Session>,
     published: Arc<Published>,
     pub notify: Notify,
+    /// Notified whenever the session is left under its rate
+    /// ([`Session::under_rate`]).
+    pub under_rate: Notify,
     attached: AtomicBool,
 }
 
@@ -37,11 +40,13 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The locked session; what happened inside it is logged when the lock
-/// is released.
+/// The locked session; when the lock is released, what happened inside it
+/// is logged, and the under-rate task is woken if the session is left
+/// under its rate. Every call that can change that goes through here.
 pub(crate) struct Locked<'a> {
     session: MutexGuard<'a, Session>,
     cc: CongestionControl,
+    under_rate: &'a Notify,
 }
 
 impl Deref for Locked<'_> {
@@ -62,6 +67,9 @@ impl Drop for Locked<'_> {
     fn drop(&mut self) {
         while let Some(event) = self.session.poll_event() {
             log(self.cc, event);
+        }
+        if self.session.under_rate() {
+            self.under_rate.notify_one();
         }
     }
 }
@@ -117,6 +125,7 @@ impl Peer {
             published: session.published().clone(),
             session: Mutex::new(session),
             notify: Notify::new(),
+            under_rate: Notify::new(),
             attached: AtomicBool::new(false),
         }
     }
@@ -147,6 +156,7 @@ impl Peer {
         Locked {
             session: lock(&self.session),
             cc: self.cc,
+            under_rate: &self.under_rate,
         }
     }
 
