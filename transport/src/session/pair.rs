@@ -2,8 +2,8 @@
 //! sending and a receiving [`Session`] over a sans-IO path, in virtual time
 //! stepped a millisecond at a time. No sockets, no clock.
 //!
-//! The sender sends 1200-byte data packets whenever its window allows; the
-//! receiver acknowledges each one and sends the reports its session asks
+//! The sender sends 1200-byte data packets whenever its window and its
+//! pacer (quinn's, modelled by [`Pacer`]) allow; the receiver acknowledges each one and sends the reports its session asks
 //! for. Each direction ([`Leg`]) has a delay, a loss rate, jitter (which
 //! reorders) and a blackout; data packets may cross a [`Bottleneck`] whose
 //! router writes the schemes' marks, or one that only queues.
@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 use std::time::Duration;
 
+use super::sending::QUINN_PACING_GAIN;
 use super::{Event, PeerMode, Progress, Session, SessionStats};
 use crate::router::bottleneck::{Bottleneck, BottleneckConfig, Discipline, QueueLimit, Queued};
 use crate::router::{MarkingMode, RouterConfig};
@@ -29,6 +30,39 @@ pub(super) const LINK_RATE: u64 = 10_000_000;
 const TICK: Duration = Duration::from_millis(1);
 /// The most packets a sender sends in one tick, whatever its window.
 const BURST: usize = 64;
+
+/// quinn's pacer as the pair models it (quinn-proto's `pacing` module):
+/// tokens fill at [`QUINN_PACING_GAIN`] times the window per srtt and hold
+/// [`PACER_SPAN`] of that, at least [`PACER_MIN_BURST`] packets; a packet
+/// leaves on a full packet's tokens.
+#[derive(Debug, Default)]
+struct Pacer {
+    tokens: f64,
+    at: Option<Duration>,
+}
+
+/// What quinn's pacer holds, as time at its rate ...
+const PACER_SPAN: Duration = Duration::from_millis(2);
+/// ... and at least this many packets.
+const PACER_MIN_BURST: f64 = 10.0;
+
+impl Pacer {
+    /// Takes `bytes` of tokens at `now` if there are that many.
+    fn take(&mut self, now: Duration, window: u64, srtt: Duration, bytes: u64) -> bool {
+        let rate = QUINN_PACING_GAIN * window as f64 / srtt.as_secs_f64();
+        let capacity = (rate * PACER_SPAN.as_secs_f64()).max(PACER_MIN_BURST * MSS as f64);
+        let filled = self.at.map_or(capacity, |at| {
+            self.tokens + rate * now.saturating_sub(at).as_secs_f64()
+        });
+        self.tokens = filled.min(capacity);
+        self.at = Some(now);
+        if self.tokens < bytes as f64 {
+            return false;
+        }
+        self.tokens -= bytes as f64;
+        true
+    }
+}
 
 /// Deterministic pseudo-random numbers (the packet hash's mixer over a
 /// counter), so every run repeats.
@@ -171,6 +205,7 @@ pub(super) struct Pair {
     acks: Wire<Ack>,
     reports: Wire<Vec<u8>>,
     rng: Rng,
+    pacer: Pacer,
     /// Packets sent and not yet acknowledged or lost, by number: when sent.
     outstanding: BTreeMap<u64, Duration>,
     sent: u64,
@@ -199,6 +234,7 @@ impl Pair {
             acks: Wire::new(leg.clone()),
             reports: Wire::new(leg),
             rng: Rng(1 << 31),
+            pacer: Pacer::default(),
             outstanding: BTreeMap::new(),
             sent: 0,
             received: 0,
@@ -207,6 +243,13 @@ impl Pair {
             events: Vec::new(),
             sent_tos: Vec::new(),
         }
+    }
+
+    /// Sets every leg's one-way delay (data, ACKs and reports).
+    pub fn set_one_way_delay(&mut self, delay: Duration) {
+        self.data.leg.delay = delay;
+        self.acks.leg.delay = delay;
+        self.reports.leg.delay = delay;
     }
 
     /// The leg reports cross, for loss, delay, reordering and blackouts.
@@ -292,7 +335,7 @@ impl Pair {
         for _ in 0..BURST {
             let window = self.sender.window(now).expect("the sender runs a law");
             let in_flight = self.outstanding.len() as u64 * MSS;
-            if in_flight + MSS > window {
+            if in_flight + MSS > window || !self.pacer.take(now, window, self.srtt(), MSS) {
                 return;
             }
             self.sent += 1;

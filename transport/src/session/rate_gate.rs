@@ -12,7 +12,9 @@
 //! The gate gives quinn a window of what is in flight plus a token balance
 //! that fills at the law's rate, so over any stretch longer than the spacing
 //! of ACKs (which is when quinn asks) the flow sends its rate, whatever the
-//! RTT and the ACK delay.
+//! RTT and the ACK delay. For a law that catches up the session raises that
+//! window to rate × srtt / 1.25 while less is in flight, so that quinn's
+//! own pacer sends the law's rate at a start ([`super::sending::Sending::gated_window`]).
 //!
 //! A law that bounds its bursts ([`crate::signal::Law::pacing_burst`])
 //! holds only one burst in its balance, and what accrues beyond it while
@@ -43,7 +45,7 @@ const CATCH_UP: f64 = 2.0;
 /// A window that lets one full datagram through (1500-byte MTU, with quinn's
 /// allowance for the packet being built) when nothing is in flight: with no
 /// packet in flight no ACK comes to reopen the gate, so one always passes.
-const IDLE_WINDOW: u64 = 3_000;
+pub(super) const IDLE_WINDOW: u64 = 3_000;
 
 /// What the gate fills at: a law's pacing.
 #[derive(Clone, Copy, Debug)]
