@@ -3,8 +3,9 @@
 //! stepped a millisecond at a time. No sockets, no clock.
 //!
 //! The sender sends 1200-byte data packets whenever its window and its
-//! pacer (quinn's, modelled by [`Pacer`]) allow; the receiver acknowledges each one and sends the reports its session asks
-//! for. Each direction ([`Leg`]) has a delay, a loss rate, jitter (which
+//! pacer (quinn's, modelled by [`Pacer`]) allow; the receiver
+//! acknowledges each one and sends the reports its session asks for. Each
+//! direction ([`Leg`]) has a delay, a loss rate, jitter (which
 //! reorders) and a blackout; data packets may cross a [`Bottleneck`] whose
 //! router writes the schemes' marks, or one that only queues.
 

@@ -14,7 +14,8 @@
 //! of ACKs (which is when quinn asks) the flow sends its rate, whatever the
 //! RTT and the ACK delay. For a law that catches up the session raises that
 //! window to rate × srtt / 1.25 while less is in flight, so that quinn's
-//! own pacer sends the law's rate at a start ([`super::sending::Sending::gated_window`]).
+//! own pacer sends the law's rate at a start
+//! ([`super::sending::Sending::gated_window`]).
 //!
 //! A law that bounds its bursts ([`crate::signal::Law::pacing_burst`])
 //! holds only one burst in its balance, and what accrues beyond it while

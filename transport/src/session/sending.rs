@@ -186,10 +186,11 @@ impl Sending {
     /// trip. In the demo's erc run (eleven runs each, interleaved)
     /// utilization went from 96.9 to 97.3 % on average, the queue's p99
     /// unchanged (median 4.5 ms); at 400 ms RTT the late flow reached its
-    /// share in 1.7 and 2.4 s instead of 2.4 and 2.9. quinn's pacer lets out at least ten
-    /// packets at once, so a law that bounds its bursts closer and does
-    /// not catch up (Prague, under the L4S queue's 1 ms step) gets no
-    /// floor: with it Prague's demo run fell from 61 to 40 % of the link.
+    /// share in 1.7 and 2.4 s instead of 2.4 and 2.9. quinn's pacer lets
+    /// out at least ten packets at once, so a law that bounds its bursts
+    /// closer and does not catch up (Prague, under the L4S queue's 1 ms
+    /// step) gets no floor: with it Prague's demo run fell from 61 to 40 %
+    /// of the link.
     pub fn gated_window(&self, now: Duration) -> Option<u64> {
         let published = self.law_window()?;
         let Some(pace) = self.law_pace() else {
