@@ -378,8 +378,8 @@ const DEFAULT_PACKET: f64 = 1_200.0;
 /// ([`Law::pacing_catches_up`]). Issue 20 asks for an ecnq queue of at
 /// most 2 ms at p99 beside Cubic. On the real stack (erc beside 1, 2 and 4
 /// Cubic flows, 50 Mbit/s, 40 ms, per packet), with the dual queue's 5 ms
-/// credit for the ecnq queue: 1.0–1.9 ms at 0.94–1.00 of Cubic's goodput
-/// per flow. Without the credit, the transport's own 5 ms bursts waited
+/// lead for the ecnq queue: 1.0–1.9 ms at 0.94–1.00 of Cubic's goodput
+/// per flow. Without the lead, the transport's own 5 ms bursts waited
 /// 3.4–5.2 ms at p99 of the mean wait per 50 ms; 1 ms bursts that did not
 /// catch up, 1.0–1.7 ms, but sent 75–85 % of the rate (92.5 % of the
 /// demo's link).
