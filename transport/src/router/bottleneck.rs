@@ -629,10 +629,10 @@ const MAX_COUNTED_FLOWS: usize = 1 << 16;
 /// sparse flow's packets do in FQ-CoDel (RFC 8290 §4.1) and L4S packets do
 /// in DualQ (RFC 9332 §2.4), and the class still gains no more than its
 /// share plus one bucket over any span. Real stack, erc beside one Cubic
-/// flow (50 Mbit/s, 40 ms, 30 s): p99 wait per packet 1.2–1.3 ms over six
-/// runs, against 1.3–2.2 ms when the lead was a 5 ms credit granted only
-/// to an ecnq queue that had been idle, which a flow at 98 % of its share
-/// rarely is.
+/// flow (50 Mbit/s, 40 ms, 30 s): p99 wait per packet 1.2–1.3 ms over
+/// eight runs, against 1.3–2.2 ms over seven when the lead was a 5 ms
+/// credit granted only to an ecnq queue that had been idle, which a flow at
+/// 98 % of its share rarely is.
 ///
 /// The other classes get none: Cubic's queue, emptied by CoDel and back,
 /// would go ahead of the ecnq packets that came meanwhile (in the
