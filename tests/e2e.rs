@@ -1107,7 +1107,7 @@ async fn erc_beside_more_cubic_flows_keeps_its_queue_short() {
 /// ≤ 2 ms at p99. Prague is not ecnq-tagged: it waits in the L4S queue,
 /// which is printed but not held to the ecnq queue's goal (the shim's L4S
 /// queue marks from 1 ms as DualPI2 does; Prague measured 2.5–2.7 ms there).
-/// 2026-11-27 night: passed, every ecnq queue 0.7–1.2 ms; on the code
+/// 2026-11-27 night: passed twice, every ecnq queue 0.7–1.4 ms; on the code
 /// before the ecnq queue went first within its share, in the same session,
 /// it failed (erc beside Cubic 2.1 ms, MCP and Cubic 0.896 of the link).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
