@@ -13,7 +13,7 @@ use ecnq::{Ecn, SchemeTag};
 use ecnq_shim::testbed::{self, namespace, Shape, Topology};
 
 mod common;
-use common::{receive_all, send, steady_rate};
+use common::{one_way_delays_ms, receive_all, send, steady_rate};
 
 /// Whether this machine can run the namespace tests: root, iproute2, a TUN
 /// device node, and the right to create network namespaces (containers may
@@ -258,23 +258,7 @@ fn tun_link_rate_and_delay_are_accurate() {
     let sender = bed.socket("s1", 4200);
     let receiver = bed.socket("r1", 5200);
     let to = receiver.local_addr().unwrap();
-    let epoch = Instant::now();
-    let rx = thread::spawn(move || receive_all(&receiver, Duration::from_millis(500), 200));
-    for _ in 0..200 {
-        let nanos = epoch.elapsed().as_nanos() as u64;
-        send(&sender, to, &nanos.to_be_bytes(), 0);
-        thread::sleep(Duration::from_millis(2));
-    }
-    let got = rx.join().unwrap();
-    assert_eq!(got.len(), 200);
-    let mut delays: Vec<f64> = got
-        .iter()
-        .map(|r| {
-            let sent = u64::from_be_bytes(r.payload[..8].try_into().unwrap());
-            (r.at - epoch).as_secs_f64() * 1e3 - sent as f64 / 1e6
-        })
-        .collect();
-    delays.sort_by(f64::total_cmp);
+    let delays = one_way_delays_ms(&sender, to, receiver);
     let median = delays[delays.len() / 2];
     // Scheduling noise on a shared host only ever adds delay (to the shim
     // and to this receiver), so the lower decile measures what the link

@@ -21,7 +21,7 @@ use ecnq_shim::observe::PcapWriter;
 use ecnq_shim::observe::StatsSink;
 
 mod common;
-use common::{receive_all, send, steady_rate};
+use common::{one_way_delays_ms, receive_all, send, steady_rate};
 
 /// A relay running on its own runtime thread.
 struct RunningRelay {
@@ -327,24 +327,8 @@ fn relay_adds_the_configured_delay() {
         Observers::default(),
     );
     let client = tos_socket();
-    let epoch = Instant::now();
-    let receiver = thread::spawn(move || receive_all(&server, Duration::from_millis(500), 200));
-    for _ in 0..200 {
-        let nanos = epoch.elapsed().as_nanos() as u64;
-        send(&client, relay.addr, &nanos.to_be_bytes(), 0);
-        thread::sleep(Duration::from_millis(2));
-    }
-    let got = receiver.join().unwrap();
+    let delays = one_way_delays_ms(&client, relay.addr, server);
     relay.stop();
-    assert_eq!(got.len(), 200);
-    let mut delays: Vec<f64> = got
-        .iter()
-        .map(|r| {
-            let sent = u64::from_be_bytes(r.payload[..8].try_into().unwrap());
-            (r.at - epoch).as_secs_f64() * 1e3 - sent as f64 / 1e6
-        })
-        .collect();
-    delays.sort_by(f64::total_cmp);
     let median = delays[delays.len() / 2];
     eprintln!(
         "delay 20ms: min {:.3} ms, median {median:.3} ms, max {:.3} ms",

@@ -6,6 +6,7 @@
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, UdpSocket};
 use std::process::{Child, Command, Stdio};
+use std::thread;
 use std::time::{Duration, Instant};
 
 use ecnq::tos_io::{recv_with_tos, send_with_tos};
@@ -48,6 +49,31 @@ pub fn receive_all(socket: &UdpSocket, idle: Duration, max: usize) -> Vec<Receiv
 /// Sends one IPv4 datagram with a TOS byte.
 pub fn send(socket: &UdpSocket, to: SocketAddr, payload: &[u8], tos: u8) {
     send_with_tos(socket, payload, Some(to), tos, false).unwrap();
+}
+
+/// Sends 200 datagrams 2 ms apart from `sender` to `to`, each stamped with
+/// its send time, while `receiver` (where they end up) takes them in;
+/// returns each one's one-way delay in milliseconds, smallest first.
+pub fn one_way_delays_ms(sender: &UdpSocket, to: SocketAddr, receiver: UdpSocket) -> Vec<f64> {
+    const COUNT: usize = 200;
+    let epoch = Instant::now();
+    let rx = thread::spawn(move || receive_all(&receiver, Duration::from_millis(500), COUNT));
+    for _ in 0..COUNT {
+        let nanos = epoch.elapsed().as_nanos() as u64;
+        send(sender, to, &nanos.to_be_bytes(), 0);
+        thread::sleep(Duration::from_millis(2));
+    }
+    let got = rx.join().unwrap();
+    assert_eq!(got.len(), COUNT);
+    let mut delays: Vec<f64> = got
+        .iter()
+        .map(|r| {
+            let sent = u64::from_be_bytes(r.payload[..8].try_into().unwrap());
+            (r.at - epoch).as_secs_f64() * 1e3 - sent as f64 / 1e6
+        })
+        .collect();
+    delays.sort_by(f64::total_cmp);
+    delays
 }
 
 /// The rate (bit/s, `wire` bytes per packet) at which `got` left a link
