@@ -13,7 +13,7 @@ use ecnq::{Ecn, SchemeTag};
 use ecnq_shim::testbed::{self, namespace, Shape, Topology};
 
 mod common;
-use common::{one_way_delays_ms, receive_all, send, steady_rate};
+use common::{assert_overload_marks, one_way_delays_ms, receive_all, send, steady_rate};
 
 /// Whether this machine can run the namespace tests: root, iproute2, a TUN
 /// device node, and the right to create network namespaces (containers may
@@ -136,14 +136,7 @@ fn kernel_udp_crosses_the_tun_shim_re_marked() {
     let got = receive_all(&receiver, Duration::from_millis(1500), usize::MAX);
     assert!(got.len() > 400, "{} of {sent} arrived", got.len());
     assert!(got.iter().all(|r| r.from == sender.local_addr().unwrap()));
-    let of = |kind: u8| got.iter().filter(move |r| r.payload[0] == kind);
-    assert!(of(b'v').all(|r| SchemeTag::from_tos(r.tos) == vcp));
-    assert_eq!(Ecn::from_tos(of(b'v').next().unwrap().tos), Ecn::Ect1);
-    assert_eq!(Ecn::from_tos(of(b'v').next_back().unwrap().tos), Ecn::Ce);
-    // Untagged ECT waits in the classic queue, where CoDel marks CE once
-    // its packets have waited over 5 ms for 100 ms.
-    assert!(of(b'c').any(|r| r.tos == SchemeTag::UNTAGGED.tos(Ecn::Ce)));
-    assert!(of(b'n').all(|r| r.tos == 0));
+    assert_overload_marks(&got, vcp);
 
     // The way back crosses the (idle) down link: low-load code kept.
     for i in 0..3u8 {

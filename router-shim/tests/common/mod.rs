@@ -10,6 +10,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use ecnq::tos_io::{recv_with_tos, send_with_tos};
+use ecnq::{Ecn, SchemeTag};
 
 /// A datagram as a test receiver saw it.
 #[derive(Clone, Debug)]
@@ -74,6 +75,20 @@ pub fn one_way_delays_ms(sender: &UdpSocket, to: SocketAddr, receiver: UdpSocket
         .collect();
     delays.sort_by(f64::total_cmp);
     delays
+}
+
+/// Checks the marks of an overloaded bottleneck on datagrams whose first
+/// payload byte names their kind: `v` (tagged `vcp`) keeps its tag and goes
+/// from low load (ECT(1)) to overload (CE); `c` (untagged ECT) waits in the
+/// classic queue, where CoDel marks CE once its packets have waited over
+/// 5 ms for 100 ms; `n` (Not-ECT) is never marked.
+pub fn assert_overload_marks(got: &[Received], vcp: SchemeTag) {
+    let of = |kind: u8| got.iter().filter(move |r| r.payload[0] == kind);
+    assert!(of(b'v').all(|r| SchemeTag::from_tos(r.tos) == vcp));
+    assert_eq!(Ecn::from_tos(of(b'v').next().unwrap().tos), Ecn::Ect1);
+    assert_eq!(Ecn::from_tos(of(b'v').next_back().unwrap().tos), Ecn::Ce);
+    assert!(of(b'c').any(|r| r.tos == SchemeTag::UNTAGGED.tos(Ecn::Ce)));
+    assert!(of(b'n').all(|r| r.tos == 0));
 }
 
 /// The rate (bit/s, `wire` bytes per packet) at which `got` left a link
