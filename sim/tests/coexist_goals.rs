@@ -3,24 +3,21 @@
 //! that knows nothing of ecnq. Each test prints its figures
 //! (`cargo test -p ecnq-sim --test coexist_goals -- --nocapture`).
 
-use std::path::Path;
-
 use ecnq::Scheme;
 use ecnq_sim::engine::FeedbackPath;
 use ecnq_sim::protocol::Protocol;
 use ecnq_sim::report::metrics::Summary;
 use ecnq_sim::runner;
-use ecnq_sim::scenario::{Overrides, Scenario};
+use ecnq_sim::scenario::Overrides;
+
+mod common;
 
 fn run(name: &str, scheme: Scheme) -> Summary {
     run_with(name, scheme, FeedbackPath::Ack)
 }
 
 fn run_with(name: &str, scheme: Scheme, feedback: FeedbackPath) -> Summary {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("scenarios")
-        .join(format!("{name}.toml"));
-    let scenario = Scenario::load(&path, &[]).unwrap();
+    let scenario = common::scenario(name, &[]);
     let o = Overrides {
         scheme: Some(Protocol::Ecnq(scheme)),
         feedback: Some(feedback),

@@ -4,11 +4,11 @@
 //! (`cargo test -p ecnq-sim --test erc_goals -- --nocapture`); the
 //! simulator is deterministic, so none of them is timed.
 
-use std::path::Path;
-
 use ecnq_sim::report::metrics::{LinkSummary, Summary};
 use ecnq_sim::runner;
-use ecnq_sim::scenario::{Overrides, Scenario};
+use ecnq_sim::scenario::Overrides;
+
+mod common;
 
 /// The share of the capacity erc's routers hand out (`ErcConfig`'s η).
 const ETA: f64 = 0.98;
@@ -19,11 +19,7 @@ fn run(name: &str, set: &[&str]) -> Summary {
 
 /// [`run`] with the scenario's seed replaced.
 fn run_seed(name: &str, set: &[&str], seed: Option<u64>) -> Summary {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("scenarios")
-        .join(format!("{name}.toml"));
-    let set: Vec<String> = set.iter().map(|s| s.to_string()).collect();
-    let scenario = Scenario::load(&path, &set).unwrap();
+    let scenario = common::scenario(name, set);
     let overrides = Overrides {
         seed,
         ..Overrides::default()

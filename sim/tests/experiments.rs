@@ -2,22 +2,16 @@
 //! scenario file from `sim/scenarios/` (shortened where noted), so the files
 //! themselves are tested too.
 
-use std::path::Path;
-
 use ecnq_sim::protocol::Protocol;
 use ecnq_sim::report::metrics::Summary;
 use ecnq_sim::runner;
 use ecnq_sim::scenario::{Overrides, Scenario};
 
-const SECOND: u64 = 1_000_000_000;
+mod common;
 
-fn scenario(name: &str, set: &[&str]) -> Scenario {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("scenarios")
-        .join(format!("{name}.toml"));
-    let set: Vec<String> = set.iter().map(|s| s.to_string()).collect();
-    Scenario::load(&path, &set).unwrap()
-}
+use common::scenario;
+
+const SECOND: u64 = 1_000_000_000;
 
 fn run(s: &Scenario, scheme: &str, duration_s: u64) -> Summary {
     let o = Overrides {

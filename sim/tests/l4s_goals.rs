@@ -4,24 +4,20 @@
 //! scenarios. Each test prints its figures
 //! (`cargo test -p ecnq-sim --test l4s_goals -- --nocapture`).
 
-use std::path::Path;
-
 use ecnq::Scheme;
 use ecnq_sim::protocol::Protocol;
 use ecnq_sim::report::metrics::{LinkSummary, Summary};
 use ecnq_sim::runner;
-use ecnq_sim::scenario::{Overrides, Scenario};
+use ecnq_sim::scenario::Overrides;
+
+mod common;
 
 fn run(name: &str, scheme: Scheme, set: &[&str]) -> Summary {
     run_protocol(name, Protocol::Ecnq(scheme), set)
 }
 
 fn run_protocol(name: &str, protocol: Protocol, set: &[&str]) -> Summary {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("scenarios")
-        .join(format!("{name}.toml"));
-    let set: Vec<String> = set.iter().map(|s| s.to_string()).collect();
-    let scenario = Scenario::load(&path, &set).unwrap();
+    let scenario = common::scenario(name, set);
     let o = Overrides {
         scheme: Some(protocol),
         ..Overrides::default()

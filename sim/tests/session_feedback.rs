@@ -6,20 +6,16 @@
 //! test prints its figures (`cargo test -p ecnq-sim --test session_feedback
 //! -- --nocapture`).
 
-use std::path::Path;
-
 use ecnq::session::PeerMode;
 use ecnq_sim::engine::{FeedbackPath, FeedbackRecord, Nanos, SECOND};
 use ecnq_sim::report::metrics::Summary;
 use ecnq_sim::runner::{self, Run};
-use ecnq_sim::scenario::{Overrides, Scenario};
+use ecnq_sim::scenario::Overrides;
+
+mod common;
 
 fn run(name: &str, feedback: FeedbackPath, scheme: Option<&str>, set: &[&str]) -> Run {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("scenarios")
-        .join(format!("{name}.toml"));
-    let set: Vec<String> = set.iter().map(|s| s.to_string()).collect();
-    let scenario = Scenario::load(&path, &set).unwrap();
+    let scenario = common::scenario(name, set);
     let overrides = Overrides {
         feedback: Some(feedback),
         scheme: scheme.map(|s| s.parse().unwrap()),
