@@ -521,21 +521,26 @@ mod tests {
         assert_eq!(c.zone(6), Zone::Over);
     }
 
+    /// A DPCP sender (1000-byte packets) after one report of `level`.
+    fn dpcp_told(level: u16, rtt: &RttSample) -> MpcpLaw {
+        let mut law = MpcpLaw::new(Chain::Two, LawConfig::with_mss(1000));
+        law.on_feedback(
+            MS,
+            Feedback {
+                level,
+                ..Feedback::default()
+            },
+            rtt,
+        );
+        law
+    }
+
     #[test]
     fn dpcp_md_factors() {
         let mds: Vec<f64> = DPCP_TABLE[6..].iter().map(|l| l.md).collect();
         assert_eq!(mds, [0.875, 0.6, 0.43]);
         for (level, beta) in [(6u16, 0.875), (7, 0.6), (8, 0.43)] {
-            let mut law = MpcpLaw::new(Chain::Two, LawConfig::with_mss(1000));
-            let rtt = RttSample::uniform(MS * 100);
-            law.on_feedback(
-                MS,
-                Feedback {
-                    level,
-                    ..Feedback::default()
-                },
-                &rtt,
-            );
+            let law = dpcp_told(level, &RttSample::uniform(MS * 100));
             assert_eq!(law.window(), (10_000.0 * beta) as u64, "level {level}");
             assert_eq!(law.mode(), Mode::Hold);
         }
@@ -545,30 +550,14 @@ mod tests {
     fn dpcp_increases_from_the_upper_bound() {
         let rtt = RttSample::uniform(MS * 200); // T = t_p: no scaling
         for (level, factor) in [(0u16, 2.0), (1, 1.375), (2, 1.0625)] {
-            let mut law = MpcpLaw::new(Chain::Two, LawConfig::with_mss(1000));
-            law.on_feedback(
-                MS,
-                Feedback {
-                    level,
-                    ..Feedback::default()
-                },
-                &rtt,
-            );
+            let mut law = dpcp_told(level, &rtt);
             law.on_ack(MS, 10_000, &rtt);
             // ξ(upper) = 0.25(1 − u)/u: 1.0, 0.375, 0.0625.
             assert_eq!(law.window(), (10_000.0 * factor) as u64, "level {level}");
             assert_eq!(law.mode(), Mode::MultiplicativeIncrease);
         }
         // Top of the high zone (upper 100 %): plain AI, one packet per RTT.
-        let mut law = MpcpLaw::new(Chain::Two, LawConfig::with_mss(1000));
-        law.on_feedback(
-            MS,
-            Feedback {
-                level: 5,
-                ..Feedback::default()
-            },
-            &rtt,
-        );
+        let mut law = dpcp_told(5, &rtt);
         law.on_ack(MS, 10_000, &rtt);
         assert_eq!(law.window(), 11_000);
         assert_eq!(law.mode(), Mode::AdditiveIncrease);
