@@ -20,6 +20,7 @@ impl Scenario {
         let f = &self.file;
         let seed = o.seed.unwrap_or(f.seed);
         let duration = o.duration.unwrap_or(f.duration.0);
+        self.check_traffic()?;
         self.check_cost(duration)?;
         let mss = u32::try_from(f.mss.0)
             .ok()

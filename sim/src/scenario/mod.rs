@@ -114,6 +114,20 @@ impl Scenario {
         o.scheme.unwrap_or(self.file.scheme)
     }
 
+    /// Checks that something will send: a run with no flows would print
+    /// an empty table, which reads as a broken simulator rather than as a
+    /// `count = 0` left in the file or on the command line.
+    fn check_traffic(&self) -> Result<(), String> {
+        let f = &self.file;
+        if f.pareto.is_empty() && f.flows.iter().all(|g| g.get_ref().count == 0) {
+            return Err(format!(
+                "{}: no traffic: every [[flows]] group has count 0 and there is no [[pareto]] source",
+                self.origin
+            ));
+        }
+        Ok(())
+    }
+
     /// Checks what the scenario would cost before anything is allocated:
     /// a simulated duration of at most [`MAX_DURATION`], and flows and
     /// samples within [`MEMORY_BUDGET`].
@@ -251,6 +265,8 @@ rtt = ["20ms", "40ms"]
         let err = build(&["duration=0s"]).unwrap_err();
         assert!(err.contains("duration: must be"), "{err}");
         assert!(build(&["flows.0.count=1000", "duration=600s"]).is_ok());
+        let err = build(&["flows.0.count=0"]).unwrap_err();
+        assert!(err.contains("no traffic"), "{err}");
     }
 
     proptest::proptest! {
