@@ -141,6 +141,37 @@ fn erc_is_safe_at_a_dualpi2_bottleneck() {
     assert!(misses.is_empty(), "{misses:?}");
 }
 
+/// VCP and EVCP behind an ecnq router that is not the bottleneck, at a
+/// DualPI2 one downstream: their low-load code, ECT(1), puts them in the
+/// L4S queue, whose coupled marks fall on single packets. Their receiver
+/// reads a lone CE as no VCP router's code (a VCP router marks every
+/// packet of an interval), so each gets 0.5×–2× Cubic's throughput, and
+/// declares lost only what the bottleneck dropped. When every CE read as
+/// overload: VCP 7.54 and EVCP 7.41 Mbit/s beside Cubic's 40.06 and 40.20
+/// (now 21.46 / 25.41 and 17.25 / 30.01).
+#[test]
+fn vcp_behind_an_ecnq_router_shares_a_dualpi2_bottleneck_with_cubic() {
+    let mut misses = Vec::new();
+    for scheme in [Scheme::Vcp, Scheme::Evcp] {
+        let s = run(
+            "l4s-erc-then-dualpi2",
+            scheme,
+            &["measure_from=0s", "flows.0.stop=29s", "flows.1.stop=29s"],
+        );
+        let (a, cubic) = (group_mbit(&s, "ecnq"), group_mbit(&s, "cubic"));
+        let (declared, dropped) = declared_and_dropped(&s);
+        println!(
+            "{scheme:<5} {a:.2} / cubic {cubic:.2} Mbit/s, declared lost {declared}, dropped {dropped}"
+        );
+        if !(0.5..=2.0).contains(&(a / cubic)) || declared != dropped {
+            misses.push(format!(
+                "{scheme}: {a:.2} / {cubic:.2}, lost {declared} for {dropped} dropped"
+            ));
+        }
+    }
+    assert!(misses.is_empty(), "{misses:?}");
+}
+
 /// The ecnq router's dual-queue bottleneck is an L4S router too: erc in
 /// the ecnq queue, Prague in the L4S queue, Cubic in the classic queue,
 /// each within 0.5×–2× of a third of the link, and erc's queue no longer
