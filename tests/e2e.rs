@@ -1450,25 +1450,29 @@ async fn a_paper_scheme_with_no_ecnq_router_runs_cubic() {
 }
 
 /// Issue 20's and 25's goal for the paper schemes, opt-in: each beside
-/// Cubic through a DualPI2 bottleneck with no ecnq router (50 Mbit/s,
-/// 40 ms, one BDP, 30 s) falls back to Cubic (on its probes, or MCP on a
-/// loss no router explained) and gets 0.5×–2× Cubic's goodput; prints the
-/// figures. Prague, an L4S sender, has its own goals there.
+/// Cubic, and beside Prague, through a DualPI2 bottleneck with no ecnq
+/// router (50 Mbit/s, 40 ms, one BDP, 30 s) falls back to Cubic (on its
+/// probes, or MCP on a loss no router explained) and gets 0.5×–2× the
+/// other's goodput; prints the figures (README, "L4S neighbours"). Prague,
+/// an L4S sender, has its own goals there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "long: run with --release -- --ignored"]
 async fn every_scheme_without_an_ecnq_router() {
+    let prague = CongestionControl::Ecnq(Scheme::Prague);
     let mut misses = Vec::new();
     for scheme in Scheme::router_assisted().filter(|s| !s.wire().is_l4s()) {
-        let (a, b, util) = coexistence_run(
-            CongestionControl::Ecnq(scheme),
-            CongestionControl::Cubic,
-            "rate 50mbit delay 20ms limit 250kb queue dualpi2",
-            30.0,
-        )
-        .await;
-        println!("{scheme} {a:.2} / cubic {b:.2} Mbit/s, utilization {util:.3}");
-        if !(0.5..=2.0).contains(&(a / b)) {
-            misses.push(format!("{scheme}: {a:.2}/{b:.2}"));
+        for other in [CongestionControl::Cubic, prague] {
+            let (a, b, util) = coexistence_run(
+                CongestionControl::Ecnq(scheme),
+                other,
+                "rate 50mbit delay 20ms limit 250kb queue dualpi2",
+                30.0,
+            )
+            .await;
+            println!("{scheme} {a:.2} / {other} {b:.2} Mbit/s, utilization {util:.3}");
+            if !(0.5..=2.0).contains(&(a / b)) {
+                misses.push(format!("{scheme} vs {other}: {a:.2}/{b:.2}"));
+            }
         }
     }
     assert!(misses.is_empty(), "{}", misses.join("; "));
