@@ -1146,6 +1146,25 @@ async fn every_scheme_beside_cubic_and_bbr() {
     assert!(misses.is_empty(), "{}", misses.join("; "));
 }
 
+/// One flow of `cc` and one of Cubic for 20 s, through an ecnq router of
+/// twice `mbit` and then an L4S DualPI2 bottleneck of `mbit` Mbit/s (40 ms
+/// RTT, one BDP of buffer at each); returns Mbit/s of each and the
+/// bottleneck's utilization.
+async fn behind_an_ecnq_router_at_dualpi2(cc: CongestionControl, mbit: u32) -> (f64, f64, f64) {
+    let router = format!("rate {}mbit delay 10ms limit {}kb", 2 * mbit, 10 * mbit);
+    let bottleneck = format!(
+        "rate {mbit}mbit delay 10ms limit {}kb queue dualpi2",
+        5 * mbit
+    );
+    let run = shared_run(
+        &[cc, CongestionControl::Cubic],
+        &[&router, &bottleneck],
+        20.0,
+    )
+    .await;
+    (run.mbit[0], run.mbit[1], run.util)
+}
+
 /// erc behind an erc router, then at an L4S DualPI2 bottleneck that knows
 /// nothing of ecnq (10 Mbit/s, 40 ms, 20 s): the router's digits are
 /// classic codepoints, so the flow stays in DualPI2's classic queue, in
@@ -1153,16 +1172,7 @@ async fn every_scheme_beside_cubic_and_bbr() {
 /// simulator measured erc at 0.07× Cubic there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn erc_behind_an_erc_router_shares_a_dualpi2_bottleneck_with_cubic() {
-    let SharedRun { mbit, util, .. } = shared_run(
-        &[CongestionControl::DEFAULT, CongestionControl::Cubic],
-        &[
-            "rate 20mbit delay 10ms limit 100kb",
-            "rate 10mbit delay 10ms limit 50kb queue dualpi2",
-        ],
-        20.0,
-    )
-    .await;
-    let (erc, cubic) = (mbit[0], mbit[1]);
+    let (erc, cubic, util) = behind_an_ecnq_router_at_dualpi2(CongestionControl::DEFAULT, 10).await;
     println!("erc {erc:.2} Mbit/s, cubic {cubic:.2} Mbit/s, utilization {util:.3}");
     assert!(
         (0.5..=2.0).contains(&(erc / cubic)),
@@ -1187,16 +1197,8 @@ async fn erc_behind_an_erc_router_shares_a_dualpi2_bottleneck_with_cubic() {
 async fn vcp_behind_an_ecnq_router_shares_a_dualpi2_bottleneck_with_cubic() {
     let mut misses = Vec::new();
     for scheme in [Scheme::Vcp, Scheme::Evcp] {
-        let SharedRun { mbit, util, .. } = shared_run(
-            &[CongestionControl::Ecnq(scheme), CongestionControl::Cubic],
-            &[
-                "rate 100mbit delay 10ms limit 500kb",
-                "rate 50mbit delay 10ms limit 250kb queue dualpi2",
-            ],
-            20.0,
-        )
-        .await;
-        let (a, cubic) = (mbit[0], mbit[1]);
+        let (a, cubic, util) =
+            behind_an_ecnq_router_at_dualpi2(CongestionControl::Ecnq(scheme), 50).await;
         println!("{scheme} {a:.2} / cubic {cubic:.2} Mbit/s, utilization {util:.3}");
         if !(0.5..=2.0).contains(&(a / cubic)) {
             misses.push(format!("{scheme}: {a:.2} / {cubic:.2}"));
