@@ -181,7 +181,8 @@ impl Marker for VcpMarker {
 /// packets: read as overload, each cut the window by β, and VCP got 8.64
 /// Mbit/s beside Cubic's 41.28 (`l4s-erc-then-dualpi2`; 26.05 / 23.00 with
 /// the rule). The L4S queue's step still marks runs, which read as
-/// overload; losses count as always.
+/// overload; losses count as always. ecnq's own rule: the papers know no
+/// other AQM on the path and read every CE as overload.
 #[derive(Clone, Copy, Debug)]
 pub struct VcpDecoder {
     level: VcpLevel,
