@@ -678,7 +678,7 @@ impl EcnqAllowance {
 
 /// The most the ecnq queue's allowance holds, as time at the link's rate:
 /// 5 ms, at least what a sender's transport may let out at once after
-/// quinn asked late (`session::rate_gate`'s fill span, 4 ms), so that such
+/// quinn asked late (`session::rate_gate`'s fill span), so that such
 /// a burst too leaves at the link's rate. As an idle credit (see
 /// [`EcnqAllowance`]), 1 ms of it left erc beside 1, 2 and 4 Cubic flows
 /// waiting 2.2–6.8 ms at p99 on the real stack, 5 ms 1.0–1.9 ms.
