@@ -1117,6 +1117,10 @@ async fn erc_beside_more_cubic_flows_keeps_its_queue_short() {
 /// 2026-11-27 night: passed twice, every ecnq queue 0.7–1.4 ms; on the code
 /// before the ecnq queue went first within its share, in the same session,
 /// it failed (erc beside Cubic 2.1 ms, MCP and Cubic 0.896 of the link).
+/// 2026-11-28: one run failed on MCP and Cubic using 0.886 of the link,
+/// the next passed (0.972; three more pairs 0.944–0.970): MCP's law uses
+/// about 70 % of what it is given in 30 s (the simulator's `erc-staggered`
+/// with `--scheme mcp` at 50 Mbit/s: 0.70), so Cubic must fill the rest.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "long: run with --release -- --ignored"]
 async fn every_scheme_beside_cubic_and_bbr() {
