@@ -1192,10 +1192,10 @@ async fn erc_behind_an_erc_router_shares_a_dualpi2_bottleneck_with_cubic() {
 /// queue, whose lone coupled marks their receiver does not read as
 /// overload, so each gets 0.5×–2× Cubic's goodput. 2026-11-28, two runs:
 /// VCP 0.69× and 0.83×, EVCP 0.65× and 0.71× (when every CE read as
-/// overload, one run: 0.18× and 0.17×). Later that day EVCP measured
-/// 0.26–0.72× over two sequences of 8 and 6 runs, taking turns: in each,
-/// every odd run 0.51 or more, every even one 0.54 or less, whichever of
-/// two builds ran (not explained; it fails the line under 0.5). At 10 Mbit/s they still fall short, 0.19–0.22× (0.08–0.10×
+/// overload, one run: 0.18× and 0.17×). Later that day EVCP alone
+/// measured 0.26–0.72× over 18 runs, four of them of one build in a row
+/// (0.63, 0.57, 0.34, 0.71): single runs scatter that widely, and this
+/// test fails whenever EVCP's run falls under 0.5. At 10 Mbit/s they still fall short, 0.19–0.22× (0.08–0.10×
 /// before): there the L4S queue's 1 ms step is one packet, so quinn's
 /// bursts are marked in runs, which read as overload; the simulator's
 /// smoother senders get 1.00× there (`l4s-erc-then-dualpi2` at 10 Mbit/s).
