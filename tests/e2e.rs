@@ -1195,10 +1195,11 @@ async fn erc_behind_an_erc_router_shares_a_dualpi2_bottleneck_with_cubic() {
 /// overload, one run: 0.18× and 0.17×). Later that day EVCP alone
 /// measured 0.26–0.72× over 18 runs, four of them of one build in a row
 /// (0.63, 0.57, 0.34, 0.71): single runs scatter that widely, and this
-/// test fails whenever EVCP's run falls under 0.5. At 10 Mbit/s they still fall short, 0.19–0.22× (0.08–0.10×
-/// before): there the L4S queue's 1 ms step is one packet, so quinn's
-/// bursts are marked in runs, which read as overload; the simulator's
-/// smoother senders get 1.00× there (`l4s-erc-then-dualpi2` at 10 Mbit/s).
+/// test fails whenever EVCP's run falls under 0.5. At 10 Mbit/s they
+/// still fall short, 0.19–0.22× (0.08–0.10× before): there the L4S
+/// queue's 1 ms step is one packet, so quinn's bursts are marked in runs,
+/// which read as overload; the simulator's smoother senders get 1.00×
+/// there (`l4s-erc-then-dualpi2` at 10 Mbit/s).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "long: run with --release -- --ignored"]
 async fn vcp_behind_an_ecnq_router_shares_a_dualpi2_bottleneck_with_cubic() {

@@ -324,14 +324,17 @@ impl Sending {
             let present = presence.on_report(repr.unraised_probes, probes_sent, arrived);
             self.signal(Signal::RouterPresent(present), events);
         }
-        // VCP, MPCP and MCP read ECT(0) as a load code ("high load"): a
+        // VCP, MPCP and MCP read ECT(0) as a load code ("high load"), so a
         // report of only those packets would hand the law a load no router
         // measured, and a starting VCP sender would leave multiplicative
         // increase for additive increase.
-        // Nor does a probing law hear reports before its first presence
-        // verdict: the receiver's decoder may still hold the level of those
-        // ECT(0) packets when its report counts a probe, and with no ecnq
-        // router, Cubic must take over from a law still starting.
+        //
+        // A probing law (those same schemes) hears no report at all before
+        // its first presence verdict: the receiver's decoder may still hold
+        // the level of those ECT(0) packets when its report first counts a
+        // probe, and with no ecnq router, Cubic must take over from a law
+        // still starting. Once it has a verdict, probes have arrived, so the
+        // first rule is left for the schemes that do not probe.
         let heard = self.presence.as_ref().is_none_or(RouterPresence::decided);
         if heard && (arrived > 0 || self.scheme_tag.wire().base_ecn() == Ecn::Ect0) {
             self.update_law(Cause::Feedback, events, |law, rtt| {
