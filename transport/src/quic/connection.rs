@@ -263,18 +263,18 @@ async fn send_reports(
     }
 }
 
-/// How often quinn is made to ask for its window while a rate law has less
-/// than half its rate's worth in flight: the gate lets 1 ms of the rate out
-/// per ask.
+/// How often quinn is made to ask for its window while a rate law is short
+/// of its rate ([`crate::session::Session::under_rate`]): the gate lets 1 ms
+/// of the rate out per ask.
 const ASK_GAP: Duration = Duration::from_millis(1);
 
 /// quinn asks for its congestion window when ACKs arrive or its timers fire;
 /// a rate law's gate lets one burst through per ask. At a start on a long
 /// path few ACKs come, and the flow grew by about half per round trip
 /// under a law that already knew its rate (at 400 ms RTT it took 3 s to
-/// put 600 of its 990 kB in flight). While the law has less than half its
-/// rate's worth in flight this wakes quinn's driver every millisecond; the
-/// rest of the time it sleeps until the session is left under its rate.
+/// put 600 of its 990 kB in flight). While the law is short of its rate
+/// this wakes quinn's driver every millisecond; the rest of the time it
+/// sleeps until the session is left under its rate.
 /// quinn has no call that only wakes it; setting the receive window to the
 /// value ecnq leaves it at (quinn's default, unlimited) changes nothing
 /// else.

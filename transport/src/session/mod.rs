@@ -302,9 +302,10 @@ impl Session {
         self.sending.gated_window(now)
     }
 
-    /// Whether a rate law has less than half its rate's worth in flight (a
-    /// start, a return from idle): the transport should ask for its window
-    /// again soon rather than wait for ACKs.
+    /// Whether a rate law is short of its rate in flight (a start, a return
+    /// from idle; for a law that does not catch up, any time): the
+    /// transport should ask for its window again soon rather than wait for
+    /// ACKs.
     pub fn under_rate(&self) -> bool {
         self.sending.under_rate()
     }

@@ -279,6 +279,11 @@ impl Pair {
         }
     }
 
+    /// Bytes sent and not yet acknowledged or lost.
+    pub fn in_flight(&self) -> u64 {
+        self.outstanding.len() as u64 * MSS
+    }
+
     /// The sender's stats now.
     pub fn stats(&self) -> SessionStats {
         self.sender.stats(self.now)
@@ -335,8 +340,7 @@ impl Pair {
     fn transmit(&mut self, now: Duration) {
         for _ in 0..BURST {
             let window = self.sender.window(now).expect("the sender runs a law");
-            let in_flight = self.outstanding.len() as u64 * MSS;
-            if in_flight + MSS > window || !self.pacer.take(now, window, self.srtt(), MSS) {
+            if self.in_flight() + MSS > window || !self.pacer.take(now, window, self.srtt(), MSS) {
                 return;
             }
             self.sent += 1;

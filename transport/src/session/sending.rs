@@ -210,13 +210,26 @@ impl Sending {
         })
     }
 
-    /// Whether a rate law has less than half of rate × srtt in flight: at a
-    /// start, or back from idle, when the transport asks for its window only
-    /// as the few ACKs come, so the gate's bursts alone hold the flow under
-    /// its rate.
+    /// Whether a pacing law's flow is short of its rate, so that the
+    /// transport should ask for its window again soon: quinn asks only as
+    /// ACKs come, and between asks the gate lets one burst out. A law that
+    /// catches up is short with less than half of rate × srtt in flight (at
+    /// a start, or back from idle; otherwise its window floor lets quinn's
+    /// own pacer send its rate). A law that does not (Prague) has no floor,
+    /// and what its gate accrues beyond one burst between asks is lost, so
+    /// it is short with less than rate × srtt in flight: asked only as the
+    /// ACKs came once it had half of that out, two Prague flows through a
+    /// 100 Mbit/s, 200 ms path sent 17 and 15 Mbit/s at the end of a 90 s
+    /// run at pacing rates of 30 and 22 (27.5 % of the link over the run).
     pub fn under_rate(&self) -> bool {
-        self.law_rate()
-            .is_some_and(|rate| self.in_flight.saturating_mul(2) < self.rate_window(rate))
+        self.law_pace().is_some_and(|pace| {
+            let in_flight = if pace.catch_up {
+                self.in_flight.saturating_mul(2)
+            } else {
+                self.in_flight
+            };
+            in_flight < self.rate_window(pace.rate)
+        })
     }
 
     pub fn on_data_progress(&mut self, sent: u64) {

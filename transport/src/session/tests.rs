@@ -227,10 +227,10 @@ fn reordered_reports_never_move_the_law_backwards() {
     assert!(newer.window < before.window);
 }
 
-/// A rate law with less than half its rate's worth in flight is under its
-/// rate (the transport should ask for its window again soon); at its rate
-/// it is not, nor is a window law. On a 200 ms path the first reading
-/// finds a start's few packets in flight.
+/// A rate law that catches up (erc) with less than half its rate's worth in
+/// flight is under its rate (the transport should ask for its window again
+/// soon); at its rate it is not, nor is a window law. On a 200 ms path the
+/// first reading finds a start's few packets in flight.
 #[test]
 fn a_rate_law_short_of_its_rate_in_flight_is_under_rate() {
     let mut pair = Pair::new(Scheme::Erc);
@@ -249,6 +249,35 @@ fn a_rate_law_short_of_its_rate_in_flight_is_under_rate() {
     assert!(under * 100 < steps, "{under} of {steps} steps at the rate");
     let mut window_law = Pair::new(Scheme::Classic);
     window_law.run_checking(2 * SECOND, |p| assert!(!p.sender.under_rate()));
+}
+
+/// A law that does not catch up (Prague) is under its rate until its whole
+/// rate × srtt is in flight, since between the transport's asks its gate
+/// lets one burst out; one that catches up (erc) only below half of it,
+/// since its window floor lets quinn's pacer send the rest.
+#[test]
+fn a_law_that_does_not_catch_up_is_under_rate_until_its_whole_rate_is_out() {
+    for (scheme, under_above_half) in [(Scheme::Prague, true), (Scheme::Erc, false)] {
+        let mut pair = Pair::new(scheme);
+        pair.set_one_way_delay(100 * MS);
+        let (mut above_half, mut under) = (0, 0);
+        pair.run_checking(5 * SECOND, |p| {
+            let Some(window) = p.stats().window else {
+                return;
+            };
+            let in_flight = p.in_flight();
+            if in_flight * 2 >= window && in_flight < window {
+                above_half += 1;
+                under += usize::from(p.sender.under_rate());
+            }
+        });
+        assert!(above_half > 10, "{scheme}: {above_half} steps");
+        let expected = if under_above_half { above_half } else { 0 };
+        assert_eq!(
+            under, expected,
+            "{scheme}: under in {under} of {above_half}"
+        );
+    }
 }
 
 /// quinn paces at 1.25 times its window per srtt. Given only the gate's
