@@ -1158,6 +1158,42 @@ async fn every_scheme_beside_cubic_and_bbr() {
     assert!(misses.is_empty(), "{}", misses.join("; "));
 }
 
+/// erc beside a light Cubic flow (a 3 kB send window, about 0.6 Mbit/s
+/// at 40 ms: an SSH session or a call) through the relay shim's dual
+/// queue, opt-in (50 Mbit/s, 40 ms, one BDP, 20 s; prints the figures):
+/// the light flow is limited elsewhere, so erc is told the link less what
+/// it sends, not half the link. The link is ≥ 90 % busy over the judged
+/// window and the light flow keeps ≥ 0.4 Mbit/s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "long: run with --release -- --ignored"]
+async fn erc_takes_what_a_light_flow_leaves_on_the_real_stack() {
+    const SECONDS: f64 = 20.0;
+    const LIGHT_WINDOW: u64 = 3_000;
+    let result = together_configured(
+        &[CongestionControl::DEFAULT, CongestionControl::Cubic],
+        &["rate 50mbit delay 20ms limit 250kb"],
+        SECONDS,
+        &|i, config| {
+            if i == 1 {
+                config.send_window = Some(LIGHT_WINDOW);
+            }
+        },
+    )
+    .await;
+    let (from, to) = judged_window(&result);
+    let mbit = goodput_mbit(&result, SECONDS);
+    let util = (result.links.last().expect("a link")).utilization(from, to);
+    println!(
+        "erc {:.2} Mbit/s beside a light cubic flow's {:.2}, utilization {util:.3}",
+        mbit[0], mbit[1]
+    );
+    assert!(
+        util >= 0.9 && mbit[1] >= 0.4,
+        "utilization {util:.3}, light flow {:.2} Mbit/s",
+        mbit[1]
+    );
+}
+
 /// One flow of `cc` and one of Cubic for 20 s, through an ecnq router of
 /// twice `mbit` and then an L4S DualPI2 bottleneck of `mbit` Mbit/s (40 ms
 /// RTT, one BDP of buffer at each); returns Mbit/s of each and the

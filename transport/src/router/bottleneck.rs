@@ -15,7 +15,8 @@
 //!   packets, drop for Not-ECT). The scheduler splits the capacity by the
 //!   number of flows active in each class, so a flow's share is the same in
 //!   every class, and Cubic's standing queue never sits in front of ecnq's
-//!   or L4S packets. Within its share (plus 5 ms of the link) the ecnq
+//!   or L4S packets. The ecnq queue's routers are told its flows' max-min
+//!   share, in which a light classic or L4S flow keeps only what it sends. Within its share (plus 5 ms of the link) the ecnq
 //!   queue goes first, so a paced flow's bursts leave at the link's rate
 //!   (`EcnqAllowance`). A flow of the ecnq queue that keeps sending well
 //!   over its fair share is held to it ([`crate::router::policer`]).
@@ -39,13 +40,14 @@
 //! and `len · 8 / rate` keeps its sub-nanosecond remainder, so a caller that
 //! looks late delays nothing after it.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
 use crate::router::policer::Policer;
 use crate::router::{MarkingMode, RouterConfig, RouterLink};
+use crate::signal::fairness::MaxMin;
 use crate::signal::PacketMarks;
 use crate::statistics::SojournHistogram;
 use crate::wire::ecn::{Ecn, WireScheme};
@@ -188,6 +190,11 @@ pub struct ClassCounters {
 
 struct Waiting<P> {
     since: Duration,
+    /// Whether another packet of its queue waited when it came (not the
+    /// one in service): only such a packet meets the L4S step, so that a
+    /// packet longer than the step at a slow link is not marked for
+    /// itself (Linux `sch_dualpi2`'s `apply_step`).
+    queued_behind: bool,
     class: Class,
     packet: P,
 }
@@ -291,7 +298,7 @@ impl<P: Queued> Bottleneck<P> {
         let marks = packet.marks();
         let class = self.class_of(marks.as_ref());
         if let Some(flow) = marks.map(|m| m.flow) {
-            if self.flows.seen(now, flow, class) {
+            if self.flows.seen(now, flow, class, len) {
                 self.update_share();
             }
         }
@@ -327,8 +334,10 @@ impl<P: Queued> Bottleneck<P> {
                 self.served[c] = self.served[c].max(floor);
             }
         }
+        let queued_behind = !self.queues[c].is_empty();
         self.queues[c].push_back(Waiting {
             since: now,
+            queued_behind,
             class,
             packet,
         });
@@ -355,21 +364,27 @@ impl<P: Queued> Bottleneck<P> {
         self.update_share();
     }
 
-    /// The ecnq queue's capacity: the link's, split by active flows.
+    /// The ecnq queue's capacity: its flows' max-min share of the link
+    /// ([`ActiveFlows::ecnq_share`]); its lead, the equal split by
+    /// active flows.
     fn update_share(&mut self) {
         if self.discipline != Discipline::Dual {
             return;
         }
         let [ecnq, classic, l4s] = self.flows.counts();
         let others = classic + l4s;
-        let share = if ecnq == 0 || others == 0 {
+        let equal = if ecnq == 0 || others == 0 {
             1.0
         } else {
             ecnq as f64 / (ecnq + others) as f64
         };
+        let share = self.flows.ecnq_share(self.capacity);
         self.router.set_capacity(self.capacity * share);
         self.policer.set_capacity(self.capacity * share);
-        self.allowance.rate = self.capacity * share;
+        // The lead before the others' turns stays at the equal split: what
+        // light flows leave is taken in turn, so a light flow that speeds
+        // up is served at once.
+        self.allowance.rate = self.capacity * equal;
     }
 
     /// Weights of the classes: their active flows, at least one.
@@ -415,7 +430,10 @@ impl<P: Queued> Bottleneck<P> {
                     // draw's union with it is that maximum.
                     let (p, step) = match class {
                         Class::Classic => (self.pi2.p * self.pi2.p, false),
-                        _ => ((PI2_K * self.pi2.p).min(1.0), sojourn > PI2_STEP),
+                        _ => (
+                            (PI2_K * self.pi2.p).min(1.0),
+                            waiting.queued_behind && sojourn > PI2_STEP,
+                        ),
                     };
                     step || self.pi2.chance(p)
                 }
@@ -425,7 +443,7 @@ impl<P: Queued> Bottleneck<P> {
                 // sojourn here also counts the other classes' turns.
                 (_, Class::L4s) => {
                     let backlog = self.bytes[class] + u64::from(len);
-                    backlog as f64 > self.capacity * PI2_STEP.as_secs_f64()
+                    waiting.queued_behind && backlog as f64 > self.capacity * PI2_STEP.as_secs_f64()
                 }
                 (_, Class::Ecnq) => false,
             };
@@ -689,14 +707,24 @@ const LEAD_MIN: f64 = 3_000.0;
 /// Flows seen in each class, counted over measurement intervals. A flow
 /// counts from its second packet in an interval: a flood of one-packet
 /// "flows" (spoofed sources) must not shrink the other classes' shares.
+/// The bytes of each counted flow give the other classes' flows' rates
+/// over the last whole interval, from which [`ActiveFlows::ecnq_share`]
+/// leaves a light flow (an SSH session, a call) no more than it sends.
 #[derive(Debug)]
 struct ActiveFlows {
     interval: Duration,
     ends: Duration,
-    /// Flows seen once this interval, and flows seen twice or more.
-    once: [HashSet<u64>; CLASSES],
-    current: [HashSet<u64>; CLASSES],
+    /// Flows seen once this interval, with that packet's bytes.
+    once: [HashMap<u64, u32>; CLASSES],
+    /// Flows seen twice or more this interval, with their bytes.
+    current: [HashMap<u64, u64>; CLASSES],
     last: [usize; CLASSES],
+    /// The classic and L4S flows' rates over the last whole interval,
+    /// bytes per second; ∞ for a flow not counted in the interval before
+    /// it, whose first interval may have been a partial one.
+    last_rates: Vec<f64>,
+    /// The classic and L4S flows counted in the last whole interval.
+    last_flows: HashSet<u64>,
 }
 
 impl ActiveFlows {
@@ -704,44 +732,98 @@ impl ActiveFlows {
         ActiveFlows {
             interval: interval.max(Duration::from_millis(1)),
             ends: now + interval,
-            once: [HashSet::new(), HashSet::new(), HashSet::new()],
-            current: [HashSet::new(), HashSet::new(), HashSet::new()],
+            once: Default::default(),
+            current: Default::default(),
             last: [0; CLASSES],
+            last_rates: Vec::new(),
+            last_flows: HashSet::new(),
         }
     }
 
-    /// Notes a packet of `flow`; returns whether the counts changed.
-    fn seen(&mut self, now: Duration, flow: u64, class: Class) -> bool {
+    /// Notes a packet of `flow` of `len` bytes; returns whether the counts
+    /// or the rates changed.
+    fn seen(&mut self, now: Duration, flow: u64, class: Class, len: u32) -> bool {
         let before = self.counts();
-        if now >= self.ends {
+        let closed = now >= self.ends;
+        if closed {
             let idle = now.saturating_sub(self.ends) >= self.interval;
-            self.last = if idle {
-                [0; CLASSES]
+            self.last_rates.clear();
+            if idle {
+                self.last = [0; CLASSES];
+                self.last_flows.clear();
             } else {
-                self.current.each_ref().map(HashSet::len)
-            };
-            self.once.iter_mut().for_each(HashSet::clear);
-            self.current.iter_mut().for_each(HashSet::clear);
+                self.last = self.current.each_ref().map(HashMap::len);
+                let seconds = self.interval.as_secs_f64();
+                let others = [Class::Classic, Class::L4s].map(|c| &self.current[c as usize]);
+                let flows = others.iter().flat_map(|flows| flows.iter());
+                let rates = flows.map(|(flow, &bytes)| {
+                    if self.last_flows.contains(flow) {
+                        bytes as f64 / seconds
+                    } else {
+                        f64::INFINITY
+                    }
+                });
+                self.last_rates.extend(rates);
+                self.last_flows = others
+                    .iter()
+                    .flat_map(|flows| flows.keys().copied())
+                    .collect();
+            }
+            self.once.iter_mut().for_each(HashMap::clear);
+            self.current.iter_mut().for_each(HashMap::clear);
             self.ends = now + self.interval;
         }
         let c = class as usize;
-        let again = self.once[c].contains(&flow);
-        let set = if again {
-            &mut self.current[c]
-        } else {
-            &mut self.once[c]
-        };
-        if set.len() < MAX_COUNTED_FLOWS {
-            set.insert(flow);
+        if let Some(bytes) = self.current[c].get_mut(&flow) {
+            *bytes += u64::from(len);
+        } else if let Some(&first) = self.once[c].get(&flow) {
+            if self.current[c].len() < MAX_COUNTED_FLOWS {
+                self.current[c].insert(flow, u64::from(first) + u64::from(len));
+            }
+        } else if self.once[c].len() < MAX_COUNTED_FLOWS {
+            self.once[c].insert(flow, len);
         }
-        self.counts() != before
+        closed || self.counts() != before
     }
 
     /// Flows per class: the last whole interval's, or this one's if more.
     fn counts(&self) -> [usize; CLASSES] {
         Class::ALL.map(|c| self.last[c as usize].max(self.current[c as usize].len()))
     }
+
+    /// The ecnq queue's fraction of `capacity`: its flows' max-min share,
+    /// where a classic or L4S flow that sent under [`LIGHT_FLOW`] of an
+    /// equal split over the last interval is limited elsewhere and keeps
+    /// what it sent, and the other flows, every class's, split the rest
+    /// equally. A light flow beside an erc flow used to take half the
+    /// link's share from it and leave that half idle.
+    fn ecnq_share(&self, capacity: f64) -> f64 {
+        let [ecnq, classic, l4s] = self.counts();
+        let all = ecnq + classic + l4s;
+        if ecnq == 0 || ecnq == all {
+            return 1.0;
+        }
+        let light = LIGHT_FLOW * capacity / all as f64;
+        let mut demands: Vec<f64> = self
+            .last_rates
+            .iter()
+            .map(|&rate| if rate < light { rate } else { f64::INFINITY })
+            .collect();
+        // Flows counted this interval and not the last ask for a share.
+        demands.resize(all - ecnq, f64::INFINITY);
+        demands.extend(std::iter::repeat_n(f64::INFINITY, ecnq));
+        let split = MaxMin::split(capacity, &mut demands);
+        let per_flow = split.share().unwrap_or(capacity / all as f64);
+        (ecnq as f64 * per_flow / capacity).clamp(0.0, 1.0)
+    }
 }
+
+/// A classic or L4S flow sending under this fraction of an equal split
+/// of the link is limited elsewhere, and the ecnq queue's share grows by
+/// what it leaves. Half: a greedy Cubic flow's sawtooth stays above it
+/// (it cuts to 0.7 of its rate), so its share never moves with its
+/// troughs. ecnq's own rule, after RCP's flows "bottlenecked elsewhere".
+const LIGHT_FLOW: f64 = 0.5;
 
 /// PI2's target queue delay (RFC 9332 Appendix A.1, `dualpi2_params_init`
 /// line 8: 15 ms; Linux `sch_dualpi2`'s default too).
@@ -1254,6 +1336,42 @@ mod tests {
         assert_eq!(b.counters(Class::L4s).aqm_drops, 0);
     }
 
+    /// A classic flow far under an equal split (an SSH session, say) is
+    /// limited elsewhere: the ecnq queue's share grows by what it leaves,
+    /// once the flow has been seen over two whole intervals. A greedy
+    /// classic flow keeps its equal split.
+    #[test]
+    fn a_light_classic_flow_leaves_the_rest_to_the_ecnq_queue() {
+        let capacity = |b: &Bottleneck<Pkt>| b.router().meter().config().capacity;
+        // 1 MB/s link; the classic flow sends a 1000-byte packet every
+        // 20 ms, 50 kB/s.
+        let mut b = link(Discipline::Dual);
+        let mut shares = Vec::new();
+        for t in 0..2_000u32 {
+            let now = MS * t;
+            while b.depart(now).is_some() {}
+            let _ = b.offer(now, pkt(1, ERC, Ecn::Ect0));
+            if t % 20 == 0 {
+                let _ = b.offer(now, pkt(2, SchemeTag::UNTAGGED, Ecn::NotEct));
+            }
+            if t % 200 == 199 {
+                shares.push(capacity(&b));
+            }
+        }
+        // Its first interval and the one after it: an equal split.
+        assert!((shares[0] - 0.5e6).abs() < 1.0, "{shares:?}");
+        let last = *shares.last().unwrap();
+        assert!((last - 0.95e6).abs() < 0.01e6, "{shares:?}");
+        // A greedy classic flow: half.
+        let mut b = link(Discipline::Dual);
+        run(
+            &mut b,
+            &[(1, ERC, Ecn::Ect0), (2, SchemeTag::UNTAGGED, Ecn::NotEct)],
+            2_000,
+        );
+        assert!((capacity(&b) - 0.5e6).abs() < 1.0, "{}", capacity(&b));
+    }
+
     /// Spoofed sources, one packet each, are no flows: the ecnq flow keeps
     /// the whole link's share.
     #[test]
@@ -1425,6 +1543,41 @@ mod tests {
             .map(|(_, p)| p.0.ecn == Ecn::Ce)
             .collect();
         assert_eq!(marks, [false, false, true]);
+    }
+
+    /// At a link so slow that one packet takes longer than the step, an
+    /// L4S packet is marked only when it joined a waiting packet: a lone
+    /// packet, or one behind the packet in service, is not (Linux's
+    /// `apply_step`). Marking every packet for its own length had Prague
+    /// at 5 % of a 10 Mbit/s link on the real stack.
+    #[test]
+    fn the_l4s_step_marks_only_a_packet_that_joined_a_queue() {
+        for discipline in [Discipline::Dual, Discipline::DualPi2] {
+            // 4 Mbit/s: a 1000-byte packet takes 2 ms, twice the step.
+            let mut b: Bottleneck<Pkt> = Bottleneck::new(
+                BottleneckConfig {
+                    rate: Some(4_000_000),
+                    limit: QueueLimit::Packets(1000),
+                    discipline,
+                    router: RouterConfig::new(0.5e6, 1_000_000),
+                    seed: 0,
+                },
+                Duration::ZERO,
+            );
+            let mut marks = Vec::new();
+            for group in 0..20u32 {
+                // Three packets 0.5 ms apart, then 20 ms of idle link.
+                for k in 0..3u32 {
+                    let now = MS * (20 * group) + MS * k / 2;
+                    marks.extend(std::iter::from_fn(|| b.depart(now)).map(|(_, p)| p.0.ecn));
+                    b.offer(now, pkt(1, SchemeTag::UNTAGGED, Ecn::Ect1))
+                        .unwrap();
+                }
+            }
+            marks.extend(std::iter::from_fn(|| b.depart(MS * 1000)).map(|(_, p)| p.0.ecn));
+            let expected = [Ecn::Ect1, Ecn::Ect1, Ecn::Ce].repeat(20);
+            assert_eq!(marks, expected, "{discipline:?}");
+        }
     }
 
     /// The seed decides which packets DualPI2's draws mark, and only that.
