@@ -47,7 +47,6 @@ use std::time::Duration;
 
 use crate::router::policer::Policer;
 use crate::router::{MarkingMode, RouterConfig, RouterLink};
-use crate::signal::fairness::MaxMin;
 use crate::signal::PacketMarks;
 use crate::statistics::SojournHistogram;
 use crate::wire::ecn::{Ecn, WireScheme};
@@ -266,7 +265,7 @@ impl<P: Queued> Bottleneck<P> {
             bytes: [0; CLASSES],
             served: [0.0; CLASSES],
             allowance: EcnqAllowance::new(capacity, now),
-            flows: ActiveFlows::new(interval, now),
+            flows: ActiveFlows::new(interval, capacity, now),
             policer: Policer::new(capacity, interval, now),
             codel: Codel::default(),
             pi2: Pi2::new(now, config.seed),
@@ -357,7 +356,7 @@ impl<P: Queued> Bottleneck<P> {
     pub fn restart_router(&mut self, now: Duration) {
         self.router.restart(now);
         let interval = self.router.interval();
-        self.flows = ActiveFlows::new(interval, now);
+        self.flows = ActiveFlows::new(interval, self.capacity, now);
         self.policer = Policer::new(self.capacity, interval, now);
         self.codel = Codel::default();
         self.pi2 = Pi2::new(now, self.seed);
@@ -378,7 +377,7 @@ impl<P: Queued> Bottleneck<P> {
         } else {
             ecnq as f64 / (ecnq + others) as f64
         };
-        let share = self.flows.ecnq_share(self.capacity);
+        let share = self.flows.ecnq_share();
         self.router.set_capacity(self.capacity * share);
         self.policer.set_capacity(self.capacity * share);
         // The lead before the others' turns stays at the equal split: what
@@ -707,70 +706,52 @@ const LEAD_MIN: f64 = 3_000.0;
 /// Flows seen in each class, counted over measurement intervals. A flow
 /// counts from its second packet in an interval: a flood of one-packet
 /// "flows" (spoofed sources) must not shrink the other classes' shares.
-/// The bytes of each counted flow give the other classes' flows' rates
-/// over the last whole interval, from which [`ActiveFlows::ecnq_share`]
-/// leaves a light flow (an SSH session, a call) no more than it sends.
+/// The bytes of each counted classic and L4S flow tell which of them are
+/// light (an SSH session, a call): [`ActiveFlows::ecnq_share`] leaves such
+/// a flow no more than it sends. The light flows are found once per
+/// interval, so the share costs O(1) whenever the counts change.
 #[derive(Debug)]
 struct ActiveFlows {
     interval: Duration,
     ends: Duration,
+    /// The link's capacity, bytes per second.
+    capacity: f64,
     /// Flows seen once this interval, with that packet's bytes.
     once: [HashMap<u64, u32>; CLASSES],
     /// Flows seen twice or more this interval, with their bytes.
     current: [HashMap<u64, u64>; CLASSES],
     last: [usize; CLASSES],
-    /// The classic and L4S flows' rates over the last whole interval,
-    /// bytes per second; ∞ for a flow not counted in the interval before
-    /// it, whose first interval may have been a partial one.
-    last_rates: Vec<f64>,
     /// The classic and L4S flows counted in the last whole interval.
     last_flows: HashSet<u64>,
+    /// The light flows of the last whole interval: counted in it and in
+    /// the one before (a newcomer's first interval may be a partial one),
+    /// under [`LIGHT_FLOW`] of an equal split. How many, and their rates
+    /// added up, bytes per second.
+    light: (usize, f64),
 }
 
 impl ActiveFlows {
-    fn new(interval: Duration, now: Duration) -> ActiveFlows {
+    fn new(interval: Duration, capacity: f64, now: Duration) -> ActiveFlows {
         ActiveFlows {
             interval: interval.max(Duration::from_millis(1)),
             ends: now + interval,
+            capacity,
             once: Default::default(),
             current: Default::default(),
             last: [0; CLASSES],
-            last_rates: Vec::new(),
             last_flows: HashSet::new(),
+            light: (0, 0.0),
         }
     }
 
     /// Notes a packet of `flow` of `len` bytes; returns whether the counts
-    /// or the rates changed.
+    /// or the light flows changed.
     fn seen(&mut self, now: Duration, flow: u64, class: Class, len: u32) -> bool {
         let before = self.counts();
         let closed = now >= self.ends;
         if closed {
             let idle = now.saturating_sub(self.ends) >= self.interval;
-            self.last_rates.clear();
-            if idle {
-                self.last = [0; CLASSES];
-                self.last_flows.clear();
-            } else {
-                self.last = self.current.each_ref().map(HashMap::len);
-                let seconds = self.interval.as_secs_f64();
-                let others = [Class::Classic, Class::L4s].map(|c| &self.current[c as usize]);
-                let flows = others.iter().flat_map(|flows| flows.iter());
-                let rates = flows.map(|(flow, &bytes)| {
-                    if self.last_flows.contains(flow) {
-                        bytes as f64 / seconds
-                    } else {
-                        f64::INFINITY
-                    }
-                });
-                self.last_rates.extend(rates);
-                self.last_flows = others
-                    .iter()
-                    .flat_map(|flows| flows.keys().copied())
-                    .collect();
-            }
-            self.once.iter_mut().for_each(HashMap::clear);
-            self.current.iter_mut().for_each(HashMap::clear);
+            self.close_interval(idle);
             self.ends = now + self.interval;
         }
         let c = class as usize;
@@ -786,35 +767,56 @@ impl ActiveFlows {
         closed || self.counts() != before
     }
 
+    /// Ends the interval: its counts and light flows become the last
+    /// whole interval's (none after an idle one).
+    fn close_interval(&mut self, idle: bool) {
+        self.light = (0, 0.0);
+        if idle {
+            self.last = [0; CLASSES];
+            self.last_flows.clear();
+        } else {
+            self.last = self.current.each_ref().map(HashMap::len);
+            let all = self.last.iter().sum::<usize>().max(1);
+            let threshold = LIGHT_FLOW * self.capacity / all as f64;
+            let seconds = self.interval.as_secs_f64();
+            let others = [Class::Classic, Class::L4s].map(|c| &self.current[c as usize]);
+            for (flow, &bytes) in others.iter().flat_map(|flows| flows.iter()) {
+                let rate = bytes as f64 / seconds;
+                if rate < threshold && self.last_flows.contains(flow) {
+                    self.light.0 += 1;
+                    self.light.1 += rate;
+                }
+            }
+            self.last_flows = others
+                .iter()
+                .flat_map(|flows| flows.keys().copied())
+                .collect();
+        }
+        self.once.iter_mut().for_each(HashMap::clear);
+        self.current.iter_mut().for_each(HashMap::clear);
+    }
+
     /// Flows per class: the last whole interval's, or this one's if more.
     fn counts(&self) -> [usize; CLASSES] {
         Class::ALL.map(|c| self.last[c as usize].max(self.current[c as usize].len()))
     }
 
-    /// The ecnq queue's fraction of `capacity`: its flows' max-min share,
-    /// where a classic or L4S flow that sent under [`LIGHT_FLOW`] of an
-    /// equal split over the last interval is limited elsewhere and keeps
-    /// what it sent, and the other flows, every class's, split the rest
-    /// equally. A light flow beside an erc flow used to take half the
-    /// link's share from it and leave that half idle.
-    fn ecnq_share(&self, capacity: f64) -> f64 {
+    /// The ecnq queue's fraction of the capacity: its flows' max-min
+    /// share, where a light classic or L4S flow is limited elsewhere and
+    /// keeps what it sent, and the other flows, every class's, split the
+    /// rest equally (a light flow's rate is under half an equal split, so
+    /// under that share too). A light flow beside an erc flow used to take
+    /// half the link's share from it and leave that half idle.
+    fn ecnq_share(&self) -> f64 {
         let [ecnq, classic, l4s] = self.counts();
         let all = ecnq + classic + l4s;
         if ecnq == 0 || ecnq == all {
             return 1.0;
         }
-        let light = LIGHT_FLOW * capacity / all as f64;
-        let mut demands: Vec<f64> = self
-            .last_rates
-            .iter()
-            .map(|&rate| if rate < light { rate } else { f64::INFINITY })
-            .collect();
-        // Flows counted this interval and not the last ask for a share.
-        demands.resize(all - ecnq, f64::INFINITY);
-        demands.extend(std::iter::repeat_n(f64::INFINITY, ecnq));
-        let split = MaxMin::split(capacity, &mut demands);
-        let per_flow = split.share().unwrap_or(capacity / all as f64);
-        (ecnq as f64 * per_flow / capacity).clamp(0.0, 1.0)
+        let (light, light_rate) = self.light;
+        let sharing = all - light.min(classic + l4s);
+        let per_flow = (self.capacity - light_rate).max(0.0) / sharing as f64;
+        (ecnq as f64 * per_flow / self.capacity).clamp(0.0, 1.0)
     }
 }
 
