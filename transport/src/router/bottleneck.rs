@@ -16,10 +16,11 @@
 //!   number of flows active in each class, so a flow's share is the same in
 //!   every class, and Cubic's standing queue never sits in front of ecnq's
 //!   or L4S packets. The ecnq queue's routers are told its flows' max-min
-//!   share, in which a light classic or L4S flow keeps only what it sends. Within its share (plus 5 ms of the link) the ecnq
-//!   queue goes first, so a paced flow's bursts leave at the link's rate
-//!   (`EcnqAllowance`). A flow of the ecnq queue that keeps sending well
-//!   over its fair share is held to it ([`crate::router::policer`]).
+//!   share, in which a light classic or L4S flow keeps only what it sends.
+//!   Within its share (plus 5 ms of the link) the ecnq queue goes first, so
+//!   a paced flow's bursts leave at the link's rate (`EcnqAllowance`). A
+//!   flow of the ecnq queue that keeps sending well over its fair share is
+//!   held to it ([`crate::router::policer`]).
 //! * [`Discipline::Fifo`]: one drop-tail queue metered and marked as a whole,
 //!   as in the papers' experiments.
 //! * [`Discipline::DualPi2`]: an L4S bottleneck that knows nothing of ecnq
