@@ -371,20 +371,13 @@ impl<P: Queued> Bottleneck<P> {
         if self.discipline != Discipline::Dual {
             return;
         }
-        let [ecnq, classic, l4s] = self.flows.counts();
-        let others = classic + l4s;
-        let equal = if ecnq == 0 || others == 0 {
-            1.0
-        } else {
-            ecnq as f64 / (ecnq + others) as f64
-        };
         let share = self.flows.ecnq_share();
         self.router.set_capacity(self.capacity * share);
         self.policer.set_capacity(self.capacity * share);
         // The lead before the others' turns stays at the equal split: what
         // light flows leave is taken in turn, so a light flow that speeds
         // up is served at once.
-        self.allowance.rate = self.capacity * equal;
+        self.allowance.rate = self.capacity * self.flows.equal_share();
     }
 
     /// Weights of the classes: their active flows, at least one.
@@ -809,12 +802,25 @@ impl ActiveFlows {
     /// under that share too). A light flow beside an erc flow used to take
     /// half the link's share from it and leave that half idle.
     fn ecnq_share(&self) -> f64 {
+        self.share_beside(self.light)
+    }
+
+    /// The ecnq queue's fraction of the capacity split equally by active
+    /// flows, light or not.
+    fn equal_share(&self) -> f64 {
+        self.share_beside((0, 0.0))
+    }
+
+    /// The ecnq queue's fraction of the capacity when `light` classic and
+    /// L4S flows (how many, their rates added up) keep what they sent and
+    /// the other flows, every class's, split the rest equally.
+    fn share_beside(&self, light: (usize, f64)) -> f64 {
         let [ecnq, classic, l4s] = self.counts();
         let all = ecnq + classic + l4s;
         if ecnq == 0 || ecnq == all {
             return 1.0;
         }
-        let (light, light_rate) = self.light;
+        let (light, light_rate) = light;
         let sharing = all - light.min(classic + l4s);
         let per_flow = (self.capacity - light_rate).max(0.0) / sharing as f64;
         (ecnq as f64 * per_flow / self.capacity).clamp(0.0, 1.0)
@@ -1026,12 +1032,18 @@ mod tests {
 
     /// The same link, its first interval starting at `start`.
     fn link_from(discipline: Discipline, start: Duration) -> Bottleneck<Pkt> {
+        link_at(discipline, 8_000_000, start)
+    }
+
+    /// A link of `rate` bits per second, its first interval starting at
+    /// `start`.
+    fn link_at(discipline: Discipline, rate: u64, start: Duration) -> Bottleneck<Pkt> {
         Bottleneck::new(
             BottleneckConfig {
-                rate: Some(8_000_000),
+                rate: Some(rate),
                 limit: QueueLimit::Packets(1000),
                 discipline,
-                router: RouterConfig::new(1e6, 1_000_000),
+                router: RouterConfig::new(rate as f64 / 8.0, 1_000_000),
                 seed: 0,
             },
             start,
@@ -1557,16 +1569,7 @@ mod tests {
     fn the_l4s_step_marks_only_a_packet_that_joined_a_queue() {
         for discipline in [Discipline::Dual, Discipline::DualPi2] {
             // 4 Mbit/s: a 1000-byte packet takes 2 ms, twice the step.
-            let mut b: Bottleneck<Pkt> = Bottleneck::new(
-                BottleneckConfig {
-                    rate: Some(4_000_000),
-                    limit: QueueLimit::Packets(1000),
-                    discipline,
-                    router: RouterConfig::new(0.5e6, 1_000_000),
-                    seed: 0,
-                },
-                Duration::ZERO,
-            );
+            let mut b = link_at(discipline, 4_000_000, Duration::ZERO);
             let mut marks = Vec::new();
             for group in 0..20u32 {
                 // Three packets 0.5 ms apart, then 20 ms of idle link.
