@@ -183,7 +183,13 @@ impl Flow {
         }
         let last = self.last_sent.map(dur);
         let srtt = dur(self.rtt.srtt);
-        if let Some(idle) = idle_gap(self.bytes_in_flight, last, dur(now), srtt) {
+        if let Some(idle) = idle_gap(
+            self.bytes_in_flight,
+            u64::from(self.spec.mss),
+            last,
+            dur(now),
+            srtt,
+        ) {
             self.law.on_idle_restart(dur(now), idle);
         }
     }

@@ -237,12 +237,15 @@ impl Sending {
     }
 
     pub fn on_sent(&mut self, now: Duration, bytes: u64) {
-        if let Some(idle) = idle_gap(self.in_flight, self.last_sent, now, self.rtt.smoothed) {
-            if let Some(law) = self.law.as_mut() {
-                law.on_idle_restart(now, idle);
+        if bytes >= CONTROL_PACKET {
+            let (mss, srtt) = (self.config.mss, self.rtt.smoothed);
+            if let Some(idle) = idle_gap(self.in_flight, mss, self.last_sent, now, srtt) {
+                if let Some(law) = self.law.as_mut() {
+                    law.on_idle_restart(now, idle);
+                }
             }
+            self.last_sent = Some(now);
         }
-        self.last_sent = Some(now);
         self.in_flight = self.in_flight.saturating_add(bytes);
         if self.mode == PeerMode::Probing {
             self.probing_packets += 1;
@@ -438,16 +441,27 @@ impl Sending {
 }
 
 /// The idle time before a packet sent at `now`, if the sender was idle:
-/// nothing in flight, and at least one smoothed RTT since its last packet.
+/// less than one full packet (`mss`) in flight, and at least one smoothed
+/// RTT since its last data packet. A writer's pause leaves a few control
+/// packets in flight (PINGs, ACKs of the receiver's reports, tens of bytes
+/// each, some never acknowledged): with "nothing in flight" as the rule, an
+/// erc flow back from a 2 s pause found 74 bytes in flight in about half
+/// the runs, took no restart and resumed at its old rate at once, and the
+/// queue's p99 after the resume was 10–12 ms instead of 3–4.
 pub fn idle_gap(
     in_flight: u64,
+    mss: u64,
     last_sent: Option<Duration>,
     now: Duration,
     srtt: Duration,
 ) -> Option<Duration> {
     let idle = now.saturating_sub(last_sent?);
-    (in_flight == 0 && !idle.is_zero() && idle >= srtt).then_some(idle)
+    (in_flight < mss && !idle.is_zero() && idle >= srtt).then_some(idle)
 }
+
+/// Packets smaller than this carry control frames, not data (ACKs, PINGs,
+/// ecnq's reports: tens of bytes): they do not end an idle period.
+const CONTROL_PACKET: u64 = 256;
 
 /// What a law's decreases are measured on: its rate for rate laws (their
 /// window follows the RTT), else its window.
@@ -552,15 +566,58 @@ mod tests {
     }
 
     #[test]
-    fn an_idle_gap_needs_nothing_in_flight_and_a_round_trip_of_silence() {
+    fn an_idle_gap_needs_no_data_in_flight_and_a_round_trip_of_silence() {
         let ms = Duration::from_millis;
         let srtt = ms(40);
-        assert_eq!(idle_gap(0, Some(ms(100)), ms(2_100), srtt), Some(ms(2_000)));
-        assert_eq!(idle_gap(0, Some(ms(100)), ms(140), srtt), Some(ms(40)));
-        // Shorter than a round trip, packets in flight, or a first packet.
-        assert_eq!(idle_gap(0, Some(ms(100)), ms(139), srtt), None);
-        assert_eq!(idle_gap(1_200, Some(ms(100)), ms(2_100), srtt), None);
-        assert_eq!(idle_gap(0, None, ms(2_100), srtt), None);
+        let gap = |in_flight, last: Option<u64>, now| {
+            idle_gap(in_flight, 1_200, last.map(ms), ms(now), srtt)
+        };
+        assert_eq!(gap(0, Some(100), 2_100), Some(ms(2_000)));
+        assert_eq!(gap(0, Some(100), 140), Some(ms(40)));
+        // Control packets in flight do not keep the sender busy.
+        assert_eq!(gap(74, Some(100), 2_100), Some(ms(2_000)));
+        // Shorter than a round trip, a data packet in flight, or a first packet.
+        assert_eq!(gap(0, Some(100), 139), None);
+        assert_eq!(gap(1_200, Some(100), 2_100), None);
+        assert_eq!(gap(0, None, 2_100), None);
+    }
+
+    /// A writer's pause leaves control packets in flight and sends more
+    /// during it (ACKs of the receiver's reports, PINGs): the law still
+    /// hears the restart when data comes again.
+    #[test]
+    fn control_packets_do_not_hide_a_pause_from_the_law() {
+        use crate::schemes::erc;
+        let ms = Duration::from_millis;
+        let rtt = RttSample::uniform(ms(40));
+        let advertised = 3e6;
+        let mut sending = Sending::new(Some(Scheme::Erc), LawConfig::with_mss(1200), 28);
+        sending.rtt = rtt;
+        let law = sending.law.as_mut().expect("a law");
+        let feedback = Feedback {
+            level: erc::index_of(advertised),
+            ..Feedback::default()
+        };
+        law.on_feedback(ms(0), feedback, &rtt);
+        law.on_ack(ms(1_000), 1_200, &rtt);
+        let before = sending.law_rate().expect("erc paces");
+        assert!(before > 0.9 * advertised, "{before}");
+        // The writer pauses after a packet; a PING goes out once it is
+        // acknowledged, and the last ACKs come.
+        sending.on_sent(ms(1_000), 1_200);
+        sending.on_end_acks(0);
+        sending.on_sent(ms(1_100), 37);
+        sending.on_ack(ms(1_200), 1_200, false, rtt, &mut VecDeque::new());
+        assert!(
+            sending.law_rate() >= Some(before),
+            "the pause has not begun"
+        );
+        // Two more PINGs, never acknowledged, one just before data comes back.
+        sending.on_sent(ms(1_500), 37);
+        sending.on_sent(ms(2_990), 37);
+        sending.on_sent(ms(3_000), 1_200);
+        let after = sending.law_rate().expect("erc paces");
+        assert!(after < 0.5 * before, "{after} after {before}");
     }
 
     #[test]
