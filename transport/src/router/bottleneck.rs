@@ -403,8 +403,10 @@ impl<P: Queued> Bottleneck<P> {
     /// queue full, 65–70 ms of sojourn at p99, 3.7–6.2 thousand of erc's
     /// packets lost). A fall in the share reaches the weights an interval
     /// late, as it reaches the ecnq senders (their routers hand out a new
-    /// share when their interval ends): with no hold, 259–601 packets lost
-    /// and a queue p99 of 15–16 ms there; held, 0–32 and 6–7 ms.
+    /// share when their interval ends): with no hold, 191–881 packets lost
+    /// and a queue p99 of 15–18 ms there; held, 0–71 and 10–13 ms. While the
+    /// other classes hold less than [`SPARSE_BACKLOG`], the counts alone
+    /// weigh.
     fn weights(&self, now: Duration) -> [f64; CLASSES] {
         let counts = self.flows.counts();
         let mut weights = counts.map(|n| n.max(1) as f64);
@@ -413,7 +415,8 @@ impl<P: Queued> Bottleneck<P> {
         } else {
             self.share
         };
-        if self.discipline == Discipline::Dual && share < 1.0 {
+        let others_waiting = self.bytes[Class::Classic as usize] + self.bytes[Class::L4s as usize];
+        if self.discipline == Discipline::Dual && share < 1.0 && others_waiting >= SPARSE_BACKLOG {
             let others = (counts[Class::Classic as usize] + counts[Class::L4s as usize]) as f64;
             let ecnq = &mut weights[Class::Ecnq as usize];
             *ecnq = ecnq.max(share * others / (1.0 - share));
@@ -736,6 +739,17 @@ const LEAD: Duration = Duration::from_millis(5);
 /// The least the allowance holds, bytes: two full packets.
 const LEAD_MIN: f64 = 3_000.0;
 
+/// Under this many bytes waiting in the classic and L4S queues, the
+/// classes take turns by their counts, not by the ecnq queue's max-min
+/// share: two full packets, a light flow's burst (a few packets per round
+/// trip), which must not wait for the ecnq queue's much larger weight.
+/// On the real stack a Cubic flow held to a 3 kB window beside erc got
+/// 0.29–0.30 Mbit/s with the share's weights for every packet, 0.40 with
+/// this, 0.43 with four packets (`erc_takes_what_a_light_flow_leaves_on_
+/// the_real_stack`); in `coexist-short-flows` erc lost 0–32 packets with
+/// the share's weights always, 0–71 with this (seeds 1–3).
+const SPARSE_BACKLOG: u64 = 3_000;
+
 /// Flows seen in each class, counted over measurement intervals. A flow
 /// counts from its second packet in an interval: a flood of one-packet
 /// "flows" (spoofed sources) must not shrink the other classes' shares.
@@ -850,8 +864,8 @@ impl ActiveFlows {
     /// least: a web transfer that came and went sent its bytes in a part
     /// of the interval, and one that came just before its end is judged by
     /// its first flight (over the whole interval erc beside
-    /// `coexist-short-flows` got 13.6–14.8 Mbit/s, over its presence alone
-    /// 26.5–28.1 with the half). A newcomer is left [`NEWCOMER_HEADROOM`]
+    /// `coexist-short-flows` got 13.6–14.7 Mbit/s, over its presence alone
+    /// 27.0–27.9 with the half). A newcomer is left [`NEWCOMER_HEADROOM`]
     /// times its rate; since every light flow is left less than what an
     /// equal split of the rest would give it, no flow's share falls below
     /// the equal split.
@@ -914,7 +928,7 @@ impl ActiveFlows {
     /// interval's newcomers that were not light: where web transfers come
     /// and go, each would otherwise take a whole share until the interval
     /// ends (counted whole, erc beside `coexist-short-flows` got 22.2–23.6
-    /// Mbit/s instead of 26.5–28.1).
+    /// Mbit/s instead of 27.0–27.9).
     fn ecnq_share(&self) -> f64 {
         let expected = |c: Class| {
             let c = c as usize;
@@ -956,9 +970,9 @@ const LIGHT_FLOW: f64 = 0.5;
 /// What a light newcomer is left, as a multiple of the rate it sent: a
 /// short flow's slow start sends windows that double every round trip.
 /// ecnq's own figure, measured on `coexist-short-flows` (seeds 1–3): with
-/// 1 (its rate), erc got 30.8–31.5 Mbit/s and the short flows' mean
-/// completion was 0.141–0.186 s; with 1.5, 26.5–28.1 and 0.111–0.164 s;
-/// with 2, 21.6–23.1 and 0.101–0.123 s. A long Cubic flow there gets
+/// 1 (its rate), erc got 30.6–31.8 Mbit/s and the short flows' mean
+/// completion was 0.128–0.182 s; with 1.5, 27.0–27.9 and 0.103–0.150 s;
+/// with 2, 21.7–23.1 and 0.103–0.121 s. A long Cubic flow there gets
 /// 22.3–25.6 Mbit/s, and the short flows complete in 0.120–0.131 s.
 const NEWCOMER_HEADROOM: f64 = 1.5;
 
