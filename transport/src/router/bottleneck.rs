@@ -383,8 +383,9 @@ impl<P: Queued> Bottleneck<P> {
         }
         let share = self.flows.ecnq_share();
         self.share = share;
-        // A share of the whole link is no flows' to lose: only a fall from
-        // a share beside other flows is held.
+        // Only a fall from a share beside other flows is held: the whole
+        // link, held while the first other flow counts, would keep that
+        // flow from its turns for an interval.
         if share >= self.held.0 || now >= self.held.1 || self.held.0 >= 1.0 {
             self.held = (share, now + self.flows.interval);
         }
@@ -960,9 +961,9 @@ impl ActiveFlows {
     }
 }
 
-/// A classic or L4S flow sending under this fraction of an equal split
-/// of the link is limited elsewhere, and the ecnq queue's share grows by
-/// what it leaves. Half: a greedy Cubic flow's sawtooth stays above it
+/// A classic or L4S flow sending under this fraction of what an equal
+/// split of the rest of the link would give it is limited elsewhere, and
+/// the ecnq queue's share grows by what it leaves. Half: a greedy Cubic flow's sawtooth stays above it
 /// (it cuts to 0.7 of its rate), so its share never moves with its
 /// troughs. ecnq's own rule, after RCP's flows "bottlenecked elsewhere".
 const LIGHT_FLOW: f64 = 0.5;

@@ -94,7 +94,8 @@ pub(super) struct Sending {
     /// Packets sent before the peer was known to run ecnq, with quinn's
     /// ECT(0) (see [`Sending::on_report`]).
     probing_packets: u64,
-    /// When the last packet was sent, to tell an idle restart.
+    /// When the last data packet (see [`CONTROL_PACKET`]) was sent, to
+    /// tell an idle restart.
     last_sent: Option<Duration>,
 }
 
