@@ -17,10 +17,16 @@ fn run(name: &str, scheme: Scheme) -> Summary {
 }
 
 fn run_with(name: &str, scheme: Scheme, feedback: FeedbackPath) -> Summary {
+    run_as(name, Protocol::Ecnq(scheme), Some(feedback))
+}
+
+/// `name` with every flow that does not fix its own scheme on `protocol`,
+/// and the feedback path given, or the scenario's own.
+fn run_as(name: &str, protocol: Protocol, feedback: Option<FeedbackPath>) -> Summary {
     let scenario = common::scenario(name, &[]);
     let o = Overrides {
-        scheme: Some(Protocol::Ecnq(scheme)),
-        feedback: Some(feedback),
+        scheme: Some(protocol),
+        feedback,
         ..Overrides::default()
     };
     runner::run(&scenario, &o).unwrap().summary
@@ -174,19 +180,16 @@ fn a_light_classic_flow_leaves_the_link_to_the_ecnq_flow() {
 /// to Cubic's 23.19.
 #[test]
 fn erc_beside_short_flows_carries_what_cubic_carries() {
-    let scenario = common::scenario("coexist-short-flows", &[]);
-    let run_as = |protocol| {
-        let o = Overrides {
-            scheme: Some(protocol),
-            ..Overrides::default()
-        };
-        runner::run(&scenario, &o).unwrap().summary
-    };
-    let erc = run_as(Protocol::Ecnq(Scheme::Erc));
-    let cubic = run_as(Protocol::Baseline {
-        model: ecnq_sim::protocol::Baseline::Cubic,
-        ecn: false,
-    });
+    let name = "coexist-short-flows";
+    let erc = run_as(name, Protocol::Ecnq(Scheme::Erc), None);
+    let cubic = run_as(
+        name,
+        Protocol::Baseline {
+            model: ecnq_sim::protocol::Baseline::Cubic,
+            ecn: false,
+        },
+        None,
+    );
     let figures = |s: &Summary| {
         let long = s.flows.iter().find(|f| f.group == "ecnq").unwrap();
         let link = s.links.iter().find(|l| l.name == "L").unwrap();
