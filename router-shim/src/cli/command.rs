@@ -5,8 +5,10 @@ use clap::{Arg, ArgAction, Command};
 use ecnq::units::UNITS_HELP;
 use ecnq::Scheme;
 
-const ABOUT: &str = "ecnq router shim: an emulated bottleneck link that measures its load \
-factor every t_p and re-marks ECN for router-assisted congestion control (VCP family).";
+const ABOUT: &str = "ecnq router shim: an emulated bottleneck link (rate, delay, loss, buffer) \
+whose router writes its feedback into ECN: erc's max-min fair rate and the papers' load levels \
+for ecnq-tagged traffic, in a queue of its own beside an L4S queue and a classic one under \
+CoDel (--queue dual, the default), or one FIFO as in the papers, or DualPI2.";
 
 const LINK_HELP: &str = "Link in tc/netem words, for both directions unless --link-up/--link-down \
 override it: rate RATE (bit, kbit, mbit, gbit, tbit: bits/s), delay TIME [JITTER] \

@@ -773,7 +773,9 @@ struct ActiveFlows {
     current: [HashMap<u64, (u64, Duration)>; CLASSES],
     /// Whether each class's queue was empty at some moment this interval.
     drained: [bool; CLASSES],
-    /// Flows counted this interval that were not counted in the last one.
+    /// Classic and L4S flows counted this interval that were not counted
+    /// in the last one (the ecnq slot stays 0: the erc routers count their
+    /// own newcomers).
     newcomers: [usize; CLASSES],
     /// The fraction of the last interval's classic and L4S newcomers that
     /// were not light.
@@ -785,6 +787,10 @@ struct ActiveFlows {
     /// [`ActiveFlows::find_light_flows`]): how many, and what they are
     /// left, bytes per second.
     light: (usize, f64),
+    /// The interval's classic and L4S flows by what they would be left,
+    /// with whether each was counted in the interval before: kept between
+    /// intervals so that finding the light flows allocates nothing.
+    rates: Vec<(f64, bool)>,
 }
 
 impl ActiveFlows {
@@ -801,6 +807,7 @@ impl ActiveFlows {
             last: [0; CLASSES],
             last_flows: HashSet::new(),
             light: (0, 0.0),
+            rates: Vec::new(),
         }
     }
 
@@ -820,7 +827,7 @@ impl ActiveFlows {
         } else if let Some(&(first, at)) = self.once[c].get(&flow) {
             if self.current[c].len() < MAX_COUNTED_FLOWS {
                 self.current[c].insert(flow, (u64::from(first) + u64::from(len), at));
-                if !self.last_flows.contains(&flow) {
+                if class != Class::Ecnq && !self.last_flows.contains(&flow) {
                     self.newcomers[c] += 1;
                 }
             }
@@ -873,26 +880,28 @@ impl ActiveFlows {
     fn find_light_flows(&mut self) {
         let start = self.ends.saturating_sub(self.interval);
         let half = self.ends.saturating_sub(self.interval / 2);
-        let mut rates: Vec<(f64, bool)> = [Class::Classic, Class::L4s]
-            .into_iter()
-            .filter(|&c| self.drained[c as usize])
-            .flat_map(|c| self.current[c as usize].iter())
-            .map(|(flow, &(bytes, first))| {
-                let known = self.last_flows.contains(flow);
-                let from = if known { start } else { first.min(half) };
-                let seconds = self.ends.saturating_sub(from).as_secs_f64();
-                let rate = bytes as f64 / seconds.max(f64::EPSILON);
-                if known {
-                    (rate, true)
-                } else {
-                    (NEWCOMER_HEADROOM * rate, false)
-                }
-            })
-            .collect();
-        rates.sort_by(|a, b| a.0.total_cmp(&b.0));
+        self.rates.clear();
+        self.rates.extend(
+            [Class::Classic, Class::L4s]
+                .into_iter()
+                .filter(|&c| self.drained[c as usize])
+                .flat_map(|c| self.current[c as usize].iter())
+                .map(|(flow, &(bytes, first))| {
+                    let known = self.last_flows.contains(flow);
+                    let from = if known { start } else { first.min(half) };
+                    let seconds = self.ends.saturating_sub(from).as_secs_f64();
+                    let rate = bytes as f64 / seconds.max(f64::EPSILON);
+                    if known {
+                        (rate, true)
+                    } else {
+                        (NEWCOMER_HEADROOM * rate, false)
+                    }
+                }),
+        );
+        self.rates.sort_by(|a, b| a.0.total_cmp(&b.0));
         let (mut left, mut sharing) = (self.capacity, self.last.iter().sum::<usize>() as f64);
         let mut light_newcomers = 0;
-        for (reserved, known) in rates {
+        for &(reserved, known) in &self.rates {
             if reserved >= LIGHT_FLOW * left / sharing {
                 break;
             }
