@@ -18,6 +18,7 @@ use ecnq_shim::link::spec::LinkSpec;
 use serde::Serialize;
 
 use super::check_seconds;
+use super::host::steal_note;
 use super::loopback::{Flow, LinkSeries, LoopbackBed, RunSummary};
 use ecnq::statistics::FlowSeries;
 use ecnq_sim::report::chart::{Chart, Look, Point, Series};
@@ -365,6 +366,12 @@ fn print_table(rows: &[RunSummary]) {
             r.converge_s
                 .map_or("never".to_owned(), |s| format!("{s:.1} s"))
         );
+    }
+    for note in rows
+        .iter()
+        .filter_map(|r| steal_note(&r.name, r.host_steal))
+    {
+        println!("{note}");
     }
     for r in rows {
         for &n in &r.unjoined {

@@ -23,6 +23,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::client::{self, ClientConfig, StreamRun};
+use super::host::StealMeter;
 use super::proto::{self, TestRequest};
 use super::report::{rate, StreamInterval};
 
@@ -110,6 +111,7 @@ impl LoopbackBed {
         configure: &(dyn Fn(usize, &mut ClientConfig) + Sync),
     ) -> Result<RunResult, String> {
         let chain = RelayChain::start(links, self.server)?;
+        let steal = StealMeter::start();
         let start = Instant::now();
         let mut tasks = Vec::new();
         for (i, flow) in flows.iter().enumerate() {
@@ -128,7 +130,9 @@ impl LoopbackBed {
         }
         let elapsed = start.elapsed().as_secs_f64();
         let links = chain.stop().await;
-        Ok(RunResult::new(flows, runs, elapsed, links))
+        let mut result = RunResult::new(flows, runs, elapsed, links);
+        result.host_steal = steal.fraction();
+        Ok(result)
     }
 
     /// A client of this bed's server reached through `entry`.
@@ -486,6 +490,9 @@ pub struct RunResult {
     pub series: Vec<FlowSeries>,
     /// Each link, in path order.
     pub links: Vec<LinkSeries>,
+    /// The fraction of the machine's CPU time the host took during the run
+    /// (steal, see [`super::host`]); `None` where unknown.
+    pub host_steal: Option<f64>,
 }
 
 /// One row of a comparison.
@@ -514,6 +521,9 @@ pub struct RunSummary {
     pub flows: Vec<(String, f64)>,
     /// Flows (numbered from 1) whose handshake never got through.
     pub unjoined: Vec<usize>,
+    /// The fraction of the machine's CPU time the host took during the run
+    /// (steal, see [`super::host`]); `None` where unknown.
+    pub host_steal: Option<f64>,
 }
 
 /// Each flow's total from its client run (none for a flow that never got
@@ -557,6 +567,7 @@ impl RunResult {
             runs,
             series,
             links,
+            host_steal: None,
         }
     }
 
@@ -564,13 +575,16 @@ impl RunResult {
     pub fn summary(&self, name: &str, bottleneck: usize) -> RunSummary {
         let empty = LinkSeries::default();
         let flows = flow_totals(&self.flows, &self.runs);
-        summarize(
-            name,
-            &flows,
-            &self.series,
-            self.links.get(bottleneck).unwrap_or(&empty),
-            self.elapsed,
-        )
+        RunSummary {
+            host_steal: self.host_steal,
+            ..summarize(
+                name,
+                &flows,
+                &self.series,
+                self.links.get(bottleneck).unwrap_or(&empty),
+                self.elapsed,
+            )
+        }
     }
 }
 
@@ -607,7 +621,8 @@ pub struct FlowTotal {
 }
 
 /// The table row of a run of `flows` (their sending rates in `series`)
-/// that took `elapsed` seconds, judged at the bottleneck `link`.
+/// that took `elapsed` seconds, judged at the bottleneck `link`; the
+/// host's steal is left unknown for the caller that measured it.
 pub fn summarize(
     name: &str,
     flows: &[FlowTotal],
@@ -650,6 +665,7 @@ pub fn summarize(
         unjoined: (1..=flows.len())
             .filter(|&n| !flows[n - 1].joined)
             .collect(),
+        host_steal: None,
     }
 }
 

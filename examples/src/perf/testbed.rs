@@ -31,6 +31,7 @@ use serde::Serialize;
 
 use super::client::{self, StreamRun};
 use super::demo::{self, DemoArgs};
+use super::host::StealMeter;
 use super::loopback::{
     client_config, flow_totals, summarize, Flow, FlowTotal, LinkSeries, LoopbackBed, RunResult,
     RunSummary,
@@ -486,19 +487,19 @@ struct Bed<'a> {
 impl Bed<'_> {
     /// The ecnq-perf flows of `plan`.
     fn quic_run(&self, plan: &Plan, servers: &PerfServers) -> Result<RunSummary, String> {
-        let mark = self.logs.mark()?;
+        let (mark, steal) = (self.logs.mark()?, StealMeter::start());
         let (runs, elapsed) = run_quic(self.name, self.layout, plan, servers, soon())?;
         let links = self.logs.since(&mark)?;
         let (totals, series) = quic_flows(&plan.flows, runs);
-        self.summarize(&plan.name, &totals, &series, &links[0], elapsed)
+        self.summarize(&plan.name, &totals, &series, &links[0], elapsed, steal)
     }
 
     /// The iperf3 flows of `plan`, with TCP congestion control `cc`.
     fn tcp_run(&self, plan: &Plan, cc: &str) -> Result<RunSummary, String> {
-        let mark = self.logs.mark()?;
+        let (mark, steal) = (self.logs.mark()?, StealMeter::start());
         let (totals, series, elapsed) = run_tcp(self.name, self.topology, self.layout, plan, cc)?;
         let links = self.logs.since(&mark)?;
-        self.summarize(&plan.name, &totals, &series, &links[0], elapsed)
+        self.summarize(&plan.name, &totals, &series, &links[0], elapsed, steal)
     }
 
     /// One ecnq-perf flow of `cc` on the first path and one iperf3 flow of
@@ -519,7 +520,7 @@ impl Bed<'_> {
         };
         let mut quic = plan(self.layout, &name, &[flow(cc), flow(TCP_PLACEHOLDER)]);
         let kernel = quic.split_off(1);
-        let mark = self.logs.mark()?;
+        let (mark, steal) = (self.logs.mark()?, StealMeter::start());
         let iperf = IperfServers::start(self.name, self.layout, &kernel)?;
         let start = soon();
         let (quic_side, tcp_side) = thread::scope(|s| {
@@ -535,10 +536,11 @@ impl Bed<'_> {
         totals.extend(tcp_totals);
         series.extend(tcp_series);
         let elapsed = quic_elapsed.max(tcp_elapsed);
-        self.summarize(&name, &totals, &series, &links[0], elapsed)
+        self.summarize(&name, &totals, &series, &links[0], elapsed, steal)
     }
 
-    /// Plots a run and returns its row, judged at the first router.
+    /// Plots a run and returns its row, judged at the first router, with
+    /// the host's steal since `steal` started.
     fn summarize(
         &self,
         name: &str,
@@ -546,10 +548,14 @@ impl Bed<'_> {
         series: &[FlowSeries],
         link: &LinkSeries,
         elapsed: f64,
+        steal: StealMeter,
     ) -> Result<RunSummary, String> {
         let labels: Vec<String> = totals.iter().map(|t| t.label.clone()).collect();
         demo::plot_run(name, &labels, series, link, self.out)?;
-        Ok(summarize(name, totals, series, link, elapsed))
+        Ok(RunSummary {
+            host_steal: steal.fraction(),
+            ..summarize(name, totals, series, link, elapsed)
+        })
     }
 }
 
@@ -1005,6 +1011,7 @@ mod tests {
             converge_s: None,
             flows: vec![("erc".into(), quic_mbit), ("tcp-cubic".into(), tcp_mbit)],
             unjoined,
+            host_steal: None,
         })
     }
 
