@@ -19,7 +19,6 @@ use ecnq::statistics::percentile;
 use ecnq::Scheme;
 use ecnq_e2e::StallWatch;
 use ecnq_examples::perf::client::{self, ClientConfig};
-use ecnq_examples::perf::host::NOTABLE_STEAL;
 use ecnq_examples::perf::loopback::{Flow, LinkSeries, LoopbackBed, RunResult};
 use ecnq_examples::perf::pump::Pause;
 use ecnq_shim::link::spec::LinkSpec;
@@ -147,10 +146,20 @@ const ATTEMPTS: u32 = 5;
 /// that last seconds.
 const RETRY_PAUSE: Duration = Duration::from_secs(5);
 
+/// The most of the machine's CPU time the host may take during a judged
+/// run in short stalls (steal): a pause-test run that lost 18 % failed, one
+/// that lost 1.3 % passed. The demo names runs over 5 %
+/// (`perf::host::NOTABLE_STEAL`), but the tests' runs measured as they do
+/// on a quiet host up to about a tenth (the first short test's five runs
+/// at 5.5–15.4 %: 99.6–99.7 % of the link, p99 31–36 kB), and discarding
+/// every run over 5 % on a busy host took the short tests 8.5 and 7
+/// minutes, where with this bound they took 3.2 (runs at 1.8–9.4 %,
+/// none discarded; 2026-11-28).
+const MAX_STEAL: f64 = 0.15;
+
 /// Runs `flows` over `links`, alone on the machine. A run during which the
-/// host took more than [`NOTABLE_STEAL`] of the CPU time (steal, many short
-/// stalls: a pause-test run that lost 18 % failed, one that lost 1.3 %
-/// passed) or stalled the process longer than [`MAX_STALL`] is discarded and made
+/// host took more than [`MAX_STEAL`] of the CPU time or stalled the process
+/// longer than [`MAX_STALL`] is discarded and made
 /// again: on a shared virtual machine the host takes the CPU away for
 /// hundreds of milliseconds at times (steal time), and such a run measures
 /// the host, not ecnq (a CI run on such a host measured VCP at 40 % with
@@ -181,7 +190,7 @@ async fn measured_run_configured(
             "a flow's handshake never got through"
         );
         let steal = result.host_steal.unwrap_or(0.0) * 100.0;
-        if stall <= MAX_STALL && steal <= NOTABLE_STEAL * 100.0 {
+        if stall <= MAX_STALL && steal <= MAX_STEAL * 100.0 {
             println!("run {attempt}: longest host stall {stall:?}, steal {steal:.1} %");
             return result;
         }
