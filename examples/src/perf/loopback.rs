@@ -575,16 +575,14 @@ impl RunResult {
     pub fn summary(&self, name: &str, bottleneck: usize) -> RunSummary {
         let empty = LinkSeries::default();
         let flows = flow_totals(&self.flows, &self.runs);
-        RunSummary {
-            host_steal: self.host_steal,
-            ..summarize(
-                name,
-                &flows,
-                &self.series,
-                self.links.get(bottleneck).unwrap_or(&empty),
-                self.elapsed,
-            )
-        }
+        summarize(
+            name,
+            &flows,
+            &self.series,
+            self.links.get(bottleneck).unwrap_or(&empty),
+            self.elapsed,
+            self.host_steal,
+        )
     }
 }
 
@@ -621,14 +619,15 @@ pub struct FlowTotal {
 }
 
 /// The table row of a run of `flows` (their sending rates in `series`)
-/// that took `elapsed` seconds, judged at the bottleneck `link`; the
-/// host's steal is left unknown for the caller that measured it.
+/// that took `elapsed` seconds while the host took `host_steal` of the
+/// CPU time, judged at the bottleneck `link`.
 pub fn summarize(
     name: &str,
     flows: &[FlowTotal],
     series: &[FlowSeries],
     link: &LinkSeries,
     elapsed: f64,
+    host_steal: Option<f64>,
 ) -> RunSummary {
     let end = elapsed;
     let tail_from = end * 2.0 / 3.0;
@@ -665,7 +664,7 @@ pub fn summarize(
         unjoined: (1..=flows.len())
             .filter(|&n| !flows[n - 1].joined)
             .collect(),
-        host_steal: None,
+        host_steal,
     }
 }
 
@@ -696,7 +695,7 @@ mod tests {
         ];
         let link = LinkSeries::default();
         assert_eq!(convergence_time(&series, 1, 0.2, SAMPLE_WINDOW), Some(6.35));
-        let row = summarize("vcp", &flows, &series, &link, 10.4);
+        let row = summarize("vcp", &flows, &series, &link, 10.4, None);
         assert_eq!(row.converge_s, None);
         assert_eq!(row.flows.len(), 2);
         assert!(row.unjoined.is_empty());
@@ -778,7 +777,7 @@ mod tests {
                 samples: vec![],
             },
         ];
-        let row = summarize("bbr", &flows, &series, &LinkSeries::default(), 10.0);
+        let row = summarize("bbr", &flows, &series, &LinkSeries::default(), 10.0, None);
         assert_eq!(row.unjoined, vec![2]);
         assert_eq!(row.flows[1].1, 0.0);
         assert!((row.jain - 0.5).abs() < 1e-9, "Jain {}", row.jain);

@@ -552,10 +552,14 @@ impl Bed<'_> {
     ) -> Result<RunSummary, String> {
         let labels: Vec<String> = totals.iter().map(|t| t.label.clone()).collect();
         demo::plot_run(name, &labels, series, link, self.out)?;
-        Ok(RunSummary {
-            host_steal: steal.fraction(),
-            ..summarize(name, totals, series, link, elapsed)
-        })
+        Ok(summarize(
+            name,
+            totals,
+            series,
+            link,
+            elapsed,
+            steal.fraction(),
+        ))
     }
 }
 
