@@ -54,6 +54,8 @@ fn hostile_flags_fail_cleanly() {
             &["demo", "--duration", "1e30"],
             "--duration must be between",
         ),
+        (&["demo", "--duration", "ten"], "`ten` is not a time"),
+        (&["demo", "--duration", "1s"], "--duration must be between"),
         (&["demo", "--stagger=-5"], "--stagger must be between"),
         (&["demo", "--stagger", "1e9"], "--stagger must be between"),
         (&["demo", "--rate", "0bit"], "at least 1 bit/s"),

@@ -32,6 +32,10 @@ fn bad_input_gets_one_line_errors() {
     fails_with(&with(&["--tp", "0ms"]), "--tp must be longer than zero");
     fails_with(&with(&["--gamma=0"]), "--gamma must be a positive number");
     fails_with(
+        &with(&["--gamma", "2"]),
+        "--gamma is a target utilization, at most 1",
+    );
+    fails_with(
         &["relay", "--listen", "nowhere", "--to", "127.0.0.1:9"],
         "--listen `nowhere`",
     );

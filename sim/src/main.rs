@@ -148,6 +148,7 @@ fn real_main(cli: Cli) -> Result<(), String> {
         }
         Command::Run { args, out } => {
             let (scenario, o) = args.load()?;
+            create_out_dir(out.as_deref())?;
             let run = runner::run(&scenario, &o)?;
             print!("{}", text::one_screen(&scenario, &run.summary, run.wall_s));
             if let Some(dir) = out {
@@ -165,11 +166,9 @@ fn real_main(cli: Cli) -> Result<(), String> {
             if !scenario.file.expect.is_empty() {
                 println!("paper reports: {}", scenario.file.expect);
             }
-            print!(
-                "{}",
-                text::table(&["scheme"], &runner::compare(&scenario, &o))
-            );
-            Ok(())
+            let rows = runner::compare(&scenario, &o);
+            print!("{}", text::table(&["scheme"], &rows));
+            all_ran(&rows)
         }
         Command::Sweep {
             args,
@@ -198,6 +197,7 @@ fn sweep(
     } else {
         schemes.to_vec()
     };
+    create_out_dir(out)?;
     let points = grid(&axes);
     let path = runner::resolve(&args.scenario)?;
     let jobs: Vec<(Protocol, Vec<String>)> = schemes
@@ -234,7 +234,28 @@ fn sweep(
         write_summaries(&rows, dir)?;
         println!("wrote one summary JSON per run to {}", dir.display());
     }
-    Ok(())
+    all_ran(&rows)
+}
+
+/// Creates the output directory before a run, so that a path that cannot
+/// be written fails at once rather than after the simulation.
+fn create_out_dir(out: Option<&std::path::Path>) -> Result<(), String> {
+    match out {
+        Some(dir) => std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display())),
+        None => Ok(()),
+    }
+}
+
+/// An error when a row of a table printed above did not run, so that a
+/// script sees the failure in the exit status.
+fn all_ran(rows: &[Row]) -> Result<(), String> {
+    match rows.iter().filter(|r| r.result.is_err()).count() {
+        0 => Ok(()),
+        failed => Err(format!(
+            "{failed} of {} runs did not run (`skipped` in the table above)",
+            rows.len()
+        )),
+    }
 }
 
 /// `--vary KEY=V1,V2,..` arguments as axes.
@@ -271,7 +292,6 @@ fn grid(axes: &[Axis]) -> Vec<Vec<String>> {
 
 /// One summary JSON per run that ran, named by its label.
 fn write_summaries(rows: &[Row], dir: &std::path::Path) -> Result<(), String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     for row in rows {
         if let Ok(summary) = &row.result {
             let name: String = row

@@ -196,6 +196,41 @@ fn bad_scenario_files_name_file_line_and_field() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A sweep point or a compared scheme that cannot run shows in the table
+/// and in the exit status, and an output directory that cannot be made
+/// fails before the simulation runs.
+#[test]
+fn the_cli_reports_runs_that_did_not_run() {
+    use std::process::Command;
+
+    let sim = env!("CARGO_BIN_EXE_ecnq-sim");
+    let sweep = Command::new(sim)
+        .args(["sweep", "erc-staggered", "--vary", "no_such_field=1"])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&sweep.stdout),
+        String::from_utf8_lossy(&sweep.stderr),
+    );
+    assert!(!sweep.status.success(), "{stdout}");
+    assert!(stdout.contains("skipped"), "{stdout}");
+    assert!(stderr.contains("1 of 1 runs did not run"), "{stderr}");
+
+    let run = Command::new(sim)
+        .args(["run", "adpm-afct", "--out", "/proc/no-such-dir"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(!run.status.success(), "{stderr}");
+    assert!(stderr.contains("/proc/no-such-dir"), "{stderr}");
+    // The 300 s scenario was not simulated: nothing was printed for it.
+    assert!(
+        run.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&run.stdout)
+    );
+}
+
 /// Piped into a reader that goes away (`ecnq-sim list | head -1`), the
 /// simulator stops without a panic.
 #[cfg(unix)]

@@ -13,7 +13,7 @@ use ecnq_examples::perf::output;
 use ecnq_examples::perf::proto::{self, TestRequest, DEFAULT_PORT};
 use ecnq_examples::perf::pump::Pause;
 use ecnq_examples::perf::report::{self, Interval, Report, Sum};
-use ecnq_examples::perf::{check_seconds, demo, server, testbed, MAX_SECONDS};
+use ecnq_examples::perf::{check_seconds, demo, parse_seconds, server, testbed, MAX_SECONDS};
 use ecnq_shim::shutdown_signal;
 
 /// Measure ecnq's QUIC transport like iperf3 measures TCP: `ecnq-perf -s` on
@@ -56,8 +56,8 @@ struct PerfArgs {
     /// Server port.
     #[arg(short = 'p', long, default_value_t = DEFAULT_PORT)]
     port: u16,
-    /// Seconds to send for (0.001 to 86400).
-    #[arg(short = 't', long, default_value_t = 10.0, value_name = "SECONDS")]
+    /// Seconds to send for (0.001 to 86400; a bare number or a time such as 90s, 500ms).
+    #[arg(short = 't', long, default_value_t = 10.0, value_name = "SECONDS", value_parser = parse_seconds)]
     time: f64,
     /// Bytes to send instead of a time (k, m, g, t: powers of 1024, as tc(8)
     /// counts; at most 1t).
@@ -69,8 +69,8 @@ struct PerfArgs {
     /// Reverse: the server sends (with the server's --cc).
     #[arg(short = 'R', long)]
     reverse: bool,
-    /// Seconds between interval reports: 0 for none, else 0.01 to 3600.
-    #[arg(short = 'i', long, default_value_t = 1.0, value_name = "SECONDS")]
+    /// Seconds between interval reports: 0 for none, else 0.01 to 3600 (or a time such as 500ms).
+    #[arg(short = 'i', long, default_value_t = 1.0, value_name = "SECONDS", value_parser = parse_seconds)]
     interval: f64,
     /// Print one JSON report, shaped like iperf3's, at the end.
     #[arg(short = 'J', long)]

@@ -17,9 +17,9 @@ use ecnq::units::{parse_duration, Rate, Size, UNITS_HELP};
 use ecnq_shim::link::spec::LinkSpec;
 use serde::Serialize;
 
-use super::check_seconds;
 use super::host::steal_note;
 use super::loopback::{Flow, LinkSeries, LoopbackBed, RunSummary};
+use super::{check_seconds, parse_seconds};
 use ecnq::statistics::FlowSeries;
 use ecnq_sim::report::chart::{Chart, Look, Point, Series};
 
@@ -35,11 +35,11 @@ pub struct DemoArgs {
     /// Bottleneck buffer: a size (e.g. 250kb) or `bdp` for one bandwidth-delay product.
     #[arg(long, default_value = "bdp")]
     pub buffer: String,
-    /// Length of each single-controller run, in seconds (2 to 3600).
-    #[arg(long, default_value_t = 10.0)]
+    /// Length of each single-controller run, in seconds (2 to 3600; or a time such as 30s).
+    #[arg(long, default_value_t = 10.0, value_name = "SECONDS", value_parser = parse_seconds)]
     pub duration: f64,
-    /// Seconds between flow arrivals in the mixed run (0 to 600).
-    #[arg(long, default_value_t = 2.0)]
+    /// Seconds between flow arrivals in the mixed run (0 to 600; or a time such as 500ms).
+    #[arg(long, default_value_t = 2.0, value_name = "SECONDS", value_parser = parse_seconds)]
     pub stagger: f64,
     /// Controllers to compare, comma separated [default: every ecnq scheme
     /// but classic, then cubic and bbr].

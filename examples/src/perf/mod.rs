@@ -15,6 +15,17 @@ pub mod testbed;
 /// for a test (`-t`).
 pub const MAX_SECONDS: f64 = 86_400.0;
 
+/// Reads an option given in seconds: a bare number, as iperf3 takes it
+/// (`10`, `0.5`), or a time with its unit (`10s`, `500ms`).
+pub fn parse_seconds(word: &str) -> Result<f64, String> {
+    if let Ok(seconds) = word.trim().parse::<f64>() {
+        return Ok(seconds);
+    }
+    ecnq::units::parse_duration(word, None)
+        .map(|d| d.as_secs_f64())
+        .map_err(|_| format!("`{word}` is not a time: write seconds (e.g. 10 or 0.5) or a time with its unit (e.g. 10s, 500ms)"))
+}
+
 /// Checks that `value` seconds (option `name`) lie in `min..=max`.
 pub fn check_seconds(name: &str, value: f64, min: f64, max: f64) -> Result<(), String> {
     if value.is_finite() && (min..=max).contains(&value) {
@@ -23,5 +34,21 @@ pub fn check_seconds(name: &str, value: f64, min: f64, max: f64) -> Result<(), S
         Err(format!(
             "{name} must be between {min} and {max} seconds, got {value}"
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seconds_are_a_number_or_a_time_with_its_unit() {
+        assert_eq!(parse_seconds("10"), Ok(10.0));
+        assert_eq!(parse_seconds("0.5"), Ok(0.5));
+        assert_eq!(parse_seconds("1.5s"), Ok(1.5));
+        assert_eq!(parse_seconds("250ms"), Ok(0.25));
+        let error = parse_seconds("ten").unwrap_err();
+        assert!(error.contains("`ten` is not a time"), "{error}");
+        assert!(parse_seconds("5x").is_err());
     }
 }

@@ -69,6 +69,16 @@ fn factor(m: &ArgMatches, name: &str) -> Result<Option<f64>, String> {
     }
 }
 
+/// `--gamma`, if given: a target utilization, above zero and at most one.
+fn target_utilization(m: &ArgMatches) -> Result<Option<f64>, String> {
+    match factor(m, "gamma")? {
+        Some(g) if g > 1.0 => Err(format!(
+            "--gamma is a target utilization, at most 1 (the papers use 0.94-0.985), got {g}"
+        )),
+        other => Ok(other),
+    }
+}
+
 /// The two directions' links and routers from the shared options.
 pub fn directions(m: &ArgMatches) -> Result<(Direction, Direction), String> {
     let spec = |name: &str| -> Result<Option<LinkSpec>, String> { parsed::<LinkSpec>(m, name) };
@@ -108,7 +118,7 @@ impl RouterOptions {
             queue_sample: with(m, "queue-sample", parse_time)?,
             capacity: with(m, "capacity", parse_rate)?,
             threshold: with(m, "classic-threshold", parse_size)?,
-            gamma: factor(m, "gamma")?,
+            gamma: target_utilization(m)?,
             kappa_q: factor(m, "kappa-q")?,
             k1: factor(m, "k1")?,
             flows: in_range::<usize>(m, "flows", 1, FlowTableConfig::MAX_CAPACITY)?,

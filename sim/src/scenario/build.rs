@@ -10,7 +10,7 @@ use super::file::{FlowGroup, LinkEntry, ParetoEntry};
 use super::quantity::{Buffer, Time};
 use super::topology::{Duplex, DuplexSpec, Network};
 use super::{Overrides, Scenario};
-use crate::engine::{BufferLimit, FeedbackPath, FlowSpec, Nanos, ParetoSpec, SimConfig, SECOND};
+use crate::engine::{BufferLimit, FeedbackPath, FlowSpec, Nanos, ParetoSpec, SimConfig};
 use crate::protocol::Protocol;
 use crate::rng::Rng;
 
@@ -50,7 +50,7 @@ impl Scenario {
         for (pi, source) in f.pareto.iter().enumerate() {
             b.add_pareto_source(pi, source)?;
         }
-        let sample = f.sample.map_or(SECOND / 10, |t| t.0.max(1_000_000));
+        let sample = self.sample()?;
         let measure_from = f.measure_from.map_or(0, |t| t.0);
         Ok(b.net.into_config(duration, seed, sample, measure_from))
     }

@@ -24,6 +24,8 @@ use crate::protocol::Protocol;
 
 /// Longest simulated time a scenario may ask for: a day.
 pub const MAX_DURATION: Nanos = 86_400 * SECOND;
+/// The shortest time-series sampling period.
+const MIN_SAMPLE: Nanos = 1_000_000;
 /// Memory a scenario's flows and time series may take.
 pub const MEMORY_BUDGET: u64 = 4 << 30;
 /// A flow's state in the simulator, bytes (its specification, law, sender
@@ -128,6 +130,20 @@ impl Scenario {
         Ok(())
     }
 
+    /// The time-series sampling period: 100 ms unless the file says, and at
+    /// least 1 ms.
+    pub(super) fn sample(&self) -> Result<Nanos, String> {
+        match self.file.sample {
+            None => Ok(SECOND / 10),
+            Some(t) if t.0 >= MIN_SAMPLE => Ok(t.0),
+            Some(t) => Err(format!(
+                "{}: sample: must be at least 1 ms, got {} ms",
+                self.origin,
+                t.0 as f64 / 1e6
+            )),
+        }
+    }
+
     /// Checks what the scenario would cost before anything is allocated:
     /// a simulated duration of at most [`MAX_DURATION`], and flows and
     /// samples within [`MEMORY_BUDGET`].
@@ -142,7 +158,7 @@ impl Scenario {
         }
         let f = &self.file;
         let flows: u64 = f.flows.iter().map(|g| u64::from(g.get_ref().count)).sum();
-        let sample = f.sample.map_or(SECOND / 10, |t| t.0.max(1_000_000));
+        let sample = self.sample()?;
         let series = (flows + f.links.len() as u64) * (duration / sample) * BYTES_PER_SAMPLE;
         let need = flows.saturating_mul(BYTES_PER_FLOW).saturating_add(series);
         if need > MEMORY_BUDGET {
@@ -226,6 +242,19 @@ rtt = ["20ms", "40ms"]
             config.flows[0].pause,
             Some((10_000_000_000, 12_000_000_000))
         );
+    }
+
+    #[test]
+    fn a_sample_under_a_millisecond_is_refused() {
+        let set = |v: &str| vec![format!("sample={v}")];
+        let s = Scenario::parse("t", "t", TEXT, &set("500us")).unwrap();
+        let err = s.build(&Overrides::default()).unwrap_err();
+        assert!(
+            err.contains("sample: must be at least 1 ms, got 0.5 ms"),
+            "{err}"
+        );
+        let s = Scenario::parse("t", "t", TEXT, &set("1ms")).unwrap();
+        assert_eq!(s.build(&Overrides::default()).unwrap().sample, 1_000_000);
     }
 
     #[test]
