@@ -1177,19 +1177,25 @@ async fn every_scheme_beside_cubic_and_bbr() {
 /// or a call), then a Cubic download beside erc's upload, whose ACKs are
 /// the light flow on erc's direction. A light flow is limited elsewhere,
 /// so erc is told the link less what it sends, not half the link: erc
-/// gets ≥ 40 Mbit/s, the download ≥ 40 Mbit/s, and the light flow is not
-/// starved (≥ 0.3 Mbit/s).
+/// gets ≥ 40 Mbit/s, the download ≥ 40 Mbit/s, and the light flow gets
+/// about what it gets alone (≥ 0.45 Mbit/s; 0.48–0.49 alone).
 ///
 /// 2026-11-28, four runs each against the split by flow counts: erc
 /// 45.7–46.3 against 22.9–23.1 Mbit/s beside the light flow, 45.3–45.3
 /// against 22.5–23.3 beside the download; the download 46.6–47.0 against
 /// 47.0–47.9; the light flow 0.40–0.49 against 0.51–0.53 Mbit/s (its
-/// smoothed RTT the same, 41–42 ms, nothing lost; the simulator's
-/// `coexist-light` shows no change for it, so the cause is not known).
-/// Since the scheduler's weights give the ecnq queue its max-min share,
-/// three runs: erc 46.25–46.56 and 45.49–45.78 Mbit/s, the download
-/// 46.60–47.02, the light flow 0.40–0.41; 0.29–0.30 when every packet of
-/// the light flow's bursts waited for the ecnq queue's weight.
+/// smoothed RTT the same, 41–42 ms, nothing lost). Since the scheduler's
+/// weights give the ecnq queue its max-min share, three runs: erc
+/// 46.25–46.56 and 45.49–45.78 Mbit/s, the download 46.60–47.02, the light
+/// flow 0.40–0.41 (0.29–0.30 when every packet of its bursts waited for
+/// the ecnq queue's weight). The cause, found in the shim's pcap: its 3 kB
+/// window (packets of 1460, 1460 and 284 bytes) reached the receiver
+/// spread among erc's packets, and quinn acknowledged the first two at
+/// once and the third after its 25 ms ACK delay on half of the round
+/// trips (a quarter through one FIFO); its packets waited under a
+/// millisecond at the bottleneck either way. Since a small backlog leaves
+/// back to back (`SPARSE_BURST`), four runs: the light flow 0.51–0.53
+/// (0.39 in a run between them without it), erc 45.1–46.4 Mbit/s.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "long: run with --release -- --ignored"]
 async fn erc_takes_what_a_light_flow_leaves_on_the_real_stack() {
@@ -1210,7 +1216,7 @@ async fn erc_takes_what_a_light_flow_leaves_on_the_real_stack() {
         (
             "a light cubic flow",
             &light as &(dyn Fn(usize, &mut ClientConfig) + Sync),
-            0.3,
+            0.45,
         ),
         ("a cubic download", &download, 40.0),
     ] {
