@@ -1194,7 +1194,7 @@ async fn every_scheme_beside_cubic_and_bbr() {
 /// once and the third after its 25 ms ACK delay on half of the round
 /// trips (a quarter through one FIFO); its packets waited under a
 /// millisecond at the bottleneck either way. Since a small backlog leaves
-/// back to back (`SPARSE_BURST`), four runs: the light flow 0.51–0.53
+/// back to back (`SPARSE_BURST`), five runs: the light flow 0.51–0.54
 /// (0.39 in a run between them without it), erc 45.1–46.4 Mbit/s.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "long: run with --release -- --ignored"]

@@ -553,8 +553,9 @@ impl<P: Queued> Bottleneck<P> {
 
     /// Keeps a sparse class's backlog together: when the classic or L4S
     /// queue's first turn since it was empty comes while it holds at most
-    /// [`SPARSE_BURST`], what it holds then leaves back to back; a packet
-    /// of `len` bytes from `class` is starting.
+    /// [`SPARSE_BURST`] and light flows leave the ecnq queue more than an
+    /// equal split, what it holds then leaves back to back; a packet of
+    /// `len` bytes from `class` is starting.
     fn note_burst(&mut self, class: usize, len: u32) {
         let len = u64::from(len);
         let fresh = std::mem::take(&mut self.fresh[class]);
@@ -563,7 +564,8 @@ impl<P: Queued> Bottleneck<P> {
             _ if self.discipline == Discipline::Dual
                 && fresh
                 && class != Class::Ecnq as usize
-                && self.bytes[class] <= SPARSE_BURST =>
+                && self.bytes[class] <= SPARSE_BURST
+                && self.share > LIGHT_MARGIN * self.flows.equal_share() =>
             {
                 Some((class, self.bytes[class] - len))
             }
@@ -792,12 +794,19 @@ const SPARSE_BACKLOG: u64 = 3_000;
 /// once and the third after its 25 ms ACK delay: a Cubic flow held to a
 /// 3 kB window beside erc waited for that timer on half of its round
 /// trips, against a quarter through one FIFO, and got 0.39 Mbit/s where
-/// it got 0.49 alone; back to back, 0.51–0.53 (`erc_takes_what_a_light_
+/// it got 0.49 alone; back to back, 0.51–0.54 (`erc_takes_what_a_light_
 /// flow_leaves_on_the_real_stack`; its packets waited under a millisecond
 /// at the bottleneck either way). Only a queue's first turn after it was
 /// empty starts such a run, so that a long backlog draining down still
-/// takes turns.
+/// takes turns, and only while light flows leave the ecnq queue more than
+/// an equal split: a greedy Cubic flow's queue, emptied by its own
+/// reductions, refills in ACK-clocked pairs that would otherwise run
+/// ahead of erc's packets.
 const SPARSE_BURST: u64 = 6_000;
+
+/// How far above the equal split the ecnq queue's share must be for light
+/// flows to count as there (the two are computed apart).
+const LIGHT_MARGIN: f64 = 1.01;
 
 /// Flows seen in each class, counted over measurement intervals. A flow
 /// counts from its second packet in an interval: a flood of one-packet
