@@ -1601,11 +1601,11 @@ mod tests {
     /// A light flow's window leaves back to back, not spread among the
     /// ecnq queue's packets (a receiver that acknowledges every second
     /// packet would hold the third for its ACK delay); a backlog beyond
-    /// [`SPARSE_BURST`] takes turns.
+    /// [`SPARSE_BURST`], or one of a flow that is not light, takes turns.
     #[test]
     fn a_light_flows_window_leaves_back_to_back() {
         // The classic flow's departures, as runs between ecnq packets.
-        let runs = |window: u32| {
+        let runs = |window: u32, every: u32| {
             let mut b = link(Discipline::Dual);
             let (mut runs, mut run) = (Vec::new(), 0);
             for t in 0..2_000u32 {
@@ -1620,7 +1620,7 @@ mod tests {
                 // The ecnq flow keeps its queue from emptying.
                 let _ = b.offer(now, pkt(1, ERC, Ecn::Ect0));
                 let _ = b.offer(now + MS / 2, pkt(1, ERC, Ecn::Ect0));
-                if t % 50 == 0 {
+                if t % every == 0 {
                     for _ in 0..window {
                         let _ = b.offer(now, pkt(2, SchemeTag::UNTAGGED, Ecn::NotEct));
                     }
@@ -1628,13 +1628,20 @@ mod tests {
             }
             runs
         };
-        let light = runs(3);
+        let light = runs(3, 50);
         assert!(
             light.len() >= 15 && light.iter().all(|&r| r == 3),
             "{light:?}"
         );
-        let heavy = runs(8);
+        let heavy = runs(8, 50);
         assert!(heavy.iter().all(|&r| r < 8), "{heavy:?}");
+        // Three packets every 8 ms are not light (over half an equal
+        // split): the classes take turns, though the queue empties.
+        let greedy = runs(3, 8);
+        assert!(
+            greedy.len() >= 100 && greedy.iter().all(|&r| r < 3),
+            "{greedy:?}"
+        );
     }
 
     /// A light classic flow that speeds up (a download after a page's
