@@ -250,9 +250,6 @@ pub struct Bottleneck<P> {
     /// The share the scheduler's weights keep until a time: a fall in the
     /// share reaches them one measurement interval late.
     held: (f64, Duration),
-    /// Classes whose queue was empty when its packets now waiting began
-    /// to arrive, and which have had no turn since.
-    fresh: [bool; CLASSES],
     /// A small backlog of the classic or L4S queue leaving back to back:
     /// its class and the bytes of it still to go ([`SPARSE_BURST`]).
     burst: Option<(usize, u64)>,
@@ -291,7 +288,6 @@ impl<P: Queued> Bottleneck<P> {
             aqm_dropped: Vec::new(),
             share: 1.0,
             held: (1.0, Duration::ZERO),
-            fresh: [false; CLASSES],
             burst: None,
         }
     }
@@ -343,7 +339,6 @@ impl<P: Queued> Bottleneck<P> {
             return Err((Dropped::Overflow, packet));
         }
         if self.queues[c].is_empty() {
-            self.fresh[c] = true;
             self.flows.drained(class);
             // A class that was idle banks no credit: it starts level with
             // the busy class furthest behind. The ecnq queue's lead is its
@@ -451,7 +446,9 @@ impl<P: Queued> Bottleneck<P> {
                 self.flows.drained(waiting.class);
             }
             let len = waiting.packet.wire_len();
-            self.note_burst(class, len);
+            // The head of a backlog that met an empty queue: the class's
+            // first turn since it was empty.
+            self.note_burst(class, len, !waiting.queued_behind);
             self.bytes[class] -= u64::from(len);
             if waiting.class == Class::Ecnq {
                 self.router.on_queue(start, self.bytes[class]);
@@ -555,10 +552,10 @@ impl<P: Queued> Bottleneck<P> {
     /// queue's first turn since it was empty comes while it holds at most
     /// [`SPARSE_BURST`] and light flows leave the ecnq queue more than an
     /// equal split, what it holds then leaves back to back; a packet of
-    /// `len` bytes from `class` is starting.
-    fn note_burst(&mut self, class: usize, len: u32) {
+    /// `len` bytes from `class` is starting, `fresh` if it found its queue
+    /// empty.
+    fn note_burst(&mut self, class: usize, len: u32, fresh: bool) {
         let len = u64::from(len);
-        let fresh = std::mem::take(&mut self.fresh[class]);
         self.burst = match self.burst {
             Some((c, left)) if c == class => Some((c, left.saturating_sub(len))),
             _ if self.discipline == Discipline::Dual
