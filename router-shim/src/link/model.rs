@@ -40,7 +40,8 @@ pub trait LinkPacket: Clone {
 /// Why a packet did not make it into the queue.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DropCause {
-    /// The buffer was full (drop-tail).
+    /// The buffer was full (the arriving packet, or a heavier flow's packet
+    /// pushed out for it).
     Overflow,
     /// Emulated loss.
     Loss,
@@ -50,6 +51,16 @@ pub enum DropCause {
     Aqm,
     /// The packet was an over-share flow's excess ([`ecnq::router::policer`]).
     Policed,
+}
+
+impl From<Dropped> for DropCause {
+    fn from(why: Dropped) -> DropCause {
+        match why {
+            Dropped::Overflow => DropCause::Overflow,
+            Dropped::Aqm => DropCause::Aqm,
+            Dropped::Policed => DropCause::Policed,
+        }
+    }
 }
 
 /// Per-link counters.
@@ -299,27 +310,26 @@ impl<P: LinkPacket> Link<P> {
             self.counters.corrupted += 1;
         }
         let offered = self.bottleneck.offer(now, Carried(packet));
-        self.count_aqm_drops();
+        self.count_drops();
         let cause = match offered {
             Ok(()) => return Ok(()),
-            Err((Dropped::Policed, _)) => DropCause::Policed,
-            Err(_) => DropCause::Overflow,
+            Err((why, _)) => DropCause::from(why),
         };
         self.counters.drop(cause);
         Err(cause)
     }
 
-    fn count_aqm_drops(&mut self) {
-        let dropped = self.bottleneck.take_aqm_drops().count();
-        for _ in 0..dropped {
-            self.counters.drop(DropCause::Aqm);
+    /// Counts the packets the bottleneck dropped after queueing them.
+    fn count_drops(&mut self) {
+        for (why, _) in self.bottleneck.take_drops() {
+            self.counters.drop(DropCause::from(why));
         }
     }
 
     /// Moves every packet whose serialization ended by `now` onto the wire.
     fn serialize_until(&mut self, now: Duration) {
         while let Some((departure, Carried(packet))) = self.bottleneck.depart(now) {
-            self.count_aqm_drops();
+            self.count_drops();
             let release = if self.rng.chance(self.spec.reorder) {
                 self.counters.reordered += 1;
                 departure

@@ -6,6 +6,8 @@
 //! end of the current transmission and the head of its pipe), which keeps
 //! the event heap small however many packets are in flight.
 
+use ecnq::router::bottleneck::Dropped;
+
 use super::clock::{dur, Event, Nanos};
 use super::packet::{Packet, PacketKind};
 use super::trace::{TraceKind, TraceRecord};
@@ -77,12 +79,12 @@ impl Sim {
         let Some(bottleneck) = link.bottleneck.as_mut() else {
             return;
         };
-        let dropped: Vec<Packet> = bottleneck.take_aqm_drops().collect();
+        let dropped: Vec<(Dropped, Packet)> = bottleneck.take_drops().collect();
         let next = bottleneck.next_departure();
-        link.stats.aqm_drops += dropped.len() as u64;
+        link.stats.aqm_drops += dropped.iter().filter(|d| d.0 == Dropped::Aqm).count() as u64;
         link.stats.dropped_packets += dropped.len() as u64;
         self.counters.dropped += dropped.len() as u64;
-        for pkt in &dropped {
+        for (_, pkt) in &dropped {
             self.trace(l, TraceKind::Drop, pkt);
         }
         if was_idle {

@@ -12,7 +12,9 @@
 //!   1 ms of the link's capacity, as an L4S router's native AQM does (RFC
 //!   9332); everything
 //!   else waits in a classic queue under CoDel (RFC 8289: CE for ECT
-//!   packets, drop for Not-ECT). The scheduler splits the capacity by the
+//!   packets, drop for Not-ECT), where a light flow's few packets go
+//!   ahead of the standing queue and overflow is taken from the flow with
+//!   the most bytes waiting, as in FQ-CoDel (RFC 8290). The scheduler splits the capacity by the
 //!   number of flows active in each class, so a flow's share is the same in
 //!   every class, and Cubic's standing queue never sits in front of ecnq's
 //!   or L4S packets. The ecnq queue's routers are told its flows' max-min
@@ -158,7 +160,8 @@ pub const CLASSES: usize = 3;
 /// Why the bottleneck dropped a packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Dropped {
-    /// Its queue was full.
+    /// Its queue was full: the arriving packet, or a heavier flow's packet
+    /// pushed out for it.
     Overflow,
     /// CoDel dropped a Not-ECT packet of the classic queue.
     Aqm,
@@ -198,7 +201,20 @@ struct Waiting<P> {
     /// itself (Linux `sch_dualpi2`'s `apply_step`).
     queued_behind: bool,
     class: Class,
+    /// Its flow (0 for a packet the router cannot read).
+    flow: u64,
+    /// Whether it waits in the classic queue's sparse section
+    /// ([`Bottleneck::sparse_place`]).
+    sparse: bool,
     packet: P,
+}
+
+/// A flow's packets waiting in one class's queue.
+#[derive(Clone, Copy, Debug, Default)]
+struct FlowWaiting {
+    bytes: u64,
+    /// Of those, in the sparse section.
+    sparse: u64,
 }
 
 /// A packet that left the link, with what its wait was (see
@@ -227,6 +243,12 @@ pub struct Bottleneck<P> {
     router: RouterLink,
     queues: [VecDeque<Waiting<P>>; CLASSES],
     bytes: [u64; CLASSES],
+    /// Each class's waiting bytes by flow, for [`Bottleneck::make_room`]
+    /// and [`Bottleneck::sparse_place`].
+    flow_bytes: [HashMap<u64, FlowWaiting>; CLASSES],
+    /// How many packets at the head of the classic queue are its sparse
+    /// section.
+    sparse: usize,
     /// Bytes served per unit of weight: the scheduler serves the class
     /// that is furthest behind.
     served: [f64; CLASSES],
@@ -244,7 +266,9 @@ pub struct Bottleneck<P> {
     /// Each class's departed packets by sojourn, beside the counters so
     /// that those stay `Copy`.
     sojourns: [SojournHistogram; CLASSES],
-    aqm_dropped: Vec<P>,
+    /// Packets dropped after they were queued (CoDel's, and those
+    /// [`Bottleneck::make_room`] pushed out), with why.
+    dropped: Vec<(Dropped, P)>,
     /// The ecnq queue's max-min share of the link, a fraction.
     share: f64,
     /// The share the scheduler's weights keep until a time: a fall in the
@@ -274,6 +298,8 @@ impl<P: Queued> Bottleneck<P> {
             router: RouterLink::new(config.router, now),
             queues: [VecDeque::new(), VecDeque::new(), VecDeque::new()],
             bytes: [0; CLASSES],
+            flow_bytes: Default::default(),
+            sparse: 0,
             served: [0.0; CLASSES],
             allowance: EcnqAllowance::new(capacity, now),
             flows: ActiveFlows::new(interval, capacity, now),
@@ -285,7 +311,7 @@ impl<P: Queued> Bottleneck<P> {
             remainder: 0,
             counters: [ClassCounters::default(); CLASSES],
             sojourns: Default::default(),
-            aqm_dropped: Vec::new(),
+            dropped: Vec::new(),
             share: 1.0,
             held: (1.0, Duration::ZERO),
             burst: None,
@@ -330,11 +356,8 @@ impl<P: Queued> Bottleneck<P> {
                 return Err((Dropped::Policed, packet));
             }
         }
-        let full = match self.limit {
-            QueueLimit::Packets(n) => self.queues[c].len() as u64 >= n,
-            QueueLimit::Bytes(n) => self.bytes[c] + u64::from(len) > n,
-        };
-        if full && self.in_service.is_some() {
+        let flow = marks.map_or(0, |m| m.flow);
+        if self.in_service.is_some() && !self.make_room(class, flow, len) {
             self.counters[c].overflow += 1;
             return Err((Dropped::Overflow, packet));
         }
@@ -349,13 +372,27 @@ impl<P: Queued> Bottleneck<P> {
             }
         }
         let queued_behind = !self.queues[c].is_empty();
-        self.queues[c].push_back(Waiting {
+        let sparse = self.sparse_place(now, class, flow, len);
+        let waiting = Waiting {
             since: now,
             queued_behind,
             class,
+            flow,
+            sparse,
             packet,
-        });
+        };
+        if sparse {
+            self.queues[c].insert(self.sparse, waiting);
+            self.sparse += 1;
+        } else {
+            self.queues[c].push_back(waiting);
+        }
         self.bytes[c] += u64::from(len);
+        let waits = self.flow_bytes[c].entry(flow).or_default();
+        waits.bytes += u64::from(len);
+        if sparse {
+            waits.sparse += u64::from(len);
+        }
         if class == Class::Ecnq {
             self.router.on_queue(now, self.bytes[c]);
         }
@@ -363,6 +400,91 @@ impl<P: Queued> Bottleneck<P> {
             self.start_next(now);
         }
         Ok(())
+    }
+
+    /// Whether a packet of `flow` and `len` bytes fits in `class`'s queue.
+    /// When it does not, in the classic and L4S queues of
+    /// [`Discipline::Dual`], the flow with the most bytes waiting loses
+    /// its oldest packets to make room, unless that flow is the packet's
+    /// own, as FQ-CoDel drops from its fattest queue (RFC 8290 §4.1):
+    /// a flow that fills the queue (quinn's BBR ignores CE and overflows
+    /// it) pays for its overflow, not a light flow beside it, which
+    /// otherwise lost a third of its windows there.
+    fn make_room(&mut self, class: Class, flow: u64, len: u32) -> bool {
+        let c = class as usize;
+        let displaces = self.discipline == Discipline::Dual && class != Class::Ecnq;
+        loop {
+            let full = match self.limit {
+                QueueLimit::Packets(n) => self.queues[c].len() as u64 >= n,
+                QueueLimit::Bytes(n) => self.bytes[c] + u64::from(len) > n,
+            };
+            if !full {
+                return true;
+            }
+            let own = self.flow_bytes[c].get(&flow).map_or(0, |w| w.bytes);
+            let fattest = self.flow_bytes[c]
+                .iter()
+                // Ties go to the larger flow id, so that runs repeat.
+                .max_by_key(|&(&f, w)| (w.bytes, f))
+                .map(|(&f, w)| (f, w.bytes));
+            let Some((fat, _)) =
+                fattest.filter(|&(f, bytes)| displaces && f != flow && bytes > own)
+            else {
+                return false;
+            };
+            let Some(at) = self.queues[c].iter().position(|w| w.flow == fat) else {
+                return false;
+            };
+            let Some(waiting) = self.queues[c].remove(at) else {
+                return false;
+            };
+            self.forget(c, &waiting);
+            self.counters[c].overflow += 1;
+            self.dropped.push((Dropped::Overflow, waiting.packet));
+        }
+    }
+
+    /// Whether a classic packet of `flow` and `len` bytes goes into the
+    /// sparse section at the head of the classic queue, as FQ-CoDel serves
+    /// a new flow's first quantum before the flows with a backlog (RFC 8290
+    /// §4.2): under [`Discipline::Dual`], when the flow sends under
+    /// [`LIGHT_FLOW`] of an equal split ([`ActiveFlows::sends_lightly`]),
+    /// has nothing waiting behind the section, and holds at most
+    /// [`SPARSE_BURST`] in it with this packet. A light flow's window
+    /// otherwise waited behind a greedy flow's standing queue: beside
+    /// quinn's BBR, which fills the classic queue and ignores CE, a Cubic
+    /// flow held to a 3 kB window got a fifth of its rate alone. A flow
+    /// gains nothing over its equal split by it, and the section's packets
+    /// count in the classic queue's turns.
+    fn sparse_place(&self, now: Duration, class: Class, flow: u64, len: u32) -> bool {
+        if self.discipline != Discipline::Dual || class != Class::Classic {
+            return false;
+        }
+        let waits = self.flow_bytes[class as usize]
+            .get(&flow)
+            .copied()
+            .unwrap_or_default();
+        waits.bytes == waits.sparse
+            && waits.bytes + u64::from(len) <= SPARSE_BURST
+            && self.flows.sends_lightly(now, flow)
+    }
+
+    /// Takes a packet that leaves `class`'s queue out of its byte counts.
+    fn forget(&mut self, class: usize, waiting: &Waiting<P>) {
+        let len = u64::from(waiting.packet.wire_len());
+        self.bytes[class] -= len;
+        if waiting.sparse {
+            self.sparse -= 1;
+        }
+        if let Some(waits) = self.flow_bytes[class].get_mut(&waiting.flow) {
+            waits.bytes -= len;
+            if waiting.sparse {
+                waits.sparse -= len;
+            }
+            if waits.bytes == 0 {
+                self.flow_bytes[class].remove(&waiting.flow);
+            }
+        }
     }
 
     /// The router restarts at `now` (its process, say): the flow tables,
@@ -449,7 +571,7 @@ impl<P: Queued> Bottleneck<P> {
             // The head of a backlog that met an empty queue: the class's
             // first turn since it was empty.
             self.note_burst(class, len, !waiting.queued_behind);
-            self.bytes[class] -= u64::from(len);
+            self.forget(class, &waiting);
             if waiting.class == Class::Ecnq {
                 self.router.on_queue(start, self.bytes[class]);
             }
@@ -480,6 +602,10 @@ impl<P: Queued> Bottleneck<P> {
                     };
                     step || self.pi2.chance(p)
                 }
+                // A sparse packet's short wait must not end CoDel's
+                // dropping state for the backlog behind it: per-flow CoDel
+                // in FQ-CoDel never sees it either.
+                (_, Class::Classic) if waiting.sparse => false,
                 (_, Class::Classic) => self.codel.signal(start, sojourn, self.bytes[class]),
                 // The step on the queue's length at the link's rate, as an
                 // L4S router's queue drains when its packets go first: its
@@ -498,7 +624,7 @@ impl<P: Queued> Bottleneck<P> {
                     self.counters[class].aqm_marks += 1;
                 } else {
                     self.counters[class].aqm_drops += 1;
-                    self.aqm_dropped.push(waiting.packet);
+                    self.dropped.push((Dropped::Aqm, waiting.packet));
                     continue;
                 }
             }
@@ -615,9 +741,10 @@ impl<P: Queued> Bottleneck<P> {
         })
     }
 
-    /// Packets CoDel dropped since the last call.
-    pub fn take_aqm_drops(&mut self) -> std::vec::Drain<'_, P> {
-        self.aqm_dropped.drain(..)
+    /// Packets dropped after they were queued since the last call, with
+    /// why: CoDel's, and those pushed out for a lighter flow's packet.
+    pub fn take_drops(&mut self) -> std::vec::Drain<'_, (Dropped, P)> {
+        self.dropped.drain(..)
     }
 
     /// Waiting bytes (not the packet in service), every class.
@@ -837,6 +964,9 @@ struct ActiveFlows {
     last: [usize; CLASSES],
     /// The classic and L4S flows counted in the last whole interval.
     last_flows: HashSet<u64>,
+    /// The classic flows counted in the last whole interval, with their
+    /// bytes then ([`ActiveFlows::sends_lightly`]).
+    last_classic: HashMap<u64, (u64, Duration)>,
     /// The light flows of the last whole interval (see
     /// [`ActiveFlows::find_light_flows`]): how many, and what they are
     /// left, bytes per second.
@@ -860,6 +990,7 @@ impl ActiveFlows {
             heavy: 1.0,
             last: [0; CLASSES],
             last_flows: HashSet::new(),
+            last_classic: HashMap::new(),
             light: (0, 0.0),
             rates: Vec::new(),
         }
@@ -906,6 +1037,11 @@ impl ActiveFlows {
                 .iter()
                 .flat_map(|flows| flows.keys().copied())
                 .collect();
+        }
+        let classic = &mut self.current[Class::Classic as usize];
+        std::mem::swap(&mut self.last_classic, classic);
+        if idle {
+            self.last_classic.clear();
         }
         self.once.iter_mut().for_each(HashMap::clear);
         self.current.iter_mut().for_each(HashMap::clear);
@@ -970,6 +1106,29 @@ impl ActiveFlows {
         if newcomers > 0 {
             self.heavy = 1.0 - light_newcomers as f64 / newcomers as f64;
         }
+    }
+
+    /// Whether classic `flow` sends under [`LIGHT_FLOW`] of an equal split
+    /// of the link: over the last whole interval and this one if it was
+    /// counted in the last, else since its first packet (over half an
+    /// interval at least, so that a first window does not read as fast).
+    fn sends_lightly(&self, now: Duration, flow: u64) -> bool {
+        let c = Class::Classic as usize;
+        let (mut bytes, first) = match (self.current[c].get(&flow), self.once[c].get(&flow)) {
+            (Some(&(bytes, at)), _) => (bytes, at),
+            (None, Some(&(bytes, at))) => (u64::from(bytes), at),
+            (None, None) => (0, now),
+        };
+        let start = self.ends.saturating_sub(self.interval);
+        let span = match self.last_classic.get(&flow) {
+            Some(&(before, _)) => {
+                bytes += before;
+                now.saturating_sub(start) + self.interval
+            }
+            None => now.saturating_sub(first).max(self.interval / 2),
+        };
+        let flows = self.counts().iter().sum::<usize>().max(1);
+        (bytes as f64) < LIGHT_FLOW * self.capacity / flows as f64 * span.as_secs_f64()
     }
 
     /// `class`'s queue is empty at this moment.
@@ -1662,7 +1821,7 @@ mod tests {
                     served += u32::from(t >= 4_000);
                 }
             }
-            let drops = b.take_aqm_drops().filter(|p| p.0.flow == 2).count();
+            let drops = b.take_drops().filter(|(_, p)| p.0.flow == 2).count();
             if drops > 0 {
                 in_flight -= drops as u32;
                 window = (window / 2.0).max(1.0);
@@ -1933,6 +2092,100 @@ mod tests {
         let (why, back) = b.offer(Duration::ZERO, pkt(9, ERC, Ecn::Ect0)).unwrap_err();
         assert_eq!((why, back.0.flow), (Dropped::Overflow, 9));
         assert_eq!(b.counters(Class::Ecnq).overflow, 1);
+    }
+
+    #[test]
+    fn a_full_classic_queue_drops_from_its_fattest_flow() {
+        // The packet's hash numbers it within its flow.
+        let numbered = |flow: u64, n: u32| {
+            Pkt(PacketMarks {
+                ecn: Ecn::NotEct,
+                tag: SchemeTag::UNTAGGED,
+                hash: n,
+                flow,
+            })
+        };
+        for discipline in [Discipline::Dual, Discipline::Fifo, Discipline::DualPi2] {
+            let mut b = link(discipline);
+            b.limit = QueueLimit::Packets(10);
+            // One in service, ten waiting.
+            for n in 0..11 {
+                b.offer(Duration::ZERO, numbered(1, n)).unwrap();
+            }
+            let light = b.offer(Duration::ZERO, numbered(2, 0));
+            let pushed_out: Vec<_> = b
+                .take_drops()
+                .map(|(why, p)| (why, p.0.flow, p.0.hash))
+                .collect();
+            if discipline == Discipline::Dual {
+                // The heavy flow's oldest waiting packet makes room.
+                assert!(light.is_ok());
+                assert_eq!(pushed_out, [(Dropped::Overflow, 1, 1)]);
+                // The fattest flow's own arrival is the one dropped.
+                let (why, back) = b.offer(Duration::ZERO, numbered(1, 11)).unwrap_err();
+                assert_eq!((why, back.0.flow), (Dropped::Overflow, 1));
+                assert_eq!(b.counters(Class::Classic).overflow, 2);
+            } else {
+                // A FIFO and DualPI2 drop at the tail, as they did.
+                let (why, back) = light.unwrap_err();
+                assert_eq!((why, back.0.flow), (Dropped::Overflow, 2), "{discipline}");
+                assert!(pushed_out.is_empty(), "{discipline}");
+            }
+        }
+    }
+
+    /// Beside a greedy classic flow that keeps a standing queue, a light
+    /// one's packets go ahead of it in the dual queue's classic queue, and
+    /// CoDel goes on marking the standing queue as often as without them.
+    #[test]
+    fn a_light_classic_flow_goes_ahead_of_a_standing_queue() {
+        // Sojourns per flow, ms, over the second half of 4 s, and CoDel's
+        // marks; flow 1 greedy, flow 2 one packet every 50 ms, flow 3 one
+        // every 4 ms (over half an equal split).
+        let run = |discipline: Discipline, with_light: bool| {
+            let mut b = link(discipline);
+            let mut waits: HashMap<u64, Vec<f64>> = HashMap::new();
+            for t in 0..4_000u32 {
+                let now = MS * t;
+                while let Some(d) = b.depart_timed(now) {
+                    if t >= 2_000 {
+                        let ms = d.sojourn.as_secs_f64() * 1e3;
+                        waits.entry(d.packet.0.flow).or_default().push(ms);
+                    }
+                }
+                let _ = b.offer(now, pkt(1, SchemeTag::UNTAGGED, Ecn::Ect0));
+                let _ = b.offer(now + MS / 2, pkt(1, SchemeTag::UNTAGGED, Ecn::Ect0));
+                if with_light && t % 50 == 0 {
+                    let _ = b.offer(now, pkt(2, SchemeTag::UNTAGGED, Ecn::Ect0));
+                }
+                if t % 4 == 0 {
+                    let _ = b.offer(now, pkt(3, SchemeTag::UNTAGGED, Ecn::Ect0));
+                }
+            }
+            let of = |flow| waits.get(&flow).map_or(&[][..], Vec::as_slice);
+            let mean = |flow| of(flow).iter().sum::<f64>() / of(flow).len() as f64;
+            // The light flow's packets through, and the longest wait.
+            let light = (of(2).len(), of(2).iter().copied().fold(0.0, f64::max));
+            (
+                light,
+                mean(1),
+                mean(3),
+                b.counters(Class::Classic).aqm_marks,
+            )
+        };
+        let ((through, longest), greedy, faster, marks) = run(Discipline::Dual, true);
+        assert_eq!(through, 40);
+        assert!(longest <= 2.0, "the light flow waited up to {longest} ms");
+        assert!(greedy > 50.0 && faster > 50.0, "{greedy} / {faster} ms");
+        let (_, _, _, alone) = run(Discipline::Dual, false);
+        assert!(
+            marks as f64 >= 0.9 * alone as f64,
+            "{marks} marks, {alone} without it"
+        );
+        // DualPI2 knows no flows: the greedy flow's overflow takes the
+        // light flow's packets too.
+        let ((through, _), ..) = run(Discipline::DualPi2, true);
+        assert!(through < 20, "{through} of 40");
     }
 
     #[test]
