@@ -14,8 +14,9 @@
 //!   else waits in a classic queue under CoDel (RFC 8289: CE for ECT
 //!   packets, drop for Not-ECT), where a light flow's few packets go
 //!   ahead of the standing queue and overflow is taken from the flow with
-//!   the most bytes waiting, as in FQ-CoDel (RFC 8290). The scheduler splits the capacity by the
-//!   number of flows active in each class, so a flow's share is the same in
+//!   the most bytes waiting, as in FQ-CoDel (RFC 8290). The scheduler
+//!   splits the capacity by the number of flows active in each class, so
+//!   a flow's share is the same in
 //!   every class, and Cubic's standing queue never sits in front of ecnq's
 //!   or L4S packets. The ecnq queue's routers are told its flows' max-min
 //!   share, in which a light classic or L4S flow (an SSH session, a web
@@ -437,18 +438,16 @@ impl<P: Queued> Bottleneck<P> {
         }
     }
 
-    /// Whether a packet of `flow` and `len` bytes fits in `class`'s queue.
-    /// When it does not, in the classic and L4S queues of
-    /// [`Discipline::Dual`], the flow with the most bytes waiting (as its
-    /// arrivals left it: no search per packet, which cost 1.8 µs a packet
-    /// with 1000 flows waiting) loses its oldest packets to make room,
-    /// unless that flow is the packet's own, with no more bytes waiting
-    /// than the packet's flow, as FQ-CoDel drops from its fattest queue
-    /// (RFC 8290 §4.1):
-    /// a flow that fills the queue (quinn's BBR ignores CE and overflows
-    /// it) pays for its overflow, not a light flow beside it, which
-    /// otherwise lost a third of its windows there.
-    /// `own` is what the packet's flow has waiting.
+    /// Whether a packet of `flow` and `len` bytes fits in `class`'s queue,
+    /// where the flow has `own` bytes waiting. When it does not, in the
+    /// classic and L4S queues of [`Discipline::Dual`], the flow with the
+    /// most bytes waiting (as arrivals left it: no search per packet, which
+    /// cost 1.8 µs a packet with 1000 flows waiting) loses its oldest
+    /// packets to make room, as FQ-CoDel drops from its fattest queue (RFC
+    /// 8290 §4.1), unless it is the packet's own flow or holds no more than
+    /// `own`. A flow that fills the queue (quinn's BBR ignores CE and
+    /// overflows it) pays for its overflow, not a light flow beside it,
+    /// which otherwise lost a third of its windows there.
     fn make_room(&mut self, class: Class, flow: u64, own: u64, len: u32) -> bool {
         let c = class as usize;
         let displaces = self.queues_by_flow(class);
@@ -487,8 +486,8 @@ impl<P: Queued> Bottleneck<P> {
     /// quinn's BBR, which fills the classic queue and ignores CE, a Cubic
     /// flow held to a 3 kB window got a fifth of its rate alone. A flow
     /// gains nothing over its equal split by it, and the section's packets
-    /// count in the classic queue's turns.
-    /// `waits` is what the flow has waiting.
+    /// count in the classic queue's turns. `waits` is what the flow has
+    /// waiting in the classic queue.
     fn sparse_place(
         &self,
         now: Duration,
@@ -497,10 +496,9 @@ impl<P: Queued> Bottleneck<P> {
         waits: FlowWaiting,
         len: u32,
     ) -> bool {
-        if self.discipline != Discipline::Dual || class != Class::Classic {
-            return false;
-        }
-        waits.bytes == waits.sparse
+        class == Class::Classic
+            && self.discipline == Discipline::Dual
+            && waits.bytes == waits.sparse
             && waits.bytes + u64::from(len) <= SPARSE_BURST
             && self.flows.sends_lightly(now, flow)
     }
