@@ -1776,19 +1776,11 @@ mod tests {
         let capacity = |b: &Bottleneck<Pkt>| b.router().meter().config().capacity;
         // 1 MB/s link; the classic flow sends a 1000-byte packet every
         // 20 ms, 50 kB/s.
-        let mut b = link(Discipline::Dual);
-        let mut shares = Vec::new();
-        for t in 0..2_000u32 {
-            let now = MS * t;
-            while b.depart(now).is_some() {}
-            let _ = b.offer(now, pkt(1, ERC, Ecn::Ect0));
+        let shares = ecnq_capacities(2_000, |b, now, t| {
             if t % 20 == 0 {
                 let _ = b.offer(now, pkt(2, SchemeTag::UNTAGGED, Ecn::NotEct));
             }
-            if t % 200 == 199 {
-                shares.push(capacity(&b));
-            }
-        }
+        });
         // Its first interval: an equal split.
         assert!((shares[0] - 0.5e6).abs() < 1.0, "{shares:?}");
         let last = *shares.last().unwrap();
@@ -1801,6 +1793,48 @@ mod tests {
             2_000,
         );
         assert!((capacity(&b) - 0.5e6).abs() < 1.0, "{}", capacity(&b));
+    }
+
+    /// Light classic flows beside a greedy classic flow whose backlog never
+    /// empties are still light: only a flow with packets waiting is held
+    /// by the classic queue.
+    #[test]
+    fn light_flows_beside_a_standing_classic_queue_stay_light() {
+        let shares = ecnq_capacities(3_000, |b, now, t| {
+            // Greedy and ECN-capable: CoDel marks it, the backlog stands.
+            let _ = b.offer(now, pkt(2, SchemeTag::UNTAGGED, Ecn::Ect0));
+            // Six flows of one packet every 40 ms: 15 % of the link.
+            for flow in 10..16 {
+                if t % 40 == flow as u32 {
+                    let _ = b.offer(now, pkt(flow, SchemeTag::UNTAGGED, Ecn::Ect0));
+                }
+            }
+        });
+        // The link less the light flows, split between the two greedy ones:
+        // about 0.42 of it; counted as held, the ecnq queue got an eighth.
+        let settled = &shares[5..];
+        assert!(settled.iter().all(|&s| s > 0.35e6), "{shares:?}");
+    }
+
+    /// The ecnq queue's capacity at the end of every 200 ms of a dual
+    /// queue where an ecnq flow sends a packet every millisecond and
+    /// `classic` offers the rest at each millisecond `t`.
+    fn ecnq_capacities(
+        ms: u32,
+        mut classic: impl FnMut(&mut Bottleneck<Pkt>, Duration, u32),
+    ) -> Vec<f64> {
+        let mut b = link(Discipline::Dual);
+        let mut shares = Vec::new();
+        for t in 0..ms {
+            let now = MS * t;
+            while b.depart(now).is_some() {}
+            let _ = b.offer(now, pkt(1, ERC, Ecn::Ect0));
+            classic(&mut b, now, t);
+            if t % 200 == 199 {
+                shares.push(b.router().meter().config().capacity);
+            }
+        }
+        shares
     }
 
     /// A light flow's window leaves back to back, not spread among the
@@ -1855,35 +1889,6 @@ mod tests {
     /// per window delivered, halved on a drop. Its queue's turns leave it
     /// about what it sent while light, so it arrives at about that rate;
     /// the queue it keeps is what tells that it is held here.
-    /// Light classic flows beside a greedy classic flow whose backlog never
-    /// empties are still light: only a flow with packets waiting is held
-    /// by the classic queue.
-    #[test]
-    fn light_flows_beside_a_standing_classic_queue_stay_light() {
-        let capacity = |b: &Bottleneck<Pkt>| b.router().meter().config().capacity;
-        let mut b = link(Discipline::Dual);
-        let mut shares = Vec::new();
-        for t in 0..3_000u32 {
-            let now = MS * t;
-            while b.depart(now).is_some() {}
-            let _ = b.offer(now, pkt(1, ERC, Ecn::Ect0));
-            // Greedy and ECN-capable: CoDel marks it, the backlog stands.
-            let _ = b.offer(now, pkt(2, SchemeTag::UNTAGGED, Ecn::Ect0));
-            // Six flows of one packet every 40 ms: 15 % of the link.
-            for flow in 10..16 {
-                if t % 40 == flow as u32 {
-                    let _ = b.offer(now, pkt(flow, SchemeTag::UNTAGGED, Ecn::Ect0));
-                }
-            }
-            if t >= 1_000 && t % 100 == 0 {
-                shares.push(capacity(&b) / 1e6);
-            }
-        }
-        // The link less the light flows, split between the two greedy ones:
-        // about 0.42 of it; counted as held, the ecnq queue got an eighth.
-        assert!(shares.iter().all(|&s| s > 0.35), "{shares:?}");
-    }
-
     #[test]
     fn a_light_flow_that_speeds_up_gets_its_share_back() {
         let capacity = |b: &Bottleneck<Pkt>| b.router().meter().config().capacity;
