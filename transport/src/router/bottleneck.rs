@@ -447,7 +447,7 @@ impl<P: Queued> Bottleneck<P> {
     /// 8290 §4.1), unless it is the packet's own flow or holds no more than
     /// `own`. A flow that fills the queue (quinn's BBR ignores CE and
     /// overflows it) pays for its overflow, not a light flow beside it,
-    /// which otherwise lost a third of its windows there.
+    /// which lost 37 packets in 13 s there beside BBR.
     fn make_room(&mut self, class: Class, flow: u64, own: u64, len: u32) -> bool {
         let c = class as usize;
         let displaces = self.queues_by_flow(class);
