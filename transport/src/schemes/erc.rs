@@ -432,12 +432,14 @@ impl WrittenIndex {
     /// hears a slower one at once: its rate is not measured yet.
     fn write(&mut self, wanted: u16, position: u32, rate: f64, young: bool) -> u16 {
         let lagging = |index: u16| rate_of(index).is_some_and(|told| rate < LAGGING * told);
-        let change = if wanted > self.index {
-            young || !lagging(wanted)
-        } else {
-            !lagging(self.index)
+        let change = || {
+            if wanted > self.index {
+                young || !lagging(wanted)
+            } else {
+                !lagging(self.index)
+            }
         };
-        if wanted != self.index && (change || self.carried.complete()) {
+        if wanted != self.index && (self.carried.complete() || change()) {
             *self = WrittenIndex {
                 index: wanted,
                 carried: Digits::default(),
@@ -2220,6 +2222,25 @@ mod tests {
 
     /// A router that restarts (its flow table lost) finds the fair share
     /// again from the flows' arrivals: no flow starves.
+    #[test]
+    fn a_flow_at_its_share_hears_a_lower_one_at_once() {
+        let mut router = ErcMarker::new(ErcConfig::default(), FlowTableConfig::default());
+        let from = ErcConfig::default().young + MS * 1_000;
+        drive(&mut router, 1e6, &[2e6], Duration::ZERO, from);
+        // The share doubles for one packet, then halves: the next packets
+        // carry the slower index's digits, though the faster one's chain
+        // was not whole.
+        let mut now = from + MS * 20;
+        router.mark(now, &link(2e6, 0), &mut packet(1, 0));
+        for hash in 1..4u32 {
+            now += MS * 20;
+            let mut pkt = packet(1, hash);
+            router.mark(now, &link(0.5e6, 0), &mut pkt);
+            assert!(rate_of(router.index()).is_some_and(|rate| rate < 0.6e6));
+            assert_eq!(pkt.ecn, ecn_of(digit(router.index(), position(hash))));
+        }
+    }
+
     #[test]
     fn a_slow_flow_reads_a_share_that_moves_every_interval() {
         // One flow of 20 packets a second. Its link gives it 50 kbyte/s
