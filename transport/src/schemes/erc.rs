@@ -2220,8 +2220,6 @@ mod tests {
         );
     }
 
-    /// A router that restarts (its flow table lost) finds the fair share
-    /// again from the flows' arrivals: no flow starves.
     #[test]
     fn a_flow_at_its_share_hears_a_lower_one_at_once() {
         let mut router = ErcMarker::new(ErcConfig::default(), FlowTableConfig::default());
@@ -2271,6 +2269,8 @@ mod tests {
         assert!(rate(decoder.index()) > 0.9e6, "{}", rate(decoder.index()));
     }
 
+    /// A router that restarts (its flow table lost) finds the fair share
+    /// again from the flows' arrivals: no flow starves.
     #[test]
     fn a_restarted_router_finds_the_fair_share_again() {
         let capacity = 1e6;
