@@ -1,12 +1,15 @@
 //! The protocols a simulated flow can run: every ecnq scheme (the core's
 //! sans-IO laws and decoders) plus the simulator's NewReno and Cubic models,
-//! each with drop-tail (Not-ECT) or classic ECN (ECT(0), CE = congestion).
+//! each with drop-tail (Not-ECT) or classic ECN (ECT(0), CE = congestion),
+//! and its BBR model.
 
 use std::fmt;
 use std::str::FromStr;
 
 use ecnq::signal::{Decoder, Law, LawConfig};
 use ecnq::{Ecn, Scheme};
+
+use crate::bbr::Bbr;
 
 /// The NewReno baseline is the core's classic law (RFC 6582 window
 /// arithmetic, loss and CE as congestion), the same one ecnq senders fall
@@ -17,13 +20,36 @@ pub type NewReno = ecnq::schemes::classic::ClassicLaw;
 /// beside its advertised rate.
 pub type Cubic = ecnq::schemes::cubic::CubicLaw;
 
-/// A loss-based baseline model.
+/// A baseline model: one of the loss-based laws, with drop-tail (Not-ECT)
+/// or classic ECN (ECT(0), CE read as loss), or BBR.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Baseline {
-    /// NewReno.
+    /// NewReno, Not-ECT.
     Reno,
-    /// Cubic.
+    /// NewReno, ECT(0).
+    RenoEcn,
+    /// Cubic, Not-ECT.
     Cubic,
+    /// Cubic, ECT(0).
+    CubicEcn,
+    /// BBR v1, Not-ECT ([`crate::bbr`]).
+    Bbr,
+}
+
+impl Baseline {
+    /// Every baseline, in the order `compare` prints them.
+    const ALL: [Baseline; 5] = [
+        Baseline::Reno,
+        Baseline::RenoEcn,
+        Baseline::Cubic,
+        Baseline::CubicEcn,
+        Baseline::Bbr,
+    ];
+
+    /// Whether its packets are ECT(0).
+    fn ecn(self) -> bool {
+        matches!(self, Baseline::RenoEcn | Baseline::CubicEcn)
+    }
 }
 
 /// What one flow runs.
@@ -31,47 +57,23 @@ pub enum Baseline {
 pub enum Protocol {
     /// An ecnq scheme from the core.
     Ecnq(Scheme),
-    /// A baseline; `ecn` = classic ECN (CE read as loss) instead of drop-tail only.
-    Baseline {
-        /// Which model.
-        model: Baseline,
-        /// Whether its packets are ECT(0).
-        ecn: bool,
-    },
+    /// A baseline model.
+    Baseline(Baseline),
 }
 
 impl Protocol {
-    /// The baselines, in the order `compare` prints them.
-    const BASELINES: [Protocol; 4] = [
-        Protocol::Baseline {
-            model: Baseline::Reno,
-            ecn: false,
-        },
-        Protocol::Baseline {
-            model: Baseline::Reno,
-            ecn: true,
-        },
-        Protocol::Baseline {
-            model: Baseline::Cubic,
-            ecn: false,
-        },
-        Protocol::Baseline {
-            model: Baseline::Cubic,
-            ecn: true,
-        },
-    ];
-
     /// Every protocol, in the order `compare` prints them: the registry's
     /// schemes, then the baselines.
-    pub const ALL: [Protocol; Scheme::ALL.len() + Protocol::BASELINES.len()] = {
-        let mut list = [Protocol::BASELINES[0]; Scheme::ALL.len() + Protocol::BASELINES.len()];
+    pub const ALL: [Protocol; Scheme::ALL.len() + Baseline::ALL.len()] = {
+        let mut list =
+            [Protocol::Baseline(Baseline::Reno); Scheme::ALL.len() + Baseline::ALL.len()];
         let mut i = 0;
         while i < Scheme::ALL.len() {
             list[i] = Protocol::Ecnq(Scheme::ALL[i]);
             i += 1;
         }
         while i < list.len() {
-            list[i] = Protocol::BASELINES[i - Scheme::ALL.len()];
+            list[i] = Protocol::Baseline(Baseline::ALL[i - Scheme::ALL.len()]);
             i += 1;
         }
         list
@@ -81,22 +83,11 @@ impl Protocol {
     pub fn name(self) -> &'static str {
         match self {
             Protocol::Ecnq(s) => s.name(),
-            Protocol::Baseline {
-                model: Baseline::Reno,
-                ecn: false,
-            } => "reno",
-            Protocol::Baseline {
-                model: Baseline::Reno,
-                ecn: true,
-            } => "reno-ecn",
-            Protocol::Baseline {
-                model: Baseline::Cubic,
-                ecn: false,
-            } => "cubic",
-            Protocol::Baseline {
-                model: Baseline::Cubic,
-                ecn: true,
-            } => "cubic-ecn",
+            Protocol::Baseline(Baseline::Reno) => "reno",
+            Protocol::Baseline(Baseline::RenoEcn) => "reno-ecn",
+            Protocol::Baseline(Baseline::Cubic) => "cubic",
+            Protocol::Baseline(Baseline::CubicEcn) => "cubic-ecn",
+            Protocol::Baseline(Baseline::Bbr) => "bbr",
         }
     }
 
@@ -110,13 +101,21 @@ impl Protocol {
         matches!(self, Protocol::Ecnq(s) if s.wire().sends_probes())
     }
 
-    /// Whether the sender answers a CE mark as congestion: baselines do, and
-    /// so do schemes that never use CE as one of their codes.
+    /// Whether the sender answers a CE mark as congestion: baselines do
+    /// (BBR's law then ignores it, as it ignores loss), and so do schemes
+    /// that never use CE as one of their codes.
     pub fn ce_is_congestion(self) -> bool {
         match self {
             Protocol::Ecnq(s) => s.ce_is_congestion(),
-            Protocol::Baseline { .. } => true,
+            Protocol::Baseline(_) => true,
         }
+    }
+
+    /// Whether the law's window caps what is in flight while it paces its
+    /// own rate: BBR's does; the ecnq rate laws' windows are only what the
+    /// QUIC stack needs.
+    pub fn window_caps_paced_flight(self) -> bool {
+        self == Protocol::Baseline(Baseline::Bbr)
     }
 
     /// The codepoint a sender puts on fresh data packets: each scheme's base
@@ -124,8 +123,8 @@ impl Protocol {
     pub fn data_ecn(self) -> Ecn {
         match self {
             Protocol::Ecnq(s) => s.wire().base_ecn(),
-            Protocol::Baseline { ecn: true, .. } => Ecn::Ect0,
-            Protocol::Baseline { ecn: false, .. } => Ecn::NotEct,
+            Protocol::Baseline(b) if b.ecn() => Ecn::Ect0,
+            Protocol::Baseline(_) => Ecn::NotEct,
         }
     }
 
@@ -134,14 +133,13 @@ impl Protocol {
     pub fn law(self, config: LawConfig) -> Box<dyn Law> {
         match self {
             Protocol::Ecnq(s) => s.law(config),
-            Protocol::Baseline {
-                model: Baseline::Reno,
-                ..
-            } => Box::new(NewReno::new(config)),
-            Protocol::Baseline {
-                model: Baseline::Cubic,
-                ..
-            } => Box::new(Cubic::new(config)),
+            Protocol::Baseline(Baseline::Reno | Baseline::RenoEcn) => {
+                Box::new(NewReno::new(config))
+            }
+            Protocol::Baseline(Baseline::Cubic | Baseline::CubicEcn) => {
+                Box::new(Cubic::new(config))
+            }
+            Protocol::Baseline(Baseline::Bbr) => Box::new(Bbr::new(config)),
         }
     }
 
@@ -149,7 +147,7 @@ impl Protocol {
     pub fn decoder(self) -> Option<Box<dyn Decoder>> {
         match self {
             Protocol::Ecnq(s) => s.wire().decoder(),
-            Protocol::Baseline { .. } => None,
+            Protocol::Baseline(_) => None,
         }
     }
 }
@@ -159,12 +157,11 @@ impl Protocol {
     pub fn summary(self) -> &'static str {
         match self {
             Protocol::Ecnq(s) => s.summary(),
-            Protocol::Baseline { ecn: false, .. } => {
-                "the simulator's model, Not-ECT (drop-tail only)"
+            Protocol::Baseline(Baseline::Bbr) => {
+                "the simulator's BBR v1 model (the 2017 IETF draft), Not-ECT, loss and CE ignored"
             }
-            Protocol::Baseline { ecn: true, .. } => {
-                "the simulator's model, ECT(0), CE read as loss"
-            }
+            Protocol::Baseline(b) if b.ecn() => "the simulator's model, ECT(0), CE read as loss",
+            Protocol::Baseline(_) => "the simulator's model, Not-ECT (drop-tail only)",
         }
     }
 
@@ -191,10 +188,7 @@ impl FromStr for Protocol {
             .find(|p| p.name().eq_ignore_ascii_case(s))
             .or_else(|| {
                 s.eq_ignore_ascii_case("newreno")
-                    .then_some(Protocol::Baseline {
-                        model: Baseline::Reno,
-                        ecn: false,
-                    })
+                    .then_some(Protocol::Baseline(Baseline::Reno))
             })
             .ok_or_else(|| {
                 let names: Vec<&str> = Protocol::ALL.iter().map(|p| p.name()).collect();

@@ -33,17 +33,18 @@ impl Sim {
             }
             let len = available.min(u64::from(flow.spec.mss));
             flow.restart_if_idle(now);
-            let rate = match flow.pacing_rate() {
-                Some(rate) => Some(rate),
-                None => {
-                    let window = flow.window();
-                    if flow.bytes_in_flight > 0 && flow.bytes_in_flight + len > window.max(len) {
-                        return;
-                    }
-                    (flow.spec.pace && flow.rtt.has_sample)
-                        .then(|| PACING_GAIN * window as f64 * 1e9 / flow.rtt.srtt.max(1) as f64)
-                }
-            };
+            let paced = flow.pacing_rate();
+            let window = flow.window();
+            if (paced.is_none() || flow.spec.protocol.window_caps_paced_flight())
+                && flow.bytes_in_flight > 0
+                && flow.bytes_in_flight + len > window.max(len)
+            {
+                return;
+            }
+            let rate = paced.or_else(|| {
+                (flow.spec.pace && flow.rtt.has_sample)
+                    .then(|| PACING_GAIN * window as f64 * 1e9 / flow.rtt.srtt.max(1) as f64)
+            });
             if let Some(rate) = rate {
                 if now < flow.pace_next {
                     if !flow.pace_pending {
