@@ -597,11 +597,7 @@ impl<P: Queued> Bottleneck<P> {
     fn weights(&self, now: Duration) -> [f64; CLASSES] {
         let counts = self.flows.counts();
         let mut weights = counts.map(|n| n.max(1) as f64);
-        let share = if now < self.held.1 {
-            self.share.max(self.held.0)
-        } else {
-            self.share
-        };
+        let share = self.weighed_share(now);
         let others_waiting = self.bytes[Class::Classic as usize] + self.bytes[Class::L4s as usize];
         if self.discipline == Discipline::Dual && share < 1.0 && others_waiting >= SPARSE_BACKLOG {
             let others = (counts[Class::Classic as usize] + counts[Class::L4s as usize]) as f64;
@@ -609,6 +605,16 @@ impl<P: Queued> Bottleneck<P> {
             *ecnq = ecnq.max(share * others / (1.0 - share));
         }
         weights
+    }
+
+    /// The ecnq queue's share the weights give it at `now`: its share, or
+    /// a higher one still held after a fall.
+    fn weighed_share(&self, now: Duration) -> f64 {
+        if now < self.held.1 {
+            self.share.max(self.held.0)
+        } else {
+            self.share
+        }
     }
 
     /// Puts the next packet into service at `start`; CoDel drops at the
@@ -1979,12 +1985,7 @@ mod tests {
             for _ in 0..classic {
                 let _ = b.offer(now, pkt(2, SchemeTag::UNTAGGED, Ecn::NotEct));
             }
-            let weighed = if now < b.held.1 {
-                b.share.max(b.held.0)
-            } else {
-                b.share
-            };
-            seen.push((now, b.share, weighed));
+            seen.push((now, b.share, b.weighed_share(now)));
         }
         let fall = seen
             .iter()
