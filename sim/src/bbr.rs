@@ -244,15 +244,17 @@ impl Bbr {
         };
     }
 
+    /// The bandwidth before the first delivery-rate sample: the initial
+    /// window per smoothed RTT (1 ms without one; the draft's nominal
+    /// bandwidth).
+    fn nominal_bandwidth(&self) -> f64 {
+        let srtt = self.srtt.map_or(0.001, |s| s.as_secs_f64().max(0.001));
+        self.config.initial_window as f64 / srtt
+    }
+
     /// The pacing rate and window for the current state and estimates.
     fn set_rate_and_window(&mut self, acked: u64) {
-        let bw = match self.rate.max() {
-            Some(bw) => bw,
-            None => {
-                let srtt = self.srtt.map_or(0.001, |s| s.as_secs_f64().max(0.001));
-                self.config.initial_window as f64 / srtt
-            }
-        };
+        let bw = self.rate.max().unwrap_or_else(|| self.nominal_bandwidth());
         let rate = self.pacing_gain() * bw;
         if self.filled || rate > self.pacing {
             self.pacing = rate;
@@ -310,8 +312,8 @@ impl Law for Bbr {
     }
 
     fn pacing_rate(&self) -> Option<f64> {
-        let srtt = self.srtt?.as_secs_f64().max(0.001);
-        let start = HIGH_GAIN * self.config.initial_window as f64 / srtt;
+        self.srtt?;
+        let start = HIGH_GAIN * self.nominal_bandwidth();
         Some(if self.pacing > 0.0 {
             self.pacing
         } else {

@@ -1,6 +1,6 @@
 //! Coexistence (issue 20) as simulator assertions: ecnq flows beside Cubic
-//! (and erc beside BBR) on the dual-queue bottleneck, and every scheme through a drop-tail router
-//! that knows nothing of ecnq. Each test prints its figures
+//! (and erc beside BBR) on the dual-queue bottleneck, and every scheme
+//! through a drop-tail router that knows nothing of ecnq. Each test prints its figures
 //! (`cargo test -p ecnq-sim --test coexist_goals -- --nocapture`).
 
 use ecnq::Scheme;
@@ -17,13 +17,14 @@ fn run(name: &str, scheme: Scheme) -> Summary {
 }
 
 fn run_with(name: &str, scheme: Scheme, feedback: FeedbackPath) -> Summary {
-    run_as(name, Protocol::Ecnq(scheme), Some(feedback))
+    run_as(name, &[], Protocol::Ecnq(scheme), Some(feedback))
 }
 
-/// `name` with every flow that does not fix its own scheme on `protocol`,
-/// and the feedback path given, or the scenario's own.
-fn run_as(name: &str, protocol: Protocol, feedback: Option<FeedbackPath>) -> Summary {
-    let scenario = common::scenario(name, &[]);
+/// `name` with the fields `set` changed, every flow that does not fix its
+/// own scheme on `protocol`, and the feedback path given, or the
+/// scenario's own.
+fn run_as(name: &str, set: &[&str], protocol: Protocol, feedback: Option<FeedbackPath>) -> Summary {
+    let scenario = common::scenario(name, set);
     let o = Overrides {
         scheme: Some(protocol),
         feedback,
@@ -77,12 +78,12 @@ fn every_scheme_holds_its_share_beside_cubic_on_the_dual_queue() {
 fn erc_holds_its_share_beside_bbr_on_the_dual_queue() {
     let mut misses = Vec::new();
     for name in ["coexist-dual", "coexist-2v2", "coexist-1v4"] {
-        let scenario = common::scenario(name, &["flows.1.scheme=bbr"]);
-        let o = Overrides {
-            scheme: Some(Protocol::Ecnq(Scheme::Erc)),
-            ..Overrides::default()
-        };
-        let s = runner::run(&scenario, &o).unwrap().summary;
+        let s = run_as(
+            name,
+            &["flows.1.scheme=bbr"],
+            Protocol::Ecnq(Scheme::Erc),
+            None,
+        );
         let (ratio, util) = ratio_and_utilization(&s);
         let link = s.links.iter().find(|l| l.name == "L").unwrap();
         let queue = link.p99_class_queue_ms.ecnq.unwrap_or(0.0);
@@ -211,9 +212,10 @@ fn a_light_classic_flow_leaves_the_link_to_the_ecnq_flow() {
 #[test]
 fn erc_beside_short_flows_carries_what_cubic_carries() {
     let name = "coexist-short-flows";
-    let erc = run_as(name, Protocol::Ecnq(Scheme::Erc), None);
+    let erc = run_as(name, &[], Protocol::Ecnq(Scheme::Erc), None);
     let cubic = run_as(
         name,
+        &[],
         Protocol::Baseline(ecnq_sim::protocol::Baseline::Cubic),
         None,
     );

@@ -34,14 +34,16 @@ impl Sim {
             let len = available.min(u64::from(flow.spec.mss));
             flow.restart_if_idle(now);
             let paced = flow.pacing_rate();
-            let window = flow.window();
-            if (paced.is_none() || flow.spec.protocol.window_caps_paced_flight())
-                && flow.bytes_in_flight > 0
-                && flow.bytes_in_flight + len > window.max(len)
-            {
+            // A rate law's window is only read where it caps the flight.
+            let window = (paced.is_none() || flow.spec.protocol.window_caps_paced_flight())
+                .then(|| flow.window());
+            if window.is_some_and(|w| {
+                flow.bytes_in_flight > 0 && flow.bytes_in_flight + len > w.max(len)
+            }) {
                 return;
             }
             let rate = paced.or_else(|| {
+                let window = window?;
                 (flow.spec.pace && flow.rtt.has_sample)
                     .then(|| PACING_GAIN * window as f64 * 1e9 / flow.rtt.srtt.max(1) as f64)
             });

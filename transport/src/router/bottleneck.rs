@@ -558,15 +558,14 @@ impl<P: Queued> Bottleneck<P> {
             return;
         }
         let share = self.flows.ecnq_share();
-        let before = self.share;
+        let (before, weighed) = (self.share, self.weighed_share(now));
         self.share = share;
         // A fall is held for an interval from the moment it comes (with
         // any fall held already); only a fall from a share beside other
         // flows: the whole link, held while the first other flow counts,
         // would keep that flow from its turns for an interval.
         if share < before && before < 1.0 {
-            let held = if now < self.held.1 { self.held.0 } else { 0.0 };
-            self.held = (held.max(before), now + self.flows.interval);
+            self.held = (weighed, now + self.flows.interval);
         } else if share >= self.held.0 || now >= self.held.1 || self.held.0 >= 1.0 {
             self.held = (share, now + self.flows.interval);
         }
