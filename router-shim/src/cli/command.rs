@@ -289,7 +289,7 @@ fn marking_args() -> Vec<Arg> {
                 "dual: ecnq-tagged packets in their own queue, metered and marked against their \
                  share of the link; L4S traffic (untagged ECT(1) and CE, and Prague) in a queue \
                  CE-marked beyond 1 ms of the link; everything else in a classic queue under CoDel (CE for \
-                 ECT, drop for Not-ECT); capacity split by active flows across the three; \
+                 ECT, drop for Not-ECT, on the flow with the most bytes waiting); capacity split by active flows across the three; \
                  fifo: one drop-tail queue for everyone, as in the papers (forced or off marking \
                  always queues fifo); dualpi2: an L4S DualPI2 bottleneck that knows nothing of \
                  ecnq (RFC 9332: ECT(1) and CE in an L4S queue, the rest under PI2, coupled)",
