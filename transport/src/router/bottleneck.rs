@@ -1528,6 +1528,12 @@ mod tests {
         )
     }
 
+    /// The capacity the ecnq queue's router meters against, bytes per
+    /// second: its share of the link.
+    fn ecnq_capacity(b: &Bottleneck<Pkt>) -> f64 {
+        b.router().meter().config().capacity
+    }
+
     const MS: Duration = Duration::from_millis(1);
     const ERC: SchemeTag = SchemeTag::new(6);
 
@@ -1825,7 +1831,7 @@ mod tests {
             assert!((share - 1.0 / 3.0).abs() < 0.02, "{out:?}");
         }
         assert_eq!(b.active_flows(), [1, 1, 1]);
-        let capacity = b.router().meter().config().capacity;
+        let capacity = ecnq_capacity(&b);
         assert!((capacity - 1e6 / 3.0).abs() < 1.0, "{capacity}");
         assert!(b.counters(Class::L4s).aqm_marks > 0);
         assert_eq!(b.counters(Class::L4s).aqm_drops, 0);
@@ -1837,7 +1843,6 @@ mod tests {
     /// flow keeps its equal split.
     #[test]
     fn a_light_classic_flow_leaves_the_rest_to_the_ecnq_queue() {
-        let capacity = |b: &Bottleneck<Pkt>| b.router().meter().config().capacity;
         // 1 MB/s link; the classic flow sends a 1000-byte packet every
         // 20 ms, 50 kB/s.
         let shares = ecnq_capacities(2_000, |b, now, t| {
@@ -1856,7 +1861,11 @@ mod tests {
             &[(1, ERC, Ecn::Ect0), (2, SchemeTag::UNTAGGED, Ecn::NotEct)],
             2_000,
         );
-        assert!((capacity(&b) - 0.5e6).abs() < 1.0, "{}", capacity(&b));
+        assert!(
+            (ecnq_capacity(&b) - 0.5e6).abs() < 1.0,
+            "{}",
+            ecnq_capacity(&b)
+        );
     }
 
     /// Light classic flows beside a greedy classic flow whose backlog never
@@ -1895,7 +1904,7 @@ mod tests {
             let _ = b.offer(now, pkt(1, ERC, Ecn::Ect0));
             classic(&mut b, now, t);
             if t % 200 == 199 {
-                shares.push(b.router().meter().config().capacity);
+                shares.push(ecnq_capacity(&b));
             }
         }
         shares
@@ -1955,7 +1964,6 @@ mod tests {
     /// the queue it keeps is what tells that it is held here.
     #[test]
     fn a_light_flow_that_speeds_up_gets_its_share_back() {
-        let capacity = |b: &Bottleneck<Pkt>| b.router().meter().config().capacity;
         let mut b = link(Discipline::Dual);
         let (mut window, mut in_flight, mut served) = (2.0_f64, 0_u32, 0);
         let mut shares = Vec::new();
@@ -1988,7 +1996,7 @@ mod tests {
                 }
             }
             if t % 200 == 199 {
-                shares.push(capacity(&b));
+                shares.push(ecnq_capacity(&b));
             }
         }
         // Light at first: the ecnq queue had nearly the whole link.
@@ -2091,7 +2099,7 @@ mod tests {
             );
         }
         assert_eq!(b.active_flows(), [1, 0, 0]);
-        assert_eq!(b.router().meter().config().capacity, 1e6);
+        assert_eq!(ecnq_capacity(&b), 1e6);
     }
 
     #[test]
@@ -2107,7 +2115,7 @@ mod tests {
             ],
             1000,
         );
-        let capacity = b.router().meter().config().capacity;
+        let capacity = ecnq_capacity(&b);
         assert!((capacity - 0.25e6).abs() < 1.0, "{capacity}");
         // Alone again: the whole link.
         let mut later = MS * 1000;
@@ -2116,7 +2124,7 @@ mod tests {
             while b.depart(later).is_some() {}
             let _ = b.offer(later, pkt(1, ERC, Ecn::Ect0));
         }
-        assert_eq!(b.router().meter().config().capacity, 1e6);
+        assert_eq!(ecnq_capacity(&b), 1e6);
     }
 
     /// A sender tagged erc that ignores every signal, offering three times
