@@ -1078,8 +1078,9 @@ struct ActiveFlows {
     /// [`ActiveFlows::find_light_flows`]): how many, and what they are
     /// left, bytes per second.
     light: (usize, f64),
-    /// Classic and L4S flows this bottleneck's AQM marked or dropped in the
-    /// last [`LIMITED_HERE`], with when it last did.
+    /// Classic and L4S flows this bottleneck's AQM marked or dropped, with
+    /// when it last did; those older than [`LIMITED_HERE`] at an
+    /// interval's end leave before its light flows are found.
     signalled: HashMap<u64, Duration>,
     /// The interval's classic and L4S flows by what they would be left,
     /// with whether each was counted in the interval before: kept between
@@ -1138,6 +1139,9 @@ impl ActiveFlows {
     /// whole interval's (none after an idle one).
     fn close_interval(&mut self, idle: bool, waiting: &Waits) {
         self.light = (0, 0.0);
+        let ends = self.ends;
+        self.signalled
+            .retain(|_, at| ends.saturating_sub(*at) < LIMITED_HERE);
         if idle {
             self.last = [0; CLASSES];
             self.last_flows.clear();
@@ -1150,9 +1154,6 @@ impl ActiveFlows {
                 .flat_map(|flows| flows.keys().copied())
                 .collect();
         }
-        let ends = self.ends;
-        self.signalled
-            .retain(|_, at| ends.saturating_sub(*at) < LIMITED_HERE);
         let classic = &mut self.current[Class::Classic as usize];
         std::mem::swap(&mut self.last_classic, classic);
         if idle {
@@ -1190,13 +1191,7 @@ impl ActiveFlows {
         let start = self.ends.saturating_sub(self.interval);
         let half = self.ends.saturating_sub(self.interval / 2);
         let drained = self.drained;
-        let ends = self.ends;
         let signalled = &self.signalled;
-        let limited_here = move |flow: &u64| {
-            signalled
-                .get(flow)
-                .is_some_and(|&at| ends.saturating_sub(at) < LIMITED_HERE)
-        };
         self.rates.clear();
         self.rates.extend(
             [Class::Classic, Class::L4s]
@@ -1211,7 +1206,7 @@ impl ActiveFlows {
                     let from = if known { start } else { first.min(half) };
                     let seconds = self.ends.saturating_sub(from).as_secs_f64();
                     let rate = bytes as f64 / seconds.max(f64::EPSILON);
-                    if known && limited_here(flow) {
+                    if known && signalled.contains_key(flow) {
                         (MARKED_HEADROOM * rate, true)
                     } else if known {
                         (rate, true)
