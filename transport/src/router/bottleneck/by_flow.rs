@@ -60,13 +60,13 @@ impl<P: Queued> Bottleneck<P> {
     /// Whether a packet of `flow` and `len` bytes fits in `class`'s queue,
     /// where the flow has `own` bytes waiting. When it does not, in the
     /// classic and L4S queues of [`Discipline::Dual`], the flow with the
-    /// most bytes waiting (as arrivals left it: no search per packet, which
-    /// cost 1.8 µs a packet with 1000 flows waiting) loses its oldest
-    /// packets to make room, as FQ-CoDel drops from its fattest queue (RFC
-    /// 8290 §4.1), unless it is the packet's own flow or holds no more than
-    /// `own`. A flow that fills the queue (quinn's BBR ignores CE and
-    /// overflows it) pays for its overflow, not a light flow beside it,
-    /// which lost 37 packets in 13 s there beside BBR.
+    /// most bytes waiting (as arrivals left it: no search per packet,
+    /// which costs too much with thousands of flows waiting) loses its
+    /// oldest packets to make room, as FQ-CoDel drops from its fattest
+    /// queue (RFC 8290 §4.1), unless it is the packet's own flow or holds
+    /// no more than `own`. A flow that fills the queue (quinn's BBR ignores
+    /// CE and overflows it) pays for its overflow, not a light flow beside
+    /// it (`a_full_classic_queue_drops_from_its_fattest_flow`).
     pub(super) fn make_room(&mut self, class: Class, flow: u64, own: u64, len: u32) -> bool {
         let c = class as usize;
         let displaces = self.queues_by_flow(class);
@@ -98,12 +98,13 @@ impl<P: Queued> Bottleneck<P> {
     /// sparse section at the head of the classic queue, as FQ-CoDel serves
     /// a new flow's first quantum before the flows with a backlog (RFC 8290
     /// §4.2): under [`Discipline::Dual`], when the flow sends under
-    /// [`LIGHT_FLOW`](super::flows::LIGHT_FLOW) of an equal split ([`ActiveFlows::sends_lightly`](super::ActiveFlows::sends_lightly)),
+    /// [`LIGHT_FLOW`](super::flows::LIGHT_FLOW) of an equal split
+    /// ([`ActiveFlows::sends_lightly`](super::ActiveFlows::sends_lightly)),
     /// has nothing waiting behind the section, and holds at most
     /// [`SPARSE_BURST`] in it with this packet. A light flow's window
-    /// otherwise waited behind a greedy flow's standing queue: beside
-    /// quinn's BBR, which fills the classic queue and ignores CE, a Cubic
-    /// flow held to a 3 kB window got a fifth of its rate alone. A flow
+    /// otherwise waits behind a greedy flow's standing queue (quinn's BBR
+    /// fills the classic queue and ignores CE) and gets a fraction of its
+    /// rate (`a_light_classic_flow_goes_ahead_of_a_standing_queue`). A flow
     /// gains nothing over its equal split by it, and the section's packets
     /// count in the classic queue's turns. `waits` is what the flow has
     /// waiting in the classic queue.

@@ -13,11 +13,11 @@ impl<P: Queued> Bottleneck<P> {
     /// queue and ignores loss must not pass its drops to the flows that
     /// answer them, as FQ-CoDel keeps each flow's drops to its own queue
     /// (RFC 8290 §1.2) and AFD drops in proportion to a flow's excess.
-    /// Cubic beside BBR (`coexist-dual`, flow 0 Cubic, flow 1 BBR) got
-    /// 10.74 against 38.46 Mbit/s with the head's packet signalled, 19.57
-    /// against 29.74 with this; three Cubic flows of 10, 60 and 250 ms
-    /// (`erc-mixed-rtt --scheme cubic`), Jain's index 0.671 → 0.948. What
-    /// a flow owes is forgiven when nothing of it waits any more.
+    /// Signalling the head's packet instead starved Cubic beside BBR
+    /// (`coexist-dual`) and split three Cubic flows of different round
+    /// trips unfairly (`erc-mixed-rtt --scheme cubic`); guarded by
+    /// `codel_signals_the_flow_with_the_most_bytes_waiting`. What a flow
+    /// owes is forgiven when nothing of it waits any more.
     pub(super) fn classic_signal(&mut self, flow: u64, codel: bool) -> bool {
         let waiting = &mut self.flow_bytes[Class::Classic as usize];
         let own = waiting.get(&flow).map_or(0, |w| w.bytes);

@@ -151,22 +151,20 @@ impl ActiveFlows {
     /// with packets `waiting` at the end of an interval in which their
     /// queue never emptied: those are held here, not limited elsewhere, and
     /// a light flow that speeds up must get its share back, not be measured
-    /// at what the weights let through (a TCP-like flow took 1.2 s to climb
-    /// out of its light rate without this rule, one interval with it).
-    /// Until 2026-11-29 no flow of such a class was light: thirty short
-    /// flows in their retransmission timeouts, 2 Mbit/s together, then cut
-    /// the ecnq queue's share from 0.96 to 1/32 of the link, and erc sent
-    /// 0.7 Mbit/s for 40 s of `coexist-short-flows` (seed 2, 50 % load). A
-    /// flow counted in the last interval too sent over the whole interval.
-    /// A newcomer sent from its first packet, over half an interval at
-    /// least: a web transfer that came and went sent its bytes in a part
-    /// of the interval, and one that came just before its end is judged by
-    /// its first flight (over the whole interval erc beside
-    /// `coexist-short-flows` got 13.6–14.7 Mbit/s, over its presence alone
-    /// 27.0–27.9 with the half). A newcomer is left [`NEWCOMER_HEADROOM`]
-    /// times its rate; since every light flow is left less than what an
-    /// equal split of the rest would give it, no flow's share falls below
-    /// the equal split.
+    /// at what the weights let through
+    /// (`a_light_flow_that_speeds_up_gets_its_share_back`). The other
+    /// flows of such a class can still be light: short flows in their
+    /// retransmission timeouts beside a standing queue must not take whole
+    /// shares (`light_flows_beside_a_standing_classic_queue_stay_light`).
+    /// A flow counted in the last interval too sent over the whole
+    /// interval. A newcomer sent from its first packet, over half an
+    /// interval at least: a web transfer that came and went sent its bytes
+    /// in a part of the interval, and one that came just before its end is
+    /// judged by its first flight, not by an average that makes it look
+    /// lighter (`coexist-short-flows`). A newcomer is left
+    /// [`NEWCOMER_HEADROOM`] times its rate; since every light flow is left
+    /// less than what an equal split of the rest would give it, no flow's
+    /// share falls below the equal split.
     fn find_light_flows(&mut self, waiting: &Waits) {
         let start = self.ends.saturating_sub(self.interval);
         let half = self.ends.saturating_sub(self.interval / 2);
@@ -260,13 +258,13 @@ impl ActiveFlows {
     /// share, where a light classic or L4S flow is limited elsewhere and
     /// keeps what it sent, and the other flows, every class's, split the
     /// rest equally (a light flow's rate is under half an equal split, so
-    /// under that share too). A light flow beside an erc flow used to take
-    /// half the link's share from it and leave that half idle. A classic or
-    /// L4S flow new in this interval counts as the fraction of the last
-    /// interval's newcomers that were not light: where web transfers come
-    /// and go, each would otherwise take a whole share until the interval
-    /// ends (counted whole, erc beside `coexist-short-flows` got 22.2–23.6
-    /// Mbit/s instead of 27.0–27.9).
+    /// under that share too); an equal split would leave the light flow's
+    /// unused part of its share idle
+    /// (`a_light_classic_flow_leaves_the_rest_to_the_ecnq_queue`). A
+    /// classic or L4S flow new in this interval counts as the fraction of
+    /// the last interval's newcomers that were not light: where web
+    /// transfers come and go, each would otherwise take a whole share until
+    /// the interval ends (`coexist-short-flows`).
     pub(super) fn ecnq_share(&self) -> f64 {
         let expected = |c: Class| {
             let c = c as usize;
@@ -300,43 +298,38 @@ impl ActiveFlows {
 
 /// A classic or L4S flow sending under this fraction of what an equal
 /// split of the rest of the link would give it is limited elsewhere, and
-/// the ecnq queue's share grows by what it leaves. Half: a greedy Cubic flow's sawtooth stays above it
-/// (it cuts to 0.7 of its rate), so its share never moves with its
-/// troughs. ecnq's own rule, after RCP's flows "bottlenecked elsewhere".
+/// the ecnq queue's share grows by what it leaves. Half: a greedy Cubic
+/// flow's sawtooth stays above it (it cuts to 0.7 of its rate), so its
+/// share never moves with its troughs. ecnq's own rule, after RCP's flows
+/// "bottlenecked elsewhere".
 pub(super) const LIGHT_FLOW: f64 = 0.5;
 
 /// How long a classic or L4S flow that this bottleneck's AQM marked or
 /// dropped counts as held back here: a flow this queue signals is
 /// bottlenecked here, not elsewhere, so it is left [`MARKED_HEADROOM`]
-/// times what it sent. A second spans such a flow's marks (0.4–0.6 s
-/// apart in `a_reno_flow_marked_here_climbs_out_of_a_light_rate`); with
-/// marked flows never light, 0.5, 1, 2 and 4 s gave the same figures
-/// there and in `coexist-short-flows`. ecnq's own rule, after RCP's flows
-/// "bottlenecked elsewhere".
+/// times what it sent. A second spans a TCP-like flow's marks
+/// (`a_reno_flow_marked_here_climbs_out_of_a_light_rate`); the figures
+/// there and in `coexist-short-flows` do not depend on its exact value.
+/// ecnq's own rule, after RCP's flows "bottlenecked elsewhere".
 const LIMITED_HERE: Duration = Duration::from_secs(1);
 
 /// What a flow counted in the last interval and marked or dropped here in
 /// the last [`LIMITED_HERE`] is left, as a multiple of the rate it sent,
 /// so that it can grow. Left only its rate, a TCP flow that a deep
-/// slow-start exit put under half its share was served at about what it
-/// sent, its bursts and additive increase queued past CoDel's target, and
-/// CoDel marked it down again: kernel Reno beside erc through the testbed
-/// sat at 6–13 of 25 Mbit/s for whole runs, and the test's flow above at
-/// 13 % of the link. Never light while marked (a whole share), it cost
-/// erc 6 % of its rate beside `coexist-short-flows` at 10 % load (seeds
-/// 1–3, 42.2 → 39.8 Mbit/s, the link 0.906 → 0.859 busy), where marked
-/// transfers left their share idle; with 1.5 × its rate, 0.8 % (seeds 1
-/// and 2, 42.3 → 41.9). The same factor as [`NEWCOMER_HEADROOM`], for
-/// the same reason: the flow is still growing; 2 gave the same figures.
+/// slow-start exit put under half its share is served at about what it
+/// sends, its bursts and additive increase queue past CoDel's target, and
+/// CoDel marks it down again, for good
+/// (`a_reno_flow_marked_here_climbs_out_of_a_light_rate`). Never light
+/// while marked (a whole share), marked short transfers leave their share
+/// idle (`coexist-short-flows`). The same factor as
+/// [`NEWCOMER_HEADROOM`], for the same reason: the flow is still growing.
 const MARKED_HEADROOM: f64 = 1.5;
 
 /// What a light newcomer is left, as a multiple of the rate it sent: a
 /// short flow's slow start sends windows that double every round trip.
-/// ecnq's own figure, measured on `coexist-short-flows` (seeds 1–3): with
-/// 1 (its rate), erc got 30.6–31.8 Mbit/s and the short flows' mean
-/// completion was 0.128–0.182 s; with 1.5, 27.0–27.9 and 0.103–0.150 s;
-/// with 2, 21.7–23.1 and 0.103–0.121 s. A long Cubic flow there gets
-/// 22.3–25.6 Mbit/s, and the short flows complete in 0.120–0.131 s.
+/// ecnq's own figure, from `coexist-short-flows`: with 1 the short flows
+/// complete later than beside a long Cubic flow, with 2 the ecnq flow
+/// gets less than a long Cubic flow does there; 1.5 keeps both.
 const NEWCOMER_HEADROOM: f64 = 1.5;
 
 #[cfg(test)]
@@ -394,7 +387,8 @@ mod tests {
             }
         });
         // The link less the light flows, split between the two greedy ones:
-        // about 0.42 of it; counted as held, the ecnq queue got an eighth.
+        // about 0.42 of it (counted as held, the light flows would each
+        // take a whole share).
         let settled = &shares[5..];
         assert!(settled.iter().all(|&s| s > 0.35e6), "{shares:?}");
     }
@@ -465,13 +459,11 @@ mod tests {
         }
         // Light at first: the ecnq queue had nearly the whole link.
         assert!(shares[9] > 0.9e6, "{shares:?}");
-        // Greedy from 2 s: half of it from 2.8 s on (judged by its rate
-        // alone, it took 1.2 s to climb out of its light rate), and half
-        // the last second's packets. The ecnq flow here never slows down,
-        // and each fall in its share is held for an interval, as ecnq
-        // senders take that long to hear it: the greedy flow's window
-        // collapses once more on the way (half from 2.6 s on while falls
-        // at an interval's end reached the weights at once).
+        // Greedy from 2 s: half of it from 2.8 s on, and half the last
+        // second's packets. The ecnq flow here never slows down, and each
+        // fall in its share is held for an interval, as ecnq senders take
+        // that long to hear it: the greedy flow's window collapses once
+        // more on the way.
         assert!(
             shares[13..].iter().all(|&s| (s - 0.5e6).abs() < 1.0),
             "{shares:?}"
@@ -485,8 +477,7 @@ mod tests {
     /// its flights, so it counts as light, and it must not stay there: the
     /// queue that its bursts and additive increase build here is CoDel's
     /// to mark, and a flow marked here is limited here
-    /// ([`MARKED_HEADROOM`]). It got 13 % of the link in the last two
-    /// seconds when left only its rate.
+    /// ([`MARKED_HEADROOM`]).
     #[test]
     fn a_reno_flow_marked_here_climbs_out_of_a_light_rate() {
         const RTT: Duration = Duration::from_millis(40);

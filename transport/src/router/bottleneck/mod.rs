@@ -1,51 +1,53 @@
 //! The bottleneck of an output link, sans-IO: its queues, the scheduler
-//! between them, the classic queue's AQM, the router's meter and marker,
-//! and serialization at the link rate (docs/design.md §4, "Dual-queue
+//! between them, the AQMs, the router's meter and marker, and
+//! serialization at the link rate (docs/design.md §4, "Dual-queue
 //! bottleneck"). The simulator drives it with its virtual clock and the
 //! shim with the real one, so both run the same link.
 //!
 //! Three disciplines:
-//! * [`Discipline::Dual`] (the default): packets with an ecnq scheme tag wait
-//!   in their own queue, metered and marked against that queue's share of the
-//!   capacity; L4S traffic (untagged ECT(1) and CE, and schemes the registry
-//!   marks as L4S senders, Prague) waits in a short queue CE-marked beyond
-//!   1 ms of the link's capacity, as an L4S router's native AQM does (RFC
-//!   9332); everything
-//!   else waits in a classic queue under CoDel (RFC 8289: CE for ECT
-//!   packets, drop for Not-ECT), where a light flow's few packets go
-//!   ahead of the standing queue, and overflow and CoDel's signals are
-//!   taken from the flow with the most bytes waiting, as in FQ-CoDel (RFC
-//!   8290). The scheduler
+//! * [`Discipline::Dual`] (the default): packets with an ecnq scheme tag
+//!   wait in their own queue, metered and marked against that queue's
+//!   share of the capacity; L4S traffic (untagged ECT(1) and CE, and the
+//!   schemes the registry marks as L4S senders, Prague) waits in a short
+//!   queue CE-marked beyond 1 ms of the link's capacity, as an L4S
+//!   router's native AQM does (RFC 9332); everything else waits in a
+//!   classic queue under CoDel (RFC 8289: CE for ECT packets, drop for
+//!   Not-ECT), where a light flow's few packets go ahead of the standing
+//!   queue, and overflow and CoDel's signals are taken from the flow with
+//!   the most bytes waiting, as in FQ-CoDel (RFC 8290). The scheduler
 //!   splits the capacity by the number of flows active in each class, so
-//!   a flow's share is the same in
-//!   every class, and Cubic's standing queue never sits in front of ecnq's
-//!   or L4S packets. The ecnq queue's routers are told its flows' max-min
-//!   share, in which a light classic or L4S flow (an SSH session, a web
-//!   transfer in its slow start) keeps about what it sends, and the
-//!   scheduler's weights give the ecnq queue that share. Within its equal
-//!   split (plus 5 ms of the link) the ecnq queue goes first, so a paced
-//!   flow's bursts leave at the link's rate (`EcnqAllowance`). A
-//!   flow of the ecnq queue that keeps sending well over its fair share is
-//!   held to it ([`crate::router::policer`]).
-//! * [`Discipline::Fifo`]: one drop-tail queue metered and marked as a whole,
-//!   as in the papers' experiments.
+//!   a flow's share is the same in every class, and Cubic's standing
+//!   queue never sits in front of ecnq's or L4S packets. The ecnq queue's
+//!   routers are told its flows' max-min share, in which a light classic
+//!   or L4S flow (an SSH session, a web transfer in its slow start) keeps
+//!   about what it sends, and the scheduler's weights give the ecnq queue
+//!   that share. Within its equal split (plus 5 ms of the link) the ecnq
+//!   queue goes first, so a paced flow's bursts leave at the link's rate
+//!   (`EcnqAllowance`). A flow of the ecnq queue that keeps sending well
+//!   over its fair share is held to it ([`crate::router::policer`]).
+//! * [`Discipline::Fifo`]: one drop-tail queue metered and marked as a
+//!   whole, as in the papers' experiments.
 //! * [`Discipline::DualPi2`]: an L4S bottleneck that knows nothing of ecnq
-//!   (RFC 9332): ECT(1) and CE packets in a low-latency queue, CE-marked from
-//!   a 1 ms sojourn or with the coupled probability k·p'; the rest in a
-//!   classic queue under PI2 (CE or drop with p'²); a time-shifted FIFO
+//!   (RFC 9332): ECT(1) and CE packets in a low-latency queue, CE-marked
+//!   from a 1 ms sojourn or with the coupled probability k·p'; the rest in
+//!   a classic queue under PI2 (CE or drop with p'²); a time-shifted FIFO
 //!   between them. What ecnq flows meet at an L4S network's bottleneck.
-//!   Its update rule and gains are Linux `sch_dualpi2`'s (see `Pi2` for
-//!   the differences, none of which moved the figures). One Cubic-with-ECN
-//!   flow gets 0.57× one Prague flow's rate through it (50 Mbit/s, 40 ms,
-//!   two minutes), not the 0.9× that RFC 9332 §2.1's steady-state windows
-//!   give: with one flow of each, p' swings with Cubic's sawtooth (zero in
-//!   14 % of updates), so the classic flow's packets are marked at
-//!   1.6·E[p']² and 29 % of Prague's rounds carry no mark; held at a
-//!   constant p', Cubic gets 1.1–1.4× Prague (sim/REPRODUCTION.md, "L4S").
+//!   Its update rule and gains are Linux `sch_dualpi2`'s (`Pi2` lists the
+//!   differences). With one Cubic-with-ECN flow beside one Prague flow,
+//!   p' swings with Cubic's sawtooth, so Cubic gets less than the 0.9× of
+//!   Prague that RFC 9332 §2.1's steady-state windows give
+//!   (sim/REPRODUCTION.md, "L4S").
 //!
 //! Departure times are exact: a packet starts when the one before it ends,
 //! and `len · 8 / rate` keeps its sub-nanosecond remainder, so a caller that
 //! looks late delays nothing after it.
+//!
+//! The files, one mechanism each, with its tests: this one holds the types
+//! and the entry points ([`Bottleneck::offer`], [`Bottleneck::depart`]);
+//! `scheduler` picks the class to serve, `share` keeps the ecnq queue's
+//! share, weights and allowance, `flows` counts the active and light
+//! flows, `by_flow` keeps each flow's waiting bytes (overflow, the sparse
+//! section), `codel` and `pi2` are the AQMs.
 
 use std::collections::VecDeque;
 use std::fmt;

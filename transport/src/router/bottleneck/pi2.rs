@@ -85,9 +85,9 @@ pub(super) const PI2_TSHIFT: Duration = Duration::from_millis(30);
 /// updated every [`PI2_UPDATE`] from the queue delay and held in [0, 1],
 /// and the random draws of its marks.
 ///
-/// Where this differs from the RFC's pseudocode and Linux's qdisc, and
-/// what each difference was measured to change (sim/REPRODUCTION.md,
-/// "L4S"): the delay is the longer of the two queues' head sojourns, as
+/// Where this differs from the RFC's pseudocode and Linux's qdisc
+/// (sim/REPRODUCTION.md, "L4S", has what each was measured to change):
+/// the delay is the longer of the two queues' head sojourns, as
 /// Linux's `calculate_probability` takes it (the RFC's uses the classic
 /// queue's alone); p' is brought up to date by the first dequeue at or
 /// after each update time, not by a timer; the RFC marks through
@@ -95,8 +95,8 @@ pub(super) const PI2_TSHIFT: Duration = Duration::from_millis(30);
 /// and the classic p'² in one draw where Linux draws p' twice (the same
 /// probability); Linux never marks or drops by p' while under two MTUs
 /// wait; there is no overload mode (L4S drop once k·p' ≥ 1). None of
-/// these, nor Linux's WRR scheduler or the RFC's 0.15 / 3.0 / 15 ms gains,
-/// moved Cubic with ECN against Prague off 0.55–0.59×.
+/// these, nor Linux's WRR scheduler or the RFC's gains, moves Cubic with
+/// ECN against Prague.
 #[derive(Debug)]
 pub(super) struct Pi2 {
     p: f64,
@@ -275,8 +275,8 @@ mod tests {
     /// At a link so slow that one packet takes longer than the step, an
     /// L4S packet is marked only when it joined a waiting packet: a lone
     /// packet, or one behind the packet in service, is not (Linux's
-    /// `apply_step`). Marking every packet for its own length had Prague
-    /// at 5 % of a 10 Mbit/s link on the real stack.
+    /// `apply_step`). Marking every packet for its own length starves
+    /// Prague at a slow link.
     #[test]
     fn the_l4s_step_marks_only_a_packet_that_joined_a_queue() {
         for discipline in [Discipline::Dual, Discipline::DualPi2] {

@@ -14,11 +14,10 @@ impl<P: Queued> Bottleneck<P> {
     /// ([`EcnqAllowance`](super::share::EcnqAllowance)), which is not
     /// banked in turns.
     pub(super) fn level_idle_class(&mut self, c: usize) {
-        // Levelled only against busy classes, four BBR flows in their
-        // ProbeRTT, whose packets met empty queues while erc used the
-        // link, banked 300 kB of turns and took them at once when they
-        // came back: erc's queue overflowed (`coexist-1v4` beside BBR,
-        // seed 3: 139 packets lost, none with this).
+        // Levelled only against busy classes, flows whose packets met
+        // every queue empty (BBR in its ProbeRTT) bank turns and take them
+        // at once when they come back, and the ecnq queue overflows
+        // (`a_class_back_while_every_queue_was_empty_banks_no_turns`).
         let busy = (0..CLASSES).filter(|&o| !self.queues[o].is_empty());
         let floor = busy
             .map(|o| self.served[o])
@@ -86,14 +85,12 @@ impl<P: Queued> Bottleneck<P> {
 
 /// The most a classic or L4S queue may hold for its backlog to leave back
 /// to back once its turn comes: four full packets, a light flow's window.
-/// Interleaved with the ecnq queue's packets, such a window reached the
-/// receiver spread out, and quinn acknowledged its first two packets at
-/// once and the third after its 25 ms ACK delay: a Cubic flow held to a
-/// 3 kB window beside erc waited for that timer on half of its round
-/// trips, against a quarter through one FIFO, and got 0.39 Mbit/s where
-/// it got 0.49 alone; back to back, 0.51–0.54 (`erc_takes_what_a_light_
-/// flow_leaves_on_the_real_stack`; its packets waited under a millisecond
-/// at the bottleneck either way). Only a queue's first turn after it was
+/// Interleaved with the ecnq queue's packets, such a window reaches the
+/// receiver spread out, and a receiver that acknowledges every second
+/// packet (quinn) holds the ACK of the third for its ACK delay, so the
+/// light flow loses rate (`a_light_flows_window_leaves_back_to_back`;
+/// `erc_takes_what_a_light_flow_leaves_on_the_real_stack` in
+/// tests/e2e.rs). Only a queue's first turn after it was
 /// empty starts such a run, so that a long backlog draining down still
 /// takes turns, and only while light flows leave the ecnq queue more than
 /// an equal split: a greedy Cubic flow's queue, emptied by its own
@@ -267,8 +264,8 @@ mod tests {
     /// four BBR flows in their ProbeRTT beside erc), then all greedy. The
     /// ecnq queue's lead covers only an equal split (a fifth), so the rest
     /// of its share comes by turns; levelled only against busy classes,
-    /// the classic queue had banked about 950 packets' worth of turns, and
-    /// the ecnq queue got 15 of the next 100 packets.
+    /// the classic queue would bank its idle turns and take most of the
+    /// next packets.
     #[test]
     fn a_class_back_while_every_queue_was_empty_banks_no_turns() {
         let mut b = link(Discipline::Dual);

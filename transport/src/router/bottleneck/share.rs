@@ -8,8 +8,8 @@ use super::{Bottleneck, Class, Discipline, Queued, CLASSES};
 
 impl<P: Queued> Bottleneck<P> {
     /// The ecnq queue's capacity: its flows' max-min share of the link
-    /// ([`ActiveFlows::ecnq_share`](super::ActiveFlows::ecnq_share)); its lead, the equal split by
-    /// active flows.
+    /// ([`ActiveFlows::ecnq_share`](super::ActiveFlows::ecnq_share)); its
+    /// lead, the equal split by active flows.
     pub(super) fn update_share(&mut self, now: Duration) {
         if self.discipline != Discipline::Dual {
             return;
@@ -37,19 +37,16 @@ impl<P: Queued> Bottleneck<P> {
     /// queue's weight grows to its max-min share where light flows leave
     /// more. Weighted by counts alone, the classic queue's turns took what
     /// the ecnq routers had handed their flows whenever short flows' slow
-    /// starts queued at once (`coexist-short-flows`, seeds 1–3: the ecnq
-    /// queue full, 65–70 ms of sojourn at p99, 3.7–6.2 thousand of erc's
-    /// packets lost). A fall in the share reaches the weights an interval
-    /// after it comes, as it reaches the ecnq senders (their routers hand
-    /// out a new share when their interval ends, and the senders hear it
-    /// a round trip later): with no hold, 191–881 packets lost and a queue
-    /// p99 of 15–18 ms there. Until 2026-11-29 a fall was held only until
-    /// an interval after the share's last rise, so a fall at an interval's
-    /// end reached the weights at once: 0–71 lost and 10–13 ms there, and
-    /// beside BBR back from its ProbeRTT (`coexist-dual` with BBR) 10–20
-    /// ms; held from the fall, none lost and 1.1–2.1 ms at 30 % load
-    /// (seeds 1–3), 0.2 ms beside BBR. While the other classes hold less
-    /// than [`SPARSE_BACKLOG`], the counts alone weigh.
+    /// starts queued at once, and the ecnq queue overflowed
+    /// (`coexist-short-flows`). A fall in the share reaches the weights an
+    /// interval after it comes, as it reaches the ecnq senders (their
+    /// routers hand out a new share when their interval ends, and the
+    /// senders hear it a round trip later), also when it comes at an
+    /// interval's end: the ecnq flows would otherwise send into a queue
+    /// that no longer serves them at that rate
+    /// (`a_fall_in_the_share_is_held_for_an_interval_from_the_fall`). While
+    /// the other classes hold less than [`SPARSE_BACKLOG`], the counts
+    /// alone weigh.
     pub(super) fn weights(&self, now: Duration) -> [f64; CLASSES] {
         let counts = self.flows.counts();
         let mut weights = counts.map(|n| n.max(1) as f64);
@@ -81,21 +78,18 @@ impl<P: Queued> Bottleneck<P> {
 ///
 /// The ecnq flows are paced at, and policed to, their shares, and send a
 /// little under them (erc's router targets 98 %). Taking turns alone, their
-/// queue was served at about the rate they arrive at, so a bunch of bursts
+/// queue is served at about the rate they arrive at, so a bunch of bursts
 /// (ACKs come in batches, quinn sends what its window opens at once, the
-/// host stalls) drained at a few percent of the share behind Cubic's turns.
+/// host stalls) drains at a few percent of the share behind Cubic's turns.
 /// Going first within their share, a burst leaves at the link's rate, as a
 /// sparse flow's packets do in FQ-CoDel (RFC 8290 §4.1) and L4S packets do
 /// in DualQ (RFC 9332 §2.4), and the class still gains no more than its
-/// share plus one bucket over any span. Real stack, erc beside one Cubic
-/// flow (50 Mbit/s, 40 ms, 30 s): p99 wait per packet 1.2–1.3 ms over
-/// eight runs, against 1.3–2.2 ms over seven when the lead was a 5 ms
-/// credit granted only to an ecnq queue that had been idle, which a flow at
-/// 98 % of its share rarely is.
+/// share plus one bucket over any span. A credit granted only to an ecnq
+/// queue that had been idle does not do: a flow just under its share
+/// rarely is (`an_ecnq_flow_just_under_its_share_waits_for_nobody_else`).
 ///
 /// The other classes get none: Cubic's queue, emptied by CoDel and back,
-/// would go ahead of the ecnq packets that came meanwhile (in the
-/// simulator, 1 ms of idle credit for it tripled the ecnq queue's wait).
+/// would go ahead of the ecnq packets that came meanwhile.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct EcnqAllowance {
     /// The fill rate, bytes per second: the ecnq queue's share.
@@ -137,10 +131,9 @@ impl EcnqAllowance {
 
 /// The most the ecnq queue's allowance holds, as time at the link's rate:
 /// 5 ms, at least what a sender's transport may let out at once after
-/// quinn asked late (`session::rate_gate`'s fill span), so that such
-/// a burst too leaves at the link's rate. As an idle credit (see
-/// [`EcnqAllowance`]), 1 ms of it left erc beside 1, 2 and 4 Cubic flows
-/// waiting 2.2–6.8 ms at p99 on the real stack, 5 ms 1.0–1.9 ms.
+/// quinn asked late (`session::rate_gate`'s fill span), so that such a
+/// burst too leaves at the link's rate
+/// (`an_ecnq_burst_goes_ahead_of_the_classic_queue_by_a_millisecond`).
 const LEAD: Duration = Duration::from_millis(5);
 /// The least the allowance holds, bytes: two full packets.
 const LEAD_MIN: f64 = 3_000.0;
@@ -148,12 +141,8 @@ const LEAD_MIN: f64 = 3_000.0;
 /// Under this many bytes waiting in the classic and L4S queues, the
 /// classes take turns by their counts, not by the ecnq queue's max-min
 /// share: two full packets, a light flow's burst (a few packets per round
-/// trip), which must not wait for the ecnq queue's much larger weight.
-/// On the real stack a Cubic flow held to a 3 kB window beside erc got
-/// 0.29–0.30 Mbit/s with the share's weights for every packet, 0.40 with
-/// this, 0.43 with four packets (`erc_takes_what_a_light_flow_leaves_on_
-/// the_real_stack`); in `coexist-short-flows` erc lost 0–32 packets with
-/// the share's weights always, 0–71 with this (seeds 1–3).
+/// trip), which must not wait for the ecnq queue's much larger weight
+/// (`erc_takes_what_a_light_flow_leaves_on_the_real_stack` in tests/e2e.rs).
 const SPARSE_BACKLOG: u64 = 3_000;
 
 #[cfg(test)]
@@ -193,7 +182,7 @@ mod tests {
             }
         }
         // No packet waits for more than the packet in service and its own
-        // burst (the old lead, granted only to an idle queue: up to 7 ms).
+        // burst.
         let longest = waits.iter().max().copied();
         assert!(longest <= Some(MS * 3), "{longest:?}");
     }
