@@ -1,7 +1,7 @@
 //! One output link of a router, sans-IO: the bottleneck (queues, scheduler,
 //! AQMs, drops), the load-factor meter, the policer, and the marking
-//! pipeline that hands each packet to its scheme's marker. The router shim drives it with the real clock,
-//! the simulator with virtual time.
+//! pipeline that hands each packet to its scheme's marker. The router shim
+//! drives it with the real clock, the simulator with virtual time.
 
 pub mod bottleneck;
 pub mod marking;

@@ -25,20 +25,15 @@ pub const PROBE_EVERY: u64 = 16;
 /// Whether the `nth` datagram a probing sender sends (from 1) is a probe:
 /// every one until the sender has its first verdict
 /// ([`RouterPresence::decided`]), then every [`PROBE_EVERY`]-th.
-/// * A sender with no ecnq router on its path learns it while it is still
-///   starting and hands a starting window to Cubic (which keeps growing it
-///   in slow start), not one that its law held down while a Cubic
-///   neighbour took the link.
-/// * Before its verdict, no packet of the flow carries the scheme's own
-///   codepoint where no ecnq router raised it. With every second datagram
-///   of the first eight a probe, at a DualPI2 bottleneck with no ecnq router
-///   the scheme's ECT(1) datagrams between the probes were served first
-///   from the L4S queue and overtook them, which QUIC reads as loss (VCP,
-///   EVCP, DPCP and TPCP each declared 3 packets lost that no link dropped,
-///   `l4s_goals`), and the L4S queue's marks on them made the law decrease
-///   before Cubic took over (EVCP then got 0.49× Cubic on the real stack).
-///   Where an ecnq router is, it raises every probe to the base codepoint,
-///   so the scheme loses nothing.
+/// * A sender with no ecnq router on its path learns it while still
+///   starting, and hands Cubic a starting window to grow in slow start,
+///   not one its law held down while a Cubic neighbour took the link.
+/// * No datagram carries the scheme's own codepoint unraised before the
+///   verdict: at a DualPI2 bottleneck with no ecnq router, ECT(1) ones
+///   between the probes would overtake them from the L4S queue, which
+///   QUIC reads as loss, and that queue's marks would make the law
+///   decrease before Cubic takes over (`l4s_goals` in sim/tests). Where
+///   an ecnq router is, it raises every probe, so the scheme loses nothing.
 pub fn is_probe(nth: u64, decided: bool) -> bool {
     !decided || nth % PROBE_EVERY == 0
 }

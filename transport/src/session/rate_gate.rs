@@ -2,12 +2,10 @@
 //!
 //! quinn sends whenever its congestion window allows, and paces at 1.25 ×
 //! window / srtt. A window of rate × srtt therefore lets through rate ×
-//! srtt / (RTT + ACK delay): measured at 82–98 % of the rate per 250 ms on
-//! a 12 Mbit/s, 40 ms path, varying with the ACK delay and the queue. MCP
-//! routers read that variation as load: per 200 ms period, six flows at
-//! constant law rates arrived at 90–105 % of the link, and MCP's 98 %
-//! overload line cut stable states short. The paper's sender spaces packets
-//! at exactly 8S/R (MCP §IV-H).
+//! srtt / (RTT + ACK delay): under the rate, by an amount that varies with
+//! the ACK delay and the queue. MCP routers read that variation as load,
+//! and their overload line (98 % of the link) cuts stable states short.
+//! The paper's sender spaces packets at exactly 8S/R (MCP §IV-H).
 //!
 //! The gate gives quinn a window of what is in flight plus a token balance
 //! that fills at the law's rate, so over any stretch longer than the spacing
@@ -23,25 +21,21 @@
 //! ([`crate::signal::Law::pacing_catches_up`]): then a second balance
 //! beside the deep one holds one burst and fills at [`CATCH_UP`] times the
 //! rate, as a token bucket filter's peak rate, so what one late ask leaves
-//! goes out over the next few asks, a burst at a time. With 1 ms bursts and
-//! no catching up, erc sent 75–85 % of its rate beside Cubic on the real
-//! stack and used 92.5 % of the demo's link; catching up, 94–100 % and
-//! 96 %.
+//! goes out over the next few asks, a burst at a time. Without it a law
+//! with 1 ms bursts (erc) sends well under its rate wherever quinn asks
+//! late (`a_law_that_catches_up_sends_its_rate_when_asked_late`).
 
 use std::time::Duration;
 
 /// How long the balance may fill beyond [`DEPTH_PACKETS`], unless the law
 /// bounds its bursts closer and does not catch up: quinn asks for the
 /// window when ACKs arrive or its driver runs, which on a busy host can be
-/// milliseconds apart (tokio's timers tick every millisecond). More would
-/// let a stalled process burst onto the bottleneck when it resumes. In the
-/// demo's erc run (`ecnq-perf demo --cc erc --no-mixed`, 20 runs each,
-/// interleaved, 2026-11-28) the queue's p99 was 2.6–4.3 ms (median 3.6)
-/// at 96.1–97.7 % of the link with 4 ms, against 3.1–8.7 ms (median 4.0,
-/// three runs over 5 ms) at 96.9–98.0 % with 5 ms; at 3 ms (stop 40,
-/// eight runs) 2.8–5.2 ms at 94.5–97.6 %, under the 95 % that issue 19
-/// asks for. erc beside one, two and four Cubic flows and MCP's demo run
-/// were the same with 4 ms as with 5.
+/// milliseconds apart (tokio's timers tick every millisecond). More lets
+/// a stalled process burst onto the bottleneck when it resumes and
+/// lengthens the queue; with 3 ms the link can fall under the 95 % that
+/// issue 19 asks for (the demo's erc run, `ecnq-perf demo --cc erc
+/// --no-mixed`).
+/// `sends_its_rate_when_asked_within_the_fill_span` checks the rate.
 const FILL_SPAN: Duration = Duration::from_millis(4);
 /// Packets the balance may always hold: the two a receiver acks at once,
 /// and room for a coalesced datagram.

@@ -183,15 +183,13 @@ impl Sending {
     /// quinn paces at that gain times its window per srtt, so while less
     /// than that is in flight (a start, a return from idle) its own pacer
     /// sends at the law's rate, woken by its own timer, where the gate's
-    /// window alone held its pacer to 1.25 × what was in flight per round
-    /// trip. In the demo's erc run (eleven runs each, interleaved)
-    /// utilization went from 96.9 to 97.3 % on average, the queue's p99
-    /// unchanged (median 4.5 ms); at 400 ms RTT the late flow reached its
-    /// share in 1.7 and 2.4 s instead of 2.4 and 2.9. quinn's pacer lets
-    /// out at least ten packets at once, so a law that bounds its bursts
-    /// closer and does not catch up (Prague, under the L4S queue's 1 ms
-    /// step) gets no floor: with it Prague's demo run fell from 61 to 40 %
-    /// of the link.
+    /// window alone holds its pacer to 1.25 × what is in flight per round
+    /// trip, and a late flow on a long path takes longer to reach its share
+    /// (`once_a_start_knows_its_rate_the_pacer_sends_it`). quinn's pacer
+    /// lets out at least ten packets at once, so a law that bounds its
+    /// bursts closer and does not catch up (Prague, under the L4S queue's
+    /// 1 ms step) gets no floor: with one, Prague got much less of the
+    /// link in the demo (`ecnq-perf demo`).
     pub fn gated_window(&self, now: Duration) -> Option<u64> {
         let published = self.law_window()?;
         let Some(pace) = self.law_pace() else {
@@ -219,9 +217,8 @@ impl Sending {
     /// own pacer send its rate). A law that does not (Prague) has no floor,
     /// and what its gate accrues beyond one burst between asks is lost, so
     /// it is short with less than rate × srtt in flight: asked only as the
-    /// ACKs came once it had half of that out, two Prague flows through a
-    /// 100 Mbit/s, 200 ms path sent 17 and 15 Mbit/s at the end of a 90 s
-    /// run at pacing rates of 30 and 22 (27.5 % of the link over the run).
+    /// ACKs come once it has half of that out, Prague flows on a long fat
+    /// path send well under their pacing rates.
     pub fn under_rate(&self) -> bool {
         self.law_pace().is_some_and(|pace| {
             let in_flight = if pace.catch_up {
@@ -445,10 +442,10 @@ impl Sending {
 /// less than one full packet (`mss`) in flight, and at least one smoothed
 /// RTT since its last data packet. A writer's pause leaves a few control
 /// packets in flight (PINGs, ACKs of the receiver's reports, tens of bytes
-/// each, some never acknowledged): with "nothing in flight" as the rule, an
-/// erc flow back from a 2 s pause found 74 bytes in flight in about half
-/// the runs, took no restart and resumed at its old rate at once, and the
-/// queue's p99 after the resume was 10–12 ms instead of 3–4.
+/// each, some never acknowledged): with "nothing in flight" as the rule, a
+/// flow back from a pause often finds a few of them in flight, takes no
+/// restart, resumes at its old rate at once and builds a queue
+/// (`an_idle_gap_needs_no_data_in_flight_and_a_round_trip_of_silence`).
 pub fn idle_gap(
     in_flight: u64,
     mss: u64,
@@ -529,9 +526,7 @@ mod tests {
     /// when its first report counts a probe, so the law must not hear
     /// reports before the verdict: with no ecnq router, Cubic then takes
     /// over in slow start, as a new Cubic flow beside it runs, not in
-    /// congestion avoidance from about the initial window. (On the real
-    /// stack at a DualPI2 bottleneck, VCP beside Cubic got 0.40-0.79x
-    /// before, 0.69-1.28x after, over nine runs each.)
+    /// congestion avoidance from about the initial window.
     #[test]
     fn before_its_first_verdict_a_law_hears_no_report() {
         let ms = Duration::from_millis;

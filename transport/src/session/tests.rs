@@ -145,10 +145,8 @@ fn probes_without_an_ecnq_router_mean_classic_until_a_router_appears() {
             .expect("no router");
         // Every datagram is a probe until the verdict, and the receiver
         // reports promptly after the first few packets: it comes about two
-        // 20 ms round trips in (48 ms for VCP; 66 ms with four of the first
-        // eight datagrams probes, 154 ms with only every 16th; MCP's came
-        // after a loss, seconds in). MCP starts at 80 kbit/s, about eight
-        // packets a second, so its probes come slower (110 ms).
+        // 20 ms round trips in (48 ms for VCP). MCP starts at 80 kbit/s,
+        // about eight packets a second, so its probes come slower (110 ms).
         let bound = if scheme == Scheme::Mcp { 200 } else { 70 };
         assert!(absent < bound * MS, "{scheme}: {absent:?}");
         // Every 16th datagram is a probe; the rest carry quinn's ECT(0).
@@ -283,9 +281,8 @@ fn a_law_that_does_not_catch_up_is_under_rate_until_its_whole_rate_is_out() {
 /// quinn paces at 1.25 times its window per srtt. Given only the gate's
 /// window (what is in flight plus a burst), its pacer held a start to
 /// about a quarter more per round trip; a floor of rate × srtt / 1.25
-/// lets it send the law's rate at once. On a 200 ms path the start was
-/// short of its rate for 0.11 s after its first reading, 0.48 s without
-/// the floor.
+/// lets it send the law's rate at once: on a 200 ms path the start is
+/// short of its rate for under a round trip after its first reading.
 #[test]
 fn once_a_start_knows_its_rate_the_pacer_sends_it() {
     let mut pair = Pair::new(Scheme::Erc);
