@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::ErcMarker;
+use super::{ErcMarker, FlowState};
 use crate::schemes::erc::{index_of, rate_of, RATE_MAX, RATE_MIN};
 use crate::signal::fairness::MaxMin;
 use crate::signal::LinkState;
@@ -70,6 +70,147 @@ struct Spare {
     uncounted: bool,
 }
 
+/// What every listed flow is judged against at an interval's end.
+#[derive(Clone, Copy, Debug)]
+struct IntervalEnd {
+    now: Duration,
+    /// The interval's length, s.
+    elapsed: f64,
+    /// The interval's number: a key listed twice counts once.
+    epoch: u64,
+    /// A flow sending at least this is at the share, bytes per second.
+    reference: f64,
+    /// The index this router writes.
+    own: u16,
+    /// How long a newcomer may take to reach the share
+    /// ([`ErcConfig::young`](super::ErcConfig::young)).
+    young: Duration,
+    /// The silence that ends a flow that is not young.
+    idle: Duration,
+}
+
+/// The listed flows as an interval's end sorts them.
+#[derive(Clone, Debug)]
+struct Census {
+    /// What each flow not young would take (∞: bottlenecked here).
+    demands: Vec<f64>,
+    /// Newcomers that reached the share.
+    came: u32,
+    /// Newcomers that went quiet while young.
+    stayed_away: u32,
+    /// Young flows not yet at the share.
+    young_waiting: usize,
+    /// The longest round trip learnt, at least
+    /// [`ErcConfig::reference_span`](super::ErcConfig::reference_span).
+    longest_round: Duration,
+    /// The flows at the share that are not young, and their rates' sum.
+    at_share_flows: usize,
+    at_share_rate: f64,
+}
+
+impl Census {
+    /// Counts a flow that stays listed: at the share, young, or what it
+    /// would take.
+    fn count(&mut self, young: bool, at_share: bool, rate: f64, demand: f64) {
+        if at_share && !young {
+            self.at_share_flows += 1;
+            self.at_share_rate += rate;
+        }
+        if young && demand.is_infinite() {
+            self.young_waiting += 1;
+        } else {
+            self.demands.push(demand);
+        }
+    }
+
+    /// Whether the flows at the share sent at least [`SPARE_USED`] of
+    /// `share` on average: only then is capacity they leave spare.
+    fn used(&self, share: f64) -> bool {
+        self.at_share_flows > 0
+            && self.at_share_rate >= SPARE_USED * share * self.at_share_flows as f64
+    }
+}
+
+impl FlowState {
+    /// Ends the interval for this flow: measures it and counts it in
+    /// `census`; returns whether it stays listed.
+    fn close(&mut self, end: &IntervalEnd, census: &mut Census) -> bool {
+        if self.counted == end.epoch {
+            return false;
+        }
+        self.counted = end.epoch;
+        census.longest_round = census.longest_round.max(self.round.unwrap_or_default());
+        self.measure(end.elapsed);
+        let at_share = self.rate >= end.reference;
+        if at_share && self.arrived.take().is_some() {
+            census.came += 1;
+        }
+        let young = self.still_young(end.now, end.young);
+        if end.now.saturating_sub(self.last_packet) >= self.idle_limit(young, end.idle) {
+            if young {
+                census.stayed_away += 1;
+            }
+            self.listed = false;
+            return false;
+        }
+        census.count(
+            young,
+            at_share,
+            self.rate,
+            self.demand(young, at_share, end.own),
+        );
+        true
+    }
+
+    /// Folds the interval's bytes into the flow's averaged rate
+    /// ([`RATE_GAIN`]), so that one burst does not make it bottlenecked.
+    fn measure(&mut self, elapsed: f64) {
+        let sample = self.bytes as f64 / elapsed;
+        self.rate += RATE_GAIN * (sample - self.rate);
+        self.bytes = 0;
+    }
+
+    /// Whether the flow is still young: it counted less than `young` ago
+    /// and has not reached the share; past that it is limited elsewhere.
+    fn still_young(&mut self, now: Duration, young: Duration) -> bool {
+        if self
+            .arrived
+            .is_some_and(|at| now.saturating_sub(at) >= young)
+        {
+            self.arrived = None;
+        }
+        self.arrived.is_some()
+    }
+
+    /// The silence that ends the flow. A newcomer that has come back after
+    /// its first round trip and then went quiet for two has ended, or waits
+    /// on its application: it frees its share as any flow would. One whose
+    /// round trip is not learnt yet may be waiting for its first ACKs.
+    fn idle_limit(&self, young: bool, idle: Duration) -> Duration {
+        match (young, self.round) {
+            (true, Some(round)) => (2 * round).max(idle),
+            (true, None) => IDLE_NEWCOMER,
+            (false, _) => idle,
+        }
+    }
+
+    /// What the flow would take of the link: all it can (∞) while young or
+    /// at the share, else its rate, and no more than an upstream router's
+    /// smaller rate lets it.
+    fn demand(&self, young: bool, at_share: bool, own: u16) -> f64 {
+        let mut demand = if young || at_share {
+            f64::INFINITY
+        } else {
+            self.rate
+        };
+        if self.incoming.complete() && self.incoming.index() > own {
+            // An upstream router holds the flow to a smaller rate.
+            demand = demand.min(rate_of(self.incoming.index()).unwrap_or(f64::INFINITY));
+        }
+        demand
+    }
+}
+
 impl ErcMarker {
     fn advertise(&mut self, now: Duration, share: f64) {
         self.share = share.clamp(RATE_MIN, RATE_MAX);
@@ -106,108 +247,97 @@ impl ErcMarker {
         self.advertise(now, capacity);
     }
 
+    /// Ends a measurement interval: measures and sorts the listed flows,
+    /// holds shares for the young ones, moves the spare gain, advertises the
+    /// max-min share of what the router targets, and starts the next.
     pub(super) fn close_interval(&mut self, now: Duration, link: &LinkState) {
         let elapsed = now.saturating_sub(self.interval_start).as_secs_f64();
-        if self.packets > 0 {
-            self.packet_size = self.bytes as f64 / self.packets as f64;
-        }
+        let (queue, available) = self.target(link);
+        let mut census = self.census(now, elapsed);
+        self.reserve(&mut census);
+        self.reference_span = census.longest_round;
+        let spare = Spare {
+            elapsed,
+            available,
+            arrivals: self.bytes as f64 / elapsed,
+            used: census.used(self.share),
+            reserved: census.young_waiting > 0,
+            queued: queue > 0,
+            uncounted: self.uncounted_packets > 0,
+        };
+        self.follow_spare(spare);
+        let share = self.water_fill(available, &mut census.demands);
+        // No flow is told more than the whole target.
+        self.advertise(now, (share * self.spare_gain).min(share.max(available)));
+        self.next_interval(now);
+    }
+
+    /// The standing queue (the least seen this interval) and the rate the
+    /// router hands out: `η·C` less what drains that queue within
+    /// [`ErcConfig::drain_time`](super::ErcConfig::drain_time) (RCP's β·q/d).
+    fn target(&self, link: &LinkState) -> (u64, f64) {
         let queue = match self.queue_min {
             u64::MAX => link.queue_bytes,
             q => q,
         };
         let target = link.capacity * self.config.target_utilization
             - queue as f64 / self.config.drain_time.as_secs_f64();
-        let available = target.max(0.0);
+        (queue, target.max(0.0))
+    }
 
+    /// Measures every listed flow over the interval and sorts it (at the
+    /// share, limited elsewhere, young, or gone), so that the water-fill
+    /// knows what each would take; drops the flows that are gone.
+    fn census(&mut self, now: Duration, elapsed: f64) -> Census {
         self.epoch += 1;
-        let reference = self.reference_share() * self.config.bottlenecked_fraction;
-        let own = self.index;
-        let (epoch, young) = (self.epoch, self.config.young);
-        let idle = self.interval * IDLE_INTERVALS;
-        let mut demands: Vec<f64> = Vec::with_capacity(self.listed.len());
-        let flows = &mut self.flows;
-        let (mut came, mut stayed_away, mut young_waiting) = (0u32, 0u32, 0usize);
-        let mut longest_round = self.config.reference_span;
-        let (mut at_share_flows, mut at_share_rate) = (0usize, 0.0);
-        self.listed.retain(|&key| {
-            let Some(state) = flows.get_mut(now, key) else {
-                return false;
-            };
-            if state.counted == epoch {
-                return false;
-            }
-            state.counted = epoch;
-            longest_round = longest_round.max(state.round.unwrap_or_default());
-            let sample = state.bytes as f64 / elapsed;
-            state.rate += RATE_GAIN * (sample - state.rate);
-            state.bytes = 0;
-            let at_share = state.rate >= reference;
-            if at_share && state.arrived.take().is_some() {
-                came += 1;
-            }
-            if state
-                .arrived
-                .is_some_and(|at| now.saturating_sub(at) >= young)
-            {
-                state.arrived = None;
-            }
-            let is_young = state.arrived.is_some();
-            // A newcomer that has come back after its first round trip
-            // and then went quiet for two has ended, or waits on its
-            // application: it frees its share as any flow would.
-            let idle_limit = match (is_young, state.round) {
-                (true, Some(round)) => (2 * round).max(idle),
-                (true, None) => IDLE_NEWCOMER,
-                (false, _) => idle,
-            };
-            if now.saturating_sub(state.last_packet) >= idle_limit {
-                if is_young {
-                    stayed_away += 1;
-                }
-                state.listed = false;
-                return false;
-            }
-            if at_share && !is_young {
-                at_share_flows += 1;
-                at_share_rate += state.rate;
-            }
-            let mut demand = if is_young || at_share {
-                f64::INFINITY
-            } else {
-                state.rate
-            };
-            if state.incoming.complete() && state.incoming.index() > own {
-                // An upstream router holds the flow to a smaller rate.
-                demand = demand.min(rate_of(state.incoming.index()).unwrap_or(f64::INFINITY));
-            }
-            if is_young && demand.is_infinite() {
-                young_waiting += 1;
-            } else {
-                demands.push(demand);
-            }
-            true
-        });
-        let keep = |outcomes: u32| (1.0 - SHOW_UP_GAIN).powi(outcomes as i32);
-        self.show_up = (1.0 - (1.0 - self.show_up) * keep(came)) * keep(stayed_away);
-        let reserved = (young_waiting as f64 * self.show_up).ceil() as usize;
-        demands.extend(std::iter::repeat_n(f64::INFINITY, reserved));
-        self.reference_span = longest_round;
-        let used =
-            at_share_flows > 0 && at_share_rate >= SPARE_USED * self.share * at_share_flows as f64;
-        let arrivals = self.bytes as f64 / elapsed;
-        let spare = Spare {
+        let end = IntervalEnd {
+            now,
             elapsed,
-            available,
-            arrivals,
-            used,
-            reserved: young_waiting > 0,
-            queued: queue > 0,
-            uncounted: self.uncounted_packets > 0,
+            epoch: self.epoch,
+            reference: self.reference_share() * self.config.bottlenecked_fraction,
+            own: self.index,
+            young: self.config.young,
+            idle: self.interval * IDLE_INTERVALS,
         };
-        self.follow_spare(spare);
-        let share = self.water_fill(available, &mut demands);
-        // No flow is told more than the whole target.
-        self.advertise(now, (share * self.spare_gain).min(share.max(available)));
+        let mut census = Census {
+            demands: Vec::with_capacity(self.listed.len()),
+            came: 0,
+            stayed_away: 0,
+            young_waiting: 0,
+            longest_round: self.config.reference_span,
+            at_share_flows: 0,
+            at_share_rate: 0.0,
+        };
+        let flows = &mut self.flows;
+        self.listed.retain(|&key| {
+            flows
+                .get_mut(now, key)
+                .is_some_and(|state| state.close(&end, &mut census))
+        });
+        census
+    }
+
+    /// Learns from this interval's newcomers how many come to use their
+    /// share ([`ErcMarker::show_up`]) and holds that many shares for the
+    /// young flows waiting: shares that short flows never use go to the
+    /// flows there.
+    fn reserve(&mut self, census: &mut Census) {
+        let keep = |outcomes: u32| (1.0 - SHOW_UP_GAIN).powi(outcomes as i32);
+        self.show_up = (1.0 - (1.0 - self.show_up) * keep(census.came)) * keep(census.stayed_away);
+        let reserved = (census.young_waiting as f64 * self.show_up).ceil() as usize;
+        census
+            .demands
+            .extend(std::iter::repeat_n(f64::INFINITY, reserved));
+    }
+
+    /// Starts the next interval, as long as a flow at the share takes to
+    /// send [`ErcConfig::interval_packets`](super::ErcConfig::interval_packets)
+    /// packets of the size seen, so that rates are measured from enough
+    /// packets at any speed.
+    fn next_interval(&mut self, now: Duration) {
+        if self.packets > 0 {
+            self.packet_size = self.bytes as f64 / self.packets as f64;
+        }
         self.interval = Duration::from_secs_f64(
             (self.config.interval_packets * self.packet_size / self.share).clamp(
                 self.config.min_interval.as_secs_f64(),
