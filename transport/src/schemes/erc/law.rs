@@ -21,33 +21,28 @@ const START_RTT_MIN: Duration = Duration::from_millis(4);
 const START_RTT_MAX: Duration = Duration::from_millis(16);
 
 /// What a start that raised the delay keeps of its initial window before
-/// its chain is read. Measured on `erc-staggered` over seeds 1–8: at
-/// 1 Mbit/s (initial window 2.4 BDP) the queue's p99 was 33 packets on
-/// average with the window held, 18 with it falling to the bound, 19 at
-/// half the initial window; with 100 flows arriving 10 ms apart, 109, 136
-/// and 110: falling all the way slows the newcomers' chains there.
+/// its chain is read (ecnq's own). Holding the whole window keeps the
+/// queue it raised on a slow link; falling all the way to the bound slows
+/// the chains of newcomers that arrive close together; half does neither
+/// (`erc-staggered`; test
+/// `a_start_that_raises_the_delay_falls_to_the_partial_chains_bound`).
 const START_HOLD: f64 = 0.5;
 
 /// The longest ramp to a flow's first reading. A ramp spreads an increase
 /// the other flows have not made room for yet; room for a newcomer was made
 /// when the router counted it, a round trip or more before its chain is
 /// read, so at long RTTs a ramp over the whole round trip only leaves the
-/// share unused (its rate moves on ACKs, and a start has few). Measured on
-/// `erc-staggered`, seeds 1–4, before the start paced at its partial
-/// chain's bound: at 1 s RTT utilization 0.806 → 0.843 on average, at 200 ms 0.969 → 0.973; a step at once instead raised the
-/// queue's p99 at 10 Mbit/s and 40 ms from 0–3 packets to 4–8.
+/// share unused (its rate moves on ACKs, and a start has few). A step at
+/// once instead raises the queue at short RTTs (`erc-staggered`; test
+/// `on_a_long_path_the_first_reading_is_reached_quickly`).
 const FIRST_RAMP: Duration = Duration::from_millis(50);
 
 /// The longest burst the sender's pacing lets out at once; what quinn did
 /// not ask for in time goes out later, a burst at a time
 /// ([`Law::pacing_catches_up`]). Issue 20 asks for an ecnq queue of at
-/// most 2 ms at p99 beside Cubic. On the real stack (erc beside 1, 2 and 4
-/// Cubic flows, 50 Mbit/s, 40 ms, per packet), with the dual queue's 5 ms
-/// lead for the ecnq queue: 1.0–1.9 ms at 0.94–1.00 of Cubic's goodput
-/// per flow. Without the lead, the transport's own 5 ms bursts waited
-/// 3.4–5.2 ms at p99 of the mean wait per 50 ms; 1 ms bursts that did not
-/// catch up, 1.0–1.7 ms, but sent 75–85 % of the rate (92.5 % of the
-/// demo's link).
+/// most 2 ms at p99 beside Cubic: the transport's own 5 ms bursts waited
+/// longer than that, and 1 ms bursts that did not catch up fell short of
+/// the rate (the README's coexistence measurements).
 const BURST: Duration = Duration::from_millis(1);
 
 /// A rate moving from one value to another over a span of time.
@@ -161,10 +156,10 @@ impl ErcLaw {
     /// Paces at the partial chain's bound once it is above what the start
     /// sends, unless the delay has risen, and follows it from then on, down
     /// as well as up: the router advertises at least that rate, and more
-    /// packets complete the chain sooner. Measured on `erc-staggered` at
-    /// 1 s RTT (seeds 1–4), utilization 0.843 → 0.93 on average: a newcomer
-    /// held to its initial window needed about three round trips to read
-    /// its first chain.
+    /// packets complete the chain sooner: a newcomer on a long path held to
+    /// its initial window needs about three round trips to read its first
+    /// chain (`erc-staggered`; test
+    /// `a_partial_chain_lets_the_start_send_the_slowest_rate_it_can_spell`).
     fn send_the_bound(&mut self, now: Duration) {
         let Some(bound) = self.bound else {
             return;
@@ -491,8 +486,8 @@ mod tests {
     /// moves the advertised part only: the window stays where the loss put
     /// it. Ramping from the Cubic rate released the hold at every new
     /// index, so behind an erc router whose share wobbled between two
-    /// levels, a flow at a DualPI2 bottleneck downstream took 38.69 of 50
-    /// Mbit/s and left Cubic 1.48, at 10.6 % loss (`l4s-erc-then-dualpi2`).
+    /// levels, a flow at a DualPI2 bottleneck downstream took most of the
+    /// link from Cubic (`l4s-erc-then-dualpi2`).
     #[test]
     fn a_new_index_keeps_a_loss_reduction() {
         let (_, rtt, mut law, _) = told_1_mbyte_per_s();

@@ -34,10 +34,11 @@
 //! # Router ([`ErcMarker`])
 //! Every interval (about 16 packets of a fair-share flow, 10–250 ms) the
 //! router measures each flow's arrival rate (bounded, expiring
-//! [`FlowTable`](crate::signal::flow_table::FlowTable)) and computes the max-min fair share of the capacity it
-//! targets: `η·C`, less what drains the queue it saw within
-//! [`ErcConfig::drain_time`]. Other schemes' flows in the same queue
-//! ([`Marker::observe`](crate::signal::Marker::observe)) count as flows alike. Flows that send
+//! [`FlowTable`](crate::signal::flow_table::FlowTable)) and computes the
+//! max-min fair share of the capacity it targets: `η·C`, less what drains
+//! the queue it saw within [`ErcConfig::drain_time`]. Other schemes' flows
+//! in the same queue ([`Marker::observe`](crate::signal::Marker::observe))
+//! count as flows alike. Flows that send
 //! well under the share are limited elsewhere (or by their application)
 //! and keep their rate; the rest split what is left (water-filling). A new
 //! flow counts as one more bottlenecked flow from its tenth packet on (no

@@ -35,13 +35,12 @@ pub struct ErcConfig {
     pub interval_packets: f64,
     /// A new flow counts as bottlenecked here until it first sends at the
     /// share, whatever it sends before: it needs a chain and a round trip
-    /// before it can, which on a long path takes seconds (on a 1 s path
-    /// about two since its start paces at its partial chain's bound, four
-    /// before: three round trips of slow start for the ~30 packets that
-    /// complete a chain, and one for the report and the ramp). A flow that
-    /// has not reached the share after this long is limited elsewhere. At
-    /// 3 s, each newcomer on a 1 s path lost its reserved share a second
-    /// before it came to use it and found a queue of 575 packets (p99).
+    /// before it can, which on a long path takes seconds (about two on a
+    /// 1 s path, its start pacing at its partial chain's bound). A flow that
+    /// has not reached the share after this long is limited elsewhere.
+    /// Shorter, a newcomer on a 1 s path loses its reserved share before it
+    /// comes to use it and finds a queue (sim test
+    /// `a_1_s_path_keeps_the_queue_empty_while_newcomers_start`).
     pub young: Duration,
     /// A flow sending at least this fraction of the smallest share the
     /// router advertised over the last [`ErcConfig::reference_span`] is
@@ -82,8 +81,9 @@ const LONGEST_ROUND: Duration = Duration::from_secs(3);
 /// A packet this long or longer carries data. The return direction of
 /// a flow in the other direction carries only ACKs (QUIC's are 60–90 bytes
 /// on the wire, the simulator's 40), which will never use a share: counted
-/// as newcomers, they held one each for [`ErcConfig::young`] (in
-/// `bmcc-fig2-4`, five flows each way, half the link for the first 4 s).
+/// as newcomers, they held one each for [`ErcConfig::young`], and left
+/// much of the link idle at the start of `bmcc-fig2-4` (flows each way;
+/// `a_flow_of_acks_never_becomes_a_newcomer`).
 /// A sender's first flight is full-sized (QUIC pads its first packet to
 /// 1200 bytes). ecnq's own.
 const DATA_PACKET: u32 = 256;
@@ -156,10 +156,10 @@ pub struct ErcMarker {
     newcomer_index: u16,
     /// The fraction of recent newcomers that came to send at the share,
     /// rather than ending while young. One still under the share when its
-    /// youth ends counts neither way (counted as ended, it moved no erc
-    /// scenario and no AFCT, 2026-11-27). Young flows reserve this many
-    /// shares each: where most flows are short, the shares they would
-    /// never use go to the flows that are there.
+    /// youth ends counts neither way. Young flows reserve this many shares
+    /// each: where most flows are short, the shares they would never use go
+    /// to the flows that are there
+    /// (`where_newcomers_end_young_they_reserve_fewer_shares`).
     show_up: f64,
     /// How far back [`ErcMarker::reference_share`] looks: the longest round
     /// trip learnt among the flows, at least [`ErcConfig::reference_span`].
@@ -312,8 +312,8 @@ impl Marker for ErcMarker {
         // before it counted: they carry the share that counts it, and so
         // does the packet that makes it count. Written with the share from
         // before, that one packet mixed two indices into the chain, which
-        // spells a third: at 1 s RTT a newcomer read 62 Mbit/s where the
-        // router wrote 33.
+        // spells a third, unrelated share
+        // (`a_newcomers_first_chain_spells_the_share_that_counts_it`).
         let young = state.packets < DIGITS || arrived;
         let wanted = if young { newcomer_index } else { index };
         let own = state.written.write(wanted, position, state.rate, young);
@@ -337,10 +337,11 @@ impl Marker for ErcMarker {
     /// flow does, so it counts in the max-min computation as one: at the
     /// share, limited elsewhere at its rate, or, if its law answers this
     /// router's load signal (the paper schemes), young. Left out, as other
-    /// traffic the share is computed after, it was starved: in the demo's
-    /// mixed run erc held 36.7 of the ecnq queue's 35 Mbit/s and the six
-    /// paper schemes beside it, reading high load, 0.5–1.2 each; in one
-    /// FIFO beside Cubic, erc got 0.5 of 10 Mbit/s.
+    /// traffic the share is computed after, it was starved: erc took the
+    /// ecnq queue from the paper schemes beside it, which read high load and
+    /// never grew, and in one FIFO Cubic left erc almost nothing
+    /// (`erc-beside-paper-schemes`;
+    /// `another_schemes_flows_in_the_queue_count_as_flows`).
     fn observe(&mut self, now: Duration, link: &LinkState, pkt: &PacketMarks) {
         if !self.serving(now) {
             return;

@@ -42,12 +42,12 @@ const SPARE_MAX: f64 = 8.0;
 /// The least the gain falls to while flows that do not count yet send:
 /// their first packets (initial windows) are traffic no share accounts
 /// for, which a stream of newcomers keeps up; the gain answers the excess
-/// arrivals it brings, as RCP's rate answers its arrival rate. ecnq's own,
-/// measured on `erc-staggered` with 100 flows arriving 10 ms apart (seeds
-/// 1–8): queue p99 64–151 packets at a floor of 1, 9–13 at 0.9 (utilization
-/// 0.984 → 0.982), 114–161 at 0.5 (it swings). With no newcomer sending
-/// the floor stays 1: a floor of 0.9 at all times cost the demo's erc run
-/// 0.8 points of utilization (real senders' bursts exceed the target).
+/// arrivals it brings, as RCP's rate answers its arrival rate. ecnq's own:
+/// with flows arriving 10 ms apart (`erc-staggered`), a floor of 1 let
+/// their first packets stand in the queue, and a floor of 0.5 made the
+/// gain swing. With no newcomer sending the floor stays 1: a lower floor
+/// at all times cost utilization where real senders' bursts exceed the
+/// target (test `a_standing_queue_takes_the_spare_gain_back`).
 const SPARE_MIN: f64 = 0.9;
 
 /// One measurement interval, as [`ErcMarker::follow_spare`] reads it.

@@ -11,8 +11,8 @@ use crate::schemes::erc::{rate_of, Digits};
 /// queue's share beside web transfers that come and go), every move mixed
 /// indices into the chain of a flow that sent a packet or two per interval:
 /// its receiver never read a whole one again and kept its last, slow,
-/// reading (`coexist-short-flows` at 70 % load: a long flow held to 0.76
-/// Mbit/s for 15 s where the router advertised 49).
+/// reading, far under what the router advertised (`coexist-short-flows`;
+/// test `a_slow_flow_reads_a_share_that_moves_every_interval`).
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct WrittenIndex {
     index: u16,
@@ -46,10 +46,9 @@ impl WrittenIndex {
 
 /// A flow sending under this fraction of the rate written into its packets
 /// has not read it yet, or is limited elsewhere (ecnq's own rule). At a
-/// half, `bmcc-fig11-13` (1 Mbit/s, five flows each way) lost 1.4 points
-/// of utilization; at a quarter the long flows of `adpm-afct` and
-/// `coexist-short-flows` gained nearly as much (70 % load, six seeds: 36.0
-/// against 37.1 Mbit/s in all).
+/// half, `bmcc-fig11-13` (a slow link, flows each way) lost utilization; a
+/// quarter keeps it, and keeps the long flows of `adpm-afct` and
+/// `coexist-short-flows` at their rate.
 const LAGGING: f64 = 0.25;
 
 #[cfg(test)]
