@@ -448,17 +448,13 @@ mod tests {
         drive(&mut r, capacity, &[2e6], MS * 1_000, MS * 1_000);
         assert_eq!(r.flows(), 1);
         let alone = r.share();
-        assert!((alone / (0.98 * capacity) - 1.0).abs() < 0.02, "{alone}");
+        assert_share(&r, 0.98 * capacity);
         // Its first packet back halves the share: it will send at its
         // rate within a round trip, before ten packets would count it.
         let mut pkt = packet(2, 7);
         r.mark(MS * 2_000, &link(capacity, 0), &mut pkt);
         assert_eq!(r.flows(), 2);
-        assert!(
-            (r.share() / (alone / 2.0) - 1.0).abs() < 0.02,
-            "{}",
-            r.share()
-        );
+        assert_share(&r, alone / 2.0);
     }
 
     #[test]
@@ -467,7 +463,7 @@ mod tests {
         let mut r = ErcMarker::new(ErcConfig::default(), FlowTableConfig::default());
         drive(&mut r, capacity, &[2e6], Duration::ZERO, MS * 1_000);
         let alone = r.share();
-        assert!((alone / (0.98 * capacity) - 1.0).abs() < 0.02, "{alone}");
+        assert_share(&r, 0.98 * capacity);
         let mut pkt = packet(99, 0);
         // A flow too short to read a chain takes nothing from the others ...
         for _ in 1..DIGITS {
@@ -476,11 +472,7 @@ mod tests {
         assert_eq!(r.share(), alone);
         // ... from its tenth packet on it is one of two.
         r.mark(MS * 1_000, &link(capacity, 0), &mut pkt);
-        assert!(
-            (r.share() / (alone / 2.0) - 1.0).abs() < 0.02,
-            "{}",
-            r.share()
-        );
+        assert_share(&r, alone / 2.0);
     }
 
     /// A flow's first [`DIGITS`] data packets are traffic no share

@@ -618,13 +618,9 @@ mod tests {
         let expected = 0.98 * capacity / 2.0;
         let mut r = ErcMarker::new(ErcConfig::default(), FlowTableConfig::default());
         drive(&mut r, capacity, &[2e6, 2e6], Duration::ZERO, span);
-        assert!((r.share() / expected - 1.0).abs() < 0.02, "{}", r.share());
+        assert_share(&r, expected);
         let mut restarted = ErcMarker::new(ErcConfig::default(), FlowTableConfig::default());
         drive(&mut restarted, capacity, &[2e6, 2e6], span, span * 2);
-        let share = restarted.share();
-        assert!(
-            (share / expected - 1.0).abs() < 0.02,
-            "share {share} vs {expected}"
-        );
+        assert_share(&restarted, expected);
     }
 }
