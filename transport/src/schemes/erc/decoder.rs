@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::{digit_of, position, Digits, PARTIAL};
 use crate::signal::{Decoder, Feedback};
 use crate::wire::ecn::{Ecn, SchemeTag};
-/// The receiver's reading of the index (see the module docs).
+/// The receiver's reading of the index (see the [scheme's docs](crate::schemes::erc)).
 #[derive(Clone, Debug, Default)]
 pub struct ErcDecoder {
     digits: Digits,

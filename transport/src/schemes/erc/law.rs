@@ -71,7 +71,7 @@ impl Ramp {
     }
 }
 
-/// erc's sender (see the module docs).
+/// erc's sender (see the [scheme's docs](crate::schemes::erc)).
 #[derive(Clone, Debug)]
 pub struct ErcLaw {
     config: LawConfig,

@@ -125,7 +125,7 @@ struct FlowState {
     signalled: bool,
 }
 
-/// The erc router of one output link (see the module docs).
+/// The erc router of one output link (see the [scheme's docs](crate::schemes::erc)).
 #[derive(Clone, Debug)]
 pub struct ErcMarker {
     config: ErcConfig,

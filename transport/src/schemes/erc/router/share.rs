@@ -212,6 +212,8 @@ impl FlowState {
 }
 
 impl ErcMarker {
+    /// Advertises `share`, clamped to the scale, and keeps it in the
+    /// history [`ErcMarker::reference_share`] looks back over.
     fn advertise(&mut self, now: Duration, share: f64) {
         self.share = share.clamp(RATE_MIN, RATE_MAX);
         self.index = index_of(self.share);
@@ -239,6 +241,8 @@ impl ErcMarker {
             .fold(self.share, f64::min)
     }
 
+    /// The first packet starts the first interval, every flow yet to be
+    /// measured: the share is the whole target.
     pub(super) fn start(&mut self, now: Duration, link: &LinkState) {
         self.started = true;
         self.interval_start = now;
