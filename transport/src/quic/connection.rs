@@ -270,12 +270,11 @@ const ASK_GAP: Duration = Duration::from_millis(1);
 
 /// quinn asks for its congestion window when ACKs arrive or its timers fire;
 /// a rate law's gate lets one burst through per ask. At a start on a long
-/// path few ACKs come, and the flow grew by about half per round trip
-/// under a law that already knew its rate (at 400 ms RTT it took 3 s to
-/// put 600 of its 990 kB in flight). While the law is short of its rate
-/// this wakes quinn's driver every millisecond; the rest of the time it
-/// sleeps until the session is left under its rate.
-/// quinn has no call that only wakes it; setting the receive window to the
+/// path few ACKs come, and the flow grew by only about half per round trip
+/// under a law that already knew its rate (docs/design.md §3). While the
+/// law is short of its rate this wakes quinn's driver every millisecond;
+/// the rest of the time it sleeps until the session is left under its
+/// rate. quinn has no call that only wakes it; setting the receive window to the
 /// value ecnq leaves it at (quinn's default, unlimited) changes nothing
 /// else.
 async fn ask_while_under_rate(connection: quinn::Connection, peer: Arc<Peer>) {

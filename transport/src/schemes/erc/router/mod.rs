@@ -1,0 +1,611 @@
+//! The router ([`ErcMarker`]): meters each flow's packets, computes the
+//! fair share at the end of every interval (`share`), and writes its index
+//! into the flows' packets (`written`).
+
+mod share;
+#[cfg(test)]
+mod testing;
+mod written;
+
+use std::time::Duration;
+
+use super::{digit, digit_of, ecn_of, position, Digits, DIGITS, RATE_MAX};
+use crate::signal::flow_table::{FlowTable, FlowTableConfig};
+use crate::signal::{LinkState, Marker, PacketMarks};
+use written::WrittenIndex;
+/// How an erc router computes its fair share.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ErcConfig {
+    /// η: the share of the capacity the router hands out. RCP and XCP aim
+    /// at full use and let the queue term absorb error; 0.98 leaves room for
+    /// the index's quantization (±0.8 %) and for senders whose packets the
+    /// router counts with a few bytes more header than they pace.
+    pub target_utilization: f64,
+    /// A standing queue is drained within about this long: the share is
+    /// lowered by queue / drain_time (RCP's β·q/d term, with d fixed, since
+    /// the router sees no RTTs).
+    pub drain_time: Duration,
+    /// The shortest measurement interval.
+    pub min_interval: Duration,
+    /// The longest measurement interval.
+    pub max_interval: Duration,
+    /// The interval is as long as a flow at the fair share takes to send
+    /// this many packets (clamped to the bounds above), so that per-flow
+    /// rates are measured from enough packets at any speed.
+    pub interval_packets: f64,
+    /// A new flow counts as bottlenecked here until it first sends at the
+    /// share, whatever it sends before: it needs a chain and a round trip
+    /// before it can, which on a long path takes seconds (about two on a
+    /// 1 s path, its start pacing at its partial chain's bound). A flow that
+    /// has not reached the share after this long is limited elsewhere.
+    /// Shorter, a newcomer on a 1 s path loses its reserved share before it
+    /// comes to use it and finds a queue (sim test
+    /// `a_1_s_path_keeps_the_queue_empty_while_newcomers_start`).
+    pub young: Duration,
+    /// A flow sending at least this fraction of the smallest share the
+    /// router advertised over the last [`ErcConfig::reference_span`] is
+    /// bottlenecked here; one below it is limited elsewhere.
+    pub bottlenecked_fraction: f64,
+    /// The shortest span over which the smallest advertised share is looked
+    /// for: a flow's rate reflects what it was told up to a round trip ago,
+    /// so the router looks back over the longest round trip it has learnt
+    /// among its flows when that is longer. A fixed second was too short
+    /// for 2 s paths and too long where short flows come and go: the
+    /// share's dips made every flow that had sent a window count as
+    /// bottlenecked (sim/REPRODUCTION.md, erc and short flows).
+    pub reference_span: Duration,
+}
+
+impl Default for ErcConfig {
+    fn default() -> ErcConfig {
+        ErcConfig {
+            target_utilization: 0.98,
+            drain_time: Duration::from_millis(1000),
+            min_interval: Duration::from_millis(10),
+            max_interval: Duration::from_millis(250),
+            interval_packets: 16.0,
+            young: Duration::from_secs(4),
+            reference_span: Duration::from_millis(250),
+            bottlenecked_fraction: 0.8,
+        }
+    }
+}
+
+/// A silence this long among a new flow's packets ends its first flight
+/// (sent at once, or paced faster than about 1 Mbit/s): the flow waits for
+/// its first ACKs. ecnq's own.
+const RETURN_GAP: Duration = Duration::from_millis(10);
+/// The longest round trip the router learns: a flow silent for longer after
+/// its first packets has paused, not waited for its ACKs. ecnq's own.
+const LONGEST_ROUND: Duration = Duration::from_secs(3);
+/// A packet this long or longer carries data. The return direction of
+/// a flow in the other direction carries only ACKs (QUIC's are 60–90 bytes
+/// on the wire, the simulator's 40), which will never use a share: counted
+/// as newcomers, they held one each for [`ErcConfig::young`], and left
+/// much of the link idle at the start of `bmcc-fig2-4` (flows each way;
+/// `a_flow_of_acks_never_becomes_a_newcomer`).
+/// A sender's first flight is full-sized (QUIC pads its first packet to
+/// 1200 bytes). ecnq's own.
+const DATA_PACKET: u32 = 256;
+/// Packet size assumed before the router has seen any packets.
+const DEFAULT_PACKET: f64 = 1_200.0;
+
+/// What an erc router keeps per flow.
+#[derive(Clone, Copy, Debug, Default)]
+struct FlowState {
+    /// Bytes that arrived this interval.
+    bytes: u64,
+    /// Arrival rate, averaged over intervals (bytes per second).
+    rate: f64,
+    /// Packets of at least [`DATA_PACKET`] bytes seen since the flow was
+    /// listed (saturating): a flow of ACKs never becomes a newcomer.
+    packets: u32,
+    /// When the flow had sent enough packets to learn its rate.
+    arrived: Option<Duration>,
+    /// When its last packet arrived.
+    last_packet: Duration,
+    /// When its first packet arrived.
+    first_packet: Duration,
+    /// From its first packet to its first after a [`RETURN_GAP`]: about
+    /// its round trip (a first flight, then the wait for its ACKs).
+    round: Option<Duration>,
+    /// Whether the flow's key is in the router's list of flows.
+    listed: bool,
+    /// The interval the flow was last counted in (a key listed twice counts once).
+    counted: u64,
+    /// The digits upstream routers wrote.
+    incoming: Digits,
+    /// The index this router writes into the flow's packets.
+    written: WrittenIndex,
+    /// Whether its law answers this router's signal: erc's, or another
+    /// ecnq scheme's in the same queue. One that does not (Cubic, Prague,
+    /// ACKs in a single FIFO) grows on loss and delay whatever the router
+    /// says, so it is never young: it counts as bottlenecked once it sends
+    /// at the share, and until then at its rate.
+    signalled: bool,
+}
+
+/// The erc router of one output link (see the [scheme's docs](crate::schemes::erc)).
+#[derive(Clone, Debug)]
+pub struct ErcMarker {
+    config: ErcConfig,
+    flows: FlowTable<FlowState>,
+    listed: Vec<u64>,
+    epoch: u64,
+    started: bool,
+    interval_start: Duration,
+    interval: Duration,
+    /// When the last erc packet came: with none for [`LONGEST_ROUND`],
+    /// other schemes' packets are not worth counting.
+    last_own: Option<Duration>,
+    /// Bytes and packets of the flows counted this interval.
+    bytes: u64,
+    packets: u64,
+    queue_min: u64,
+    share: f64,
+    index: u16,
+    /// What the bottlenecked flows share, and how many they are: a new flow
+    /// joins them at once.
+    bottleneck_capacity: f64,
+    bottlenecked: usize,
+    /// Shares advertised recently, oldest first.
+    history: Vec<(Duration, f64)>,
+    packet_size: f64,
+    /// The index written into the packets of a flow not counted yet: the
+    /// share with it counted.
+    newcomer_index: u16,
+    /// The fraction of recent newcomers that came to send at the share,
+    /// rather than ending while young. One still under the share when its
+    /// youth ends counts neither way. Young flows reserve this many shares
+    /// each: where most flows are short, the shares they would never use go
+    /// to the flows that are there
+    /// (`where_newcomers_end_young_they_reserve_fewer_shares`).
+    show_up: f64,
+    /// How far back [`ErcMarker::reference_share`] looks: the longest round
+    /// trip learnt among the flows, at least [`ErcConfig::reference_span`].
+    reference_span: Duration,
+    /// How far above the max-min share the router advertises, ≥ 1: grows
+    /// while the flows at the share use it and the link stays under its
+    /// target (shares reserved for flows that never come to use them), and
+    /// falls as soon as the flows' arrivals exceed the target.
+    spare_gain: f64,
+    /// Data packets this interval from flows that do not count yet (their
+    /// first [`DIGITS`]).
+    uncounted_packets: u64,
+}
+
+impl ErcMarker {
+    /// A router with no flows yet.
+    pub fn new(config: ErcConfig, flows: FlowTableConfig) -> ErcMarker {
+        ErcMarker {
+            config,
+            flows: FlowTable::new(flows),
+            listed: Vec::new(),
+            epoch: 0,
+            started: false,
+            interval_start: Duration::ZERO,
+            interval: config.min_interval,
+            last_own: None,
+            bytes: 0,
+            packets: 0,
+            queue_min: u64::MAX,
+            share: RATE_MAX,
+            index: 1,
+            bottleneck_capacity: RATE_MAX,
+            bottlenecked: 0,
+            history: Vec::new(),
+            packet_size: DEFAULT_PACKET,
+            newcomer_index: 1,
+            show_up: 1.0,
+            reference_span: config.reference_span,
+            spare_gain: 1.0,
+            uncounted_packets: 0,
+        }
+    }
+
+    /// The fair share the router advertises, bytes per second.
+    pub fn share(&self) -> f64 {
+        self.share
+    }
+
+    /// The index the router writes.
+    pub fn index(&self) -> u16 {
+        self.index
+    }
+
+    /// Flows in the current computation.
+    pub fn flows(&self) -> usize {
+        self.listed.len()
+    }
+
+    /// Counts a packet of `flow` on the link: closes the interval when it
+    /// is due, and lists the flow in the computation. Returns the indices
+    /// written into a newcomer's packets and into the others', as they were
+    /// when the packet came, the flow's state, and whether this packet made
+    /// the flow one that may learn its rate from now on (its
+    /// [`DIGITS`]th of data size).
+    fn meter_packet(
+        &mut self,
+        now: Duration,
+        link: &LinkState,
+        flow: u64,
+        signalled: bool,
+    ) -> (u16, u16, &mut FlowState, bool) {
+        if !self.started {
+            self.start(now, link);
+        }
+        if now >= self.interval_start + self.interval {
+            self.close_interval(now, link);
+        }
+        self.bytes += u64::from(link.packet_len);
+        self.packets += 1;
+        self.queue_min = self.queue_min.min(link.queue_bytes);
+
+        let state = self.flows.entry(now, flow);
+        if !state.listed {
+            // A flow that comes back after it left the computation (a
+            // newcomer on a long path waits for its ACKs, an application
+            // pauses) keeps what the router learnt of its round trip. One
+            // that had counted before counts again from this packet on: its
+            // receiver still holds a chain, and it ramps back to its rate
+            // within a round trip, which the others must make room for.
+            let back = state.packets > 0 && now.saturating_sub(state.last_packet) <= LONGEST_ROUND;
+            let (first_packet, last_packet, round, packets) = if back {
+                let counted_before = state.packets >= DIGITS;
+                let packets = if counted_before { DIGITS - 1 } else { 0 };
+                (state.first_packet, state.last_packet, state.round, packets)
+            } else {
+                (now, now, None, 0)
+            };
+            *state = FlowState {
+                listed: true,
+                counted: self.epoch,
+                first_packet,
+                last_packet,
+                round,
+                packets,
+                ..FlowState::default()
+            };
+            self.listed.push(flow);
+        }
+        state.bytes += u64::from(link.packet_len);
+        let data = link.packet_len >= DATA_PACKET;
+        if data {
+            state.packets = state.packets.saturating_add(1);
+        }
+        // No receiver can read a chain from fewer packets than it has
+        // digits: from here on the flow may learn its rate at any time.
+        let arrived = data && state.packets == DIGITS;
+        if data && state.packets <= DIGITS {
+            self.uncounted_packets += 1;
+        }
+        state.signalled = signalled;
+        if signalled && arrived {
+            state.arrived = Some(now);
+        }
+        let since_first = now.saturating_sub(state.first_packet);
+        if state.round.is_none()
+            && now.saturating_sub(state.last_packet) >= RETURN_GAP
+            && since_first <= LONGEST_ROUND
+        {
+            state.round = Some(since_first);
+        }
+        state.last_packet = now;
+        (self.newcomer_index, self.index, state, arrived)
+    }
+
+    /// Whether erc flows are on the link: an erc packet came within
+    /// [`LONGEST_ROUND`]. Until one comes, other schemes' packets cost no
+    /// more than this check.
+    fn serving(&self, now: Duration) -> bool {
+        self.last_own
+            .is_some_and(|at| now.saturating_sub(at) <= LONGEST_ROUND)
+    }
+}
+
+impl Marker for ErcMarker {
+    fn mark(&mut self, now: Duration, link: &LinkState, pkt: &mut PacketMarks) {
+        self.last_own = Some(now);
+        let (newcomer_index, index, state, arrived) = self.meter_packet(now, link, pkt.flow, true);
+        let position = position(pkt.hash);
+        // A newcomer reads its first chain mostly from packets it sent
+        // before it counted: they carry the share that counts it, and so
+        // does the packet that makes it count. Written with the share from
+        // before, that one packet mixed two indices into the chain, which
+        // spells a third, unrelated share
+        // (`a_newcomers_first_chain_spells_the_share_that_counts_it`).
+        let young = state.packets < DIGITS || arrived;
+        let wanted = if young { newcomer_index } else { index };
+        let own = state.written.write(wanted, position, state.rate, young);
+        let write = digit_of(pkt.ecn).is_some_and(|incoming| {
+            state.incoming.set(position, incoming);
+            !(state.incoming.complete() && state.incoming.index() >= own)
+        });
+        if arrived {
+            self.on_new_flow(now);
+        }
+        if write {
+            pkt.ecn = ecn_of(digit(own, position));
+        }
+    }
+
+    fn observes_others(&self) -> bool {
+        true
+    }
+
+    /// Another scheme's flow in the same queue shares the link as an erc
+    /// flow does, so it counts in the max-min computation as one: at the
+    /// share, limited elsewhere at its rate, or, if its law answers this
+    /// router's load signal (the paper schemes), young. Left out, as other
+    /// traffic the share is computed after, it was starved: erc took the
+    /// ecnq queue from the paper schemes beside it, which read high load and
+    /// never grew, and in one FIFO Cubic left erc almost nothing
+    /// (`erc-beside-paper-schemes`;
+    /// `another_schemes_flows_in_the_queue_count_as_flows`).
+    fn observe(&mut self, now: Duration, link: &LinkState, pkt: &PacketMarks) {
+        if !self.serving(now) {
+            return;
+        }
+        let signalled = pkt.tag.wire().is_ecnq();
+        let (_, _, _, arrived) = self.meter_packet(now, link, pkt.flow, signalled);
+        if signalled && arrived {
+            self.on_new_flow(now);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::*;
+    use super::*;
+    use crate::schemes::erc::{index_of, rate_of, ErcDecoder, WIRE};
+    use crate::signal::Decoder;
+    use crate::wire::ecn::{Ecn, SchemeTag};
+
+    #[test]
+    fn another_schemes_flows_in_the_queue_count_as_flows() {
+        let capacity = 1e6;
+        let mut r = ErcMarker::new(ErcConfig::default(), FlowTableConfig::default());
+        // One erc flow beside two of another scheme, all sending more than
+        // any share: three bottlenecked flows. Left out of the computation,
+        // the other two would leave the erc flow only what they do not send.
+        let other = (2, other_ecnq_tag());
+        drive_beside(
+            &mut r,
+            capacity,
+            &[2e6, 2e6, 2e6],
+            other,
+            Duration::ZERO,
+            MS * 2_000,
+        );
+        let expected = 0.98 * capacity / 3.0;
+        assert_share(&r, expected);
+        // One of them limited elsewhere to 100 kB/s frees its share once it
+        // is no longer young, as an erc flow would.
+        let span = ErcConfig::default().young + MS * 1_000;
+        drive_beside(&mut r, capacity, &[2e6, 2e6, 1e5], other, MS * 2_000, span);
+        let expected = (0.98 * capacity - 1e5) / 2.0;
+        assert_share(&r, expected);
+    }
+
+    #[test]
+    fn a_flow_of_acks_never_becomes_a_newcomer() {
+        let capacity = 1e6;
+        let mut r = ErcMarker::new(ErcConfig::default(), FlowTableConfig::default());
+        // One erc flow sending more than any share, and the ACKs of a flow
+        // in the other direction: 60-byte erc packets, 500 a second. Were
+        // they a newcomer, half the link would wait for them while young.
+        let (mut t, mut next_ack) = (Duration::ZERO, Duration::ZERO);
+        let ack = LinkState {
+            packet_len: 60,
+            ..link(capacity, 0)
+        };
+        let mut hash = 0u32;
+        while t < MS * 2_000 {
+            hash = hash.wrapping_add(0x9e37_79b9);
+            if t >= next_ack {
+                r.mark(t, &ack, &mut packet(2, hash));
+                next_ack += MS * 2;
+            }
+            r.mark(t, &link(capacity, 0), &mut packet(1, hash));
+            t += Duration::from_secs_f64(1_000.0 / 2e6);
+        }
+        let expected = 0.98 * capacity - 500.0 * 60.0;
+        assert_share(&r, expected);
+    }
+
+    #[test]
+    fn untagged_traffic_is_never_young() {
+        let capacity = 1e6;
+        // An erc flow beside an untagged one of 100 kB/s in one FIFO (Cubic,
+        // say): its law grows on loss and delay whatever the router says,
+        // so no share waits for it; it counts at its rate until it sends
+        // at the share. An ecnq scheme's flow as slow is young and holds a
+        // share meanwhile.
+        for (tag, expected) in [
+            (SchemeTag::UNTAGGED, 0.98 * capacity - 1e5),
+            (other_ecnq_tag(), 0.98 * capacity / 2.0),
+        ] {
+            let mut r = ErcMarker::new(ErcConfig::default(), FlowTableConfig::default());
+            drive_beside(
+                &mut r,
+                capacity,
+                &[2e6, 1e5],
+                (1, tag),
+                Duration::ZERO,
+                MS * 2_000,
+            );
+            assert_share(&r, expected);
+        }
+    }
+
+    #[test]
+    fn a_flow_back_from_a_pause_counts_from_its_first_packet() {
+        let capacity = 1e6;
+        let mut r = ErcMarker::new(ErcConfig::default(), FlowTableConfig::default());
+        drive(&mut r, capacity, &[2e6, 2e6], Duration::ZERO, MS * 1_000);
+        // Flow 2 pauses; flow 1 is alone and takes the link.
+        drive(&mut r, capacity, &[2e6], MS * 1_000, MS * 1_000);
+        assert_eq!(r.flows(), 1);
+        let alone = r.share();
+        assert_share(&r, 0.98 * capacity);
+        // Its first packet back halves the share: it will send at its
+        // rate within a round trip, before ten packets would count it.
+        let mut pkt = packet(2, 7);
+        r.mark(MS * 2_000, &link(capacity, 0), &mut pkt);
+        assert_eq!(r.flows(), 2);
+        assert_share(&r, alone / 2.0);
+    }
+
+    #[test]
+    fn a_new_flow_lowers_the_share_at_once() {
+        let capacity = 1e6;
+        let mut r = ErcMarker::new(ErcConfig::default(), FlowTableConfig::default());
+        drive(&mut r, capacity, &[2e6], Duration::ZERO, MS * 1_000);
+        let alone = r.share();
+        assert_share(&r, 0.98 * capacity);
+        let mut pkt = packet(99, 0);
+        // A flow too short to read a chain takes nothing from the others ...
+        for _ in 1..DIGITS {
+            r.mark(MS * 1_000, &link(capacity, 0), &mut pkt);
+        }
+        assert_eq!(r.share(), alone);
+        // ... from its tenth packet on it is one of two.
+        r.mark(MS * 1_000, &link(capacity, 0), &mut pkt);
+        assert_share(&r, alone / 2.0);
+    }
+
+    /// A flow's first [`DIGITS`] data packets are traffic no share
+    /// accounts for yet; ACKs never are.
+    #[test]
+    fn a_flows_first_data_packets_are_uncounted_traffic() {
+        let mut r = ErcMarker::new(ErcConfig::default(), FlowTableConfig::default());
+        for n in 0..DIGITS + 5 {
+            r.mark(MS, &link(1e6, 0), &mut packet(7, n));
+        }
+        assert_eq!(r.uncounted_packets, u64::from(DIGITS));
+        let acks = LinkState {
+            packet_len: 60,
+            ..link(1e6, 0)
+        };
+        for n in 0..20 {
+            r.mark(MS, &acks, &mut packet(8, n));
+        }
+        assert_eq!(r.uncounted_packets, u64::from(DIGITS));
+    }
+
+    #[test]
+    fn the_path_carries_the_largest_index() {
+        let config = ErcConfig::default();
+        let mut fast = ErcMarker::new(config, FlowTableConfig::default());
+        let mut slow = ErcMarker::new(config, FlowTableConfig::default());
+        drive(&mut fast, 1e7, &[2e7], Duration::ZERO, MS * 500);
+        drive(&mut slow, 1e6, &[2e7], Duration::ZERO, MS * 500);
+        assert!(slow.index() > fast.index());
+        for (flow, fast_first) in [(7, true), (8, false)] {
+            let mut d = ErcDecoder::default();
+            for i in 0..200u32 {
+                let mut pkt = packet(flow, i.wrapping_mul(2_654_435_761));
+                let mut through = |router: &mut ErcMarker, capacity| {
+                    router.mark(MS * 500, &link(capacity, 0), &mut pkt)
+                };
+                if fast_first {
+                    through(&mut fast, 1e7);
+                    through(&mut slow, 1e6);
+                } else {
+                    through(&mut slow, 1e6);
+                    through(&mut fast, 1e7);
+                }
+                d.on_packet(MS, pkt.ecn, pkt.tag, pkt.hash);
+            }
+            assert!(slow.index() > fast.index());
+            assert_eq!(d.index(), slow.index());
+        }
+    }
+
+    #[test]
+    fn ce_and_ect1_pass_unchanged() {
+        let mut r = ErcMarker::new(ErcConfig::default(), FlowTableConfig::default());
+        for ecn in [Ecn::Ce, Ecn::Ect1] {
+            let mut pkt = PacketMarks {
+                ecn,
+                tag: SchemeTag::new(WIRE.id()),
+                hash: 0,
+                flow: 1,
+            };
+            r.mark(MS, &link(1e6, 0), &mut pkt);
+            assert_eq!(pkt.ecn, ecn);
+        }
+    }
+
+    /// An L4S bottleneck downstream classifies by ECT(1): a flow whose
+    /// packets carried it on some digits only would be split across its two
+    /// queues and reordered. Every codepoint an erc router writes is classic.
+    #[test]
+    fn a_routers_digits_keep_the_flow_in_one_classic_queue() {
+        let mut r = ErcMarker::new(ErcConfig::default(), FlowTableConfig::default());
+        drive(&mut r, 1e6, &[2e6, 2e6], Duration::ZERO, MS * 1_000);
+        let mut written = [0usize; 4];
+        for i in 0..1_000u32 {
+            let mut pkt = packet(1, i.wrapping_mul(2_654_435_761));
+            r.mark(MS * 1_000, &link(1e6, 0), &mut pkt);
+            written[pkt.ecn.bits() as usize] += 1;
+        }
+        assert_eq!(written[Ecn::Ect1.bits() as usize], 0, "{written:?}");
+        assert_eq!(written[Ecn::Ce.bits() as usize], 0, "{written:?}");
+        // Both digits occur: the router spoke.
+        assert!(written[Ecn::NotEct.bits() as usize] > 0, "{written:?}");
+        assert!(written[Ecn::Ect0.bits() as usize] > 0, "{written:?}");
+    }
+
+    /// A newcomer's first packets, sent before the router counts it, carry
+    /// the share with it counted: its first chain does not tell it the
+    /// share of the flows already there.
+    #[test]
+    fn a_newcomers_first_packets_carry_the_share_that_counts_it() {
+        let capacity = 1e6;
+        let mut r = ErcMarker::new(ErcConfig::default(), FlowTableConfig::default());
+        let span = ErcConfig::default().young + MS * 1_000;
+        drive(&mut r, capacity, &[2e6, 2e6], Duration::ZERO, span);
+        let (two, index) = (r.share(), r.index());
+        let three = index_of(two * 2.0 / 3.0);
+        assert!(
+            three.abs_diff(r.newcomer_index) <= 1,
+            "{three} vs {}",
+            r.newcomer_index
+        );
+        let mut differs = false;
+        for n in 0..DIGITS - 1 {
+            let hash = n.wrapping_mul(0x9e37_79b9);
+            let mut pkt = packet(99, hash);
+            let newcomer = r.newcomer_index;
+            r.mark(span + MS, &link(capacity, 0), &mut pkt);
+            let expected = digit(newcomer, position(hash));
+            assert_eq!(pkt.ecn, ecn_of(expected), "packet {n}");
+            differs |= expected != digit(index, position(hash));
+        }
+        assert!(differs, "the chain spells the two flows' share");
+    }
+
+    /// The packet that makes a newcomer count carries the same share as
+    /// the ones before it: the chain they make spells one index.
+    #[test]
+    fn a_newcomers_first_chain_spells_the_share_that_counts_it() {
+        let capacity = 1e6;
+        let mut r = ErcMarker::new(ErcConfig::default(), FlowTableConfig::default());
+        drive(&mut r, capacity, &[2e6], Duration::ZERO, MS * 1_000);
+        let mut d = ErcDecoder::default();
+        // One packet per position; the last of them makes it count.
+        for position in 0..DIGITS {
+            let mut pkt = packet(99, position);
+            r.mark(MS * 1_000, &link(capacity, 0), &mut pkt);
+            d.on_packet(MS, pkt.ecn, pkt.tag, pkt.hash);
+        }
+        assert_eq!(d.index(), r.index());
+        let share = rate_of(d.index()).expect("a rate");
+        assert!(
+            (share / (0.98 * capacity / 2.0) - 1.0).abs() < 0.02,
+            "{share}"
+        );
+    }
+}
