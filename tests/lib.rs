@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 /// shim, a sender — stops, the routers' meters see an empty period followed
 /// by a burst, and the run measures the host instead of ecnq. A real-time
 /// test discards such a run. One unpinned thread misses a stall of the
-/// other core: a goal run whose watch saw at most 59 ms had its bottleneck
-/// idle for a quarter of a second while its queue grew.
+/// other core: the bottleneck can sit idle for a quarter of a second while
+/// that thread wakes on time.
 pub struct StallWatch {
     stop: Arc<AtomicBool>,
     worst_us: Arc<AtomicU64>,

@@ -216,10 +216,10 @@ fn field(line: &str, name: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {name} in {line}"))
 }
 
-/// The finding: a relay with a 1024-descriptor limit died of "Too many
-/// open files" when ~1000 source ports sent to it. Now its sessions stay
-/// under the limit (the idlest evicted), a client after the flood gets
-/// through, and a session costs at most 4 KB of memory.
+/// A relay with a 1024-descriptor limit must not die of "Too many open
+/// files" when ~1000 source ports send to it: its sessions stay under the
+/// limit (the idlest evicted), a client after the flood gets through, and
+/// a session costs at most 4 KB of memory.
 #[test]
 fn a_flood_of_source_ports_neither_stops_the_relay_nor_locks_clients_out() {
     let sink = UdpSocket::bind("127.0.0.1:0").unwrap();

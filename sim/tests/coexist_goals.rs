@@ -94,10 +94,10 @@ fn misses_beside_bbr(protocol: Protocol, ecnq_queue_ms: Option<f64>) -> Vec<Stri
 /// erc beside the simulator's BBR model on the dual-queue bottleneck (1 + 1,
 /// 2 + 2 and 1 + 4 flows): each erc flow gets 0.5×–2× a BBR flow's
 /// throughput, the link stays ≥ 90 % busy, and erc's queue's p99 stays
-/// under 2 ms while BBR's standing queue sits in the classic one. Until
-/// 2026-11-29 it was 10–20 ms: each ProbeRTT of a BBR flow left its share
-/// to erc, and when BBR came back the dual queue's weights followed the
-/// fall in erc's share at once where erc took a round trip.
+/// under 2 ms while BBR's standing queue sits in the classic one. Each
+/// ProbeRTT of a BBR flow leaves its share to erc; when BBR comes back,
+/// dual-queue weights that follow the fall in erc's share at once, where
+/// erc takes a round trip to slow down, build a standing ecnq queue.
 #[test]
 fn erc_holds_its_share_beside_bbr_on_the_dual_queue() {
     let misses = misses_beside_bbr(Protocol::Ecnq(Scheme::Erc), Some(2.0));
@@ -106,10 +106,9 @@ fn erc_holds_its_share_beside_bbr_on_the_dual_queue() {
 
 /// Cubic beside BBR, both in the dual queue's classic queue (1 + 1, 2 + 2
 /// and 1 + 4 flows): each Cubic flow gets 0.5×–2× a BBR flow's
-/// throughput. BBR fills the queue and ignores loss; until 2026-11-29
-/// CoDel's drops fell on whichever packet was at the head, most of them
-/// Cubic's to answer, and Cubic got 0.27–0.36× BBR. Now they fall on the
-/// flow with the most bytes waiting.
+/// throughput. BBR fills the queue and ignores loss, so CoDel's drops fall
+/// on the flow with the most bytes waiting: dropped at the head, most of
+/// them would be Cubic's to answer, and Cubic would fall below half.
 #[test]
 fn cubic_holds_its_share_beside_bbr_in_the_classic_queue() {
     let misses = misses_beside_bbr(Protocol::Baseline(Baseline::Cubic), None);
@@ -119,9 +118,9 @@ fn cubic_holds_its_share_beside_bbr_in_the_classic_queue() {
 /// With no ecnq router on the path every scheme runs Cubic (erc by its
 /// wire, the others by their presence probes): beside Cubic through a
 /// drop-tail router each gets 0.5×–2× Cubic's throughput, with the papers'
-/// feedback and with the QUIC stack's session. Before MCP probed (its probe
-/// bit), its unassisted rule waited for a loss after 3.2 s of silence:
-/// 0.60× with the papers' feedback, 0.31× with the session.
+/// feedback and with the QUIC stack's session. MCP needs its probes (its
+/// probe bit) here: its unassisted rule alone waits 3.2 s of silence for a
+/// loss, too slow to hold its share.
 #[test]
 fn every_scheme_shares_with_cubic_through_a_drop_tail_router() {
     let mut misses = Vec::new();
@@ -142,9 +141,8 @@ fn every_scheme_shares_with_cubic_through_a_drop_tail_router() {
 
 /// One FIFO that marks and drops for both (the papers' queue): the erc
 /// router counts the Cubic flow as one more flow bottlenecked there, so erc
-/// gets 0.5×–2× Cubic's throughput. Until 2026-11-27 the router shared out
-/// only what other traffic left, and erc got 0.01 against Cubic's 49.97
-/// Mbit/s.
+/// gets 0.5×–2× Cubic's throughput. A router that shared out only what
+/// other traffic left would starve erc behind Cubic's standing queue.
 #[test]
 fn erc_shares_one_marking_fifo_with_cubic() {
     let s = run("coexist-fifo", Scheme::Erc);
@@ -159,8 +157,8 @@ fn erc_shares_one_marking_fifo_with_cubic() {
 /// erc beside one flow of every other scheme arriving 2 s apart (the
 /// demo's mixed run): the six paper schemes' flows share the ecnq queue
 /// with it, and it counts them as flows, so it gets 0.5×–2× the fair share
-/// of the link and they get at least half of theirs on average. Until
-/// 2026-11-27 erc held 35.08 Mbit/s and each paper scheme 0.45–0.48.
+/// of the link and they get at least half of theirs on average. Were they
+/// not counted, erc would take most of the link and leave them under half.
 #[test]
 fn erc_leaves_the_paper_schemes_their_share_of_its_queue() {
     let s = run("erc-beside-paper-schemes", Scheme::Erc);
@@ -188,8 +186,8 @@ fn erc_leaves_the_paper_schemes_their_share_of_its_queue() {
 /// limited elsewhere, so the ecnq queue's share is the link less what it
 /// sends, not an equal split. erc fills the link (≥ 95 %), every other
 /// scheme uses at least 80 % of it (their laws' own utilization), and the
-/// light flow and the download keep their rates. Until 2026-11-28 each
-/// ecnq scheme was told half the link and used 41–52 % of it.
+/// light flow and the download keep their rates. An equal split would
+/// tell each ecnq scheme half the link, and it would use about half.
 #[test]
 fn a_light_classic_flow_leaves_the_link_to_the_ecnq_flow() {
     let mut misses = Vec::new();
@@ -225,9 +223,9 @@ fn a_light_classic_flow_leaves_the_link_to_the_ecnq_flow() {
 /// link, `coexist-short-flows`), against a long Cubic flow in the same
 /// place: erc carries at least as much, the short flows complete within a
 /// quarter of their time beside Cubic, erc loses under 0.1 % of its
-/// packets and its queue stays under Cubic's. Until 2026-11-28 each short
-/// flow counted as a whole share while it lived, and erc got 6.84 Mbit/s
-/// to Cubic's 23.19.
+/// packets and its queue stays under Cubic's. A short flow must not count
+/// as a whole share while it lives: that would leave erc a fraction of
+/// what Cubic carries.
 #[test]
 fn erc_beside_short_flows_carries_what_cubic_carries() {
     let name = "coexist-short-flows";

@@ -114,10 +114,10 @@ fn staggered_arrivals_are_fair_within_3_s_with_a_near_empty_queue() {
 
 /// A 1 s path: a newcomer needs about 4 s to read its first chain and
 /// reach its share (three round trips of slow start, one for the report),
-/// so utilization over the whole run misses the goal (0.81), but the
-/// router keeps the newcomer's share for it: no queue, no loss, and full
-/// use once the last flow has started. With the share kept only 3 s the
-/// queue's p99 was 576 packets.
+/// so utilization over the whole run misses the goal, but the router
+/// keeps the newcomer's share for it: no queue, no loss, and full use once
+/// the last flow has started. A share kept for less time than the
+/// newcomer needs is taken by the others, and the queue fills.
 #[test]
 fn a_1_s_path_keeps_the_queue_empty_while_newcomers_start() {
     let path = ["flows.0.rtt=1s", "bdp_rtt=1s", "links.0.delay=1ms"];
