@@ -250,7 +250,8 @@ pub fn table(heads: &[&str], rows: &[Row]) -> String {
         let _ = write!(out, "{h:<12} ");
     }
     let names = FIGURE_COLUMNS.map(|(name, _)| name.to_owned());
-    let _ = writeln!(out, "{}", aligned(&names));
+    let widths = FIGURE_COLUMNS.map(|(_, width)| width);
+    let _ = writeln!(out, "{}", aligned(&names, &widths));
     for row in rows {
         for l in &row.label {
             let _ = write!(out, "{l:<12} ");
@@ -260,7 +261,7 @@ pub fn table(heads: &[&str], rows: &[Row]) -> String {
                 let _ = writeln!(out, "skipped: {e}");
             }
             Ok(s) => {
-                let _ = writeln!(out, "{}", aligned(&figures(s)));
+                let _ = writeln!(out, "{}", aligned(&figures(s), &widths));
             }
         }
     }
@@ -317,13 +318,14 @@ pub fn markdown(heads: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
-/// The figures padded to [`FIGURE_COLUMNS`]' widths, one space apart.
-fn aligned(cells: &[String; 10]) -> String {
+/// A text table's row: each cell padded to its width, one space apart,
+/// the first left-aligned and the rest right-aligned (numbers).
+pub fn aligned(cells: &[String], widths: &[usize]) -> String {
     let padded: Vec<String> = cells
         .iter()
-        .zip(FIGURE_COLUMNS)
+        .zip(widths)
         .enumerate()
-        .map(|(i, (cell, (_, width)))| match i {
+        .map(|(i, (cell, &width))| match i {
             0 => format!("{cell:<width$}"),
             _ => format!("{cell:>width$}"),
         })
