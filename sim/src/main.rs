@@ -84,6 +84,10 @@ enum Command {
     Compare {
         #[command(flatten)]
         args: RunArgs,
+        /// Print the table as Markdown, under a heading with the scenario's
+        /// title and paper (what scripts/update-results puts in docs/results.md).
+        #[arg(long)]
+        markdown: bool,
     },
     /// Run a parameter sweep in parallel on all cores: the cartesian product
     /// of every --vary list (and of --schemes), one table row per run.
@@ -100,6 +104,10 @@ enum Command {
         /// Directory for one summary JSON per run (named by scheme and values).
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Print the table as Markdown, under a heading with the scenario's
+        /// title and paper.
+        #[arg(long)]
+        markdown: bool,
     },
     /// Measure engine speed: simulated packet events per wall-clock second
     /// (default: the EVCP 1 Gbit/s two-flow scenario, first 100 s).
@@ -160,14 +168,18 @@ fn real_main(cli: Cli) -> Result<(), String> {
             }
             Ok(())
         }
-        Command::Compare { args } => {
+        Command::Compare { args, markdown } => {
             let (scenario, o) = args.load()?;
-            println!("{} — {}", scenario.name, scenario.file.title);
-            if !scenario.file.expect.is_empty() {
-                println!("paper reports: {}", scenario.file.expect);
+            if markdown {
+                print!("{}", text::heading_markdown(&scenario));
+            } else {
+                println!("{} — {}", scenario.name, scenario.file.title);
+                if !scenario.file.expect.is_empty() {
+                    println!("paper reports: {}", scenario.file.expect);
+                }
             }
             let rows = runner::compare(&scenario, &o);
-            print!("{}", text::table(&["scheme"], &rows));
+            print!("{}", Table { markdown }.format(&["scheme"], &rows));
             all_ran(&rows)
         }
         Command::Sweep {
@@ -175,7 +187,8 @@ fn real_main(cli: Cli) -> Result<(), String> {
             vary,
             schemes,
             out,
-        } => sweep(&args, &vary, &schemes, out.as_deref()),
+            markdown,
+        } => sweep(&args, &vary, &schemes, out.as_deref(), Table { markdown }),
         Command::Bench { scenario, duration } => bench(&scenario, Some(duration.0)),
     }
 }
@@ -183,11 +196,29 @@ fn real_main(cli: Cli) -> Result<(), String> {
 /// One `--vary` axis: a field and the values it takes.
 type Axis = (String, Vec<String>);
 
+/// How `compare` and `sweep` print their table: text for the terminal,
+/// or Markdown (`--markdown`).
+#[derive(Clone, Copy)]
+struct Table {
+    markdown: bool,
+}
+
+impl Table {
+    fn format(self, heads: &[&str], rows: &[Row]) -> String {
+        if self.markdown {
+            text::table_markdown(heads, rows)
+        } else {
+            text::table(heads, rows)
+        }
+    }
+}
+
 fn sweep(
     args: &RunArgs,
     vary: &[String],
     schemes: &[Protocol],
     out: Option<&std::path::Path>,
+    table: Table,
 ) -> Result<(), String> {
     use rayon::prelude::*;
     let (base, o) = args.load()?;
@@ -229,10 +260,19 @@ fn sweep(
     let heads: Vec<&str> = std::iter::once("scheme")
         .chain(axes.iter().map(|(k, _)| k.as_str()))
         .collect();
-    print!("{}", text::table(&heads, &rows));
+    if table.markdown {
+        print!("{}", text::heading_markdown(&base));
+    }
+    print!("{}", table.format(&heads, &rows));
     if let Some(dir) = out {
         write_summaries(&rows, dir)?;
-        println!("wrote one summary JSON per run to {}", dir.display());
+        // On stderr under Markdown, which is a document of its own.
+        let note = format!("wrote one summary JSON per run to {}", dir.display());
+        if table.markdown {
+            eprintln!("{note}");
+        } else {
+            println!("{note}");
+        }
     }
     all_ran(&rows)
 }

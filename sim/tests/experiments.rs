@@ -231,6 +231,45 @@ fn the_cli_reports_runs_that_did_not_run() {
     );
 }
 
+/// `compare --markdown` (what scripts/update-results writes into
+/// docs/results.md) carries the text table's columns and figures, cell for
+/// cell, under a heading naming the scenario.
+#[test]
+fn the_markdown_table_carries_the_text_tables_figures() {
+    use std::process::Command;
+
+    let compare = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_ecnq-sim"))
+            .args(["compare", "mcp-fig8", "--duration", "30s"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let text = compare(&[]);
+    let markdown = compare(&["--markdown"]);
+    assert!(markdown.starts_with("## mcp-fig8 — "), "{markdown}");
+    // The text table from its header line on, split at its spaces (no
+    // figure holds one), against the Markdown rows but the `---` line.
+    let text_rows: Vec<Vec<String>> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("scheme"))
+        .map(|l| l.split_whitespace().map(str::to_owned).collect())
+        .collect();
+    let markdown_rows: Vec<Vec<String>> = markdown
+        .lines()
+        .filter(|l| l.starts_with('|') && !l.starts_with("| ---"))
+        .map(|l| {
+            let cells = l.trim_matches('|').split('|');
+            cells.map(|c| c.trim().to_owned()).collect()
+        })
+        .collect();
+    // The text header's two-word heads ("q mean") split in two.
+    assert_eq!(text_rows[1..], markdown_rows[1..]);
+    assert_eq!(markdown_rows[0].len(), 11, "{:?}", markdown_rows[0]);
+}
+
 /// Piped into a reader that goes away (`ecnq-sim list | head -1`), the
 /// simulator stops without a panic.
 #[cfg(unix)]

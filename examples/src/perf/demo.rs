@@ -51,6 +51,11 @@ pub struct DemoArgs {
     /// Where to write plots and summary.json.
     #[arg(long, default_value = "ecnq-demo")]
     pub out: PathBuf,
+    /// Also write the comparison table, and the notes under it, as
+    /// Markdown to this file (what scripts/update-results puts in
+    /// docs/results.md).
+    #[arg(long, value_name = "PATH")]
+    pub markdown: Option<PathBuf>,
 }
 
 fn rate_arg(s: &str) -> Result<u64, String> {
@@ -171,7 +176,12 @@ pub async fn run(args: DemoArgs) -> Result<(), String> {
         eprintln!(" {:.1} Mbit/s", summary.goodput_mbit);
         summaries.push(summary);
     }
-    report(&summaries, &args.out)
+    report(&summaries, &args.out)?;
+    match &args.markdown {
+        Some(path) => std::fs::write(path, table_markdown(&summaries))
+            .map_err(|e| format!("cannot write {}: {e}", path.display())),
+        None => Ok(()),
+    }
 }
 
 /// Prints the comparison table and writes it to `out/summary.json`.
@@ -347,40 +357,77 @@ fn scatter_chart(
     chart.points(points)
 }
 
+/// The comparison table's heads; [`table_cells`] gives a row's cells.
+const TABLE_HEADS: [&str; 8] = [
+    "run",
+    "goodput",
+    "util",
+    "queue p50",
+    "queue p99",
+    "loss",
+    "Jain",
+    "converge",
+];
+
+/// One run's cells in the comparison table, under [`TABLE_HEADS`].
+fn table_cells(r: &RunSummary) -> [String; 8] {
+    [
+        r.name.clone(),
+        format!("{:.1} Mb/s", r.goodput_mbit),
+        format!("{:.1}%", r.utilization * 100.0),
+        format!("{:.1} ms", r.queue_p50_ms),
+        format!("{:.1} ms", r.queue_p99_ms),
+        format!("{:.2}%", r.loss * 100.0),
+        format!("{:.3}", r.jain),
+        r.converge_s
+            .map_or("never".to_owned(), |s| format!("{s:.1} s")),
+    ]
+}
+
+/// The comparison table's column widths in text.
+const TABLE_WIDTHS: [usize; 8] = [9, 10, 7, 10, 10, 7, 6, 10];
+
 fn print_table(rows: &[RunSummary]) {
+    use ecnq_sim::report::text::aligned;
     println!();
     println!(
-        "{:<9} {:>10} {:>7} {:>10} {:>10} {:>7} {:>6} {:>10}",
-        "run", "goodput", "util", "queue p50", "queue p99", "loss", "Jain", "converge"
+        "{}",
+        aligned(&TABLE_HEADS.map(str::to_owned), &TABLE_WIDTHS)
     );
     for r in rows {
-        println!(
-            "{:<9} {:>5.1} Mb/s {:>6.1}% {:>7.1} ms {:>7.1} ms {:>6.2}% {:>6.3} {:>10}",
-            r.name,
-            r.goodput_mbit,
-            r.utilization * 100.0,
-            r.queue_p50_ms,
-            r.queue_p99_ms,
-            r.loss * 100.0,
-            r.jain,
-            r.converge_s
-                .map_or("never".to_owned(), |s| format!("{s:.1} s"))
-        );
+        println!("{}", aligned(&table_cells(r), &TABLE_WIDTHS));
     }
-    for note in rows
-        .iter()
-        .filter_map(|r| steal_note(&r.name, r.host_steal))
-    {
+    for note in table_notes(rows) {
         println!("{note}");
     }
+}
+
+/// The comparison table as Markdown, the notes under it as paragraphs.
+pub fn table_markdown(rows: &[RunSummary]) -> String {
+    use ecnq_sim::report::text::markdown;
+    let cells: Vec<Vec<String>> = rows.iter().map(|r| table_cells(r).to_vec()).collect();
+    let mut out = markdown(&TABLE_HEADS, &cells);
+    for note in table_notes(rows) {
+        out += &format!("\n{note}\n");
+    }
+    out
+}
+
+/// What the table's figures need beside them: host steal, flows that never
+/// got in, and the mixed run's rate per flow.
+fn table_notes(rows: &[RunSummary]) -> Vec<String> {
+    let mut notes: Vec<String> = rows
+        .iter()
+        .filter_map(|r| steal_note(&r.name, r.host_steal))
+        .collect();
     for r in rows {
         for &n in &r.unjoined {
             let cc = r.flows.get(n - 1).map_or("", |(cc, _)| cc.as_str());
-            println!(
+            notes.push(format!(
                 "{}: flow {n} ({cc}) never got in: every handshake was lost at the bottleneck ({:.1} % of packets dropped)",
                 r.name,
                 r.loss * 100.0
-            );
+            ));
         }
     }
     if let Some(mixed) = rows.iter().find(|r| r.name == "mixed") {
@@ -389,9 +436,56 @@ fn print_table(rows: &[RunSummary]) {
             .iter()
             .map(|(cc, g)| format!("{cc} {g:.1}"))
             .collect();
-        println!(
+        notes.push(format!(
             "mixed run, Mbit/s per flow in arrival order: {}",
             list.join(", ")
+        ));
+    }
+    notes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The text table keeps its layout, and the Markdown table (`demo
+    /// --markdown`) carries the same cells and the notes under it.
+    #[test]
+    fn the_table_as_text_and_as_markdown() {
+        let run = RunSummary {
+            name: "mixed".into(),
+            goodput_mbit: 47.25,
+            utilization: 0.9612,
+            queue_p50_ms: 1.04,
+            queue_p95_ms: 3.0,
+            queue_p99_ms: 4.33,
+            loss: 0.0012,
+            jain: 0.9871,
+            converge_s: None,
+            flows: vec![("erc".into(), 23.4), ("cubic".into(), 23.85)],
+            unjoined: Vec::new(),
+            host_steal: None,
+        };
+        let text = ecnq_sim::report::text::aligned(&table_cells(&run), &TABLE_WIDTHS);
+        assert_eq!(
+            text,
+            "mixed      47.2 Mb/s   96.1%     1.0 ms     4.3 ms   0.12%  0.987      never"
+        );
+        let markdown = table_markdown(&[run]);
+        assert!(
+            markdown.starts_with("| run | goodput | util |"),
+            "{markdown}"
+        );
+        assert!(
+            markdown.contains(
+                "| mixed | 47.2 Mb/s | 96.1% | 1.0 ms | 4.3 ms | 0.12% | 0.987 | never |"
+            ),
+            "{markdown}"
+        );
+        assert!(
+            markdown
+                .ends_with("\nmixed run, Mbit/s per flow in arrival order: erc 23.4, cubic 23.9\n"),
+            "{markdown}"
         );
     }
 }

@@ -1,5 +1,6 @@
 //! Text for the terminal: the one-screen summary of a run, and the table
-//! of headline figures that `compare` and `sweep` print, one row per run.
+//! of headline figures that `compare` and `sweep` print, one row per run
+//! (as text, or as Markdown for docs/results.md).
 
 use std::fmt::{self, Write as _};
 
@@ -227,17 +228,30 @@ pub fn bottleneck(s: &Summary) -> Option<&LinkSummary> {
         .max_by(|a, b| a.utilization.total_cmp(&b.utilization))
 }
 
+/// The figure columns of [`table`] after the label columns, each with its
+/// width in the text table (the link's name left-aligned, the rest right).
+const FIGURE_COLUMNS: [(&str, usize); 10] = [
+    ("link", 8),
+    ("util", 6),
+    ("q mean", 7),
+    ("q p99", 6),
+    ("q peak", 6),
+    ("loss", 8),
+    ("Jain", 7),
+    ("conv s", 9),
+    ("FCT s", 9),
+    ("×PS", 6),
+];
+
 /// A table of headline figures; `heads` name the label columns.
 pub fn table(heads: &[&str], rows: &[Row]) -> String {
     let mut out = String::new();
     for h in heads {
         let _ = write!(out, "{h:<12} ");
     }
-    let _ = writeln!(
-        out,
-        "{:<8} {:>6} {:>7} {:>6} {:>6} {:>8} {:>7} {:>9} {:>9} {:>6}",
-        "link", "util", "q mean", "q p99", "q peak", "loss", "Jain", "conv s", "FCT s", "×PS"
-    );
+    let names = FIGURE_COLUMNS.map(|(name, _)| name.to_owned());
+    let widths = FIGURE_COLUMNS.map(|(_, width)| width);
+    let _ = writeln!(out, "{}", aligned(&names, &widths));
     for row in rows {
         for l in &row.label {
             let _ = write!(out, "{l:<12} ");
@@ -246,15 +260,82 @@ pub fn table(heads: &[&str], rows: &[Row]) -> String {
             Err(e) => {
                 let _ = writeln!(out, "skipped: {e}");
             }
-            Ok(s) => write_figures(&mut out, s),
+            Ok(s) => {
+                let _ = writeln!(out, "{}", aligned(&figures(s), &widths));
+            }
         }
     }
     out
 }
 
-/// A table row's figures: the bottleneck's, fairness, convergence and
-/// completion time.
-fn write_figures(out: &mut String, s: &Summary) {
+/// The same table as [`table`], as a Markdown table: the same columns and
+/// figures, a row that did not run saying why in its first figure column.
+pub fn table_markdown(heads: &[&str], rows: &[Row]) -> String {
+    let heads: Vec<&str> = heads
+        .iter()
+        .copied()
+        .chain(FIGURE_COLUMNS.iter().map(|(name, _)| *name))
+        .collect();
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| {
+            let figures = match &row.result {
+                Ok(s) => figures(s).to_vec(),
+                Err(e) => std::iter::once(format!("skipped: {e}"))
+                    .chain(std::iter::repeat_n(String::new(), FIGURE_COLUMNS.len() - 1))
+                    .collect(),
+            };
+            [row.label.clone(), figures].concat()
+        })
+        .collect();
+    markdown(&heads, &cells)
+}
+
+/// The heading `compare` and `sweep` print above a Markdown table: the
+/// scenario, its title, the paper it reproduces and what the paper reports.
+pub fn heading_markdown(scenario: &Scenario) -> String {
+    let mut out = format!("## {} — {}\n\n", scenario.name, scenario.file.title);
+    if !scenario.file.paper.is_empty() {
+        let _ = writeln!(out, "Paper: {}\n", scenario.file.paper);
+    }
+    if !scenario.file.expect.is_empty() {
+        let _ = writeln!(out, "Paper reports: {}\n", scenario.file.expect);
+    }
+    out
+}
+
+/// A Markdown table of `rows` under `heads` (a `|` in a cell is escaped).
+pub fn markdown(heads: &[&str], rows: &[Vec<String>]) -> String {
+    fn line<S: AsRef<str>>(cells: impl Iterator<Item = S>) -> String {
+        let cells: Vec<String> = cells.map(|c| c.as_ref().replace('|', "\\|")).collect();
+        format!("| {} |\n", cells.join(" | "))
+    }
+    let mut out = line(heads.iter());
+    out += &line(heads.iter().map(|_| "---"));
+    for row in rows {
+        out += &line(row.iter());
+    }
+    out
+}
+
+/// A text table's row: each cell padded to its width, one space apart,
+/// the first left-aligned and the rest right-aligned (numbers).
+pub fn aligned(cells: &[String], widths: &[usize]) -> String {
+    let padded: Vec<String> = cells
+        .iter()
+        .zip(widths)
+        .enumerate()
+        .map(|(i, (cell, &width))| match i {
+            0 => format!("{cell:<width$}"),
+            _ => format!("{cell:>width$}"),
+        })
+        .collect();
+    padded.join(" ")
+}
+
+/// A table row's figures, one per [`FIGURE_COLUMNS`] entry: the
+/// bottleneck's, fairness, convergence and completion time.
+fn figures(s: &Summary) -> [String; 10] {
     let (name, util, qm, q99, qp, loss) =
         bottleneck(s).map_or(("-".into(), 0.0, 0.0, 0, 0, 0.0), |l| {
             (
@@ -276,20 +357,18 @@ fn write_figures(out: &mut String, s: &Summary) {
         .as_ref()
         .filter(|c| c.finished > 0)
         .map(|c| (c.mean_s, c.mean_s / c.sharing_mean_s.max(1e-9)));
-    let _ = writeln!(
-        out,
-        "{:<8} {:>6.3} {:>7.1} {:>6} {:>6} {:>8.4} {:>7} {:>9} {:>9} {:>6}",
+    [
         name,
-        util,
-        qm,
-        q99,
-        qp,
-        loss,
+        format!("{util:.3}"),
+        format!("{qm:.1}"),
+        q99.to_string(),
+        qp.to_string(),
+        format!("{loss:.4}"),
         jain,
         convergence_column(&s.flows),
         fct.map_or("-".into(), |(c, _)| format!("{c:.3}")),
-        fct.map_or("-".into(), |(_, r)| format!("{r:.2}"))
-    );
+        fct.map_or("-".into(), |(_, r)| format!("{r:.2}")),
+    ]
 }
 
 /// Convergence: the slowest later flow, and how many later flows converged.
