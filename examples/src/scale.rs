@@ -297,8 +297,7 @@ impl Probe {
 /// it rises when a large block is freed, and later large zeroed blocks
 /// then come from the heap, written with zeros and resident at once, where
 /// before they were fresh untouched pages: whichever run comes second would
-/// look several times bigger (measured: 2.5 MB instead of 0.3 MB per
-/// connection).
+/// look several times bigger per connection.
 fn fix_mmap_threshold() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only changes an allocator setting.
@@ -821,8 +820,8 @@ fn relay_limits(sessions: usize) -> SessionLimits {
 
 /// Waits until the runtime runs no task, at most [`DRAIN_LIMIT`]; whether
 /// it got there. The next run's base is taken only once the last run's
-/// connections are gone: measured right away it was 220 MB high after an
-/// ecnq run of 1000 connections still draining.
+/// connections are gone: taken at once, it would count the connections of
+/// the run before that are still draining.
 async fn drain() -> bool {
     let metrics = tokio::runtime::Handle::current().metrics();
     let deadline = Instant::now() + DRAIN_LIMIT;
@@ -996,9 +995,8 @@ pub fn run_name(config: &ScaleConfig, index: usize, stack: Stack) -> String {
 
 /// Runs everything in this process: the shim's session memory, then each
 /// stack of [`order`]. The bench runs each stack in a fresh process instead
-/// ([`run_child`]): in one process the resident set per connection grew
-/// from run to run whatever the stack (124, 189, 227, 309 kB for four ecnq
-/// runs of 400 connections), most likely as the heap fragments.
+/// ([`run_child`]): in one process the resident set per connection grows
+/// from run to run whatever the stack, most likely as the heap fragments.
 /// `progress` gets a line now and then during long phases.
 pub async fn run(
     config: &ScaleConfig,
