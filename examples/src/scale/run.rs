@@ -107,14 +107,7 @@ pub async fn run_stack(
     let opened = Counters::get(&counters.connected);
     let open = Probe::take(true);
 
-    let go = Probe::take(false);
-    let _ = phase_tx.send(Phase::Transfer);
-    let peak = await_downloads(counters, opened, go, progress).await;
-    let done = Probe::take(false);
-    let buffer_drops = udp_receive_buffer_drops()
-        .zip(buffer_drops_before)
-        .map(|(after, before)| after.saturating_sub(before));
-    let after = Probe::take(true);
+    let transfer = transfer(counters, opened, &phase_tx, buffer_drops_before, progress).await;
     let server_packets = server.packets();
     let feedback_senders = server.feedback_senders.load(Ordering::Relaxed);
 
@@ -126,10 +119,6 @@ pub async fn run_stack(
     let relay = shim.stop().await?;
     drop(clients);
     let drained = drain().await.then(|| closing.elapsed());
-    let transfer_cpu = match (go.cpu, done.cpu) {
-        (Some(a), Some(b)) => Some(b.saturating_sub(a)),
-        _ => None,
-    };
     Ok(StackReport {
         stack,
         connections: n,
@@ -139,14 +128,14 @@ pub async fn run_stack(
         first_failure: failures.into_iter().next(),
         bytes_verified: completed as u64 * config.bytes,
         handshake_time,
-        transfer_time: done.at - go.at,
-        transfer_cpu,
+        transfer_time: transfer.done.at - transfer.go.at,
+        transfer_cpu: transfer.cpu(),
         rss_base: base.rss,
         rss_open: open.rss,
-        rss_peak: peak,
-        rss_after: after.rss,
+        rss_peak: transfer.peak,
+        rss_after: transfer.after.rss,
         drained,
-        buffer_drops,
+        buffer_drops: transfer.buffer_drops,
         packets_sent: packets.sent,
         packets_lost: packets.lost,
         shim_arrivals: relay.up.counters.arrivals + relay.down.counters.arrivals,
@@ -156,4 +145,55 @@ pub async fn run_stack(
         sessions_evicted: relay.sessions.evicted,
         feedback_senders,
     })
+}
+
+/// What the transfer phase measured.
+struct Transfer {
+    /// At the start signal.
+    go: Probe,
+    /// When the downloads settled.
+    done: Probe,
+    /// The highest resident set between the two (sampled, not trimmed).
+    peak: Option<u64>,
+    /// Right after `done`, trimmed.
+    after: Probe,
+    /// Receive-buffer drops from the base to the end of the transfer.
+    buffer_drops: Option<u64>,
+}
+
+impl Transfer {
+    /// Process CPU time from the start signal to the downloads settled.
+    fn cpu(&self) -> Option<Duration> {
+        match (self.go.cpu, self.done.cpu) {
+            (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+            _ => None,
+        }
+    }
+}
+
+/// The transfer phase: sends the start signal, waits for the `opened`
+/// connections' downloads and measures, counting the receive-buffer drops
+/// from `buffer_drops_before` (taken at the base) on.
+async fn transfer(
+    counters: &Counters,
+    opened: usize,
+    phase: &watch::Sender<Phase>,
+    buffer_drops_before: Option<u64>,
+    progress: &(dyn Fn(&str) + Sync),
+) -> Transfer {
+    let go = Probe::take(false);
+    let _ = phase.send(Phase::Transfer);
+    let peak = await_downloads(counters, opened, go, progress).await;
+    let done = Probe::take(false);
+    let buffer_drops = udp_receive_buffer_drops()
+        .zip(buffer_drops_before)
+        .map(|(after, before)| after.saturating_sub(before));
+    let after = Probe::take(true);
+    Transfer {
+        go,
+        done,
+        peak,
+        after,
+        buffer_drops,
+    }
 }
