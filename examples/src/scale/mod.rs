@@ -16,6 +16,13 @@
 //! `cargo bench -p ecnq-examples --bench scale` runs it, each run in a
 //! fresh process; the test `examples/tests/scale.rs` runs the same code in
 //! one process with 20 connections.
+//!
+//! The files: `config` (the command line, the stacks), `download` (the
+//! request and the checked pattern), `endpoints` (both stacks' QUIC ends
+//! and the server), `clients` (the clients and the phases they share),
+//! `shim` (the relay and its memory per session), `process` (memory, CPU,
+//! descriptors, tasks), `run` (the runs in order, one stack's run) and
+//! `report` (the figures and the printed report).
 
 mod clients;
 mod config;
