@@ -201,28 +201,7 @@ async fn run_test(
     );
     let (stop, stopped) = tokio::sync::oneshot::channel();
     let sampling = tokio::spawn(sampler.run(config.interval, intervals, stopped));
-    let data = async {
-        if config.request.reverse {
-            let mut recv = connection
-                .accept_uni()
-                .await
-                .map_err(|e| format!("no data stream from the server: {e}"))?;
-            pump::receive_all(&mut recv, &counter).await
-        } else {
-            let mut send = connection
-                .open_uni()
-                .await
-                .map_err(|e| format!("cannot open the data stream: {e}"))?;
-            pump::send_until(
-                &mut send,
-                Limit::of(&config.request),
-                config.pause,
-                &counter,
-            )
-            .await
-        }
-    };
-    let outcome = data.await;
+    let outcome = move_data(config, &connection, &counter).await;
     let result = match &outcome {
         Ok(_) => control_recv
             .read_to_end(MAX_CONTROL)
@@ -253,6 +232,29 @@ async fn run_test(
         peer_result,
         stats,
     })
+}
+
+/// The test's data stream: receives all the server sends (`--reverse`)
+/// or sends until the request's limit, counting bytes in `counter`;
+/// returns the bytes and seconds.
+async fn move_data(
+    config: &ClientConfig,
+    connection: &Connection,
+    counter: &AtomicU64,
+) -> Result<(u64, f64), String> {
+    if config.request.reverse {
+        let mut recv = connection
+            .accept_uni()
+            .await
+            .map_err(|e| format!("no data stream from the server: {e}"))?;
+        pump::receive_all(&mut recv, counter).await
+    } else {
+        let mut send = connection
+            .open_uni()
+            .await
+            .map_err(|e| format!("cannot open the data stream: {e}"))?;
+        pump::send_until(&mut send, Limit::of(&config.request), config.pause, counter).await
+    }
 }
 
 /// Samples one connection every interval.

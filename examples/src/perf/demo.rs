@@ -21,7 +21,7 @@ use super::host::steal_note;
 use super::loopback::{Flow, LinkSeries, LoopbackBed, RunSummary};
 use super::{check_seconds, parse_seconds};
 use ecnq::statistics::FlowSeries;
-use ecnq_sim::report::chart::{Chart, Look, Point, Series};
+use ecnq_charts::{Chart, Look, Point, Series};
 
 /// Options of `ecnq-perf demo`.
 #[derive(Args, Debug, Clone)]

@@ -6,11 +6,10 @@
 //! and the run measures the host, not the congestion controllers. The demo
 //! says so next to such a run's figures; the end-to-end tests run it again.
 
-/// A run with more steal than this (a fraction of the CPU time) is flagged.
-/// On this project's 2-core VM two `erc_rides_through_a_pause_on_the_real_stack`
-/// runs in a row (2026-11-28) lost 1.3 % and 18 %: the first passed (0.981
-/// of the link during the pause, a 3.3 ms p99 queue after it), the second
-/// failed (0.966, 6.2 ms; every flow 14.8 Mbit/s of a fair 16.7).
+/// A run with more steal than this (a fraction of the CPU time) is flagged:
+/// past a few percent the real-stack pause test
+/// (`erc_rides_through_a_pause_on_the_real_stack` in tests/e2e.rs) passes
+/// or fails with the host's load rather than with the controller's.
 pub const NOTABLE_STEAL: f64 = 0.05;
 
 /// Steal and total CPU time from a starting point on.

@@ -1,9 +1,8 @@
 //! What a run reports: the figures it measured ([`metrics`]), as terminal
 //! text ([`text`]), CSV and JSON files ([`files`]) and SVG plots ([`plot`], drawn
-//! with [`chart`], which ecnq-perf's plots use too).
+//! with the `ecnq-charts` crate, which ecnq-perf's plots use too).
 //! Everything here reads a finished [`crate::engine::Sim`]; nothing runs one.
 
-pub mod chart;
 pub mod files;
 pub mod metrics;
 pub mod plot;

@@ -4,7 +4,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::chart::{Chart, Look, Series};
+use ecnq_charts::{Chart, Look, Series};
+
 use super::metrics::Summary;
 use crate::engine::Sim;
 

@@ -3,7 +3,7 @@
 //! override it, and `--set key=value` changes any field (a dotted path such
 //! as `links.0.rate` or `flows.1.count`).
 //!
-//! Errors name the file, the line and the field. [`file`] is the format,
+//! Errors name the file, the line and the field. [`file`](mod@file) is the format,
 //! [`quantity`] its quantities, [`edits`] the `--set` edits, [`topology`] the
 //! links and routes a scenario builds, and `build` turns it into a
 //! [`crate::engine::SimConfig`].

@@ -1,6 +1,30 @@
 //! SVG charts with plotters' SVG backend only (no font or image libraries):
-//! the simulator's run plots and ecnq-perf's demo plots draw through here,
-//! so both set up the backend, caption, mesh, series and legend one way.
+//! the simulator's run plots (`ecnq-sim`'s `report::plot`) and ecnq-perf's
+//! demo plots draw through here, so both set up the backend, caption, mesh,
+//! series and legend one way. A crate of its own so that ecnq-perf draws
+//! its plots without depending on the simulator.
+//!
+//! ```
+//! use ecnq_charts::{Chart, Look, Series};
+//!
+//! let path = std::env::temp_dir().join(format!("ecnq-charts-doc-{}.svg", std::process::id()));
+//! let rates = Series {
+//!     name: "flow 1".into(),
+//!     points: vec![(0.0, 0.0), (1.0, 40.0), (2.0, 48.0)],
+//! };
+//! let chart = Chart {
+//!     path: &path,
+//!     look: Look::THIN,
+//!     title: "flow rates",
+//!     x_label: "time (s)",
+//!     y_label: "Mbit/s",
+//!     max: (2.0, 50.0),
+//! };
+//! chart.lines(&[rates], true)?;
+//! assert!(std::fs::read_to_string(&path).unwrap().contains("flow 1"));
+//! # std::fs::remove_file(&path).unwrap();
+//! # Ok::<(), String>(())
+//! ```
 
 use std::path::Path;
 
