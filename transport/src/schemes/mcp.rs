@@ -34,12 +34,14 @@
 use std::time::Duration;
 
 use crate::schemes::cubic::CubicLaw;
-use crate::signal::load::IntervalStats;
-use crate::signal::load::LoadFactor;
+use crate::signal::load::{Formula, IntervalStats, LoadFactor};
 use crate::signal::{
     Congestion, Decoder, Feedback, Law, LawConfig, LinkState, Marker, Mode, PacketMarks, RttSample,
 };
 use crate::wire::ecn::{Ecn, SchemeTag, WireScheme};
+
+/// Where a link's load holds U ([`Formula`]).
+pub const FORMULA: Formula = Formula::new(2);
 
 /// U = (N + Q) / (C·T), Q the minimum queue of the period (MCP paper eq. 1).
 pub fn utilization(stats: &IntervalStats, capacity: f64) -> LoadFactor {
@@ -210,7 +212,7 @@ impl Marker for McpMarker {
     #[inline]
     fn mark(&mut self, _now: Duration, link: &LinkState, pkt: &mut PacketMarks) {
         // Every MCP packet carries a code, `00` included: raise it, never lower it.
-        let code = McpCode::from_ecn(pkt.ecn).max(McpCode::of(link.load.mcp));
+        let code = McpCode::from_ecn(pkt.ecn).max(McpCode::of(link.load[FORMULA]));
         pkt.ecn = code.ecn();
         // Only a sender sets this-path, so only a sender's own request
         // propagates; fairing bits set by routers do not chain (§IV-D.2).
@@ -726,12 +728,13 @@ mod tests {
     }
 
     fn link(utilization: f64, epoch: u64) -> LinkState {
+        let mut load = LinkLoad {
+            epoch,
+            ..LinkLoad::default()
+        };
+        load[FORMULA] = LoadFactor::new(utilization);
         LinkState {
-            load: LinkLoad {
-                epoch,
-                mcp: LoadFactor::new(utilization),
-                ..LinkLoad::default()
-            },
+            load,
             queue_bytes: 0,
             ..LinkState::default()
         }
@@ -1317,7 +1320,7 @@ mod tests {
     /// Returns (utilization, peak queue in bytes, min/max rate ratio) over
     /// the last 20 s of `secs`.
     fn closed_loop(flows: usize, secs: u32) -> (f64, u64, f64) {
-        use crate::router::meter::{LoadFactorMeter, MeterConfig};
+        use crate::{LoadFactorMeter, MeterConfig};
         let capacity = 2.5e6;
         let step = MS * 10;
         let mut meter = LoadFactorMeter::new(MeterConfig::new(capacity), Duration::ZERO);

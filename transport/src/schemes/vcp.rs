@@ -15,8 +15,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::signal::load::IntervalStats;
-use crate::signal::load::LoadFactor;
+use crate::signal::load::{Formula, IntervalStats, LoadFactor};
 use crate::signal::{
     Congestion, Decoder, Feedback, LawConfig, LinkState, Marker, Mode, PacketMarks, RttSample,
     Window,
@@ -26,6 +25,8 @@ use crate::wire::ecn::{Ecn, SchemeTag, WireScheme};
 /// VCP's DSCP pool tag, which EVCP shares: EVCP changes only the sender
 /// (docs/design.md §2, tag table).
 pub const WIRE: WireScheme = WireScheme::new(1);
+/// Where a link's load holds ρ ([`Formula`]).
+pub const FORMULA: Formula = Formula::new(0);
 /// Low-load / high-load boundary: ρ < 80 % is low load (EVCP paper §"Overview
 /// of VCP"; `ρ < 80 % → 01` in the ns-2 release, docs/design.md §2).
 pub const LOW_LOAD_BOUND: f64 = 0.8;
@@ -165,7 +166,7 @@ impl Marker for VcpMarker {
     fn mark(&mut self, _now: Duration, link: &LinkState, pkt: &mut PacketMarks) {
         // A Not-ECT packet cannot carry a code; ECN marks are only raised.
         if pkt.ecn.is_ect() {
-            pkt.ecn = pkt.ecn.max(VcpLevel::of(link.load.vcp).ecn());
+            pkt.ecn = pkt.ecn.max(VcpLevel::of(link.load[FORMULA]).ecn());
         }
     }
 }
@@ -440,11 +441,10 @@ pub(crate) mod tests {
 
     /// A link whose VCP load factor is `rho`, empty queue (MPCP's tests too).
     pub(crate) fn link(rho: f64) -> LinkState {
+        let mut load = LinkLoad::default();
+        load[FORMULA] = LoadFactor::new(rho);
         LinkState {
-            load: LinkLoad {
-                vcp: LoadFactor::new(rho),
-                ..LinkLoad::default()
-            },
+            load,
             queue_bytes: 0,
             ..LinkState::default()
         }
