@@ -272,27 +272,29 @@ impl Decoder for McpDecoder {
 /// * The rate stays within one MSS per 2T (so that feedback keeps coming) and
 ///   [`MAX_RATE`].
 ///
-/// Three departures from the paper (measurements: sim/REPRODUCTION.md,
+/// Four departures from the paper (measurements: sim/REPRODUCTION.md,
 /// "Deviations and tuning"):
 ///
 /// * A stable flow without a fairing request halves only for an overload
 ///   code that holds for 2T (three measurements in a row), because the
 ///   utilization a router measures wanders by a point or two at constant
-///   rates; lower codes end the stable state at once, as in the paper.
+///   rates; lower codes end the stable state at once, as in the paper
+///   (`a_stable_flow_rides_out_a_one_period_overload`).
 /// * After MD(0.5), code `00` means the halving overshot the 49 % it aims at
 ///   (§IV-C), not a lightly used link: the flow enhances, MI(1.1), instead of
-///   doubling, until a higher code arrives.
+///   doubling, until a higher code arrives
+///   (`a_halving_that_lands_under_48_percent_enhances_instead_of_doubling`).
 /// * With round trips as long as T, a code that cannot yet reflect the last
 ///   halving (it arrived sooner than T and a round trip after it) neither
-///   halves again nor ends the enhancing that follows a halving.
+///   halves again nor ends the enhancing that follows a halving
+///   (`codes_from_before_a_halving_do_not_halve_again`).
 /// * MI(2) goes no higher than the rate the last overload came at: the
 ///   doubling from under 48 % is to land under 96 % (§IV-B), and that rate
 ///   was read as 98 % or more. A flow sending under its rate (the transport
 ///   asks late) reads `00` a few points above 48 % of the link, and
-///   doubling stood a queue: MCP beside BBR on the real stack, at 13.3
-///   Mbit/s of a 25 Mbit/s share, doubled to 26.6 after halving from
-///   24.2. A `00` at or above that rate means capacity was freed: the flow
-///   doubles and forgets it.
+///   doubling from there stands a queue. A `00` at or above that rate
+///   means capacity was freed: the flow doubles and forgets it
+///   (`a_halving_that_lands_under_48_percent_enhances_instead_of_doubling`).
 #[derive(Clone, Debug)]
 pub struct McpLaw {
     config: LawConfig,

@@ -179,11 +179,14 @@ impl Marker for VcpMarker {
 /// in runs; a lone CE is another AQM's mark. Behind an ecnq router that is
 /// not the bottleneck, at an L4S DualPI2 one downstream (VCP's low-load
 /// code is ECT(1), the L4S identifier), the coupled marks fall on single
-/// packets: read as overload, each cut the window by β, and VCP got 8.64
-/// Mbit/s beside Cubic's 41.28 (`l4s-erc-then-dualpi2`; 26.05 / 23.00 with
-/// the rule). The L4S queue's step still marks runs, which read as
-/// overload; losses count as always. ecnq's own rule: the papers know no
-/// other AQM on the path and read every CE as overload.
+/// packets: read as overload, each would cut the window by β and leave VCP
+/// a small share beside Cubic (scenario `l4s-erc-then-dualpi2`, guarded by
+/// sim/tests/l4s_goals.rs
+/// `vcp_behind_an_ecnq_router_shares_a_dualpi2_bottleneck_with_cubic`).
+/// The L4S queue's step still marks runs, which read as overload; losses
+/// count as always (`a_lone_ce_is_no_overload_and_a_run_of_two_is`).
+/// ecnq's own rule: the papers know no other AQM on the path and read
+/// every CE as overload.
 #[derive(Clone, Copy, Debug)]
 pub struct VcpDecoder {
     level: VcpLevel,
