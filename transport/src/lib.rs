@@ -49,6 +49,7 @@ pub mod quic;
 
 pub use router::meter::{IntervalStats, LinkLoad, LoadFactorMeter, MeterConfig};
 pub use router::{MarkCounters, MarkingMode, RouterConfig, RouterLink};
+pub use schemes::registry::FORMULAS;
 pub use schemes::{Scheme, UnknownScheme};
 pub use signal::flow_table::FlowTableConfig;
 pub use signal::load::LoadFactor;

@@ -11,7 +11,7 @@ use std::time::Duration;
 use clap::Parser;
 use ecnq::wire::hash::fmix32;
 use ecnq::{
-    Ecn, LawConfig, LinkLoad, MarkingMode, PacketMarks, RouterConfig, RouterLink, RttSample, Scheme,
+    Ecn, LawConfig, MarkingMode, PacketMarks, RouterConfig, RouterLink, RttSample, Scheme, FORMULAS,
 };
 
 /// Show how a receiver learns the most congested of several routers, for
@@ -65,19 +65,18 @@ fn main() -> ExitCode {
         routers.len(),
         args.mbit
     );
-    println!(
-        "  {:<8} {:>10} {:>10} {:>10}",
-        "router", "VCP ρ", "BMCC f", "MCP U"
-    );
+    let mut header = format!("  {:<8}", "router");
+    for f in &FORMULAS {
+        let title = format!("{} {}", f.name.to_uppercase(), f.symbol);
+        header += &format!(" {title:>10}");
+    }
+    println!("{header}");
     for (i, r) in routers.iter().enumerate() {
-        let l: &LinkLoad = r.meter().load();
-        println!(
-            "  R{:<7} {:>10} {:>10} {:>10}",
-            i + 1,
-            l.vcp.to_string(),
-            l.bmcc.to_string(),
-            l.mcp.to_string()
-        );
+        let mut row = format!("  R{:<7}", i + 1);
+        for (_, load) in r.meter().load().iter() {
+            row += &format!(" {:>10}", load.to_string());
+        }
+        println!("{row}");
     }
     println!();
     println!(
@@ -109,7 +108,7 @@ fn loaded_routers(loads: &[f64], capacity: f64) -> Vec<RouterLink> {
         .map(|&rho| {
             let mut cfg = RouterConfig::new(capacity, 1 << 20);
             cfg.mode = MarkingMode::Auto;
-            let gamma = cfg.meter.vcp.gamma;
+            let gamma = cfg.meter.formulas.vcp.gamma;
             let mut link = RouterLink::new(cfg, Duration::ZERO);
             // λ = ρ·γ·C·t_p bytes in the first interval, as 1200-byte packets.
             let mut bytes = (rho * gamma * capacity * 0.2) as u64;

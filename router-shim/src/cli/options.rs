@@ -155,14 +155,14 @@ impl RouterOptions {
             cfg.meter.queue_sample = t;
         }
         if let Some(g) = self.gamma {
-            cfg.meter.vcp.gamma = g;
-            cfg.meter.bmcc.gamma = g;
+            cfg.meter.formulas.vcp.gamma = g;
+            cfg.meter.formulas.bmcc.gamma = g;
         }
         if let Some(k) = self.kappa_q {
-            cfg.meter.vcp.k_q = k;
+            cfg.meter.formulas.vcp.k_q = k;
         }
         if let Some(k) = self.k1 {
-            cfg.meter.bmcc.k1 = k;
+            cfg.meter.formulas.bmcc.k1 = k;
         }
         if let Some(n) = self.flows {
             cfg.flows.capacity = n;

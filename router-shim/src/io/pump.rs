@@ -302,7 +302,7 @@ mod tests {
         assert_eq!(sent.load(std::sync::atomic::Ordering::Relaxed), 1);
         assert!(last.intervals_disregarded >= 1, "{last:?}");
         assert_eq!(
-            last.load.vcp.get(),
+            last.load[ecnq::schemes::vcp::FORMULA].get(),
             0.0,
             "the void interval kept the start's figures"
         );

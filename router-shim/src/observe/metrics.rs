@@ -323,14 +323,11 @@ fn queue_and_load(out: &mut String, links: &[LinkSnapshot]) {
         "Load factor of the last interval, by formula.",
     );
     labelled(out, load, links, |s| {
-        let l = &s.load;
         by(
             "formula",
-            [
-                ("vcp", l.vcp.get()),
-                ("bmcc", l.bmcc.get()),
-                ("mcp", l.mcp.get()),
-            ],
+            s.load
+                .iter()
+                .map(|(formula, load)| (formula.name, load.get())),
         )
     });
 }

@@ -151,13 +151,10 @@ impl LinkSnapshot {
                 iv.queue_persistent,
             );
         }
-        let _ = write!(
-            s,
-            ",\"load_vcp\":{:.6},\"load_bmcc\":{:.6},\"load_mcp\":{:.6},\"marks\":{{",
-            self.load.vcp.get(),
-            self.load.bmcc.get(),
-            self.load.mcp.get()
-        );
+        for (formula, load) in self.load.iter() {
+            let _ = write!(s, ",\"load_{}\":{:.6}", formula.name, load.get());
+        }
+        s.push_str(",\"marks\":{");
         // Packets by marking scheme, as [left with 00, 01, 10, 11].
         for (i, (wire, m)) in self.marks.iter().enumerate() {
             let sep = if i == 0 { "" } else { "," };
@@ -294,6 +291,7 @@ mod tests {
             "\"sojourn_ecnq_us\":2500",
             "\"sojourn_ecnq_hist\":[[1,2],[6,1],[16,1]],",
             "\"intervals_disregarded\":1",
+            ",\"load_vcp\":0.000000,\"load_bmcc\":0.000000,\"load_mcp\":0.000000,\"marks\":{",
             "\"vcp\":[0,0,0,7]",
             "\"classic\":[0,0,0,0]",
         ] {

@@ -8,6 +8,7 @@ use std::time::Duration;
 use ecnq::router::bottleneck::{Bottleneck, BottleneckConfig, Class, CLASSES};
 use ecnq::router::{MarkCounters, RouterConfig};
 use ecnq::statistics::SojournHistogram;
+use ecnq::LinkLoad;
 
 use super::clock::{dur, Nanos};
 use super::config::LinkSpec;
@@ -167,10 +168,6 @@ pub struct LinkSample {
     pub queue_packets: u64,
     /// Waiting bytes now.
     pub queue_bytes: u64,
-    /// VCP's ρ of the last completed interval.
-    pub load_vcp: f64,
-    /// BMCC's f.
-    pub load_bmcc: f64,
-    /// MCP's U.
-    pub load_mcp: f64,
+    /// Every formula's load figure of the last completed interval.
+    pub load: LinkLoad,
 }

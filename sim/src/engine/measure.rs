@@ -37,16 +37,13 @@ impl Sim {
                 };
                 let port = bottleneck.router_mut();
                 port.advance(dur(now));
-                let load = *port.meter().load();
                 self.link_series.push(LinkSample {
                     time: now,
                     link: i as u32,
                     utilization: departed as f64 * 8.0 / (bps * dt),
                     queue_packets,
                     queue_bytes,
-                    load_vcp: load.vcp.get(),
-                    load_bmcc: load.bmcc.get(),
-                    load_mcp: load.mcp.get(),
+                    load: *port.meter().load(),
                 });
             }
         }

@@ -6,6 +6,8 @@ use std::fs;
 use std::io::Write as _;
 use std::path::Path;
 
+use ecnq::FORMULAS;
+
 use super::metrics::Summary;
 use super::plot;
 use crate::engine::Sim;
@@ -48,22 +50,25 @@ fn flows_csv(sim: &Sim) -> String {
 
 /// Every link sample: time, link, utilization, queue and load factors.
 fn links_csv(sim: &Sim) -> String {
-    let mut out = String::from(
-        "time_s,link,utilization,queue_packets,queue_bytes,load_vcp,load_bmcc,load_mcp\n",
-    );
+    let mut out = String::from("time_s,link,utilization,queue_packets,queue_bytes");
+    for formula in &FORMULAS {
+        let _ = write!(out, ",load_{}", formula.name);
+    }
+    out.push('\n');
     for s in &sim.link_series {
-        let _ = writeln!(
+        let _ = write!(
             out,
-            "{:.3},{},{:.4},{},{},{:.4},{:.4},{:.4}",
+            "{:.3},{},{:.4},{},{}",
             s.time as f64 / 1e9,
             sim.links[s.link as usize].spec.name,
             s.utilization,
             s.queue_packets,
             s.queue_bytes,
-            s.load_vcp,
-            s.load_bmcc,
-            s.load_mcp
         );
+        for (_, load) in s.load.iter() {
+            let _ = write!(out, ",{:.4}", load.get());
+        }
+        out.push('\n');
     }
     out
 }

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use ecnq::schemes::vcp;
 use ecnq_charts::{Chart, Look, Series};
 
 use super::metrics::Summary;
@@ -122,7 +123,7 @@ fn link_lines(sim: &Sim) -> [Vec<Series>; 3] {
         load.entry(s.link)
             .or_insert_with(name)
             .points
-            .push((t, s.load_vcp));
+            .push((t, s.load[vcp::FORMULA].get()));
     }
     // Links that carried nothing (idle reverse directions) only clutter the plots.
     let busy = |m: BTreeMap<u32, Series>| -> Vec<Series> {

@@ -361,6 +361,9 @@ mod tests {
         let mut vcp = marks(1, Ecn::Ect1);
         off.on_arrival(MS * 201, 1000, &mut vcp);
         assert_eq!(vcp.ecn, Ecn::Ect1);
-        assert!(off.meter().load().vcp.get() > 1.0, "off still measures");
+        assert!(
+            off.meter().load()[crate::schemes::vcp::FORMULA].get() > 1.0,
+            "off still measures"
+        );
     }
 }

@@ -2,17 +2,17 @@
 //!
 //! The meter counts arrivals (at enqueue, before any tail drop, as the VCP
 //! ns-2 release does — docs/design.md §2), departures and the queue, and at the
-//! end of each interval turns them into every scheme's load figure:
-//! VCP's ρ (EVCP paper eq. 1), BMCC's f (BMCC paper eq. 1.1) and MCP's U
-//! (MCP paper eq. 1). One meter serves all schemes on a link at once.
+//! end of each interval turns them into the load figure of every formula in
+//! the registry's [`FORMULAS`](crate::schemes::registry::FORMULAS). One meter serves all schemes on a link at
+//! once.
 //!
 //! It is driven by packet events alone (time is an argument); a caller with
 //! an idle link may call [`LoadFactorMeter::advance`] from a timer.
 
 use std::time::Duration;
 
+use crate::schemes::registry::FormulaParams;
 pub use crate::signal::load::{IntervalStats, LinkLoad, DEFAULT_INTERVAL};
-use crate::{schemes::bmcc, schemes::mcp, schemes::vcp};
 
 /// VCP samples the queue every 10 ms (VCP ns-2 release, docs/design.md §2).
 pub const DEFAULT_QUEUE_SAMPLE: Duration = Duration::from_millis(10);
@@ -26,10 +26,8 @@ pub struct MeterConfig {
     pub interval: Duration,
     /// Queue sampling period t_q for the persistent queue.
     pub queue_sample: Duration,
-    /// VCP / EVCP / MPCP load-factor parameters.
-    pub vcp: vcp::LoadParams,
-    /// BMCC load-factor parameters.
-    pub bmcc: bmcc::LoadParams,
+    /// The load formulas' parameters.
+    pub formulas: FormulaParams,
 }
 
 impl MeterConfig {
@@ -39,8 +37,7 @@ impl MeterConfig {
             capacity,
             interval: DEFAULT_INTERVAL,
             queue_sample: DEFAULT_QUEUE_SAMPLE,
-            vcp: vcp::LoadParams::for_capacity(capacity),
-            bmcc: bmcc::LoadParams::for_capacity(capacity),
+            formulas: FormulaParams::for_capacity(capacity),
         }
     }
 }
@@ -260,12 +257,7 @@ impl LoadFactorMeter {
                 ..self.load
             }
         } else {
-            LinkLoad {
-                epoch: self.epoch,
-                vcp: self.config.vcp.load_factor(&stats, capacity),
-                bmcc: self.config.bmcc.load_factor(&stats, capacity),
-                mcp: mcp::utilization(&stats, capacity),
-            }
+            LinkLoad::measure(self.epoch, &self.config.formulas, &stats, capacity)
         };
         self.last = Some(stats);
         self.fresh = true;
@@ -306,6 +298,7 @@ impl LoadFactorMeter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::schemes::{bmcc, mcp, vcp};
 
     const MS: Duration = Duration::from_millis(1);
 
@@ -326,10 +319,10 @@ mod tests {
         assert!((s.offered(1e6) - 0.75).abs() < 1e-12);
         assert!(m.take_completed().is_none(), "taken once");
         // No queue: ρ = λ / (γ C t_p).
-        let gamma = m.config().vcp.gamma;
-        assert!((m.load().vcp.get() - 0.75 / gamma).abs() < 1e-9);
+        let gamma = m.config().formulas.vcp.gamma;
+        assert!((m.load()[vcp::FORMULA].get() - 0.75 / gamma).abs() < 1e-9);
         // MCP's U has no γ.
-        assert!((m.load().mcp.get() - 0.75).abs() < 1e-9);
+        assert!((m.load()[mcp::FORMULA].get() - 0.75).abs() < 1e-9);
     }
 
     #[test]
@@ -363,9 +356,9 @@ mod tests {
         assert_eq!(s.queue_min, 0);
         assert_eq!(s.queue_persistent, 20_000);
         // VCP's ρ counts κ_q · q̃ = 0.5 · 20 000 bytes.
-        let p = m.config().vcp;
+        let p = m.config().formulas.vcp;
         let want = 0.5 * 20_000.0 / (p.gamma * 1e6 * 0.2);
-        assert!((m.load().vcp.get() - want).abs() < 1e-9);
+        assert!((m.load()[vcp::FORMULA].get() - want).abs() < 1e-9);
     }
 
     /// Offers 1500-byte packets every 2 ms over `[from, to)` ms: 75 % of
@@ -383,7 +376,7 @@ mod tests {
         offer(&mut m, 0, 200);
         m.advance(MS * 200);
         let steady = *m.load();
-        assert!((steady.mcp.get() - 0.75).abs() < 1e-9);
+        assert!((steady[mcp::FORMULA].get() - 0.75).abs() < 1e-9);
         offer(&mut m, 200, 350);
         (m, steady)
     }
@@ -405,17 +398,25 @@ mod tests {
         late_backlog_until_600_ms(&mut m);
         m.advance(MS * 400);
         assert!(m.last_interval().unwrap().disregarded);
-        assert_eq!(m.load().vcp, steady.vcp, "the low reading is disregarded");
+        assert_eq!(
+            m.load()[vcp::FORMULA],
+            steady[vcp::FORMULA],
+            "the low reading is disregarded"
+        );
         assert_eq!(m.load().epoch, 1);
         m.advance(MS * 600);
         assert!(m.last_interval().unwrap().disregarded);
-        assert_eq!(m.load().bmcc, steady.bmcc, "the backlog's high one too");
+        assert_eq!(
+            m.load()[bmcc::FORMULA],
+            steady[bmcc::FORMULA],
+            "the backlog's high one too"
+        );
         assert_eq!(m.disregarded(), 2);
         // The next interval is measured again.
         offer(&mut m, 600, 800);
         m.on_arrival(MS * 800, 1500);
         assert!(!m.last_interval().unwrap().disregarded);
-        assert!((m.load().mcp.get() - 0.75).abs() < 1e-9);
+        assert!((m.load()[mcp::FORMULA].get() - 0.75).abs() < 1e-9);
     }
 
     #[test]
@@ -424,15 +425,19 @@ mod tests {
         // Packets from 350 ms on were read only at 450 ms, after the
         // interval ending at 400 ms closed on their absence.
         m.advance(MS * 400);
-        assert!((m.load().mcp.get() - 0.5625).abs() < 1e-9);
+        assert!((m.load()[mcp::FORMULA].get() - 0.5625).abs() < 1e-9);
         m.disregard(MS * 350, MS * 450);
-        assert_eq!(m.load().vcp, steady.vcp, "the low reading is taken back");
+        assert_eq!(
+            m.load()[vcp::FORMULA],
+            steady[vcp::FORMULA],
+            "the low reading is taken back"
+        );
         assert_eq!(m.load().epoch, 1);
         assert!(m.last_interval().unwrap().disregarded);
         // The interval the late packets are counted in is disregarded too.
         late_backlog_until_600_ms(&mut m);
         m.advance(MS * 600);
-        assert_eq!(m.load().bmcc, steady.bmcc);
+        assert_eq!(m.load()[bmcc::FORMULA], steady[bmcc::FORMULA]);
         assert_eq!(m.disregarded(), 2);
         // A later gap in the open interval does not take back a closed one.
         offer(&mut m, 600, 700);
@@ -445,9 +450,17 @@ mod tests {
         let (mut m, _) = steady_until_350_ms();
         late_backlog_until_600_ms(&mut m);
         m.advance(MS * 400);
-        assert!((m.load().mcp.get() - 0.5625).abs() < 1e-9, "{:?}", m.load());
+        assert!(
+            (m.load()[mcp::FORMULA].get() - 0.5625).abs() < 1e-9,
+            "{:?}",
+            m.load()
+        );
         m.advance(MS * 600);
-        assert!((m.load().mcp.get() - 0.9375).abs() < 1e-9, "{:?}", m.load());
+        assert!(
+            (m.load()[mcp::FORMULA].get() - 0.9375).abs() < 1e-9,
+            "{:?}",
+            m.load()
+        );
         assert_eq!(m.disregarded(), 0);
     }
 
@@ -487,6 +500,6 @@ mod tests {
         let mut m = LoadFactorMeter::new(cfg, Duration::ZERO);
         m.on_arrival(MS, 1500);
         m.on_arrival(MS * 2, 1500);
-        assert!(m.load().vcp.get().is_finite());
+        assert!(m.load()[vcp::FORMULA].get().is_finite());
     }
 }

@@ -2,11 +2,12 @@
 //! "Two bits are enough"; Sorathiya & Zambare, "Performance Analysis of Binary
 //! Marking Congestion Control Protocol"; docs/design.md §2 "Scheme notes").
 
-use crate::signal::load::IntervalStats;
-use crate::signal::load::LoadFactor;
+use crate::signal::load::{Formula, IntervalStats, LoadFactor};
 
 /// BMCC's DSCP pool tag (docs/design.md §2, tag table).
 pub const WIRE: WireScheme = WireScheme::new(4);
+/// Where a link's load holds f ([`Formula`]).
+pub const FORMULA: Formula = Formula::new(1);
 /// k_1 = 0.5, how fast the queue drains (BMCC paper Table 1).
 pub const K1: f64 = 0.5;
 
@@ -104,7 +105,7 @@ impl Marker for BmccMarker {
         if !pkt.ecn.is_ect() || pkt.ecn == Ecn::Ce {
             return;
         }
-        let f = link.load.bmcc.get();
+        let f = link.load[FORMULA].get();
         if f >= U {
             pkt.ecn = Ecn::Ce;
         } else if f > threshold(pkt.hash) {
@@ -340,11 +341,10 @@ mod tests {
     }
 
     fn link(f: f64) -> LinkState {
+        let mut load = LinkLoad::default();
+        load[FORMULA] = LoadFactor::new(f);
         LinkState {
-            load: LinkLoad {
-                bmcc: LoadFactor::new(f),
-                ..LinkLoad::default()
-            },
+            load,
             queue_bytes: 0,
             ..LinkState::default()
         }

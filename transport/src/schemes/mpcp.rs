@@ -280,7 +280,7 @@ impl Marker for MpcpMarker {
         let position = self.chain.position(pkt.hash);
         let own = self
             .chain
-            .digit(self.chain.level_of(link.load.vcp), position);
+            .digit(self.chain.level_of(link.load[vcp::FORMULA]), position);
         let carried = pkt.ecn.bits() - 1;
         let before = if position == 0 {
             Prefix::Equal

@@ -30,8 +30,9 @@
 //!   window, as Reno answers CE, instead of taking α/2 off it, and as Reno
 //!   does at most once per round trip (RFC 3168 §6.1.2): only a CE on a
 //!   packet sent after the last reduction halves again. Without the
-//!   fallback Prague took 45.44 of 50 Mbit/s from Cubic with ECN at such
-//!   an AQM.
+//!   fallback Prague starves Cubic with ECN at such an AQM (guarded by
+//!   `marks_over_a_standing_queue_of_milliseconds_are_answered_as_reno` and
+//!   sim/tests/l4s_goals.rs `prague_falls_back_at_a_classic_ecn_aqm`).
 
 use std::time::Duration;
 

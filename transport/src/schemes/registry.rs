@@ -18,6 +18,7 @@ use crate::schemes::mcp::{self, McpDecoder, McpLaw, McpMarker};
 use crate::schemes::mpcp::{Chain, MpcpDecoder, MpcpLaw, MpcpMarker};
 use crate::schemes::prague::{self, PragueDecoder, PragueLaw, PragueMarker};
 use crate::schemes::vcp::{self, VcpDecoder, VcpLaw, VcpMarker};
+use crate::signal::load::{Formula, IntervalStats, LinkLoad, LoadFactor};
 use crate::signal::{Decoder, Law, LawConfig, Marker, MarkerConfig, PacketMarks};
 use crate::wire::ecn::{Ecn, SchemeTag, WireScheme};
 
@@ -358,6 +359,92 @@ impl SchemeTag {
     }
 }
 
+/// A load formula: how a router turns one interval's statistics into a
+/// load factor that markers read from [`crate::signal::LinkState::load`].
+/// One meter computes every formula on every link.
+pub struct FormulaEntry {
+    /// The formula.
+    pub formula: Formula,
+    /// Its name in router output: the shim's `load_{name}` stats field and
+    /// `formula` metric label, the simulator's `load_{name}` column.
+    pub name: &'static str,
+    /// Its symbol in its paper, for tables.
+    pub symbol: &'static str,
+    /// The load factor of `stats` on a link of `capacity` bytes per
+    /// second, with the link's parameters.
+    pub load: fn(&FormulaParams, &IntervalStats, f64) -> LoadFactor,
+}
+
+/// Every load formula, in the order of router output.
+pub const FORMULAS: [FormulaEntry; 3] = [
+    FormulaEntry {
+        formula: vcp::FORMULA,
+        name: "vcp",
+        symbol: "ρ",
+        load: |p, stats, capacity| p.vcp.load_factor(stats, capacity),
+    },
+    FormulaEntry {
+        formula: bmcc::FORMULA,
+        name: "bmcc",
+        symbol: "f",
+        load: |p, stats, capacity| p.bmcc.load_factor(stats, capacity),
+    },
+    FormulaEntry {
+        formula: mcp::FORMULA,
+        name: "mcp",
+        symbol: "U",
+        load: |_, stats, capacity| mcp::utilization(stats, capacity),
+    },
+];
+
+impl LinkLoad {
+    /// The figures of every formula for one interval's `stats` on a link
+    /// of `capacity` bytes per second with parameters `params`.
+    pub fn measure(
+        epoch: u64,
+        params: &FormulaParams,
+        stats: &IntervalStats,
+        capacity: f64,
+    ) -> LinkLoad {
+        let mut load = LinkLoad {
+            epoch,
+            ..LinkLoad::default()
+        };
+        for entry in &FORMULAS {
+            load[entry.formula] = (entry.load)(params, stats, capacity);
+        }
+        load
+    }
+
+    /// Every formula with its figure, in [`FORMULAS`] order.
+    pub fn iter(&self) -> impl Iterator<Item = (&'static FormulaEntry, LoadFactor)> {
+        let load = *self;
+        FORMULAS
+            .iter()
+            .map(move |entry| (entry, load[entry.formula]))
+    }
+}
+
+/// The parameters of the formulas that have any, for one link: what a
+/// router operator may tune (the shim's `--gamma`, `--kappa-q`, `--k1`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FormulaParams {
+    /// VCP's γ and κ_q (EVCP paper eq. 1).
+    pub vcp: vcp::LoadParams,
+    /// BMCC's γ and k_1 (BMCC paper eq. 1.1).
+    pub bmcc: bmcc::LoadParams,
+}
+
+impl FormulaParams {
+    /// The papers' defaults for a link of `capacity` bytes per second.
+    pub fn for_capacity(capacity: f64) -> FormulaParams {
+        FormulaParams {
+            vcp: vcp::LoadParams::for_capacity(capacity),
+            bmcc: bmcc::LoadParams::for_capacity(capacity),
+        }
+    }
+}
+
 /// What a sender knows about one scheme.
 pub struct SchemeEntry {
     /// The scheme.
@@ -608,6 +695,13 @@ mod tests {
             assert_eq!(entry.wire.index(), i, "{}", entry.name);
             assert_eq!(WireScheme::from_name(entry.name), Some(entry.wire));
             assert_eq!(entry.decoder.is_none(), entry.wire == WireScheme::CLASSIC);
+        }
+        // No two formulas share a place or a name.
+        for (i, a) in FORMULAS.iter().enumerate() {
+            for b in &FORMULAS[..i] {
+                assert_ne!(a.formula, b.formula, "{} and {}", a.name, b.name);
+                assert_ne!(a.name, b.name);
+            }
         }
         // No two wire schemes share a tag.
         let tags: Vec<u8> = (0u8..16)

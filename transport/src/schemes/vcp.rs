@@ -15,8 +15,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::signal::load::IntervalStats;
-use crate::signal::load::LoadFactor;
+use crate::signal::load::{Formula, IntervalStats, LoadFactor};
 use crate::signal::{
     Congestion, Decoder, Feedback, LawConfig, LinkState, Marker, Mode, PacketMarks, RttSample,
     Window,
@@ -26,6 +25,8 @@ use crate::wire::ecn::{Ecn, SchemeTag, WireScheme};
 /// VCP's DSCP pool tag, which EVCP shares: EVCP changes only the sender
 /// (docs/design.md §2, tag table).
 pub const WIRE: WireScheme = WireScheme::new(1);
+/// Where a link's load holds ρ ([`Formula`]).
+pub const FORMULA: Formula = Formula::new(0);
 /// Low-load / high-load boundary: ρ < 80 % is low load (EVCP paper §"Overview
 /// of VCP"; `ρ < 80 % → 01` in the ns-2 release, docs/design.md §2).
 pub const LOW_LOAD_BOUND: f64 = 0.8;
@@ -165,7 +166,7 @@ impl Marker for VcpMarker {
     fn mark(&mut self, _now: Duration, link: &LinkState, pkt: &mut PacketMarks) {
         // A Not-ECT packet cannot carry a code; ECN marks are only raised.
         if pkt.ecn.is_ect() {
-            pkt.ecn = pkt.ecn.max(VcpLevel::of(link.load.vcp).ecn());
+            pkt.ecn = pkt.ecn.max(VcpLevel::of(link.load[FORMULA]).ecn());
         }
     }
 }
@@ -178,11 +179,14 @@ impl Marker for VcpMarker {
 /// in runs; a lone CE is another AQM's mark. Behind an ecnq router that is
 /// not the bottleneck, at an L4S DualPI2 one downstream (VCP's low-load
 /// code is ECT(1), the L4S identifier), the coupled marks fall on single
-/// packets: read as overload, each cut the window by β, and VCP got 8.64
-/// Mbit/s beside Cubic's 41.28 (`l4s-erc-then-dualpi2`; 26.05 / 23.00 with
-/// the rule). The L4S queue's step still marks runs, which read as
-/// overload; losses count as always. ecnq's own rule: the papers know no
-/// other AQM on the path and read every CE as overload.
+/// packets: read as overload, each would cut the window by β and leave VCP
+/// a small share beside Cubic (scenario `l4s-erc-then-dualpi2`, guarded by
+/// sim/tests/l4s_goals.rs
+/// `vcp_behind_an_ecnq_router_shares_a_dualpi2_bottleneck_with_cubic`).
+/// The L4S queue's step still marks runs, which read as overload; losses
+/// count as always (`a_lone_ce_is_no_overload_and_a_run_of_two_is`).
+/// ecnq's own rule: the papers know no other AQM on the path and read
+/// every CE as overload.
 #[derive(Clone, Copy, Debug)]
 pub struct VcpDecoder {
     level: VcpLevel,
@@ -440,11 +444,10 @@ pub(crate) mod tests {
 
     /// A link whose VCP load factor is `rho`, empty queue (MPCP's tests too).
     pub(crate) fn link(rho: f64) -> LinkState {
+        let mut load = LinkLoad::default();
+        load[FORMULA] = LoadFactor::new(rho);
         LinkState {
-            load: LinkLoad {
-                vcp: LoadFactor::new(rho),
-                ..LinkLoad::default()
-            },
+            load,
             queue_bytes: 0,
             ..LinkState::default()
         }

@@ -2,6 +2,7 @@
 //! estimate it; and what a router's meter hands its markers each interval.
 
 use std::fmt;
+use std::ops::{Index, IndexMut};
 use std::time::Duration;
 
 /// VCP's measurement interval t_ρ = 200 ms (VCP ns-2 release, docs/design.md §2);
@@ -82,18 +83,55 @@ impl IntervalStats {
     }
 }
 
-/// Every scheme's load figure for the last completed interval.
+/// A load formula's place in a [`LinkLoad`]. A scheme module with a
+/// formula of its own picks it, as it picks its DSCP tag, and the
+/// registry's [`FORMULAS`](crate::schemes::registry::FORMULAS) lists it
+/// (and checks that no two share one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Formula(u8);
+
+impl Formula {
+    /// The formula at place `id`, below [`LinkLoad::CAPACITY`].
+    pub const fn new(id: u8) -> Formula {
+        assert!((id as usize) < LinkLoad::CAPACITY);
+        Formula(id)
+    }
+
+    /// Its place in [`LinkLoad::factors`].
+    pub const fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// Every formula's load figure for the last completed interval.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct LinkLoad {
     /// The interval these figures come from; markers use it to time MCP's
     /// fairing propagation. Zero until the first interval closes.
     pub epoch: u64,
-    /// VCP's ρ (EVCP paper eq. 1); VCP, EVCP, DPCP and TPCP mark from it.
-    pub vcp: LoadFactor,
-    /// BMCC's f (BMCC paper eq. 1.1).
-    pub bmcc: LoadFactor,
-    /// MCP's utilization U (MCP paper eq. 1).
-    pub mcp: LoadFactor,
+    /// The figures, by [`Formula`]; places no formula has stay zero.
+    /// The registry's [`LinkLoad::iter`] lists the formulas' figures.
+    pub factors: [LoadFactor; LinkLoad::CAPACITY],
+}
+
+impl LinkLoad {
+    /// Room for this many formulas: a fixed array keeps link state `Copy`
+    /// without this module naming the registry, which names it.
+    pub const CAPACITY: usize = 8;
+}
+
+impl Index<Formula> for LinkLoad {
+    type Output = LoadFactor;
+
+    fn index(&self, formula: Formula) -> &LoadFactor {
+        &self.factors[formula.index()]
+    }
+}
+
+impl IndexMut<Formula> for LinkLoad {
+    fn index_mut(&mut self, formula: Formula) -> &mut LoadFactor {
+        &mut self.factors[formula.index()]
+    }
 }
 
 #[cfg(test)]
