@@ -88,6 +88,7 @@ fn short_comparison(
             cc: vec![CongestionControl::Ecnq(cc)],
             no_mixed: true,
             out: out.to_owned(),
+            markdown: None,
         },
         topology: Layout::Dumbbell,
         tcp: vec![tcp.into()],

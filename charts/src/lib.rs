@@ -26,6 +26,8 @@
 //! # Ok::<(), String>(())
 //! ```
 
+pub mod table;
+
 use std::path::Path;
 
 use plotters::coord::types::RangedCoordf64;

@@ -388,7 +388,7 @@ fn table_cells(r: &RunSummary) -> [String; 8] {
 const TABLE_WIDTHS: [usize; 8] = [9, 10, 7, 10, 10, 7, 6, 10];
 
 fn print_table(rows: &[RunSummary]) {
-    use ecnq_sim::report::text::aligned;
+    use ecnq_charts::table::aligned;
     println!();
     println!(
         "{}",
@@ -404,7 +404,7 @@ fn print_table(rows: &[RunSummary]) {
 
 /// The comparison table as Markdown, the notes under it as paragraphs.
 pub fn table_markdown(rows: &[RunSummary]) -> String {
-    use ecnq_sim::report::text::markdown;
+    use ecnq_charts::table::markdown;
     let cells: Vec<Vec<String>> = rows.iter().map(|r| table_cells(r).to_vec()).collect();
     let mut out = markdown(&TABLE_HEADS, &cells);
     for note in table_notes(rows) {
@@ -466,7 +466,7 @@ mod tests {
             unjoined: Vec::new(),
             host_steal: None,
         };
-        let text = ecnq_sim::report::text::aligned(&table_cells(&run), &TABLE_WIDTHS);
+        let text = ecnq_charts::table::aligned(&table_cells(&run), &TABLE_WIDTHS);
         assert_eq!(
             text,
             "mixed      47.2 Mb/s   96.1%     1.0 ms     4.3 ms   0.12%  0.987      never"

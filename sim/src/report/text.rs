@@ -8,6 +8,7 @@ use ecnq::router::bottleneck::Class;
 
 use super::metrics::{FeedbackSummary, FlowSummary, LinkSummary, Summary};
 use crate::scenario::Scenario;
+pub use ecnq_charts::table::{aligned, markdown};
 
 /// A rate in bits per second in fixed-width table style: `100.00Mbit`.
 struct ShowRate(f64);
@@ -302,35 +303,6 @@ pub fn heading_markdown(scenario: &Scenario) -> String {
         let _ = writeln!(out, "Paper reports: {}\n", scenario.file.expect);
     }
     out
-}
-
-/// A Markdown table of `rows` under `heads` (a `|` in a cell is escaped).
-pub fn markdown(heads: &[&str], rows: &[Vec<String>]) -> String {
-    fn line<S: AsRef<str>>(cells: impl Iterator<Item = S>) -> String {
-        let cells: Vec<String> = cells.map(|c| c.as_ref().replace('|', "\\|")).collect();
-        format!("| {} |\n", cells.join(" | "))
-    }
-    let mut out = line(heads.iter());
-    out += &line(heads.iter().map(|_| "---"));
-    for row in rows {
-        out += &line(row.iter());
-    }
-    out
-}
-
-/// A text table's row: each cell padded to its width, one space apart,
-/// the first left-aligned and the rest right-aligned (numbers).
-pub fn aligned(cells: &[String], widths: &[usize]) -> String {
-    let padded: Vec<String> = cells
-        .iter()
-        .zip(widths)
-        .enumerate()
-        .map(|(i, (cell, &width))| match i {
-            0 => format!("{cell:<width$}"),
-            _ => format!("{cell:>width$}"),
-        })
-        .collect();
-    padded.join(" ")
 }
 
 /// A table row's figures, one per [`FIGURE_COLUMNS`] entry: the
