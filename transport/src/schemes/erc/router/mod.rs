@@ -52,7 +52,7 @@ pub struct ErcConfig {
     /// among its flows when that is longer. A fixed second was too short
     /// for 2 s paths and too long where short flows come and go: the
     /// share's dips made every flow that had sent a window count as
-    /// bottlenecked (sim/REPRODUCTION.md, erc and short flows).
+    /// bottlenecked (scenario `coexist-short-flows`).
     pub reference_span: Duration,
 }
 
