@@ -284,3 +284,117 @@ rtt = "40ms"
     assert!(queue > 1.0, "a standing classic queue: {queue:.2} ms");
     assert!(sojourn > 1.5 * queue, "{sojourn:.2} vs {queue:.2} ms");
 }
+
+/// A flood of fake newcomers beside a long flow: a new flow every 12
+/// packets of 300 bytes, 1 Mbit/s from 1 s on.
+const FLOOD: &str = r#"
+title = "flood"
+scheme = "reno"
+duration = "3s"
+[[links]]
+name = "L"
+rate = "10Mbit"
+delay = "10ms"
+buffer = "50pkt"
+[[flows]]
+name = "long"
+pace = false
+[[newcomer_flood]]
+name = "fake"
+scheme = "erc"
+rate = "1Mbit"
+packets = 12
+size = "300B"
+start = "1s"
+"#;
+
+/// Runs [`FLOOD`] with `set` edits, traced.
+fn flood_sim(set: &[&str]) -> Sim {
+    let set: Vec<String> = set.iter().map(|s| (*s).to_owned()).collect();
+    let scenario = Scenario::parse("flood", "flood", FLOOD, &set).unwrap();
+    let mut config = scenario.build(&Overrides::default()).unwrap();
+    config.trace = true;
+    let mut sim = Sim::new(config).unwrap();
+    sim.run();
+    sim
+}
+
+/// The fake flows' packets as they arrived at the bottleneck (accepted or
+/// dropped): (time, flow id, bytes), and the flood's engine flow.
+fn fake_arrivals(sim: &Sim) -> (Vec<(u64, u64, u32)>, u32) {
+    let fake = sim
+        .flows
+        .iter()
+        .position(|f| f.spec.group == "fake")
+        .unwrap() as u32;
+    let arrivals = (sim.trace.as_ref().unwrap().iter())
+        .filter(|r| r.link == 0 && r.flow == fake)
+        .filter(|r| matches!(r.kind, TraceKind::Enqueue | TraceKind::Drop))
+        .map(|r| (r.time, r.marks.flow, r.len))
+        .collect();
+    (arrivals, fake)
+}
+
+/// Each fake flow is a new flow id with the configured packets, marked as a
+/// fresh erc sender marks them (its tag, ECT(0)); together they offer the
+/// configured rate, their delivered bytes count to their own flow, and
+/// nothing answers them.
+#[test]
+fn a_newcomer_flood_offers_its_rate_from_a_new_flow_every_few_packets() {
+    let sim = flood_sim(&[]);
+    let (arrivals, fake) = fake_arrivals(&sim);
+    let mut per_flow: HashMap<u64, (u64, u32)> = HashMap::new();
+    for &(time, id, len) in &arrivals {
+        assert_eq!(len, 300);
+        per_flow.entry(id).or_insert((time, 0)).1 += 1;
+    }
+    // One new flow every 12 × 300 × 8 bits / 1 Mbit/s = 28.8 ms from 1 s
+    // (back to back, its packets all arrive at its start): 70 of them
+    // start before 3 s.
+    assert_eq!(per_flow.len(), 70);
+    assert!(per_flow.values().all(|&(_, n)| n == 12), "{per_flow:?}");
+    assert!(per_flow.keys().all(|&id| id != 0), "the long flow's id");
+    let mut starts: Vec<u64> = per_flow.values().map(|&(t, _)| t).collect();
+    starts.sort_unstable();
+    assert_eq!(starts[0], SECOND);
+    for w in starts.windows(2) {
+        assert!(w[1] - w[0] == 28_800_000, "{} ns apart", w[1] - w[0]);
+    }
+    let trace = sim.trace.as_ref().unwrap();
+    let tags: Vec<_> = (trace.iter())
+        .filter(|r| r.flow == fake && r.kind == TraceKind::Enqueue && r.link == 0)
+        .map(|r| (r.marks.tag, r.marks.ecn))
+        .collect();
+    let erc: ecnq::Scheme = "erc".parse().unwrap();
+    let fresh = (ecnq::SchemeTag::new(erc.wire().id()), erc.wire().base_ecn());
+    assert!(tags.iter().all(|&t| t == fresh), "{:?}", tags[0]);
+    let reverse = sim
+        .links
+        .iter()
+        .position(|l| l.spec.name == "L-rev")
+        .unwrap();
+    assert!(
+        !trace.iter().any(|r| r.link == reverse && r.flow == fake),
+        "nothing answers a fake flow"
+    );
+    let f = &sim.flows[fake as usize];
+    assert_eq!(f.packets_sent, arrivals.len() as u64);
+    let delivered = f.received_bytes as f64 * 8.0 / 2.0;
+    assert!((0.95e6..1.01e6).contains(&delivered), "{delivered}");
+}
+
+/// The flood sends the same packets at the same times whether its packets
+/// meet an empty link or one whose buffer a long flow keeps full (drops,
+/// and an erc router rewriting their marks): it never reacts to anything.
+#[test]
+fn a_newcomer_flood_ignores_losses_and_marks() {
+    let quiet = flood_sim(&["flows.0.count=0"]);
+    let busy = flood_sim(&["links.0.buffer=6pkt"]);
+    let (alone, _) = fake_arrivals(&quiet);
+    let (beside, fake) = fake_arrivals(&busy);
+    assert_eq!(alone, beside);
+    let dropped = (busy.trace.as_ref().unwrap().iter())
+        .filter(|r| r.flow == fake && r.kind == TraceKind::Drop)
+        .count();
+    assert!(dropped > 0, "the busy link drops fake packets too");
+}

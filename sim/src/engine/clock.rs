@@ -17,8 +17,8 @@ pub(super) fn dur(t: Nanos) -> Duration {
     Duration::from_nanos(t)
 }
 
-/// What happens at a scheduled instant; the index is a link's, a flow's or
-/// a Pareto source's.
+/// What happens at a scheduled instant; the index is a link's, a flow's, a
+/// Pareto source's or a flood's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) enum Event {
     TxDone(u32),
@@ -32,6 +32,7 @@ pub(super) enum Event {
     DelayedAck(u32),
     Report(u32),
     Arrival(u32),
+    Flood(u32),
     Sample,
     Measure,
 }

@@ -1,5 +1,6 @@
-//! What a run is built from: one-way links, flows and finite-flow sources,
-//! as the scenario files and the topology builder produce them.
+//! What a run is built from: one-way links, flows, finite-flow sources and
+//! floods of fake newcomers, as the scenario files and the topology builder
+//! produce them.
 
 use crate::protocol::Protocol;
 use ecnq::router::bottleneck::Discipline;
@@ -135,7 +136,7 @@ impl FlowSpec {
     /// the ACK path.
     pub fn path_of(&self, kind: PacketKind) -> &[usize] {
         match kind {
-            PacketKind::Data => &self.path,
+            PacketKind::Data | PacketKind::Fake => &self.path,
             PacketKind::Ack | PacketKind::Report => &self.ack_path,
         }
     }
@@ -157,6 +158,30 @@ pub struct ParetoSpec {
     pub until: Nanos,
 }
 
+/// A stream of fake newcomers: every `packets` packets of `size` bytes come
+/// from a new flow (a new 5-tuple to routers) that never answers anything
+/// and then stops; together they offer `rate`. A router that hands each
+/// newcomer a share is abused by it (`erc-fake-newcomers`).
+#[derive(Clone, Debug)]
+pub struct NewcomerFloodSpec {
+    /// The flow the fake flows' delivered bytes count to (its group names
+    /// them in reports); its protocol gives their tag and codepoint, its
+    /// path theirs, and its start the first fake flow's. Its sender never
+    /// runs.
+    pub flow: FlowSpec,
+    /// The stream's rate, bits per second.
+    pub rate: f64,
+    /// Packets per fake flow.
+    pub packets: u32,
+    /// Bytes per packet.
+    pub size: u32,
+    /// A fake flow's packets are spread evenly over this span (0: back to
+    /// back).
+    pub spread: Nanos,
+    /// No fake flow starts at or after this time.
+    pub until: Nanos,
+}
+
 /// Everything a run needs.
 #[derive(Clone, Debug)]
 pub struct SimConfig {
@@ -166,6 +191,8 @@ pub struct SimConfig {
     pub flows: Vec<FlowSpec>,
     /// Finite-flow arrival processes.
     pub pareto: Vec<ParetoSpec>,
+    /// Streams of fake newcomers.
+    pub floods: Vec<NewcomerFloodSpec>,
     /// Simulated time.
     pub duration: Nanos,
     /// RNG seed.

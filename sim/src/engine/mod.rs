@@ -21,10 +21,12 @@
 //! | `sender`, `receiver` | sending, loss detection and the law; decoding and ACKs |
 //! | `session` | session feedback: each end's session, and reports as packets |
 //! | `sources` | flow starts and stops, Pareto arrivals |
+//! | `flood` | floods of fake newcomers: short flows that never answer |
 //! | `measure`, `trace` | time series and measured-period counters; conservation counters and the queue trace |
 
 mod clock;
 mod config;
+mod flood;
 mod flow;
 mod link;
 mod measure;
@@ -39,7 +41,9 @@ mod sources;
 mod trace;
 
 pub use clock::{Nanos, SECOND};
-pub use config::{BufferLimit, FeedbackPath, FlowSpec, LinkSpec, ParetoSpec, SimConfig};
+pub use config::{
+    BufferLimit, FeedbackPath, FlowSpec, LinkSpec, NewcomerFloodSpec, ParetoSpec, SimConfig,
+};
 pub use flow::{Flow, FlowSample, FlowState};
 pub use link::{Link, LinkSample, LinkStats};
 pub use packet::{Packet, PacketKind, ACK_LEN};
@@ -48,6 +52,7 @@ pub use trace::{Counters, TraceKind, TraceRecord};
 
 use crate::rng::Rng;
 use clock::{Clock, Event};
+use flood::Flood;
 
 /// Mixed into the seed of the finite-flow workload's generator.
 const WORKLOAD_SEED: u64 = 0x00F1_0A5D_5EED;
@@ -60,6 +65,7 @@ pub struct Sim {
     /// The flows, including those the Pareto sources created.
     pub flows: Vec<Flow>,
     pareto: Vec<ParetoSpec>,
+    floods: Vec<Flood>,
     rng: Rng,
     /// Draws the finite flows' arrivals and sizes, apart from `rng`, so that
     /// every scheme run with one seed meets the same flows.
@@ -100,6 +106,14 @@ impl Sim {
         for p in &config.pareto {
             check_path(&p.flow)?;
         }
+        // Each flood's bytes count to a flow of its own, after the others.
+        let planned = flows.len();
+        let mut floods = Vec::with_capacity(config.floods.len());
+        for spec in config.floods {
+            check_path(&spec.flow)?;
+            flows.push(Flow::new(spec.flow.clone()));
+            floods.push(Flood::new(spec, flows.len() - 1));
+        }
         let mut sim = Sim {
             clock: Clock::default(),
             links: (config.links.into_iter().enumerate())
@@ -107,6 +121,7 @@ impl Sim {
                 .collect(),
             flows,
             pareto: config.pareto,
+            floods,
             rng: Rng::new(config.seed),
             workload: Rng::new(config.seed ^ WORKLOAD_SEED),
             duration: config.duration,
@@ -118,7 +133,7 @@ impl Sim {
             counters: Counters::default(),
             trace: config.trace.then(Vec::new),
         };
-        for (i, f) in sim.flows.iter().enumerate() {
+        for (i, f) in sim.flows[..planned].iter().enumerate() {
             sim.clock.schedule_at(f.spec.start, Event::Start(i as u32));
             if let Some(stop) = f.spec.stop {
                 sim.clock.schedule_at(stop, Event::Stop(i as u32));
@@ -135,6 +150,10 @@ impl Sim {
         for i in 0..sim.pareto.len() {
             let first = sim.pareto[i].flow.start;
             sim.clock.schedule_at(first, Event::Arrival(i as u32));
+        }
+        for (s, flood) in sim.floods.iter().enumerate() {
+            let first = sim.flows[flood.flow].spec.start;
+            sim.clock.schedule_at(first, Event::Flood(s as u32));
         }
         let sample = sim.sample;
         sim.clock.schedule_at(sample, Event::Sample);
@@ -203,6 +222,7 @@ impl Sim {
             Event::DelayedAck(f) => self.delayed_ack(f as usize),
             Event::Report(f) => self.report_timer(f as usize),
             Event::Arrival(s) => self.pareto_arrival(s as usize),
+            Event::Flood(s) => self.flood(s as usize),
             Event::Sample => self.take_sample(),
             Event::Measure => self.reset_stats(),
         }

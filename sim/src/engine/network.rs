@@ -22,6 +22,8 @@ impl Sim {
                 link,
                 kind,
                 id: pkt.id,
+                flow: pkt.flow,
+                marks: pkt.marks,
                 len: pkt.len,
             });
         }
@@ -147,6 +149,7 @@ impl Sim {
                     PacketKind::Data => self.on_data(pkt),
                     PacketKind::Ack => self.on_ack(pkt),
                     PacketKind::Report => self.on_report(pkt),
+                    PacketKind::Fake => self.on_fake(pkt),
                 }
             }
         }

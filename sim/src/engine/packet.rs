@@ -18,6 +18,9 @@ pub enum PacketKind {
     Ack,
     /// A session feedback report, on the flow's ACK path.
     Report,
+    /// A fake newcomer's packet, on its flood's path: delivered, never
+    /// acknowledged.
+    Fake,
 }
 
 /// A packet on the wire.

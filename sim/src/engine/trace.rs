@@ -1,6 +1,8 @@
 //! What a run counts and, for tests, records: the packet conservation
 //! counters and the trace of every queue event.
 
+use ecnq::signal::PacketMarks;
+
 use super::clock::Nanos;
 
 /// What the trace records (tests check engine invariants on it).
@@ -27,6 +29,12 @@ pub struct TraceRecord {
     pub kind: TraceKind,
     /// Packet id.
     pub id: u64,
+    /// The engine's flow index (a flood's own flow for its fake flows).
+    pub flow: u32,
+    /// The packet's marks as the event found them (on enqueue, as they
+    /// arrived); `marks.flow` is the id routers key their state by, each
+    /// fake newcomer's own.
+    pub marks: PacketMarks,
     /// Packet size.
     pub len: u32,
 }

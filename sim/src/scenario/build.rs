@@ -1,18 +1,25 @@
 //! Building a scenario into a [`SimConfig`]: its links become duplex links,
 //! each flow of a group gets a route padded to its RTT and a start time,
-//! and each Pareto source an arrival rate for its offered load.
+//! each Pareto source an arrival rate for its offered load, and each flood
+//! of fake newcomers its stream.
 
 use std::ops::Range;
 
 use toml::Spanned;
 
-use super::file::{FlowGroup, LinkEntry, ParetoEntry};
+use super::file::{FlowGroup, LinkEntry, NewcomerFloodEntry, ParetoEntry};
 use super::quantity::{Buffer, Time};
-use super::topology::{Duplex, DuplexSpec, Network};
+use super::topology::{Duplex, DuplexSpec, Network, Route};
 use super::{Overrides, Scenario};
-use crate::engine::{BufferLimit, FeedbackPath, FlowSpec, Nanos, ParetoSpec, SimConfig};
+use crate::engine::{
+    BufferLimit, FeedbackPath, FlowSpec, Nanos, NewcomerFloodSpec, ParetoSpec, SimConfig,
+};
 use crate::protocol::Protocol;
 use crate::rng::Rng;
+
+/// The shortest time between a flood's fake flows, s: each is at least one
+/// event, and a flood with none between them would never end.
+const MIN_FAKE_PERIOD: f64 = 1e-6;
 
 impl Scenario {
     /// Builds the simulation.
@@ -49,6 +56,9 @@ impl Scenario {
         }
         for (pi, source) in f.pareto.iter().enumerate() {
             b.add_pareto_source(pi, source)?;
+        }
+        for (i, flood) in f.newcomer_flood.iter().enumerate() {
+            b.add_newcomer_flood(i, flood)?;
         }
         let sample = self.sample()?;
         let measure_from = f.measure_from.map_or(0, |t| t.0);
@@ -292,40 +302,118 @@ impl Builder<'_> {
         if !(p.load > 0.0 && p.load.is_finite()) || p.mean_size.0 == 0 {
             return Err(self.error_at(span, &what, "load and mean_size must be positive"));
         }
-        let hops = self.hops(&p.path, span.clone(), &what)?;
-        let route = self
-            .net
-            .route(&hops, false, p.rtt.map(|t| t.0))
-            .map_err(|e| self.error_at(span.clone(), &format!("{what}.rtt"), e))?;
+        let route = self.source_route(&p.path, p.rtt, span, &what)?;
         let capacity = route
             .path
             .iter()
             .filter_map(|&l| self.net.links[l].rate)
             .fold(f64::INFINITY, f64::min);
         let mean = p.mean_size.0 as f64;
+        let group = p.name.clone().unwrap_or_else(|| format!("pareto{pi}"));
         self.net.pareto.push(ParetoSpec {
             arrivals_per_sec: p.load * capacity / 8.0 / mean,
             shape: p.shape,
             mean_size: mean,
             until: p.stop.map_or(Nanos::MAX, |t| t.0),
+            flow: self.source_flow(p.scheme, route, p.start, group),
+        });
+        Ok(())
+    }
+
+    /// Adds flood `i` of fake newcomers.
+    fn add_newcomer_flood(
+        &mut self,
+        i: usize,
+        flood: &Spanned<NewcomerFloodEntry>,
+    ) -> Result<(), String> {
+        let span = flood.span();
+        let n = flood.get_ref();
+        let what = format!("newcomer_flood[{i}]");
+        let field = |name: &str| format!("{what}.{name}");
+        if !(n.rate.0 > 0.0 && n.rate.0.is_finite()) {
+            return Err(self.error_at(span, &field("rate"), "must be more than 0"));
+        }
+        if n.packets == 0 {
+            return Err(self.error_at(span, &field("packets"), "must be at least 1"));
+        }
+        let size = u32::try_from(n.size.0).ok().filter(|&s| s > 0);
+        let Some(size) = size else {
+            return Err(self.error_at(span, &field("size"), "must be between 1 B and 4 GB"));
+        };
+        let bits = f64::from(n.packets) * f64::from(size) * 8.0;
+        if bits / n.rate.0 < MIN_FAKE_PERIOD {
+            let most = format!("at most one fake flow per µs ({} bit/s)", bits * 1e6);
+            return Err(self.error_at(span, &field("rate"), most));
+        }
+        let start = n.start.map_or(0, |t| t.0);
+        let until = n.stop.map_or(Nanos::MAX, |t| t.0);
+        if until <= start {
+            return Err(self.error_at(span, &field("stop"), "must be after start"));
+        }
+        let route = self.source_route(&n.path, n.rtt, span, &what)?;
+        let group = n
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("newcomer_flood{i}"));
+        self.net.floods.push(NewcomerFloodSpec {
+            rate: n.rate.0,
+            packets: n.packets,
+            size,
+            spread: n.spread.map_or(0, |t| t.0),
+            until,
+            // Reported with the flows (its delivered bytes), and with no
+            // feedback path: nothing answers a fake flow.
             flow: FlowSpec {
-                protocol: p.scheme.unwrap_or(self.scheme),
-                path: route.path,
-                ack_path: route.ack_path,
-                start: p.start.map_or(0, |t| t.0),
-                stop: None,
-                pause: None,
-                size: None,
-                mss: self.mss,
-                max_window: None,
-                group: p.name.clone().unwrap_or_else(|| format!("pareto{pi}")),
-                sampled: false,
-                background: true,
-                delayed_ack: false,
-                pace: true,
-                feedback: self.feedback,
+                mss: size,
+                sampled: true,
+                feedback: FeedbackPath::Ack,
+                ..self.source_flow(n.scheme, route, n.start, group)
             },
         });
         Ok(())
+    }
+
+    /// The route of a source's flows over `path` (default: every link),
+    /// padded to `rtt`.
+    fn source_route(
+        &mut self,
+        path: &Option<Vec<String>>,
+        rtt: Option<Time>,
+        span: Range<usize>,
+        what: &str,
+    ) -> Result<Route, String> {
+        let hops = self.hops(path, span.clone(), what)?;
+        self.net
+            .route(&hops, false, rtt.map(|t| t.0))
+            .map_err(|e| self.error_at(span, &format!("{what}.rtt"), e))
+    }
+
+    /// The template of a source's flows: background traffic of `scheme`
+    /// (default: the scenario's) in `group`, from `start`, left out of the
+    /// per-flow series.
+    fn source_flow(
+        &self,
+        scheme: Option<Protocol>,
+        route: Route,
+        start: Option<Time>,
+        group: String,
+    ) -> FlowSpec {
+        FlowSpec {
+            protocol: scheme.unwrap_or(self.scheme),
+            path: route.path,
+            ack_path: route.ack_path,
+            start: start.map_or(0, |t| t.0),
+            stop: None,
+            pause: None,
+            size: None,
+            mss: self.mss,
+            max_window: None,
+            group,
+            sampled: false,
+            background: true,
+            delayed_ack: false,
+            pace: true,
+            feedback: self.feedback,
+        }
     }
 }

@@ -175,6 +175,35 @@ pub struct ParetoEntry {
     pub stop: Option<Time>,
 }
 
+/// A stream of fake newcomers: every `packets` packets come from a new flow
+/// that never answers anything, together at `rate`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewcomerFloodEntry {
+    /// Name in reports (default `newcomer_flood<i>`).
+    pub name: Option<String>,
+    /// The scheme whose tag and fresh-flow codepoint its packets carry;
+    /// default: the scenario's scheme.
+    pub scheme: Option<Protocol>,
+    /// Link names (default: every link).
+    pub path: Option<Vec<String>>,
+    /// Round-trip propagation delay of its path.
+    pub rtt: Option<Time>,
+    /// The stream's total rate: fake flows arrive at rate / (packets × size).
+    pub rate: Rate,
+    /// Packets per fake flow.
+    pub packets: u32,
+    /// Bytes per packet.
+    pub size: Bytes,
+    /// A fake flow's packets are spread evenly over this span (default 0:
+    /// back to back).
+    pub spread: Option<Time>,
+    /// The first fake flow starts here (default 0).
+    pub start: Option<Time>,
+    /// No fake flow starts from here on (default: the end of the run).
+    pub stop: Option<Time>,
+}
+
 fn one() -> u32 {
     1
 }
@@ -226,6 +255,9 @@ pub struct ScenarioFile {
     /// Finite-flow sources.
     #[serde(default)]
     pub pareto: Vec<Spanned<ParetoEntry>>,
+    /// Floods of fake newcomers.
+    #[serde(default)]
+    pub newcomer_flood: Vec<Spanned<NewcomerFloodEntry>>,
 }
 
 fn default_seed() -> u64 {

@@ -17,7 +17,9 @@ pub mod topology;
 use std::path::Path;
 
 pub use edits::apply_edits;
-pub use file::{FlowGroup, LinkEntry, Marking, OneOrMany, ParetoEntry, ScenarioFile};
+pub use file::{
+    FlowGroup, LinkEntry, Marking, NewcomerFloodEntry, OneOrMany, ParetoEntry, ScenarioFile,
+};
 
 use crate::engine::{FeedbackPath, Nanos, SECOND};
 use crate::protocol::Protocol;
@@ -121,7 +123,8 @@ impl Scenario {
     /// `count = 0` left in the file or on the command line.
     fn check_traffic(&self) -> Result<(), String> {
         let f = &self.file;
-        if f.pareto.is_empty() && f.flows.iter().all(|g| g.get_ref().count == 0) {
+        let sources = f.pareto.len() + f.newcomer_flood.len();
+        if sources == 0 && f.flows.iter().all(|g| g.get_ref().count == 0) {
             return Err(format!(
                 "{}: no traffic: every [[flows]] group has count 0 and there is no [[pareto]] source",
                 self.origin
@@ -157,7 +160,13 @@ impl Scenario {
             ));
         }
         let f = &self.file;
-        let flows: u64 = f.flows.iter().map(|g| u64::from(g.get_ref().count)).sum();
+        // A flood's fake flows are one flow to the simulator.
+        let flows: u64 = f
+            .flows
+            .iter()
+            .map(|g| u64::from(g.get_ref().count))
+            .sum::<u64>()
+            + f.newcomer_flood.len() as u64;
         let sample = self.sample()?;
         let series = (flows + f.links.len() as u64) * (duration / sample) * BYTES_PER_SAMPLE;
         let need = flows.saturating_mul(BYTES_PER_FLOW).saturating_add(series);
@@ -296,6 +305,45 @@ rtt = ["20ms", "40ms"]
         assert!(build(&["flows.0.count=1000", "duration=600s"]).is_ok());
         let err = build(&["flows.0.count=0"]).unwrap_err();
         assert!(err.contains("no traffic"), "{err}");
+    }
+
+    #[test]
+    fn newcomer_floods_are_checked_and_edited_as_other_tables() {
+        let flood = "[[newcomer_flood]]\nscheme = \"erc\"\nrate = \"1Mbit\"\npackets = 12\nsize = \"300B\"\nrtt = \"40ms\"\nstart = \"5s\"\n";
+        let build = |set: &[&str]| {
+            let set: Vec<String> = set.iter().map(|s| (*s).to_owned()).collect();
+            let text = format!("{TEXT}{flood}");
+            Scenario::parse("t", "t", &text, &set)?.build(&Overrides::default())
+        };
+        let config = build(&["newcomer_flood.0.rate=2.5Mbit"]).unwrap();
+        let f = &config.floods[0];
+        assert_eq!((f.rate, f.packets, f.size, f.spread), (2.5e6, 12, 300, 0));
+        assert_eq!((f.flow.start, f.until), (5_000_000_000, Nanos::MAX));
+        assert_eq!(f.flow.group, "newcomer_flood0");
+        assert_eq!(f.flow.protocol.name(), "erc");
+        for (set, field) in [
+            (
+                "newcomer_flood.0.packets=0",
+                "newcomer_flood[0].packets: must be at least 1",
+            ),
+            (
+                "newcomer_flood.0.size=0B",
+                "newcomer_flood[0].size: must be between",
+            ),
+            (
+                "newcomer_flood.0.stop=5s",
+                "newcomer_flood[0].stop: must be after start",
+            ),
+            ("newcomer_flood.0.rate=0Mbit", "field `rate`"),
+            ("newcomer_flood.0.rate=-1Mbit", "field `rate`"),
+            ("newcomer_flood.0.packets=-1", "field `packets`"),
+        ] {
+            let err = build(&[set]).unwrap_err();
+            assert!(err.contains(field), "{set}: {err}");
+        }
+        // A flood is traffic of its own.
+        let config = build(&["flows.0.count=0"]).unwrap();
+        assert!(config.flows.is_empty());
     }
 
     proptest::proptest! {

@@ -6,7 +6,9 @@
 use ecnq::router::bottleneck::Discipline;
 use ecnq::router::MarkingMode;
 
-use crate::engine::{BufferLimit, FlowSpec, LinkSpec, Nanos, ParetoSpec, SimConfig};
+use crate::engine::{
+    BufferLimit, FlowSpec, LinkSpec, Nanos, NewcomerFloodSpec, ParetoSpec, SimConfig,
+};
 
 /// A duplex link: the indices of its two one-way links.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,6 +58,8 @@ pub struct Network {
     pub flows: Vec<FlowSpec>,
     /// Finite-flow sources.
     pub pareto: Vec<ParetoSpec>,
+    /// Floods of fake newcomers.
+    pub floods: Vec<NewcomerFloodSpec>,
 }
 
 /// A flow's route: data and ACK link lists.
@@ -164,6 +168,7 @@ impl Network {
             links: self.links,
             flows: self.flows,
             pareto: self.pareto,
+            floods: self.floods,
             duration,
             seed,
             sample,
