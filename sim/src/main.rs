@@ -79,11 +79,16 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
-    /// Run a scenario with every scheme and baseline (in parallel) and print one table.
+    /// Run a scenario with every scheme and baseline (or those of --schemes),
+    /// in parallel, and print one table (and, with finite flows, their
+    /// completion times by size class under it).
     #[command(after_help = UNITS_HELP)]
     Compare {
         #[command(flatten)]
         args: RunArgs,
+        /// Comma-separated schemes to compare, e.g. `erc,cubic,bbr` (default: all).
+        #[arg(long, value_delimiter = ',')]
+        schemes: Vec<Protocol>,
         /// Print the table as Markdown, under a heading with the scenario's
         /// title and paper (what scripts/update-results puts in docs/results.md).
         #[arg(long)]
@@ -168,7 +173,11 @@ fn real_main(cli: Cli) -> Result<(), String> {
             }
             Ok(())
         }
-        Command::Compare { args, markdown } => {
+        Command::Compare {
+            args,
+            schemes,
+            markdown,
+        } => {
             let (scenario, o) = args.load()?;
             if markdown {
                 print!("{}", text::heading_markdown(&scenario));
@@ -178,7 +187,12 @@ fn real_main(cli: Cli) -> Result<(), String> {
                     println!("paper reports: {}", scenario.file.expect);
                 }
             }
-            let rows = runner::compare(&scenario, &o);
+            let schemes = if schemes.is_empty() {
+                Protocol::ALL.to_vec()
+            } else {
+                schemes
+            };
+            let rows = runner::compare(&scenario, &o, &schemes);
             print!("{}", Table { markdown }.format(&["scheme"], &rows));
             all_ran(&rows)
         }

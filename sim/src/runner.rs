@@ -76,10 +76,10 @@ pub fn list() -> Result<Vec<(String, Scenario)>, String> {
         .collect()
 }
 
-/// Runs the scenario once per available protocol, in parallel.
-pub fn compare(scenario: &Scenario, o: &Overrides) -> Vec<Row> {
+/// Runs the scenario once per protocol of `schemes`, in parallel.
+pub fn compare(scenario: &Scenario, o: &Overrides, schemes: &[Protocol]) -> Vec<Row> {
     use rayon::prelude::*;
-    Protocol::ALL
+    schemes
         .par_iter()
         .map(|&p| {
             let o = Overrides {

@@ -231,24 +231,27 @@ fn the_cli_reports_runs_that_did_not_run() {
     );
 }
 
+/// What `ecnq-sim compare` with `args` and then `extra` prints; it must
+/// succeed.
+fn compare(args: &[&str], extra: &[&str]) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ecnq-sim"))
+        .arg("compare")
+        .args(args)
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    String::from_utf8(out.stdout).unwrap()
+}
+
 /// `compare --markdown` (what scripts/update-results writes into
 /// docs/results.md) carries the text table's columns and figures, cell for
 /// cell, under a heading naming the scenario.
 #[test]
 fn the_markdown_table_carries_the_text_tables_figures() {
-    use std::process::Command;
-
-    let compare = |extra: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_ecnq-sim"))
-            .args(["compare", "mcp-fig8", "--duration", "30s"])
-            .args(extra)
-            .output()
-            .unwrap();
-        assert!(out.status.success());
-        String::from_utf8(out.stdout).unwrap()
-    };
-    let text = compare(&[]);
-    let markdown = compare(&["--markdown"]);
+    let args = ["mcp-fig8", "--duration", "30s"];
+    let text = compare(&args, &[]);
+    let markdown = compare(&args, &["--markdown"]);
     assert!(markdown.starts_with("## mcp-fig8 — "), "{markdown}");
     // The text table from its header line on, split at its spaces (no
     // figure holds one), against the Markdown rows but the `---` line.
@@ -268,6 +271,49 @@ fn the_markdown_table_carries_the_text_tables_figures() {
     // The text header's two-word heads ("q mean") split in two.
     assert_eq!(text_rows[1..], markdown_rows[1..]);
     assert_eq!(markdown_rows[0].len(), 11, "{:?}", markdown_rows[0]);
+}
+
+/// With finite flows, `compare --schemes` runs only the schemes named and
+/// prints the size-class table under the headline table, one row per
+/// scheme, with the same cells as text and as Markdown.
+#[test]
+fn compare_prints_finite_flows_by_size_class() {
+    let args = [
+        "coexist-short-flows",
+        "--duration",
+        "3s",
+        "--set",
+        "pareto.0.stop=2s",
+        "--schemes",
+        "erc,cubic",
+    ];
+    // The size-class table's rows: after its header, split at spaces.
+    let text = compare(&args, &[]);
+    let classes = text.split_once("scheme       ×PS").expect(&text).1;
+    let text_rows: Vec<Vec<&str>> = classes
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(text_rows.len(), 2, "{text}");
+    assert_eq!(text_rows[0][0], "erc", "{text}");
+    assert_eq!(text_rows[1][0], "cubic", "{text}");
+    // ×PS overall, then n and ×PS for each of the four classes; no flow
+    // of 10 MB arrives in 2 s at 15 Mbit/s.
+    assert_eq!(text_rows[0].len(), 10, "{text}");
+    assert!(text_rows[0][2].parse::<usize>().unwrap() > 10, "{text}");
+    assert_eq!(text_rows[0][8..], ["-", "-"], "{text}");
+
+    let markdown = compare(&args, &["--markdown"]);
+    let tables: Vec<&str> = markdown.split("\n\n| scheme |").collect();
+    assert_eq!(tables.len(), 3, "{markdown}");
+    assert!(tables[2].starts_with(" ×PS | <100kB n | <100kB ×PS | 100kB–1MB n"));
+    let markdown_rows: Vec<Vec<&str>> = tables[2]
+        .lines()
+        .skip(2)
+        .map(|l| l.trim_matches('|').split('|').map(str::trim).collect())
+        .collect();
+    assert_eq!(markdown_rows, text_rows);
 }
 
 /// Piped into a reader that goes away (`ecnq-sim list | head -1`), the

@@ -184,6 +184,43 @@ pub struct CompletionSummary {
     pub sharing_mean_s: f64,
     /// The same by decade of flow size.
     pub by_size: Vec<SizeClass>,
+    /// The same in the benchmark's size classes ([`SIZE_CLASS_BOUNDS`]),
+    /// all four, empty ones included.
+    pub by_size_class: Vec<SizeBand>,
+}
+
+/// Where the size classes of the short-flow benchmark (issue 54, item 3)
+/// part: under 100 kB (a web page's objects), 100 kB–1 MB, 1–10 MB and
+/// 10 MB up, each from its lower bound (included) to the next (excluded).
+/// Bytes, powers of ten as the issue counts them.
+pub const SIZE_CLASS_BOUNDS: [u64; 3] = [100_000, 1_000_000, 10_000_000];
+
+/// Which of the size classes a flow of `bytes` falls in, from 0 (under
+/// the first of [`SIZE_CLASS_BOUNDS`]) to their number.
+pub fn size_class(bytes: u64) -> usize {
+    SIZE_CLASS_BOUNDS.partition_point(|&bound| bound <= bytes)
+}
+
+/// Finished finite flows of one of the benchmark's size classes.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct SizeBand {
+    /// The smallest size in the class, bytes.
+    pub from_bytes: u64,
+    /// Sizes up to this, excluded (bytes; none for the last class).
+    pub below_bytes: Option<u64>,
+    /// Flows finished.
+    pub flows: usize,
+    /// Their mean completion time, s (none without flows).
+    pub mean_s: Option<f64>,
+    /// Theirs with processor sharing, s (none without flows).
+    pub sharing_mean_s: Option<f64>,
+}
+
+impl SizeBand {
+    /// The class's mean completion time over processor sharing's.
+    pub fn vs_sharing(&self) -> Option<f64> {
+        Some(self.mean_s? / self.sharing_mean_s?.max(1e-9))
+    }
 }
 
 /// Finished finite flows of one decade of size.
@@ -415,6 +452,7 @@ fn completion_times(sim: &Sim) -> Option<CompletionSummary> {
             mean_s: mean(done),
             sharing_mean_s: mean(finished.iter().map(|&(_, _, ps)| ps).collect()),
             by_size: size_classes(&finished),
+            by_size_class: size_bands(&finished),
         }
     })
 }
@@ -446,6 +484,32 @@ fn size_classes(finished: &[(u64, f64, f64)]) -> Vec<SizeClass> {
         c.sharing_mean_s /= c.flows as f64;
     }
     classes
+}
+
+/// Mean completion times of finished flows (size, time, processor-sharing
+/// time) in each of the benchmark's size classes.
+fn size_bands(finished: &[(u64, f64, f64)]) -> Vec<SizeBand> {
+    let lower = std::iter::once(0).chain(SIZE_CLASS_BOUNDS);
+    let upper = SIZE_CLASS_BOUNDS.map(Some).into_iter().chain([None]);
+    lower
+        .zip(upper)
+        .enumerate()
+        .map(|(class, (from_bytes, below_bytes))| {
+            let members: Vec<(f64, f64)> = finished
+                .iter()
+                .filter(|&&(size, _, _)| size_class(size) == class)
+                .map(|&(_, t, ps)| (t, ps))
+                .collect();
+            let mean = |v: f64| (!members.is_empty()).then(|| v / members.len() as f64);
+            SizeBand {
+                from_bytes,
+                below_bytes,
+                flows: members.len(),
+                mean_s: mean(members.iter().map(|m| m.0).sum()),
+                sharing_mean_s: mean(members.iter().map(|m| m.1).sum()),
+            }
+        })
+        .collect()
 }
 
 /// What each finite flow's completion time would be with processor sharing
@@ -603,6 +667,48 @@ fn fair_share(sim: &Sim, path: &[usize], sum: &[f64], count: &[u32]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_size_class_runs_from_its_lower_bound_to_below_the_next() {
+        let classes = [
+            0,
+            99_999,
+            100_000,
+            999_999,
+            1_000_000,
+            9_999_999,
+            10_000_000,
+            u64::MAX,
+        ];
+        assert_eq!(classes.map(size_class), [0, 0, 1, 1, 2, 2, 3, 3]);
+    }
+
+    #[test]
+    fn every_size_class_is_reported_and_an_empty_one_has_no_mean() {
+        // (size, completion, processor sharing): two flows of exactly
+        // 100 kB and one of 20 MB.
+        let bands = size_bands(&[
+            (100_000, 1.0, 0.5),
+            (100_000, 3.0, 0.5),
+            (20_000_000, 8.0, 4.0),
+        ]);
+        let flows: Vec<usize> = bands.iter().map(|b| b.flows).collect();
+        assert_eq!(flows, [0, 2, 0, 1]);
+        assert_eq!((bands[0].mean_s, bands[0].vs_sharing()), (None, None));
+        assert_eq!(
+            (bands[1].mean_s, bands[1].vs_sharing()),
+            (Some(2.0), Some(4.0))
+        );
+        assert_eq!(
+            (bands[1].from_bytes, bands[1].below_bytes),
+            (100_000, Some(1_000_000))
+        );
+        assert_eq!(
+            (bands[3].from_bytes, bands[3].below_bytes),
+            (10_000_000, None)
+        );
+        assert_eq!(bands[3].vs_sharing(), Some(2.0));
+    }
 
     #[test]
     fn percentiles_of_a_histogram() {

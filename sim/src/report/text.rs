@@ -6,7 +6,7 @@ use std::fmt::{self, Write as _};
 
 use ecnq::router::bottleneck::Class;
 
-use super::metrics::{FeedbackSummary, FlowSummary, LinkSummary, Summary};
+use super::metrics::{FeedbackSummary, FlowSummary, LinkSummary, Summary, SIZE_CLASS_BOUNDS};
 use crate::scenario::Scenario;
 pub use ecnq_charts::table::{aligned, markdown};
 
@@ -201,17 +201,29 @@ fn write_aggregates(out: &mut String, s: &Summary) {
             c.mean_s / c.sharing_mean_s.max(1e-9)
         );
         for class in &c.by_size {
-            let _ = writeln!(
-                out,
-                "  under {:>10} B: {:>6} flows, mean {:.3} s, processor sharing {:.3} s (× {:.2})",
-                class.below_bytes,
-                class.flows,
-                class.mean_s,
-                class.sharing_mean_s,
-                class.mean_s / class.sharing_mean_s.max(1e-9)
-            );
+            let name = format!("under {:>10} B", class.below_bytes);
+            let times = (class.mean_s, class.sharing_mean_s);
+            write_completion_line(out, &name, class.flows, Some(times));
+        }
+        let _ = writeln!(out, "by size class:");
+        for (name, band) in size_class_labels().iter().zip(&c.by_size_class) {
+            let times = band.mean_s.zip(band.sharing_mean_s);
+            write_completion_line(out, &format!("{name:<10}"), band.flows, times);
         }
     }
+}
+
+/// One line of the completion times of a set of finished flows: how many,
+/// their mean (s) and processor sharing's (s), or `-` without flows.
+fn write_completion_line(out: &mut String, name: &str, flows: usize, times: Option<(f64, f64)>) {
+    let _ = match times {
+        Some((mean, sharing)) => writeln!(
+            out,
+            "  {name}: {flows:>6} flows, mean {mean:.3} s, processor sharing {sharing:.3} s (× {:.2})",
+            mean / sharing.max(1e-9)
+        ),
+        None => writeln!(out, "  {name}: {:>6}", "-"),
+    };
 }
 
 /// One row of `compare` / `sweep`: the headline figures of a run.
@@ -244,52 +256,171 @@ const FIGURE_COLUMNS: [(&str, usize); 10] = [
     ("×PS", 6),
 ];
 
-/// A table of headline figures; `heads` name the label columns.
+/// What the size-class table under the headline table shows, above it.
+const SIZE_CLASS_CAPTION: &str =
+    "Finite flows by size: n finished, ×PS their mean completion time \
+                                  over processor sharing's for the same flows.";
+
+/// A table's figure columns after its label columns: each one's name and
+/// its width in the text table.
+type Columns = Vec<(String, usize)>;
+
+/// A table row as the renderers take it: its labels, and its summary or
+/// why it did not run.
+type Line<'a> = (&'a [String], Result<&'a Summary, &'a str>);
+
+/// Lays out `lines` under `heads` and `columns`, each run's figures from
+/// `cells`: as text ([`text_rows`]) or Markdown ([`markdown_rows`]).
+type Render = fn(&[&str], &Columns, &[Line<'_>], &dyn Fn(&Summary) -> Vec<String>) -> String;
+
+/// A table of headline figures; `heads` name the label columns. Where runs
+/// had finite flows, the size-class table follows.
 pub fn table(heads: &[&str], rows: &[Row]) -> String {
+    tables(heads, rows, text_rows, "\n")
+}
+
+/// The same tables as [`table`], as Markdown tables: the same columns and
+/// figures, a row that did not run saying why in its first figure column.
+pub fn table_markdown(heads: &[&str], rows: &[Row]) -> String {
+    tables(heads, rows, markdown_rows, "\n\n")
+}
+
+/// The headline table and, where any run had finite flows, the size-class
+/// table under its caption (`gap` after the caption), both by `render`.
+fn tables(heads: &[&str], rows: &[Row], render: Render, gap: &str) -> String {
+    let lines: Vec<Line<'_>> = rows
+        .iter()
+        .map(|r| {
+            (
+                r.label.as_slice(),
+                r.result.as_ref().map_err(String::as_str),
+            )
+        })
+        .collect();
+    let figure_columns: Columns = FIGURE_COLUMNS
+        .iter()
+        .map(|&(name, width)| (name.to_owned(), width))
+        .collect();
+    let mut out = render(heads, &figure_columns, &lines, &|s| figures(s).to_vec());
+    let finite = rows
+        .iter()
+        .any(|r| r.result.as_ref().is_ok_and(|s| s.completion.is_some()));
+    if finite {
+        let _ = write!(out, "\n{SIZE_CLASS_CAPTION}{gap}");
+        out += &render(heads, &size_class_columns(), &lines, &size_class_cells);
+    }
+    out
+}
+
+/// A text table: label columns 12 wide, then each figure column padded to
+/// its width ([`aligned`]); a row that did not run says why.
+fn text_rows(
+    heads: &[&str],
+    columns: &Columns,
+    lines: &[Line<'_>],
+    cells: &dyn Fn(&Summary) -> Vec<String>,
+) -> String {
     let mut out = String::new();
     for h in heads {
         let _ = write!(out, "{h:<12} ");
     }
-    let names = FIGURE_COLUMNS.map(|(name, _)| name.to_owned());
-    let widths = FIGURE_COLUMNS.map(|(_, width)| width);
+    let (names, widths): (Vec<String>, Vec<usize>) = columns.iter().cloned().unzip();
     let _ = writeln!(out, "{}", aligned(&names, &widths));
-    for row in rows {
-        for l in &row.label {
+    for (label, result) in lines {
+        for l in *label {
             let _ = write!(out, "{l:<12} ");
         }
-        match &row.result {
+        match result {
             Err(e) => {
                 let _ = writeln!(out, "skipped: {e}");
             }
             Ok(s) => {
-                let _ = writeln!(out, "{}", aligned(&figures(s), &widths));
+                let _ = writeln!(out, "{}", aligned(&cells(s), &widths));
             }
         }
     }
     out
 }
 
-/// The same table as [`table`], as a Markdown table: the same columns and
-/// figures, a row that did not run saying why in its first figure column.
-pub fn table_markdown(heads: &[&str], rows: &[Row]) -> String {
+/// A Markdown table of the same cells as [`text_rows`].
+fn markdown_rows(
+    heads: &[&str],
+    columns: &Columns,
+    lines: &[Line<'_>],
+    cells: &dyn Fn(&Summary) -> Vec<String>,
+) -> String {
     let heads: Vec<&str> = heads
         .iter()
         .copied()
-        .chain(FIGURE_COLUMNS.iter().map(|(name, _)| *name))
+        .chain(columns.iter().map(|(name, _)| name.as_str()))
         .collect();
-    let cells: Vec<Vec<String>> = rows
+    let rows: Vec<Vec<String>> = lines
         .iter()
-        .map(|row| {
-            let figures = match &row.result {
-                Ok(s) => figures(s).to_vec(),
+        .map(|(label, result)| {
+            let figures = match result {
+                Ok(s) => cells(s),
                 Err(e) => std::iter::once(format!("skipped: {e}"))
-                    .chain(std::iter::repeat_n(String::new(), FIGURE_COLUMNS.len() - 1))
+                    .chain(std::iter::repeat_n(String::new(), columns.len() - 1))
                     .collect(),
             };
-            [row.label.clone(), figures].concat()
+            [label.to_vec(), figures].concat()
         })
         .collect();
-    markdown(&heads, &cells)
+    markdown(&heads, &rows)
+}
+
+/// The size-class table's columns: the finite flows' ×PS overall, then
+/// each class's finished flows and ×PS. Flow counts rather than mean
+/// seconds: ×PS already compares the classes with one another and with
+/// the goal, and n says whether a class has flows enough to judge, and
+/// whether schemes finished the same flows (then a lower ×PS is a lower
+/// mean; `run` and summary.json give the seconds).
+fn size_class_columns() -> Columns {
+    let classes = size_class_labels();
+    let per_class = classes
+        .iter()
+        .flat_map(|c| [format!("{c} n"), format!("{c} ×PS")]);
+    std::iter::once("×PS".to_owned())
+        .chain(per_class)
+        .map(|name| {
+            let width = name.chars().count().max(5);
+            (name, width)
+        })
+        .collect()
+}
+
+/// Each size class's name: `<100kB`, `100kB–1MB`, .., `≥10MB`.
+fn size_class_labels() -> Vec<String> {
+    let size = |b: u64| match b {
+        b if b >= 1_000_000 => format!("{}MB", b / 1_000_000),
+        b => format!("{}kB", b / 1_000),
+    };
+    let bounds = SIZE_CLASS_BOUNDS;
+    let middle = bounds
+        .windows(2)
+        .map(|w| format!("{}–{}", size(w[0]), size(w[1])));
+    std::iter::once(format!("<{}", size(bounds[0])))
+        .chain(middle)
+        .chain(std::iter::once(format!(
+            "≥{}",
+            size(bounds[bounds.len() - 1])
+        )))
+        .collect()
+}
+
+/// A run's cells under [`size_class_columns`]; `-` where there is nothing
+/// to show (no finite flows, or none finished in a class).
+fn size_class_cells(s: &Summary) -> Vec<String> {
+    let ratio = |r: Option<f64>| r.map_or("-".to_owned(), |r| format!("{r:.2}"));
+    let Some(c) = &s.completion else {
+        return vec!["-".to_owned(); size_class_columns().len()];
+    };
+    let overall = (c.finished > 0).then(|| c.mean_s / c.sharing_mean_s.max(1e-9));
+    let per_class = c.by_size_class.iter().flat_map(|b| match b.flows {
+        0 => ["-".to_owned(), "-".to_owned()],
+        n => [n.to_string(), ratio(b.vs_sharing())],
+    });
+    std::iter::once(ratio(overall)).chain(per_class).collect()
 }
 
 /// The heading `compare` and `sweep` print above a Markdown table: the
