@@ -167,6 +167,10 @@ pub struct ParetoEntry {
     pub load: f64,
     /// Mean flow size.
     pub mean_size: Bytes,
+    /// The largest flow size: a bounded Pareto whose mean is still
+    /// `mean_size`, so that the flows of a run offer `load` (default:
+    /// unbounded).
+    pub max_size: Option<Bytes>,
     /// Pareto shape α (> 1).
     pub shape: f64,
     /// First arrival.
