@@ -7,7 +7,7 @@ use ecnq::statistics::{histogram_percentile, jain_index};
 use serde::Serialize;
 
 use super::sharing::{sojourn_times, Job};
-use crate::engine::{FeedbackRecord, Flow, FlowSample, FlowState, Nanos, Sim};
+use crate::engine::{FeedbackRecord, Flow, FlowSample, FlowSpec, FlowState, Nanos, Sim};
 
 /// One link's figures over the measured period.
 #[derive(Clone, Debug, Serialize)]
@@ -114,6 +114,11 @@ pub struct FlowSummary {
     /// the first: seconds from its start until its throughput first reached
     /// its fair share (None if it never did).
     pub convergence_s: Option<f64>,
+    /// One of the scenario's own long-lived flows, those that Jain's index
+    /// and convergence count: not finite, not background (a flood's fake
+    /// flows are). Not in summary.json, whose groups say it.
+    #[serde(skip)]
+    pub long_lived: bool,
     /// With session feedback, what the sender's session went through.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub feedback: Option<FeedbackSummary>,
@@ -292,6 +297,12 @@ impl Summary {
     }
 }
 
+/// Whether a flow is one of the scenario's own long-lived flows: not
+/// finite, not background, recorded in the per-flow series.
+fn long_lived(f: &FlowSpec) -> bool {
+    f.size.is_none() && f.sampled && !f.background
+}
+
 /// Each reported link's figures over the measured period.
 fn link_summaries(sim: &Sim) -> Vec<LinkSummary> {
     let measured = secs(sim.now().saturating_sub(sim.measure_from())).max(1e-9);
@@ -369,6 +380,7 @@ fn flow_summaries(sim: &Sim) -> Vec<FlowSummary> {
                 packets_lost: f.packets_lost - f.lost_at_measure,
                 completion_s: f.completion().map(secs),
                 convergence_s: convergence.get(i).copied().flatten(),
+                long_lived: long_lived(&f.spec),
                 feedback: f.feedback_record().map(FeedbackSummary::of),
             }
         })
@@ -407,8 +419,7 @@ fn jain_over_time(sim: &Sim) -> JainSummary {
             .iter()
             .filter(|s| {
                 let f = &sim.flows[s.flow as usize];
-                f.spec.size.is_none()
-                    && !f.spec.background
+                long_lived(&f.spec)
                     && f.state == FlowState::Active
                     && f.spec.start + sim.sample_period() <= t
             })
@@ -579,7 +590,7 @@ fn convergence_times(sim: &Sim) -> Vec<Option<f64>> {
     let long: Vec<bool> = sim
         .flows
         .iter()
-        .map(|f| f.spec.size.is_none() && f.spec.sampled && !f.spec.background)
+        .map(|f| long_lived(&f.spec))
         .collect();
     let first_start = sim
         .flows

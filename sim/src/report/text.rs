@@ -475,10 +475,14 @@ fn figures(s: &Summary) -> [String; 10] {
 }
 
 /// Convergence: the slowest later flow, and how many later flows converged.
+/// Only the scenario's own long-lived flows count: a finite flow has no
+/// fair share to reach, and background traffic, such as a flood of fake
+/// newcomers (`erc-fake-newcomers`), is not the scheme's to converge.
+/// Pareto flows are neither in `flows` nor long-lived.
 fn convergence_column(flows: &[FlowSummary]) -> String {
     let later: Vec<Option<f64>> = flows
         .iter()
-        .filter(|f| f.start_s > 0.0 && f.completion_s.is_none())
+        .filter(|f| f.long_lived && f.start_s > 0.0)
         .map(|f| f.convergence_s)
         .collect();
     let converged: Vec<f64> = later.iter().flatten().copied().collect();
