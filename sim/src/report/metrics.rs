@@ -9,6 +9,9 @@ use serde::Serialize;
 use super::sharing::{sojourn_times, Job};
 use crate::engine::{FeedbackRecord, Flow, FlowSample, FlowSpec, FlowState, Nanos, Sim};
 
+/// Jain's index at which rates count as fair: issue 19's goal (0.99).
+pub const JAIN_FAIR: f64 = 0.99;
+
 /// One link's figures over the measured period.
 #[derive(Clone, Debug, Serialize)]
 pub struct LinkSummary {
@@ -171,6 +174,33 @@ pub struct JainSummary {
     pub series: Vec<(f64, f64)>,
 }
 
+impl JainSummary {
+    /// Seconds from `from` (s) to the first sample after it from which the
+    /// index stays at least [`JAIN_FAIR`] to the end of the run (None if
+    /// the last sample is below it, or none comes after `from`).
+    pub fn fair_after(&self, from: f64) -> Option<f64> {
+        let after: Vec<&(f64, f64)> = self.series.iter().filter(|(t, _)| *t > from).collect();
+        let settled = match after.iter().rposition(|(_, j)| *j < JAIN_FAIR) {
+            None => after.first(),
+            Some(i) => after.get(i + 1),
+        };
+        settled.map(|(t, _)| t - from)
+    }
+}
+
+/// The arrival period's figures, for a scenario that sets `arrivals`: it
+/// runs from `measure_from` to there (`erc-flash-100`).
+#[derive(Clone, Debug, Serialize)]
+pub struct ArrivalSummary {
+    /// The period's end, s.
+    pub until_s: f64,
+    /// Each reported link's figures over the period.
+    pub links: Vec<LinkSummary>,
+    /// Seconds from the period's start until Jain's index is fair for good
+    /// ([`JainSummary::fair_after`]).
+    pub fair_after_s: Option<f64>,
+}
+
 /// Finite flows.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct CompletionSummary {
@@ -266,6 +296,9 @@ pub struct Summary {
     pub jain: JainSummary,
     /// Finite flows, if any.
     pub completion: Option<CompletionSummary>,
+    /// The arrival period, if the scenario sets one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arrivals: Option<ArrivalSummary>,
 }
 
 fn secs(t: Nanos) -> f64 {
@@ -293,6 +326,21 @@ impl Summary {
             flows,
             jain: jain_over_time(sim),
             completion: completion_times(sim),
+            arrivals: None,
+        }
+    }
+
+    /// The summary with its arrival period: `links`, the links' figures at
+    /// the period's end (s), and when Jain's index settled.
+    pub fn with_arrivals(self, until_s: f64, links: Vec<LinkSummary>) -> Summary {
+        let fair_after_s = self.jain.fair_after(self.measure_from_s);
+        Summary {
+            arrivals: Some(ArrivalSummary {
+                until_s,
+                links,
+                fair_after_s,
+            }),
+            ..self
         }
     }
 }
@@ -303,8 +351,9 @@ fn long_lived(f: &FlowSpec) -> bool {
     f.size.is_none() && f.sampled && !f.background
 }
 
-/// Each reported link's figures over the measured period.
-fn link_summaries(sim: &Sim) -> Vec<LinkSummary> {
+/// Each reported link's figures from the measured period's start to now
+/// (call `Sim::finish` first).
+pub fn link_summaries(sim: &Sim) -> Vec<LinkSummary> {
     let measured = secs(sim.now().saturating_sub(sim.measure_from())).max(1e-9);
     sim.links
         .iter()
@@ -587,11 +636,7 @@ fn percentile(histogram: &[u64], p: f64) -> u64 {
 /// arrival (a newcomer's near-zero rate drags the mean down), so a flow that
 /// has not converged when the next flow starts gets none.
 fn convergence_times(sim: &Sim) -> Vec<Option<f64>> {
-    let long: Vec<bool> = sim
-        .flows
-        .iter()
-        .map(|f| long_lived(&f.spec))
-        .collect();
+    let long: Vec<bool> = sim.flows.iter().map(|f| long_lived(&f.spec)).collect();
     let first_start = sim
         .flows
         .iter()
@@ -719,6 +764,28 @@ mod tests {
             (10_000_000, None)
         );
         assert_eq!(bands[3].vs_sharing(), Some(2.0));
+    }
+
+    #[test]
+    fn jain_is_fair_after_its_last_sample_below_the_goal() {
+        let jain = JainSummary {
+            series: vec![
+                (0.5, 0.5),
+                (1.0, 0.995),
+                (1.5, 0.98),
+                (2.0, 0.99),
+                (2.5, 1.0),
+            ],
+            ..JainSummary::default()
+        };
+        assert_eq!(jain.fair_after(0.0), Some(2.0));
+        assert_eq!(jain.fair_after(1.5), Some(0.5));
+        let unfair_at_the_end = JainSummary {
+            series: vec![(0.5, 1.0), (1.0, 0.9)],
+            ..JainSummary::default()
+        };
+        assert_eq!(unfair_at_the_end.fair_after(0.0), None);
+        assert_eq!(JainSummary::default().fair_after(0.0), None);
     }
 
     #[test]
