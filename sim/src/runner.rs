@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use crate::engine::Sim;
 use crate::protocol::Protocol;
-use crate::report::metrics::Summary;
+use crate::report::metrics::{link_summaries, Summary};
 use crate::report::text::Row;
 use crate::scenario::{Overrides, Scenario};
 
@@ -21,16 +21,26 @@ pub struct Run {
     pub wall_s: f64,
 }
 
-/// Runs a scenario to its end.
+/// Runs a scenario to its end; with an arrival period, the links'
+/// figures are taken at its end on the way.
 pub fn run(scenario: &Scenario, o: &Overrides) -> Result<Run, String> {
     let config = scenario.build(o)?;
+    let arrivals = scenario.arrivals(o)?;
     let seed = config.seed;
     let started = Instant::now();
     let mut sim = Sim::new(config).map_err(|e| format!("{}: {e}", scenario.origin))?;
+    let period = arrivals.map(|until| {
+        sim.run_until(until);
+        sim.finish();
+        (until as f64 / 1e9, link_summaries(&sim))
+    });
     sim.run();
     sim.finish();
     let wall_s = started.elapsed().as_secs_f64();
-    let summary = Summary::of(&sim, &scenario.name, scenario.scheme(o).name(), seed);
+    let mut summary = Summary::of(&sim, &scenario.name, scenario.scheme(o).name(), seed);
+    if let Some((until_s, links)) = period {
+        summary = summary.with_arrivals(until_s, links);
+    }
     Ok(Run {
         sim,
         summary,

@@ -316,6 +316,59 @@ fn compare_prints_finite_flows_by_size_class() {
     assert_eq!(markdown_rows, text_rows);
 }
 
+/// A scenario with an arrival period (a flash crowd, cut to 10 flows and
+/// 3 s) gets a third table: the bottleneck's queue and loss over the
+/// period, and when Jain's index settled, one row per scheme.
+#[test]
+fn compare_prints_the_arrival_period() {
+    let args = [
+        "erc-flash-100",
+        "--duration",
+        "3s",
+        "--set",
+        "flows.0.count=10",
+        "--schemes",
+        "erc,cubic",
+    ];
+    let text = compare(&args, &[]);
+    let period = text.split_once("During arrivals").expect(&text).1;
+    let rows: Vec<Vec<&str>> = period
+        .lines()
+        .skip_while(|l| !l.starts_with("scheme"))
+        .skip(1)
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows.len(), 2, "{text}");
+    assert_eq!((rows[0][0], rows[1][0]), ("erc", "cubic"), "{text}");
+    // scheme, link, q p99, p99 ms, q peak, loss, fair s.
+    assert_eq!(rows[0].len(), 7, "{text}");
+    assert_eq!(rows[0][1], "L", "{text}");
+}
+
+/// A flood of fake newcomers is background traffic, not a flow that
+/// should converge: the convergence column has no later flow to count.
+#[test]
+fn a_flood_is_not_counted_for_convergence() {
+    let s = scenario("erc-fake-newcomers", &["measure_from=1s"]);
+    let summary = run(&s, "erc", 7);
+    assert!(summary
+        .flows
+        .iter()
+        .any(|f| f.start_s > 0.0 && !f.long_lived));
+    let text = compare(
+        &["erc-fake-newcomers", "--duration", "7s", "--schemes", "erc"],
+        &["--set", "measure_from=1s"],
+    );
+    let row: Vec<&str> = text
+        .lines()
+        .find(|l| l.starts_with("erc "))
+        .expect(&text)
+        .split_whitespace()
+        .collect();
+    // scheme, link, util, q mean, q p99, q peak, loss, Jain, conv s, ..
+    assert_eq!(row[8], "-", "{text}");
+}
+
 /// Piped into a reader that goes away (`ecnq-sim list | head -1`), the
 /// simulator stops without a panic.
 #[cfg(unix)]

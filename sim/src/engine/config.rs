@@ -150,12 +150,72 @@ pub struct ParetoSpec {
     pub flow: FlowSpec,
     /// Mean flow arrivals per second.
     pub arrivals_per_sec: f64,
-    /// Pareto shape α.
-    pub shape: f64,
-    /// Mean flow size in bytes.
-    pub mean_size: f64,
+    /// The flows' sizes in bytes.
+    pub sizes: ParetoSizes,
     /// No arrivals after this time.
     pub until: Nanos,
+}
+
+/// Halvings of the interval that [`ParetoSizes::with_mean`] searches: past
+/// 64 an f64 interval no longer shrinks.
+const SCALE_BISECTIONS: u32 = 64;
+
+/// Pareto-distributed flow sizes: shape α, scale x_m (the smallest size)
+/// and, for a bounded Pareto, a largest size H (`f64::INFINITY`:
+/// unbounded).
+///
+/// Unbounded, shapes α ≤ 2 have an infinite variance, so the sample mean
+/// of a few thousand flows falls well short of the mean, and so does the
+/// load they offer; bounded, every moment is finite (`web-100mbit`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ParetoSizes {
+    /// Shape α (> 1).
+    pub shape: f64,
+    /// Scale x_m, bytes.
+    pub scale: f64,
+    /// Largest size H, bytes.
+    pub max: f64,
+}
+
+impl ParetoSizes {
+    /// Sizes of shape α > 1 whose mean is `mean`, bounded by `max` (more
+    /// than `mean`, or infinite). Unbounded, x_m = mean·(α − 1)/α; bounded,
+    /// the mean grows with x_m, from 0 at x_m = 0 to H at x_m = H, and
+    /// bisection finds the x_m that gives `mean`.
+    pub fn with_mean(shape: f64, mean: f64, max: f64) -> ParetoSizes {
+        let with_scale = |scale| ParetoSizes { shape, scale, max };
+        if max.is_infinite() {
+            return with_scale(mean * (shape - 1.0) / shape);
+        }
+        // The mean is at least x_m, so x_m is at most `mean`.
+        let (mut low, mut high) = (0.0, mean);
+        for _ in 0..SCALE_BISECTIONS {
+            let middle = 0.5 * (low + high);
+            if with_scale(middle).mean() < mean {
+                low = middle;
+            } else {
+                high = middle;
+            }
+        }
+        with_scale(0.5 * (low + high))
+    }
+
+    /// The mean size: the bounded Pareto's α x_m^α (x_m^(1−α) − H^(1−α)) /
+    /// ((α − 1)(1 − (x_m/H)^α)) (Harchol-Balter, "Task assignment with
+    /// unknown duration", J. ACM 49(2), 2002), with r = x_m/H
+    /// α x_m (1 − r^(α−1)) / ((α − 1)(1 − r^α)); unbounded (r = 0),
+    /// α x_m / (α − 1).
+    pub fn mean(&self) -> f64 {
+        let (a, r) = (self.shape, self.scale / self.max);
+        a * self.scale * (1.0 - r.powf(a - 1.0)) / ((a - 1.0) * (1.0 - r.powf(a)))
+    }
+
+    /// The size at `u`, uniform in [0, 1): the inverse of the CDF
+    /// F(x) = (1 − (x_m/x)^α) / (1 − (x_m/H)^α), x_m ≤ x < H.
+    pub fn at(&self, u: f64) -> f64 {
+        let mass = 1.0 - (self.scale / self.max).powf(self.shape);
+        self.scale / (1.0 - u * mass).powf(1.0 / self.shape)
+    }
 }
 
 /// A stream of fake newcomers: every `packets` packets of `size` bytes come
@@ -203,4 +263,39 @@ pub struct SimConfig {
     pub measure_from: Nanos,
     /// Record every queue event for invariant checks (tests only; slow).
     pub trace: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ParetoSizes;
+    use crate::rng::Rng;
+
+    #[test]
+    fn pareto_sizes_have_the_mean_they_are_made_with() {
+        let unbounded = ParetoSizes::with_mean(1.2, 100_000.0, f64::INFINITY);
+        assert!((unbounded.scale - 100_000.0 / 6.0).abs() < 1e-9);
+        assert!((unbounded.mean() / 100_000.0 - 1.0).abs() < 1e-12);
+        let bounded = ParetoSizes::with_mean(1.2, 100_000.0, 10e6);
+        assert!((bounded.mean() / 100_000.0 - 1.0).abs() < 1e-9);
+        // Bounding cuts the tail, so the smallest flows grow to keep the mean.
+        assert!(bounded.scale > unbounded.scale);
+        let (first, last) = (bounded.at(0.0), bounded.at(1.0 - 1e-16));
+        assert!((first - bounded.scale).abs() < 1e-6, "{first}");
+        assert!(last <= 10e6, "{last}");
+    }
+
+    #[test]
+    fn draws_average_to_the_mean() {
+        // Shape 2.5 unbounded and shape 1.2 bounded at 100 means have a
+        // finite variance, so the sample mean settles.
+        let mut r = Rng::new(1);
+        let n = 400_000;
+        for sizes in [
+            ParetoSizes::with_mean(2.5, 10.0, f64::INFINITY),
+            ParetoSizes::with_mean(1.2, 10.0, 1000.0),
+        ] {
+            let mean = (0..n).map(|_| sizes.at(r.uniform())).sum::<f64>() / f64::from(n);
+            assert!((mean / 10.0 - 1.0).abs() < 0.03, "{sizes:?}: {mean}");
+        }
+    }
 }

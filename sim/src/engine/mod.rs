@@ -42,7 +42,8 @@ mod trace;
 
 pub use clock::{Nanos, SECOND};
 pub use config::{
-    BufferLimit, FeedbackPath, FlowSpec, LinkSpec, NewcomerFloodSpec, ParetoSpec, SimConfig,
+    BufferLimit, FeedbackPath, FlowSpec, LinkSpec, NewcomerFloodSpec, ParetoSizes, ParetoSpec,
+    SimConfig,
 };
 pub use flow::{Flow, FlowSample, FlowState};
 pub use link::{Link, LinkSample, LinkStats};

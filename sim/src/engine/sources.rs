@@ -31,9 +31,9 @@ impl Sim {
         if now > src.until {
             return;
         }
-        let (shape, mean, rate) = (src.shape, src.mean_size, src.arrivals_per_sec);
+        let (sizes, rate) = (src.sizes, src.arrivals_per_sec);
         let mut spec = src.flow.clone();
-        let size = self.workload.pareto(shape, mean).round().max(1.0) as u64;
+        let size = sizes.at(self.workload.uniform()).round().max(1.0) as u64;
         spec.size = Some(size);
         spec.start = now;
         let gap = (self.workload.exponential(1.0 / rate) * 1e9) as Nanos;

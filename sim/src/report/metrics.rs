@@ -7,7 +7,10 @@ use ecnq::statistics::{histogram_percentile, jain_index};
 use serde::Serialize;
 
 use super::sharing::{sojourn_times, Job};
-use crate::engine::{FeedbackRecord, Flow, FlowSample, FlowState, Nanos, Sim};
+use crate::engine::{FeedbackRecord, Flow, FlowSample, FlowSpec, FlowState, Nanos, Sim};
+
+/// Jain's index at which rates count as fair: issue 19's goal (0.99).
+pub const JAIN_FAIR: f64 = 0.99;
 
 /// One link's figures over the measured period.
 #[derive(Clone, Debug, Serialize)]
@@ -114,6 +117,11 @@ pub struct FlowSummary {
     /// the first: seconds from its start until its throughput first reached
     /// its fair share (None if it never did).
     pub convergence_s: Option<f64>,
+    /// One of the scenario's own long-lived flows, those that Jain's index
+    /// and convergence count: not finite, not background (a flood's fake
+    /// flows are). Not in summary.json, whose groups say it.
+    #[serde(skip)]
+    pub long_lived: bool,
     /// With session feedback, what the sender's session went through.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub feedback: Option<FeedbackSummary>,
@@ -164,6 +172,33 @@ pub struct JainSummary {
     pub last: f64,
     /// (time s, index) pairs.
     pub series: Vec<(f64, f64)>,
+}
+
+impl JainSummary {
+    /// Seconds from `from` (s) to the first sample after it from which the
+    /// index stays at least [`JAIN_FAIR`] to the end of the run (None if
+    /// the last sample is below it, or none comes after `from`).
+    pub fn fair_after(&self, from: f64) -> Option<f64> {
+        let after: Vec<&(f64, f64)> = self.series.iter().filter(|(t, _)| *t > from).collect();
+        let settled = match after.iter().rposition(|(_, j)| *j < JAIN_FAIR) {
+            None => after.first(),
+            Some(i) => after.get(i + 1),
+        };
+        settled.map(|(t, _)| t - from)
+    }
+}
+
+/// The arrival period's figures, for a scenario that sets `arrivals`: it
+/// runs from `measure_from` to there (`erc-flash-100`).
+#[derive(Clone, Debug, Serialize)]
+pub struct ArrivalSummary {
+    /// The period's end, s.
+    pub until_s: f64,
+    /// Each reported link's figures over the period.
+    pub links: Vec<LinkSummary>,
+    /// Seconds from the period's start until Jain's index is fair for good
+    /// ([`JainSummary::fair_after`]).
+    pub fair_after_s: Option<f64>,
 }
 
 /// Finite flows.
@@ -261,6 +296,9 @@ pub struct Summary {
     pub jain: JainSummary,
     /// Finite flows, if any.
     pub completion: Option<CompletionSummary>,
+    /// The arrival period, if the scenario sets one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arrivals: Option<ArrivalSummary>,
 }
 
 fn secs(t: Nanos) -> f64 {
@@ -288,12 +326,34 @@ impl Summary {
             flows,
             jain: jain_over_time(sim),
             completion: completion_times(sim),
+            arrivals: None,
+        }
+    }
+
+    /// The summary with its arrival period: `links`, the links' figures at
+    /// the period's end (s), and when Jain's index settled.
+    pub fn with_arrivals(self, until_s: f64, links: Vec<LinkSummary>) -> Summary {
+        let fair_after_s = self.jain.fair_after(self.measure_from_s);
+        Summary {
+            arrivals: Some(ArrivalSummary {
+                until_s,
+                links,
+                fair_after_s,
+            }),
+            ..self
         }
     }
 }
 
-/// Each reported link's figures over the measured period.
-fn link_summaries(sim: &Sim) -> Vec<LinkSummary> {
+/// Whether a flow is one of the scenario's own long-lived flows: not
+/// finite, not background, recorded in the per-flow series.
+fn long_lived(f: &FlowSpec) -> bool {
+    f.size.is_none() && f.sampled && !f.background
+}
+
+/// Each reported link's figures from the measured period's start to now
+/// (call `Sim::finish` first).
+pub fn link_summaries(sim: &Sim) -> Vec<LinkSummary> {
     let measured = secs(sim.now().saturating_sub(sim.measure_from())).max(1e-9);
     sim.links
         .iter()
@@ -369,6 +429,7 @@ fn flow_summaries(sim: &Sim) -> Vec<FlowSummary> {
                 packets_lost: f.packets_lost - f.lost_at_measure,
                 completion_s: f.completion().map(secs),
                 convergence_s: convergence.get(i).copied().flatten(),
+                long_lived: long_lived(&f.spec),
                 feedback: f.feedback_record().map(FeedbackSummary::of),
             }
         })
@@ -407,8 +468,7 @@ fn jain_over_time(sim: &Sim) -> JainSummary {
             .iter()
             .filter(|s| {
                 let f = &sim.flows[s.flow as usize];
-                f.spec.size.is_none()
-                    && !f.spec.background
+                long_lived(&f.spec)
                     && f.state == FlowState::Active
                     && f.spec.start + sim.sample_period() <= t
             })
@@ -576,11 +636,7 @@ fn percentile(histogram: &[u64], p: f64) -> u64 {
 /// arrival (a newcomer's near-zero rate drags the mean down), so a flow that
 /// has not converged when the next flow starts gets none.
 fn convergence_times(sim: &Sim) -> Vec<Option<f64>> {
-    let long: Vec<bool> = sim
-        .flows
-        .iter()
-        .map(|f| f.spec.size.is_none() && f.spec.sampled && !f.spec.background)
-        .collect();
+    let long: Vec<bool> = sim.flows.iter().map(|f| long_lived(&f.spec)).collect();
     let first_start = sim
         .flows
         .iter()
@@ -708,6 +764,28 @@ mod tests {
             (10_000_000, None)
         );
         assert_eq!(bands[3].vs_sharing(), Some(2.0));
+    }
+
+    #[test]
+    fn jain_is_fair_after_its_last_sample_below_the_goal() {
+        let jain = JainSummary {
+            series: vec![
+                (0.5, 0.5),
+                (1.0, 0.995),
+                (1.5, 0.98),
+                (2.0, 0.99),
+                (2.5, 1.0),
+            ],
+            ..JainSummary::default()
+        };
+        assert_eq!(jain.fair_after(0.0), Some(2.0));
+        assert_eq!(jain.fair_after(1.5), Some(0.5));
+        let unfair_at_the_end = JainSummary {
+            series: vec![(0.5, 1.0), (1.0, 0.9)],
+            ..JainSummary::default()
+        };
+        assert_eq!(unfair_at_the_end.fair_after(0.0), None);
+        assert_eq!(JainSummary::default().fair_after(0.0), None);
     }
 
     #[test]

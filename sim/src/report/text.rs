@@ -6,7 +6,9 @@ use std::fmt::{self, Write as _};
 
 use ecnq::router::bottleneck::Class;
 
-use super::metrics::{FeedbackSummary, FlowSummary, LinkSummary, Summary, SIZE_CLASS_BOUNDS};
+use super::metrics::{
+    ArrivalSummary, FeedbackSummary, FlowSummary, LinkSummary, Summary, SIZE_CLASS_BOUNDS,
+};
 use crate::scenario::Scenario;
 pub use ecnq_charts::table::{aligned, markdown};
 
@@ -36,7 +38,21 @@ pub fn one_screen(scenario: &Scenario, s: &Summary, wall_s: f64) -> String {
     write_flows(&mut out, &s.flows);
     write_feedback(&mut out, &s.flows);
     write_aggregates(&mut out, s);
+    if let Some(a) = &s.arrivals {
+        write_arrivals(&mut out, a, s.measure_from_s);
+    }
     out
+}
+
+/// The arrival period's line: its bottleneck's queue and loss, and when
+/// Jain's index settled.
+fn write_arrivals(out: &mut String, a: &ArrivalSummary, from_s: f64) {
+    let [name, q99, q99_ms, peak, loss, fair] = arrival_figures(a);
+    let _ = writeln!(
+        out,
+        "arrivals ({from_s:.1}–{:.1} s): {name} q p99 {q99} pkt ({q99_ms} ms), peak {peak} pkt, loss {loss}; Jain's index fair for good after {fair} s",
+        a.until_s
+    );
 }
 
 /// What ran: the scenario, the paper's claim, the scheme, seed and speed.
@@ -236,7 +252,12 @@ pub struct Row {
 
 /// The most utilized reported link (the bottleneck for tables).
 pub fn bottleneck(s: &Summary) -> Option<&LinkSummary> {
-    s.links
+    busiest(&s.links)
+}
+
+/// The most utilized of `links`.
+fn busiest(links: &[LinkSummary]) -> Option<&LinkSummary> {
+    links
         .iter()
         .max_by(|a, b| a.utilization.total_cmp(&b.utilization))
 }
@@ -255,6 +276,22 @@ const FIGURE_COLUMNS: [(&str, usize); 10] = [
     ("FCT s", 9),
     ("×PS", 6),
 ];
+
+/// The columns of the arrival-period table, as [`FIGURE_COLUMNS`].
+const ARRIVAL_COLUMNS: [(&str, usize); 6] = [
+    ("link", 8),
+    ("q p99", 6),
+    ("p99 ms", 7),
+    ("q peak", 6),
+    ("loss", 8),
+    ("fair s", 7),
+];
+
+/// What the arrival-period table shows, above it.
+const ARRIVAL_CAPTION: &str =
+    "During arrivals (from measure_from to the scenario's `arrivals`): the \
+     bottleneck's queue p99 (packets, ms), peak and loss; fair s: seconds \
+     until Jain's index stays at least 0.99 to the end of the run.";
 
 /// What the size-class table under the headline table shows, above it.
 const SIZE_CLASS_CAPTION: &str =
@@ -286,7 +323,8 @@ pub fn table_markdown(heads: &[&str], rows: &[Row]) -> String {
 }
 
 /// The headline table and, where any run had finite flows, the size-class
-/// table under its caption (`gap` after the caption), both by `render`.
+/// table, and where any had an arrival period, its table, each under its
+/// caption (`gap` after the caption), all by `render`.
 fn tables(heads: &[&str], rows: &[Row], render: Render, gap: &str) -> String {
     let lines: Vec<Line<'_>> = rows
         .iter()
@@ -309,7 +347,42 @@ fn tables(heads: &[&str], rows: &[Row], render: Render, gap: &str) -> String {
         let _ = write!(out, "\n{SIZE_CLASS_CAPTION}{gap}");
         out += &render(heads, &size_class_columns(), &lines, &size_class_cells);
     }
+    let arrivals = rows
+        .iter()
+        .any(|r| r.result.as_ref().is_ok_and(|s| s.arrivals.is_some()));
+    if arrivals {
+        let columns: Columns = ARRIVAL_COLUMNS
+            .iter()
+            .map(|&(name, width)| (name.to_owned(), width))
+            .collect();
+        let _ = write!(out, "\n{ARRIVAL_CAPTION}{gap}");
+        out += &render(heads, &columns, &lines, &|s| match &s.arrivals {
+            Some(a) => arrival_figures(a).to_vec(),
+            None => vec!["-".to_owned(); ARRIVAL_COLUMNS.len()],
+        });
+    }
     out
+}
+
+/// The arrival period's figures, one per [`ARRIVAL_COLUMNS`] entry.
+fn arrival_figures(a: &ArrivalSummary) -> [String; 6] {
+    let fair = a
+        .fair_after_s
+        .map_or("never".to_owned(), |t| format!("{t:.1}"));
+    match busiest(&a.links) {
+        None => {
+            let dash = || "-".to_owned();
+            [dash(), dash(), dash(), dash(), dash(), fair]
+        }
+        Some(l) => [
+            l.name.clone(),
+            l.p99_queue_packets.to_string(),
+            format!("{:.1}", l.p99_queue_ms),
+            l.peak_queue_packets.to_string(),
+            format!("{:.4}", l.loss),
+            fair,
+        ],
+    }
 }
 
 /// A text table: label columns 12 wide, then each figure column padded to
@@ -475,10 +548,14 @@ fn figures(s: &Summary) -> [String; 10] {
 }
 
 /// Convergence: the slowest later flow, and how many later flows converged.
+/// Only the scenario's own long-lived flows count: a finite flow has no
+/// fair share to reach, and background traffic, such as a flood of fake
+/// newcomers (`erc-fake-newcomers`), is not the scheme's to converge.
+/// Pareto flows are neither in `flows` nor long-lived.
 fn convergence_column(flows: &[FlowSummary]) -> String {
     let later: Vec<Option<f64>> = flows
         .iter()
-        .filter(|f| f.start_s > 0.0 && f.completion_s.is_none())
+        .filter(|f| f.long_lived && f.start_s > 0.0)
         .map(|f| f.convergence_s)
         .collect();
     let converged: Vec<f64> = later.iter().flatten().copied().collect();

@@ -12,7 +12,8 @@ use super::quantity::{Buffer, Time};
 use super::topology::{Duplex, DuplexSpec, Network, Route};
 use super::{Overrides, Scenario};
 use crate::engine::{
-    BufferLimit, FeedbackPath, FlowSpec, Nanos, NewcomerFloodSpec, ParetoSpec, SimConfig,
+    BufferLimit, FeedbackPath, FlowSpec, Nanos, NewcomerFloodSpec, ParetoSizes, ParetoSpec,
+    SimConfig,
 };
 use crate::protocol::Protocol;
 use crate::rng::Rng;
@@ -302,18 +303,22 @@ impl Builder<'_> {
         if !(p.load > 0.0 && p.load.is_finite()) || p.mean_size.0 == 0 {
             return Err(self.error_at(span, &what, "load and mean_size must be positive"));
         }
+        let mean = p.mean_size.0 as f64;
+        let max = p.max_size.map_or(f64::INFINITY, |b| b.0 as f64);
+        if max <= mean {
+            let field = format!("{what}.max_size");
+            return Err(self.error_at(span, &field, "must be more than mean_size"));
+        }
         let route = self.source_route(&p.path, p.rtt, span, &what)?;
         let capacity = route
             .path
             .iter()
             .filter_map(|&l| self.net.links[l].rate)
             .fold(f64::INFINITY, f64::min);
-        let mean = p.mean_size.0 as f64;
         let group = p.name.clone().unwrap_or_else(|| format!("pareto{pi}"));
         self.net.pareto.push(ParetoSpec {
             arrivals_per_sec: p.load * capacity / 8.0 / mean,
-            shape: p.shape,
-            mean_size: mean,
+            sizes: ParetoSizes::with_mean(p.shape, mean, max),
             until: p.stop.map_or(Nanos::MAX, |t| t.0),
             flow: self.source_flow(p.scheme, route, p.start, group),
         });

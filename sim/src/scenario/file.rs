@@ -167,6 +167,10 @@ pub struct ParetoEntry {
     pub load: f64,
     /// Mean flow size.
     pub mean_size: Bytes,
+    /// The largest flow size: a bounded Pareto whose mean is still
+    /// `mean_size`, so that the flows of a run offer `load` (default:
+    /// unbounded).
+    pub max_size: Option<Bytes>,
     /// Pareto shape α (> 1).
     pub shape: f64,
     /// First arrival.
@@ -245,6 +249,10 @@ pub struct ScenarioFile {
     pub sample: Option<Time>,
     /// Summary statistics start here (default 0).
     pub measure_from: Option<Time>,
+    /// The end of an arrival period that starts at `measure_from`: the
+    /// summary and `compare` add its queue and loss, and when Jain's index
+    /// settled (default: none).
+    pub arrivals: Option<Time>,
     /// The RTT that `bdp` buffers refer to (default: the link's own round trip).
     pub bdp_rtt: Option<Time>,
     /// Links.

@@ -133,6 +133,23 @@ impl Scenario {
         Ok(())
     }
 
+    /// The end of the arrival period under these overrides, if the file
+    /// sets one: after `measure_from`, and at most the run's end.
+    pub fn arrivals(&self, o: &Overrides) -> Result<Option<Nanos>, String> {
+        let Some(until) = self.file.arrivals else {
+            return Ok(None);
+        };
+        let from = self.file.measure_from.map_or(0, |t| t.0);
+        let duration = o.duration.unwrap_or(self.file.duration.0);
+        if until.0 <= from || until.0 > duration {
+            return Err(format!(
+                "{}: arrivals: must be after measure_from and at most the duration",
+                self.origin
+            ));
+        }
+        Ok(Some(until.0))
+    }
+
     /// The time-series sampling period: 100 ms unless the file says, and at
     /// least 1 ms.
     pub(super) fn sample(&self) -> Result<Nanos, String> {
@@ -264,6 +281,29 @@ rtt = ["20ms", "40ms"]
         );
         let s = Scenario::parse("t", "t", TEXT, &set("1ms")).unwrap();
         assert_eq!(s.build(&Overrides::default()).unwrap().sample, 1_000_000);
+    }
+
+    #[test]
+    fn an_arrival_period_ends_after_measure_from_and_within_the_run() {
+        let arrivals = |set: &[&str], o: &Overrides| {
+            let set: Vec<String> = set.iter().map(|s| (*s).to_owned()).collect();
+            Scenario::parse("t", "t", TEXT, &set).unwrap().arrivals(o)
+        };
+        let o = Overrides::default();
+        assert_eq!(arrivals(&[], &o), Ok(None));
+        assert_eq!(arrivals(&["arrivals=2s"], &o), Ok(Some(2_000_000_000)));
+        for set in [&["arrivals=11s"][..], &["arrivals=2s", "measure_from=2s"]] {
+            let err = arrivals(set, &o).unwrap_err();
+            assert!(
+                err.contains("arrivals: must be after measure_from"),
+                "{err}"
+            );
+        }
+        let shorter = Overrides {
+            duration: Some(1_000_000_000),
+            ..Overrides::default()
+        };
+        assert!(arrivals(&["arrivals=2s"], &shorter).is_err());
     }
 
     #[test]
