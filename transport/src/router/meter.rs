@@ -3,8 +3,8 @@
 //! The meter counts arrivals (at enqueue, before any tail drop, as the VCP
 //! ns-2 release does — docs/design.md §2), departures and the queue, and at the
 //! end of each interval turns them into the load figure of every formula in
-//! the registry's [`FORMULAS`](crate::schemes::registry::FORMULAS). One meter serves all schemes on a link at
-//! once.
+//! the registry's [`FORMULAS`](crate::schemes::registry::FORMULAS). One
+//! meter serves all schemes on a link at once.
 //!
 //! It is driven by packet events alone (time is an argument); a caller with
 //! an idle link may call [`LoadFactorMeter::advance`] from a timer.
