@@ -31,22 +31,6 @@ fn link<'a>(s: &'a Summary, name: &str) -> &'a LinkSummary {
     s.links.iter().find(|l| l.name == name).unwrap()
 }
 
-/// The first time after `from` from which Jain's index stays at or above
-/// 0.99 until `until`, in seconds after `from`.
-fn fair_after(s: &Summary, from: f64, until: f64) -> Option<f64> {
-    let window: Vec<&(f64, f64)> = s
-        .jain
-        .series
-        .iter()
-        .filter(|(t, _)| *t > from && *t < until)
-        .collect();
-    let last_unfair = window.iter().rposition(|(_, j)| *j < 0.99);
-    match last_unfair {
-        None => window.first().map(|(t, _)| t - from),
-        Some(i) => window.get(i + 1).map(|(t, _)| t - from),
-    }
-}
-
 /// One bottleneck, three flows arriving 5 s apart (the scenario's own
 /// 100 Mbit/s, 40 ms), then capacities from 10 Mbit/s to 1 Gbit/s and RTTs
 /// from 2 ms to 400 ms with a buffer of one bandwidth-delay product, each
@@ -87,7 +71,7 @@ fn staggered_arrivals_are_fair_within_3_s_with_a_near_empty_queue() {
             let l = link(s, "L");
             let fair: Vec<Option<f64>> = [5.0, 10.0]
                 .iter()
-                .map(|&at| fair_after(s, at, at + 5.0))
+                .map(|&at| s.jain.fair_after(at, at + 5.0))
                 .collect();
             println!(
                 "{rate} {rtt} seed {seed}: util {:.3}, p99 queue {} pkt, drops {}, fair after arrivals {fair:?}",
@@ -123,7 +107,7 @@ fn a_1_s_path_keeps_the_queue_empty_while_newcomers_start() {
     let path = ["flows.0.rtt=1s", "bdp_rtt=1s", "links.0.delay=1ms"];
     let s = run("erc-staggered", &path);
     let l = link(&s, "L");
-    let fair = fair_after(&s, 10.0, 30.0);
+    let fair = s.jain.fair_after(10.0, 30.0);
     println!(
         "1 s: util {:.3}, p99 queue {} pkt, drops {}, fair {fair:?} s after the last arrival",
         l.utilization, l.p99_queue_packets, l.drops
@@ -192,7 +176,7 @@ fn a_parking_lot_gets_max_min_shares() {
 fn a_pause_and_a_router_restart_lose_nothing_and_starve_no_one() {
     let s = run("erc-robustness", &[]);
     let l = link(&s, "L");
-    let (resumed, restarted) = (fair_after(&s, 12.0, 20.0), fair_after(&s, 20.0, 30.0));
+    let (resumed, restarted) = (s.jain.fair_after(12.0, 20.0), s.jain.fair_after(20.0, 30.0));
     let lost: u64 = s.flows.iter().map(|f| f.packets_lost).sum();
     println!(
         "util {:.3}, queue p99 {} pkt, peak {} pkt, drops {}, lost {lost}, fair {resumed:?} s after the pause, {restarted:?} s after the restart",

@@ -176,10 +176,13 @@ pub struct JainSummary {
 
 impl JainSummary {
     /// Seconds from `from` (s) to the first sample after it from which the
-    /// index stays at least [`JAIN_FAIR`] to the end of the run (None if
-    /// the last sample is below it, or none comes after `from`).
-    pub fn fair_after(&self, from: f64) -> Option<f64> {
-        let after: Vec<&(f64, f64)> = self.series.iter().filter(|(t, _)| *t > from).collect();
+    /// index stays at least [`JAIN_FAIR`] until `until` (s; infinite: the
+    /// end of the run). None if the last sample before `until` is below
+    /// it, or none comes between.
+    pub fn fair_after(&self, from: f64, until: f64) -> Option<f64> {
+        let after: Vec<&(f64, f64)> = (self.series.iter())
+            .filter(|(t, _)| *t > from && *t < until)
+            .collect();
         let settled = match after.iter().rposition(|(_, j)| *j < JAIN_FAIR) {
             None => after.first(),
             Some(i) => after.get(i + 1),
@@ -251,10 +254,23 @@ pub struct SizeBand {
     pub sharing_mean_s: Option<f64>,
 }
 
+/// A mean completion time over processor sharing's for the same flows
+/// (a processor-sharing time of zero counts as a nanosecond).
+pub fn over_sharing(mean_s: f64, sharing_mean_s: f64) -> f64 {
+    mean_s / sharing_mean_s.max(1e-9)
+}
+
+impl CompletionSummary {
+    /// The finished flows' mean completion time over processor sharing's.
+    pub fn vs_sharing(&self) -> f64 {
+        over_sharing(self.mean_s, self.sharing_mean_s)
+    }
+}
+
 impl SizeBand {
     /// The class's mean completion time over processor sharing's.
     pub fn vs_sharing(&self) -> Option<f64> {
-        Some(self.mean_s? / self.sharing_mean_s?.max(1e-9))
+        Some(over_sharing(self.mean_s?, self.sharing_mean_s?))
     }
 }
 
@@ -333,7 +349,7 @@ impl Summary {
     /// The summary with its arrival period: `links`, the links' figures at
     /// the period's end (s), and when Jain's index settled.
     pub fn with_arrivals(self, until_s: f64, links: Vec<LinkSummary>) -> Summary {
-        let fair_after_s = self.jain.fair_after(self.measure_from_s);
+        let fair_after_s = self.jain.fair_after(self.measure_from_s, f64::INFINITY);
         Summary {
             arrivals: Some(ArrivalSummary {
                 until_s,
@@ -778,14 +794,18 @@ mod tests {
             ],
             ..JainSummary::default()
         };
-        assert_eq!(jain.fair_after(0.0), Some(2.0));
-        assert_eq!(jain.fair_after(1.5), Some(0.5));
+        let end = f64::INFINITY;
+        assert_eq!(jain.fair_after(0.0, end), Some(2.0));
+        assert_eq!(jain.fair_after(1.5, end), Some(0.5));
+        // Samples from `until` on are not looked at.
+        assert_eq!(jain.fair_after(0.0, 1.5), Some(1.0));
         let unfair_at_the_end = JainSummary {
             series: vec![(0.5, 1.0), (1.0, 0.9)],
             ..JainSummary::default()
         };
-        assert_eq!(unfair_at_the_end.fair_after(0.0), None);
-        assert_eq!(JainSummary::default().fair_after(0.0), None);
+        assert_eq!(unfair_at_the_end.fair_after(0.0, end), None);
+        assert_eq!(unfair_at_the_end.fair_after(0.0, 1.0), Some(0.5));
+        assert_eq!(JainSummary::default().fair_after(0.0, end), None);
     }
 
     #[test]

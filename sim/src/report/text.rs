@@ -7,7 +7,8 @@ use std::fmt::{self, Write as _};
 use ecnq::router::bottleneck::Class;
 
 use super::metrics::{
-    ArrivalSummary, FeedbackSummary, FlowSummary, LinkSummary, Summary, SIZE_CLASS_BOUNDS,
+    over_sharing, ArrivalSummary, FeedbackSummary, FlowSummary, LinkSummary, Summary,
+    SIZE_CLASS_BOUNDS,
 };
 use crate::scenario::Scenario;
 pub use ecnq_charts::table::{aligned, markdown};
@@ -214,7 +215,7 @@ fn write_aggregates(out: &mut String, s: &Summary) {
             c.mean_s,
             c.median_s,
             c.sharing_mean_s,
-            c.mean_s / c.sharing_mean_s.max(1e-9)
+            c.vs_sharing()
         );
         for class in &c.by_size {
             let name = format!("under {:>10} B", class.below_bytes);
@@ -236,7 +237,7 @@ fn write_completion_line(out: &mut String, name: &str, flows: usize, times: Opti
         Some((mean, sharing)) => writeln!(
             out,
             "  {name}: {flows:>6} flows, mean {mean:.3} s, processor sharing {sharing:.3} s (× {:.2})",
-            mean / sharing.max(1e-9)
+            over_sharing(mean, sharing)
         ),
         None => writeln!(out, "  {name}: {:>6}", "-"),
     };
@@ -302,6 +303,14 @@ const SIZE_CLASS_CAPTION: &str =
 /// its width in the text table.
 type Columns = Vec<(String, usize)>;
 
+/// `fixed`'s columns as [`Columns`].
+fn columns(fixed: &[(&str, usize)]) -> Columns {
+    fixed
+        .iter()
+        .map(|&(name, width)| (name.to_owned(), width))
+        .collect()
+}
+
 /// A table row as the renderers take it: its labels, and its summary or
 /// why it did not run.
 type Line<'a> = (&'a [String], Result<&'a Summary, &'a str>);
@@ -335,11 +344,9 @@ fn tables(heads: &[&str], rows: &[Row], render: Render, gap: &str) -> String {
             )
         })
         .collect();
-    let figure_columns: Columns = FIGURE_COLUMNS
-        .iter()
-        .map(|&(name, width)| (name.to_owned(), width))
-        .collect();
-    let mut out = render(heads, &figure_columns, &lines, &|s| figures(s).to_vec());
+    let mut out = render(heads, &columns(&FIGURE_COLUMNS), &lines, &|s| {
+        figures(s).to_vec()
+    });
     let finite = rows
         .iter()
         .any(|r| r.result.as_ref().is_ok_and(|s| s.completion.is_some()));
@@ -351,15 +358,16 @@ fn tables(heads: &[&str], rows: &[Row], render: Render, gap: &str) -> String {
         .iter()
         .any(|r| r.result.as_ref().is_ok_and(|s| s.arrivals.is_some()));
     if arrivals {
-        let columns: Columns = ARRIVAL_COLUMNS
-            .iter()
-            .map(|&(name, width)| (name.to_owned(), width))
-            .collect();
         let _ = write!(out, "\n{ARRIVAL_CAPTION}{gap}");
-        out += &render(heads, &columns, &lines, &|s| match &s.arrivals {
-            Some(a) => arrival_figures(a).to_vec(),
-            None => vec!["-".to_owned(); ARRIVAL_COLUMNS.len()],
-        });
+        out += &render(
+            heads,
+            &columns(&ARRIVAL_COLUMNS),
+            &lines,
+            &|s| match &s.arrivals {
+                Some(a) => arrival_figures(a).to_vec(),
+                None => vec!["-".to_owned(); ARRIVAL_COLUMNS.len()],
+            },
+        );
     }
     out
 }
@@ -488,7 +496,7 @@ fn size_class_cells(s: &Summary) -> Vec<String> {
     let Some(c) = &s.completion else {
         return vec!["-".to_owned(); size_class_columns().len()];
     };
-    let overall = (c.finished > 0).then(|| c.mean_s / c.sharing_mean_s.max(1e-9));
+    let overall = (c.finished > 0).then(|| c.vs_sharing());
     let per_class = c.by_size_class.iter().flat_map(|b| match b.flows {
         0 => ["-".to_owned(), "-".to_owned()],
         n => [n.to_string(), ratio(b.vs_sharing())],
@@ -532,7 +540,7 @@ fn figures(s: &Summary) -> [String; 10] {
         .completion
         .as_ref()
         .filter(|c| c.finished > 0)
-        .map(|c| (c.mean_s, c.mean_s / c.sharing_mean_s.max(1e-9)));
+        .map(|c| (c.mean_s, c.vs_sharing()));
     [
         name,
         format!("{util:.3}"),
