@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use clap::Args;
 use ecnq::quic::CongestionControl;
+use ecnq::schemes::registry::FORMULAS;
 use ecnq::units::{parse_duration, Rate, Size, UNITS_HELP};
 use ecnq_shim::link::spec::LinkSpec;
 use serde::Serialize;
@@ -279,26 +280,16 @@ pub fn plot_run(
         "ms",
         &queue,
     )?;
-    let pick = |i: usize| {
-        link.samples
-            .iter()
-            .map(|s| (s.t, s.load[i] * 100.0))
-            .collect()
-    };
-    let load = [
-        Series {
-            name: "VCP ρ".into(),
-            points: pick(0),
-        },
-        Series {
-            name: "BMCC f".into(),
-            points: pick(1),
-        },
-        Series {
-            name: "MCP U".into(),
-            points: pick(2),
-        },
-    ];
+    let load: Vec<Series> = (FORMULAS.iter().enumerate())
+        .map(|(i, formula)| Series {
+            name: format!("{} {}", formula.name.to_uppercase(), formula.symbol),
+            points: link
+                .samples
+                .iter()
+                .map(|s| (s.t, s.load[i] * 100.0))
+                .collect(),
+        })
+        .collect();
     line_chart(
         &out.join(format!("{name}-load.svg")),
         &format!("{name}: bottleneck load factor"),

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use ecnq::quic::{CongestionControl, Endpoint, Options};
 use ecnq::router::bottleneck::{Class, Discipline};
+use ecnq::schemes::registry::FORMULAS;
 use ecnq::Scheme;
 use ecnq_shim::io::relay::{Relay, RelayConfig};
 use ecnq_shim::io::sessions::SessionLimits;
@@ -313,8 +314,9 @@ pub struct LinkSample {
     pub corrupted: f64,
     /// Cumulative packets reordered on the emulated link.
     pub reordered: f64,
-    /// Load figures of the last interval: VCP ρ, BMCC f, MCP U.
-    pub load: [f64; 3],
+    /// Load figures of the last interval, one per formula in
+    /// [`FORMULAS`] order.
+    pub load: [f64; FORMULAS.len()],
     /// Cumulative measurement intervals the relay disregarded because it
     /// was stalled.
     pub intervals_disregarded: f64,
@@ -363,7 +365,7 @@ impl LinkSeries {
                     blackholed: f("drops_blackhole"),
                     corrupted: f("corrupted"),
                     reordered: f("reordered"),
-                    load: [f("load_vcp"), f("load_bmcc"), f("load_mcp")],
+                    load: FORMULAS.map(|formula| f(&format!("load_{}", formula.name))),
                     intervals_disregarded: f("intervals_disregarded"),
                     class_queue_bytes: Class::ALL
                         .map(|class| f(&format!("queue_{}_bytes", class.name()))),
