@@ -293,6 +293,7 @@ fn compare_prints_finite_flows_by_size_class() {
     let text_rows: Vec<Vec<&str>> = classes
         .lines()
         .skip(1)
+        .take_while(|l| !l.is_empty())
         .map(|l| l.split_whitespace().collect())
         .collect();
     assert_eq!(text_rows.len(), 2, "{text}");
@@ -306,14 +307,56 @@ fn compare_prints_finite_flows_by_size_class() {
 
     let markdown = compare(&args, &["--markdown"]);
     let tables: Vec<&str> = markdown.split("\n\n| scheme |").collect();
-    assert_eq!(tables.len(), 3, "{markdown}");
+    // The headline, size-class and group tables.
+    assert_eq!(tables.len(), 4, "{markdown}");
     assert!(tables[2].starts_with(" ×PS | <100kB n | <100kB ×PS | 100kB–1MB n"));
-    let markdown_rows: Vec<Vec<&str>> = tables[2]
+    assert_eq!(markdown_rows(tables[2]), text_rows);
+}
+
+/// A table's rows under its header and `---` line, cell by cell.
+fn markdown_rows(table: &str) -> Vec<Vec<&str>> {
+    table
         .lines()
         .skip(2)
+        .take_while(|l| l.starts_with('|'))
         .map(|l| l.trim_matches('|').split('|').map(str::trim).collect())
+        .collect()
+}
+
+/// Long-lived flows beside finite ones get a table of their own: each
+/// group's throughput, which the headline table does not show, one row per
+/// scheme, the same as text and as Markdown.
+#[test]
+fn compare_prints_what_the_long_lived_flows_carried() {
+    let args = [
+        "web-beside-long",
+        "--duration",
+        "8s",
+        "--set",
+        "pareto.0.stop=6s",
+        "--schemes",
+        "erc,cubic",
+    ];
+    let text = compare(&args, &[]);
+    let groups = text.split_once("\nscheme       long").expect(&text).1;
+    let text_rows: Vec<Vec<&str>> = groups
+        .lines()
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .map(|l| l.split_whitespace().collect())
         .collect();
-    assert_eq!(markdown_rows, text_rows);
+    assert_eq!(text_rows.len(), 2, "{text}");
+    for (row, scheme) in text_rows.iter().zip(["erc", "cubic"]) {
+        assert_eq!(row[0], scheme, "{text}");
+        // Measured from 5 s: one second beside the web, two alone.
+        let mbit: f64 = row[1].parse().expect(&text);
+        assert!(mbit > 5.0 && mbit < 100.0, "{text}");
+    }
+    let markdown = compare(&args, &["--markdown"]);
+    let tables: Vec<&str> = markdown.split("\n\n| scheme |").collect();
+    assert_eq!(tables.len(), 4, "{markdown}");
+    assert!(tables[3].starts_with(" long |"), "{markdown}");
+    assert_eq!(markdown_rows(tables[3]), text_rows);
 }
 
 /// A scenario with an arrival period (a flash crowd, cut to 10 flows and

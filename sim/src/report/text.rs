@@ -299,6 +299,10 @@ const SIZE_CLASS_CAPTION: &str =
     "Finite flows by size: n finished, ×PS their mean completion time \
                                   over processor sharing's for the same flows.";
 
+/// What the group table under the size-class table shows, above it.
+const GROUP_CAPTION: &str = "Long-lived flows beside the finite ones: each group's throughput \
+     (Mbit/s) over the measured period.";
+
 /// A table's figure columns after its label columns: each one's name and
 /// its width in the text table.
 type Columns = Vec<(String, usize)>;
@@ -354,6 +358,15 @@ fn tables(heads: &[&str], rows: &[Row], render: Render, gap: &str) -> String {
         let _ = write!(out, "\n{SIZE_CLASS_CAPTION}{gap}");
         out += &render(heads, &size_class_columns(), &lines, &size_class_cells);
     }
+    let groups = group_names(rows);
+    if finite && !groups.is_empty() {
+        let _ = write!(out, "\n{GROUP_CAPTION}{gap}");
+        let columns = groups
+            .iter()
+            .map(|name| (name.clone(), name.chars().count().max(8)))
+            .collect();
+        out += &render(heads, &columns, &lines, &|s| group_cells(s, &groups));
+    }
     let arrivals = rows
         .iter()
         .any(|r| r.result.as_ref().is_ok_and(|s| s.arrivals.is_some()));
@@ -370,6 +383,33 @@ fn tables(heads: &[&str], rows: &[Row], render: Render, gap: &str) -> String {
         );
     }
     out
+}
+
+/// The long-lived groups of the runs that ran, in the order of the first.
+fn group_names(rows: &[Row]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for s in rows.iter().filter_map(|r| r.result.as_ref().ok()) {
+        for g in &s.groups {
+            if !names.contains(&g.name) {
+                names.push(g.name.clone());
+            }
+        }
+    }
+    names
+}
+
+/// A run's throughput per group of `names`, Mbit/s; `-` for a group it
+/// does not have.
+fn group_cells(s: &Summary, names: &[String]) -> Vec<String> {
+    names
+        .iter()
+        .map(|name| {
+            s.groups
+                .iter()
+                .find(|g| g.name == *name)
+                .map_or("-".to_owned(), |g| format!("{:.2}", g.throughput_bps / 1e6))
+        })
+        .collect()
 }
 
 /// The arrival period's figures, one per [`ARRIVAL_COLUMNS`] entry.
