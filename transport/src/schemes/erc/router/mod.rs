@@ -164,6 +164,13 @@ pub struct ErcMarker {
     /// How far back [`ErcMarker::reference_share`] looks: the longest round
     /// trip learnt among the flows, at least [`ErcConfig::reference_span`].
     reference_span: Duration,
+    /// The longest round trip learnt among the flows (the reference span
+    /// while none is), at least the shortest interval: the spare gain grows
+    /// per round trip, as RCP's rate does per the flows' round trip. Per
+    /// reference span, at least 250 ms, it grew six times slower than that
+    /// on a 40 ms path, and left the link idle beside short flows
+    /// (`web-beside-long`; test `the_spare_gain_grows_per_round_trip_of_the_flows`).
+    round_trip: Duration,
     /// How far above the max-min share the router advertises, ≥ 1: grows
     /// while the flows at the share use it and the link stays under its
     /// target (shares reserved for flows that never come to use them), and
@@ -198,6 +205,7 @@ impl ErcMarker {
             newcomer_index: 1,
             show_up: 1.0,
             reference_span: config.reference_span,
+            round_trip: config.reference_span,
             spare_gain: 1.0,
             uncounted_packets: 0,
         }

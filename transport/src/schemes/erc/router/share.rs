@@ -100,8 +100,7 @@ struct Census {
     stayed_away: u32,
     /// Young flows not yet at the share.
     young_waiting: usize,
-    /// The longest round trip learnt, at least
-    /// [`ErcConfig::reference_span`](super::ErcConfig::reference_span).
+    /// The longest round trip learnt (zero: none yet).
     longest_round: Duration,
     /// The flows at the share that are not young, and their rates' sum.
     at_share_flows: usize,
@@ -259,7 +258,11 @@ impl ErcMarker {
         let (queue, available) = self.target(link);
         let mut census = self.census(now, elapsed);
         self.reserve(&mut census);
-        self.reference_span = census.longest_round;
+        self.reference_span = census.longest_round.max(self.config.reference_span);
+        self.round_trip = match census.longest_round {
+            Duration::ZERO => self.reference_span,
+            round => round.max(self.config.min_interval),
+        };
         let spare = Spare {
             elapsed,
             available,
@@ -308,7 +311,7 @@ impl ErcMarker {
             came: 0,
             stayed_away: 0,
             young_waiting: 0,
-            longest_round: self.config.reference_span,
+            longest_round: Duration::ZERO,
             at_share_flows: 0,
             at_share_rate: 0.0,
         };
@@ -363,8 +366,9 @@ impl ErcMarker {
     /// where flows are long): while some are reserved, the flows at the
     /// share use it and the link is under its target, it grows as RCP's
     /// rate does into spare capacity, by [`SPARE_GAIN`] × (1 − show_up) ×
-    /// the spare fraction per round trip (the longest learnt). With none
-    /// reserved there is nothing to hand out, and it decays.
+    /// the spare fraction per round trip of the flows
+    /// ([`ErcMarker::round_trip`]). With none reserved there is nothing to
+    /// hand out, and it decays.
     fn follow_spare(&mut self, interval: Spare) {
         let Spare {
             elapsed,
@@ -381,7 +385,7 @@ impl ErcMarker {
             self.spare_gain = (self.spare_gain * available / arrivals).max(floor);
         } else if reserved && used && under {
             let spare = (1.0 - self.show_up) * (1.0 - arrivals / available);
-            let rounds = elapsed / self.reference_span.as_secs_f64();
+            let rounds = elapsed / self.round_trip.as_secs_f64();
             self.spare_gain =
                 (self.spare_gain * (SPARE_GAIN * spare * rounds).exp()).min(SPARE_MAX);
         }
@@ -597,6 +601,34 @@ mod tests {
         let second = (0..DIGITS).map(|i| (2, MS * (2_100 + i)));
         beside_a_long_flow(&mut r, MS * 100, MS * 2_300, first.chain(second).collect());
         assert_eq!(r.reference_span, MS * 2_000);
+        assert_eq!(r.round_trip, MS * 2_000);
+    }
+
+    /// The spare gain grows per round trip of the flows, as RCP's rate
+    /// does: a router whose flows learnt a 100 ms round trip judges them
+    /// over at least 250 ms, but grows the gain per 100 ms.
+    #[test]
+    fn the_spare_gain_grows_per_round_trip_of_the_flows() {
+        let mut r = ErcMarker::new(ErcConfig::default(), FlowTableConfig::default());
+        assert_eq!(r.round_trip, ErcConfig::default().reference_span);
+        let short = short_flow(2, MS * 100).collect();
+        beside_a_long_flow(&mut r, Duration::ZERO, MS * 300, short);
+        assert_eq!(r.round_trip, MS * 100);
+        assert_eq!(r.reference_span, ErcConfig::default().reference_span);
+        // One interval of 10 ms, a tenth of a round trip, with half the
+        // target spare: the gain grows by e^(0.4 × 0.5 × 0.1).
+        (r.spare_gain, r.show_up) = (1.0, 0.0);
+        r.follow_spare(Spare {
+            elapsed: 0.01,
+            available: 1e6,
+            arrivals: 0.5e6,
+            used: true,
+            reserved: true,
+            queued: false,
+            uncounted: false,
+        });
+        let expected = (SPARE_GAIN * 0.5 * 0.1).exp();
+        assert!((r.spare_gain - expected).abs() < 1e-9, "{}", r.spare_gain);
     }
 
     #[test]
