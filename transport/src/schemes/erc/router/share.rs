@@ -222,12 +222,14 @@ impl ErcMarker {
         self.count_newcomer();
     }
 
-    /// Sets the index for flows not counted yet: the share the router
-    /// advertises once one more flow counts ([`ErcMarker::on_new_flow`]),
-    /// so that a newcomer's first chain spells one index.
+    /// Sets the index for flows not counted yet: the max-min share once one
+    /// more flow counts ([`ErcMarker::on_new_flow`]), so that a newcomer's
+    /// first chain spells one index. It leaves out the spare gain: that
+    /// hands the flows there what they leave unused, and a newcomer told it
+    /// would jump into room that nobody made for it (`web-beside-long`'s
+    /// queue; test `a_newcomer_is_told_the_max_min_share_without_the_spare_gain`).
     fn count_newcomer(&mut self) {
-        let with_one_more =
-            self.spare_gain * self.bottleneck_capacity / (self.bottlenecked + 1) as f64;
+        let with_one_more = self.bottleneck_capacity / (self.bottlenecked + 1) as f64;
         self.newcomer_index = index_of(with_one_more.min(self.share));
     }
 
@@ -629,6 +631,25 @@ mod tests {
         });
         let expected = (SPARE_GAIN * 0.5 * 0.1).exp();
         assert!((r.spare_gain - expected).abs() < 1e-9, "{}", r.spare_gain);
+    }
+
+    /// The spare gain hands the flows there what they leave unused; a
+    /// newcomer's first chain spells the max-min share with it counted,
+    /// without the gain.
+    #[test]
+    fn a_newcomer_is_told_the_max_min_share_without_the_spare_gain() {
+        let capacity = 1e6;
+        let mut r = ErcMarker::new(ErcConfig::default(), FlowTableConfig::default());
+        let span = ErcConfig::default().young + MS * 1_000;
+        drive(&mut r, capacity, &[2e6], Duration::ZERO, span);
+        r.spare_gain = 3.0;
+        r.advertise(span, 3.0 * 0.98 * capacity);
+        let without_gain = index_of(0.98 * capacity / 2.0);
+        assert!(
+            r.newcomer_index.abs_diff(without_gain) <= 1,
+            "{} vs {without_gain}",
+            r.newcomer_index
+        );
     }
 
     #[test]
