@@ -51,10 +51,11 @@
 //! quiet for two has ended and frees its share. Shares reserved for
 //! young flows that do not come to use them go to the flows there: the
 //! share advertised is the max-min share times a gain that grows into
-//! spare capacity as RCP's rate does and falls at once when a queue
-//! stands. The packets
-//! a flow sends before it counts carry the share it will get once it
-//! counts, since its first chain is read mostly from them. The router
+//! spare capacity as RCP's rate does, per round trip of the flows, and
+//! falls at once when a queue stands. The packets a flow sends before it
+//! counts carry the max-min share with it counted, since its first chain
+//! is read mostly from them; not the gain, which hands the flows there
+//! what they leave unused. The router
 //! writes its own index's digit into a packet only when its index is above
 //! the flow's incoming one, which it learns per flow from the digits it
 //! sees: the path maximum of the index, the path minimum of the rate.
