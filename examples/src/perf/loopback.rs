@@ -12,12 +12,12 @@ use ecnq::quic::{CongestionControl, Endpoint, Options};
 use ecnq::router::bottleneck::{Class, Discipline};
 use ecnq::schemes::registry::FORMULAS;
 use ecnq::Scheme;
-use ecnq_shim::io::relay::{Relay, RelayConfig};
+use ecnq_shim::io::relay::{raise_fd_limit, sessions_within, Relay, RelayConfig};
 use ecnq_shim::io::sessions::SessionLimits;
 use ecnq_shim::link::spec::LinkSpec;
 use ecnq_shim::link::{router_config, Direction};
 use ecnq_shim::observe::Observers;
-use ecnq_shim::observe::StatsSink;
+use ecnq_shim::observe::{SessionCounters, StatsSink};
 use rustls::RootCertStore;
 use serde::Serialize;
 use tokio::task::JoinHandle;
@@ -184,7 +184,7 @@ pub struct RelayChain {
     /// Where clients send: the first relay.
     pub entry: SocketAddr,
     relays: Vec<(
-        JoinHandle<()>,
+        JoinHandle<SessionCounters>,
         tokio::sync::oneshot::Sender<()>,
         Lines,
         LinkSpec,
@@ -201,11 +201,10 @@ impl RelayChain {
             next = relay.local_addr().map_err(|e| e.to_string())?;
             let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
             let task = tokio::spawn(async move {
-                let _ = relay
-                    .run(async {
-                        let _ = stopped.await;
-                    })
-                    .await;
+                let report = relay.run(async {
+                    let _ = stopped.await;
+                });
+                report.await.map(|r| r.sessions).unwrap_or_default()
             });
             relays.push((task, stop, lines, *spec));
         }
@@ -216,21 +215,30 @@ impl RelayChain {
         })
     }
 
-    /// Stops every relay; returns each link's client-to-server series, in path order.
+    /// Stops every relay; returns each link's client-to-server series and
+    /// its relay's session counters, in path order.
     pub async fn stop(self) -> Vec<LinkSeries> {
         let mut out = Vec::new();
         for (task, stop, lines, spec) in self.relays {
             let _ = stop.send(());
-            let _ = task.await;
-            out.push(LinkSeries::parse(&lines.text(), &spec));
+            let sessions = task.await.unwrap_or_default();
+            out.push(LinkSeries {
+                sessions,
+                ..LinkSeries::parse(&lines.text(), &spec)
+            });
         }
         out
     }
 }
 
 /// Binds a relay for `spec` toward `target` on an ephemeral loopback port,
-/// with its stats collected in memory.
+/// with its stats collected in memory and the session limits of the
+/// shim's command line: its defaults, at most as many sessions as the
+/// open-file limit leaves sockets for.
 fn bind_relay(spec: &LinkSpec, target: SocketAddr) -> Result<(Relay, Lines), String> {
+    let mut sessions = SessionLimits::default();
+    let fd_limit = raise_fd_limit().map_err(|e| format!("cannot read the open-file limit: {e}"))?;
+    sessions.max = sessions.max.min(sessions_within(fd_limit)).max(1);
     let direction = Direction {
         spec: *spec,
         router: router_config(spec),
@@ -242,11 +250,7 @@ fn bind_relay(spec: &LinkSpec, target: SocketAddr) -> Result<(Relay, Lines), Str
         up: direction.clone(),
         down: direction,
         seed: 1,
-        sessions: SessionLimits {
-            max: 256,
-            idle: Duration::from_secs(30),
-            ..SessionLimits::default()
-        },
+        sessions,
     };
     let lines = Lines::default();
     let observers = Observers {
@@ -336,6 +340,9 @@ pub struct LinkSeries {
     pub capacity_bps: f64,
     /// Buffer in bytes (for packet limits: 1500-byte packets).
     pub buffer_bytes: f64,
+    /// What the link's relay did with client sessions (none where the
+    /// series was parsed from stats alone).
+    pub sessions: SessionCounters,
 }
 
 impl LinkSeries {
@@ -383,6 +390,7 @@ impl LinkSeries {
             samples,
             capacity_bps,
             buffer_bytes,
+            sessions: SessionCounters::default(),
         }
     }
 
