@@ -175,7 +175,7 @@ async fn measured_run_configured(
         let bed = LoopbackBed::ecnq().await.expect("bed");
         let watch = StallWatch::start();
         let result = bed
-            .run_configured(flows, links, configure)
+            .run_configured(flows, links, configure, None)
             .await
             .expect("run");
         let stall = watch.worst();

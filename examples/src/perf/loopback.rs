@@ -24,6 +24,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::client::{self, ClientConfig, StreamRun};
+use super::flood::{FloodSent, FloodSpec};
 use super::host::StealMeter;
 use super::proto::{self, TestRequest};
 use super::report::{rate, StreamInterval};
@@ -39,6 +40,29 @@ pub struct Flow {
     pub offset: f64,
     /// How long it sends.
     pub seconds: f64,
+}
+
+/// A flood of fake newcomers beside a run's flows ([`FloodSpec`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Flood {
+    /// What it sends.
+    pub spec: FloodSpec,
+    /// When it starts, seconds after the run starts.
+    pub offset: f64,
+    /// How long it sends.
+    pub seconds: f64,
+}
+
+impl Flood {
+    /// Sends it to `entry` on the schedule of a run that started at `start`.
+    fn spawn(&self, entry: SocketAddr, start: Instant) -> JoinHandle<Result<FloodSent, String>> {
+        let (spec, at) = (self.spec, start + Duration::from_secs_f64(self.offset));
+        let end = at + Duration::from_secs_f64(self.seconds);
+        tokio::spawn(async move {
+            tokio::time::sleep_until(at).await;
+            spec.send(entry, tokio::time::sleep_until(end)).await
+        })
+    }
 }
 
 /// The server side of the bed.
@@ -100,20 +124,23 @@ impl LoopbackBed {
     /// Runs `flows` through relays in series, one per link of `links` (the
     /// first link is nearest the clients), both directions alike.
     pub async fn run(&self, flows: &[Flow], links: &[LinkSpec]) -> Result<RunResult, String> {
-        self.run_configured(flows, links, &|_, _| {}).await
+        self.run_configured(flows, links, &|_, _| {}, None).await
     }
 
     /// Like [`LoopbackBed::run`], with each flow's client set up by
-    /// `configure` (given the flow's index), e.g. to pause it.
+    /// `configure` (given the flow's index), e.g. to pause it, and a
+    /// `flood` of fake newcomers sent into the first relay beside them.
     pub async fn run_configured(
         &self,
         flows: &[Flow],
         links: &[LinkSpec],
         configure: &(dyn Fn(usize, &mut ClientConfig) + Sync),
+        flood: Option<&Flood>,
     ) -> Result<RunResult, String> {
         let chain = RelayChain::start(links, self.server)?;
         let steal = StealMeter::start();
         let start = Instant::now();
+        let flooding = flood.map(|flood| flood.spawn(chain.entry, start));
         let mut tasks = Vec::new();
         for (i, flow) in flows.iter().enumerate() {
             let mut config = self.client_config(chain.entry, flow.cc, flow.seconds);
@@ -129,10 +156,15 @@ impl LoopbackBed {
         for task in tasks {
             runs.push(task.await.map_err(|e| format!("a flow failed: {e}"))??);
         }
+        let flood = match flooding {
+            Some(task) => Some(task.await.map_err(|e| format!("the flood failed: {e}"))??),
+            None => None,
+        };
         let elapsed = start.elapsed().as_secs_f64();
         let links = chain.stop().await;
         let mut result = RunResult::new(flows, runs, elapsed, links);
         result.host_steal = steal.fraction();
+        result.flood = flood;
         Ok(result)
     }
 
@@ -503,6 +535,8 @@ pub struct RunResult {
     /// The fraction of the machine's CPU time the host took during the run
     /// (steal, see [`super::host`]); `None` where unknown.
     pub host_steal: Option<f64>,
+    /// What the run's flood of fake newcomers sent, if it had one.
+    pub flood: Option<FloodSent>,
 }
 
 /// One row of a comparison.
@@ -578,7 +612,25 @@ impl RunResult {
             series,
             links,
             host_steal: None,
+            flood: None,
         }
+    }
+
+    /// Flow `i`'s goodput from `from` to `to` seconds into the run, Mbit/s:
+    /// the bytes its sender wrote in its sampling intervals that lie
+    /// within that span (give or take [`SAMPLE_WINDOW`]), over their
+    /// length; 0 for a flow that never got in. A greedy writer waits at
+    /// quinn's send window, so from its first second on what it writes
+    /// over a span is what the receiver acknowledged.
+    pub fn goodput_mbit(&self, i: usize, from: f64, to: f64) -> f64 {
+        let offset = self.flows[i].offset;
+        let within = (self.runs[i].iter())
+            .flat_map(|r| &r.intervals)
+            .filter(|v| {
+                offset + v.start >= from - SAMPLE_WINDOW && offset + v.end <= to + SAMPLE_WINDOW
+            });
+        let (bytes, seconds) = within.fold((0, 0.0), |(b, s), v| (b + v.bytes, s + v.seconds));
+        rate(bytes, seconds) / 1e6
     }
 
     /// The figures of the run, judged at link `bottleneck`.

@@ -2,6 +2,7 @@
 
 pub mod client;
 pub mod demo;
+pub mod flood;
 pub mod host;
 pub mod loopback;
 pub mod output;
