@@ -2,6 +2,7 @@
 
 pub mod client;
 pub mod demo;
+pub mod fake_newcomers;
 pub mod flood;
 pub mod host;
 pub mod loopback;
