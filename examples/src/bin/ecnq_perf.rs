@@ -33,7 +33,7 @@ enum Command {
     /// Every scheme, then Cubic and BBR, through an emulated bottleneck on
     /// loopback (a relay-mode shim in this process); prints a comparison and
     /// writes SVG plots.
-    Demo(demo::DemoArgs),
+    Demo(demo::DemoCommand),
     /// The demo's comparison through `ecnq-shim testbed` (network
     /// namespaces, a TUN shim per router; root), with kernel TCP through
     /// iperf3 (reno, cubic, bbr; ECN on) as extra baselines. Always removes

@@ -18,6 +18,7 @@ use ecnq::units::{parse_duration, Rate, Size, UNITS_HELP};
 use ecnq_shim::link::spec::LinkSpec;
 use serde::Serialize;
 
+use super::fake_newcomers;
 use super::host::steal_note;
 use super::loopback::{Flow, LinkSeries, LoopbackBed, RunSummary};
 use super::{check_seconds, parse_seconds};
@@ -58,6 +59,36 @@ pub struct DemoArgs {
     #[arg(long, value_name = "PATH")]
     pub markdown: Option<PathBuf>,
 }
+
+/// `ecnq-perf demo`'s command line: the demo's options (which `ecnq-perf
+/// testbed` shares) and its flood table.
+#[derive(Args, Debug, Clone)]
+pub struct DemoCommand {
+    #[command(flatten)]
+    pub args: DemoArgs,
+    /// Instead of the comparison: floods of fake newcomers at these
+    /// percentages of the link, comma separated (e.g. 2,5,10).
+    #[arg(
+        long,
+        value_name = "PERCENTS",
+        value_delimiter = ',',
+        value_parser = fake_newcomers::percent_arg,
+        conflicts_with_all = ["cc", "stagger", "no_mixed", "out"],
+        long_help = FAKE_NEWCOMERS_HELP
+    )]
+    pub fake_newcomers: Option<Vec<f64>>,
+}
+
+/// `--fake-newcomers`' long help.
+const FAKE_NEWCOMERS_HELP: &str = "Instead of the comparison, issue 54's abuse test: \
+    percentages of the link, comma separated, each above 0 and at most 50 (e.g. 2,5,10). \
+    For each, and for a 0 % baseline, one long flow (erc, then cubic) crosses the bottleneck \
+    and from 3 s on a flood sends that share of the link beside it: every 12 packets of 300 \
+    bytes come from a new source port, with erc's DSCP tag and ECT(0), and never answer. \
+    Each run lasts 3 s plus --duration (the flood's length). The table shows the long flow's \
+    goodput and the flood's rate over the flood, and the long flow's share of what the flood \
+    leaves (the link rate less the flood's): the goal is at least 85 % for erc. \
+    --markdown writes the table as Markdown; no plots are drawn.";
 
 fn rate_arg(s: &str) -> Result<u64, String> {
     s.parse::<Rate>()
@@ -149,9 +180,15 @@ impl DemoArgs {
     }
 }
 
-/// Runs the demo.
-pub async fn run(args: DemoArgs) -> Result<(), String> {
+/// Runs the demo, or with `--fake-newcomers` its flood table.
+pub async fn run(command: DemoCommand) -> Result<(), String> {
+    let args = command.args;
     let (spec, buffer) = args.link()?;
+    if let Some(percents) = &command.fake_newcomers {
+        let markdown = args.markdown.as_deref();
+        return fake_newcomers::run(&spec, args.rate as f64, percents, args.duration, markdown)
+            .await;
+    }
     std::fs::create_dir_all(&args.out)
         .map_err(|e| format!("cannot create {}: {e}", args.out.display()))?;
 

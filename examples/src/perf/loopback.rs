@@ -12,18 +12,19 @@ use ecnq::quic::{CongestionControl, Endpoint, Options};
 use ecnq::router::bottleneck::{Class, Discipline};
 use ecnq::schemes::registry::FORMULAS;
 use ecnq::Scheme;
-use ecnq_shim::io::relay::{Relay, RelayConfig};
+use ecnq_shim::io::relay::{raise_fd_limit, sessions_within, Relay, RelayConfig};
 use ecnq_shim::io::sessions::SessionLimits;
 use ecnq_shim::link::spec::LinkSpec;
 use ecnq_shim::link::{router_config, Direction};
 use ecnq_shim::observe::Observers;
-use ecnq_shim::observe::StatsSink;
+use ecnq_shim::observe::{SessionCounters, StatsSink};
 use rustls::RootCertStore;
 use serde::Serialize;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::client::{self, ClientConfig, StreamRun};
+use super::flood::{FloodSent, FloodSpec};
 use super::host::StealMeter;
 use super::proto::{self, TestRequest};
 use super::report::{rate, StreamInterval};
@@ -39,6 +40,29 @@ pub struct Flow {
     pub offset: f64,
     /// How long it sends.
     pub seconds: f64,
+}
+
+/// A flood of fake newcomers beside a run's flows ([`FloodSpec`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Flood {
+    /// What it sends.
+    pub spec: FloodSpec,
+    /// When it starts, seconds after the run starts.
+    pub offset: f64,
+    /// How long it sends.
+    pub seconds: f64,
+}
+
+impl Flood {
+    /// Sends it to `entry` on the schedule of a run that started at `start`.
+    fn spawn(&self, entry: SocketAddr, start: Instant) -> JoinHandle<Result<FloodSent, String>> {
+        let (spec, at) = (self.spec, start + Duration::from_secs_f64(self.offset));
+        let end = at + Duration::from_secs_f64(self.seconds);
+        tokio::spawn(async move {
+            tokio::time::sleep_until(at).await;
+            spec.send(entry, tokio::time::sleep_until(end)).await
+        })
+    }
 }
 
 /// The server side of the bed.
@@ -100,20 +124,23 @@ impl LoopbackBed {
     /// Runs `flows` through relays in series, one per link of `links` (the
     /// first link is nearest the clients), both directions alike.
     pub async fn run(&self, flows: &[Flow], links: &[LinkSpec]) -> Result<RunResult, String> {
-        self.run_configured(flows, links, &|_, _| {}).await
+        self.run_configured(flows, links, &|_, _| {}, None).await
     }
 
     /// Like [`LoopbackBed::run`], with each flow's client set up by
-    /// `configure` (given the flow's index), e.g. to pause it.
+    /// `configure` (given the flow's index), e.g. to pause it, and a
+    /// `flood` of fake newcomers sent into the first relay beside them.
     pub async fn run_configured(
         &self,
         flows: &[Flow],
         links: &[LinkSpec],
         configure: &(dyn Fn(usize, &mut ClientConfig) + Sync),
+        flood: Option<&Flood>,
     ) -> Result<RunResult, String> {
         let chain = RelayChain::start(links, self.server)?;
         let steal = StealMeter::start();
         let start = Instant::now();
+        let flooding = flood.map(|flood| flood.spawn(chain.entry, start));
         let mut tasks = Vec::new();
         for (i, flow) in flows.iter().enumerate() {
             let mut config = self.client_config(chain.entry, flow.cc, flow.seconds);
@@ -129,10 +156,15 @@ impl LoopbackBed {
         for task in tasks {
             runs.push(task.await.map_err(|e| format!("a flow failed: {e}"))??);
         }
+        let flood = match flooding {
+            Some(task) => Some(task.await.map_err(|e| format!("the flood failed: {e}"))??),
+            None => None,
+        };
         let elapsed = start.elapsed().as_secs_f64();
         let links = chain.stop().await;
         let mut result = RunResult::new(flows, runs, elapsed, links);
         result.host_steal = steal.fraction();
+        result.flood = flood;
         Ok(result)
     }
 
@@ -184,7 +216,7 @@ pub struct RelayChain {
     /// Where clients send: the first relay.
     pub entry: SocketAddr,
     relays: Vec<(
-        JoinHandle<()>,
+        JoinHandle<SessionCounters>,
         tokio::sync::oneshot::Sender<()>,
         Lines,
         LinkSpec,
@@ -201,11 +233,10 @@ impl RelayChain {
             next = relay.local_addr().map_err(|e| e.to_string())?;
             let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
             let task = tokio::spawn(async move {
-                let _ = relay
-                    .run(async {
-                        let _ = stopped.await;
-                    })
-                    .await;
+                let report = relay.run(async {
+                    let _ = stopped.await;
+                });
+                report.await.map(|r| r.sessions).unwrap_or_default()
             });
             relays.push((task, stop, lines, *spec));
         }
@@ -216,21 +247,30 @@ impl RelayChain {
         })
     }
 
-    /// Stops every relay; returns each link's client-to-server series, in path order.
+    /// Stops every relay; returns each link's client-to-server series and
+    /// its relay's session counters, in path order.
     pub async fn stop(self) -> Vec<LinkSeries> {
         let mut out = Vec::new();
         for (task, stop, lines, spec) in self.relays {
             let _ = stop.send(());
-            let _ = task.await;
-            out.push(LinkSeries::parse(&lines.text(), &spec));
+            let sessions = task.await.unwrap_or_default();
+            out.push(LinkSeries {
+                sessions,
+                ..LinkSeries::parse(&lines.text(), &spec)
+            });
         }
         out
     }
 }
 
 /// Binds a relay for `spec` toward `target` on an ephemeral loopback port,
-/// with its stats collected in memory.
+/// with its stats collected in memory and the session limits of the
+/// shim's command line: its defaults, at most as many sessions as the
+/// open-file limit leaves sockets for.
 fn bind_relay(spec: &LinkSpec, target: SocketAddr) -> Result<(Relay, Lines), String> {
+    let mut sessions = SessionLimits::default();
+    let fd_limit = raise_fd_limit().map_err(|e| format!("cannot read the open-file limit: {e}"))?;
+    sessions.max = sessions.max.min(sessions_within(fd_limit)).max(1);
     let direction = Direction {
         spec: *spec,
         router: router_config(spec),
@@ -242,11 +282,7 @@ fn bind_relay(spec: &LinkSpec, target: SocketAddr) -> Result<(Relay, Lines), Str
         up: direction.clone(),
         down: direction,
         seed: 1,
-        sessions: SessionLimits {
-            max: 256,
-            idle: Duration::from_secs(30),
-            ..SessionLimits::default()
-        },
+        sessions,
     };
     let lines = Lines::default();
     let observers = Observers {
@@ -336,6 +372,9 @@ pub struct LinkSeries {
     pub capacity_bps: f64,
     /// Buffer in bytes (for packet limits: 1500-byte packets).
     pub buffer_bytes: f64,
+    /// What the link's relay did with client sessions (none where the
+    /// series was parsed from stats alone).
+    pub sessions: SessionCounters,
 }
 
 impl LinkSeries {
@@ -383,6 +422,7 @@ impl LinkSeries {
             samples,
             capacity_bps,
             buffer_bytes,
+            sessions: SessionCounters::default(),
         }
     }
 
@@ -495,6 +535,8 @@ pub struct RunResult {
     /// The fraction of the machine's CPU time the host took during the run
     /// (steal, see [`super::host`]); `None` where unknown.
     pub host_steal: Option<f64>,
+    /// What the run's flood of fake newcomers sent, if it had one.
+    pub flood: Option<FloodSent>,
 }
 
 /// One row of a comparison.
@@ -570,7 +612,25 @@ impl RunResult {
             series,
             links,
             host_steal: None,
+            flood: None,
         }
+    }
+
+    /// Flow `i`'s goodput from `from` to `to` seconds into the run, Mbit/s:
+    /// the bytes its sender wrote in its sampling intervals that lie
+    /// within that span (give or take [`SAMPLE_WINDOW`]), over their
+    /// length; 0 for a flow that never got in. A greedy writer waits at
+    /// quinn's send window, so from its first second on what it writes
+    /// over a span is what the receiver acknowledged.
+    pub fn goodput_mbit(&self, i: usize, from: f64, to: f64) -> f64 {
+        let offset = self.flows[i].offset;
+        let within = (self.runs[i].iter())
+            .flat_map(|r| &r.intervals)
+            .filter(|v| {
+                offset + v.start >= from - SAMPLE_WINDOW && offset + v.end <= to + SAMPLE_WINDOW
+            });
+        let (bytes, seconds) = within.fold((0, 0.0), |(b, s), v| (b + v.bytes, s + v.seconds));
+        rate(bytes, seconds) / 1e6
     }
 
     /// The figures of the run, judged at link `bottleneck`.

@@ -2,6 +2,8 @@
 
 pub mod client;
 pub mod demo;
+pub mod fake_newcomers;
+pub mod flood;
 pub mod host;
 pub mod loopback;
 pub mod output;
