@@ -16,6 +16,11 @@ const IDLE_INTERVALS: u32 = 4;
 /// ... unless it is a newcomer waiting for its rate, which on a long path
 /// sends a window and then nothing for a round trip.
 const IDLE_NEWCOMER: Duration = Duration::from_secs(1);
+/// A young flow may double what it sends within a round trip, as a slow
+/// start does (RFC 5681 §3.1): young flows hold no more shares than twice
+/// what they send as a whole, and one more, so that a lone newcomer is
+/// served before it sends (test `young_flows_hold_no_more_shares_than_they_send_for`).
+const YOUNG_GROWTH: f64 = 2.0;
 /// The weight of one newcomer's outcome in [`ErcMarker::show_up`]: it
 /// averages about the last 16 (ecnq's own; tuned on `adpm-afct`).
 const SHOW_UP_GAIN: f64 = 1.0 / 16.0;
@@ -98,8 +103,9 @@ struct Census {
     came: u32,
     /// Newcomers that went quiet while young.
     stayed_away: u32,
-    /// Young flows not yet at the share.
+    /// Young flows not yet at the share, and their rates' sum.
     young_waiting: usize,
+    young_rate: f64,
     /// The longest round trip learnt (zero: none yet).
     longest_round: Duration,
     /// The flows at the share that are not young, and their rates' sum.
@@ -117,6 +123,7 @@ impl Census {
         }
         if young && demand.is_infinite() {
             self.young_waiting += 1;
+            self.young_rate += rate;
         } else {
             self.demands.push(demand);
         }
@@ -313,6 +320,7 @@ impl ErcMarker {
             came: 0,
             stayed_away: 0,
             young_waiting: 0,
+            young_rate: 0.0,
             longest_round: Duration::ZERO,
             at_share_flows: 0,
             at_share_rate: 0.0,
@@ -329,11 +337,16 @@ impl ErcMarker {
     /// Learns from this interval's newcomers how many come to use their
     /// share ([`ErcMarker::show_up`]) and holds that many shares for the
     /// young flows waiting: shares that short flows never use go to the
-    /// flows there.
+    /// flows there. Young flows hold no more than [`YOUNG_GROWTH`] times
+    /// what they send, and one share more: a flow is young on its claim,
+    /// and a stream of flows that each send a first flight and stop held a
+    /// share each while the router was still learning that they never
+    /// come (`ecnq-perf demo --fake-newcomers`).
     fn reserve(&mut self, census: &mut Census) {
         let keep = |outcomes: u32| (1.0 - SHOW_UP_GAIN).powi(outcomes as i32);
         self.show_up = (1.0 - (1.0 - self.show_up) * keep(census.came)) * keep(census.stayed_away);
-        let reserved = (census.young_waiting as f64 * self.show_up).ceil() as usize;
+        let sent = (YOUNG_GROWTH * census.young_rate / self.share).floor() as usize;
+        let reserved = ((census.young_waiting as f64 * self.show_up).ceil() as usize).min(1 + sent);
         census
             .demands
             .extend(std::iter::repeat_n(f64::INFINITY, reserved));
@@ -475,7 +488,10 @@ mod tests {
 
     #[test]
     fn where_newcomers_end_young_they_reserve_fewer_shares() {
-        let newcomers = |at: Duration| (10..14).flat_map(move |f| short_flow(f, at).take(10));
+        // Four newcomers that send a packet a millisecond (1 MB/s, under
+        // the share) for 250 ms.
+        let newcomers =
+            |at: Duration| (10..14).flat_map(move |f| (0..250).map(move |i| (f, at + MS * i)));
         let mut fresh = ErcMarker::new(ErcConfig::default(), FlowTableConfig::default());
         beside_a_long_flow(
             &mut fresh,
@@ -505,6 +521,35 @@ mod tests {
             newcomers(from + MS * 50).collect(),
         );
         assert!(r.share() > 2.0 * each, "{} vs {each}", r.share());
+    }
+
+    /// Forty young flows that send little between them (a stream of first
+    /// flights that stop) hold one share, not forty, while the router has
+    /// not yet learnt that newcomers do not come; forty that send hold what
+    /// they send, twice over.
+    #[test]
+    fn young_flows_hold_no_more_shares_than_they_send_for() {
+        let mut r = ErcMarker::new(ErcConfig::default(), FlowTableConfig::default());
+        r.share = 1e6;
+        let held = |r: &mut ErcMarker, young_rate: f64| {
+            let mut census = Census {
+                demands: vec![f64::INFINITY],
+                came: 0,
+                stayed_away: 0,
+                young_waiting: 40,
+                young_rate,
+                longest_round: Duration::ZERO,
+                at_share_flows: 1,
+                at_share_rate: 1e6,
+            };
+            r.reserve(&mut census);
+            assert_eq!(r.show_up, 1.0, "no newcomer's outcome is known yet");
+            census.demands.len() - 1
+        };
+        assert_eq!(held(&mut r, 1e4), 1);
+        // 40 × 0.1 MB/s: eight shares' worth of growth, and one more.
+        assert_eq!(held(&mut r, 4e6), 9);
+        assert_eq!(held(&mut r, 40e6), 40);
     }
 
     #[test]
