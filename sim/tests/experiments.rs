@@ -287,15 +287,8 @@ fn compare_prints_finite_flows_by_size_class() {
         "--schemes",
         "erc,cubic",
     ];
-    // The size-class table's rows: after its header, split at spaces.
     let text = compare(&args, &[]);
-    let classes = text.split_once("scheme       ×PS").expect(&text).1;
-    let text_rows: Vec<Vec<&str>> = classes
-        .lines()
-        .skip(1)
-        .take_while(|l| !l.is_empty())
-        .map(|l| l.split_whitespace().collect())
-        .collect();
+    let text_rows = text_rows(&text, "scheme       ×PS");
     assert_eq!(text_rows.len(), 2, "{text}");
     assert_eq!(text_rows[0][0], "erc", "{text}");
     assert_eq!(text_rows[1][0], "cubic", "{text}");
@@ -311,6 +304,18 @@ fn compare_prints_finite_flows_by_size_class() {
     assert_eq!(tables.len(), 4, "{markdown}");
     assert!(tables[2].starts_with(" ×PS | <100kB n | <100kB ×PS | 100kB–1MB n"));
     assert_eq!(markdown_rows(tables[2]), text_rows);
+}
+
+/// The rows of the text table whose header starts with `header`, up to
+/// the blank line after it, split at spaces (no figure holds one).
+fn text_rows<'a>(text: &'a str, header: &str) -> Vec<Vec<&'a str>> {
+    let table = text.split_once(header).expect(text).1;
+    table
+        .lines()
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .map(|l| l.split_whitespace().collect())
+        .collect()
 }
 
 /// A table's rows under its header and `---` line, cell by cell.
@@ -338,13 +343,7 @@ fn compare_prints_what_the_long_lived_flows_carried() {
         "erc,cubic",
     ];
     let text = compare(&args, &[]);
-    let groups = text.split_once("\nscheme       long").expect(&text).1;
-    let text_rows: Vec<Vec<&str>> = groups
-        .lines()
-        .skip(1)
-        .take_while(|l| !l.is_empty())
-        .map(|l| l.split_whitespace().collect())
-        .collect();
+    let text_rows = text_rows(&text, "\nscheme       long");
     assert_eq!(text_rows.len(), 2, "{text}");
     for (row, scheme) in text_rows.iter().zip(["erc", "cubic"]) {
         assert_eq!(row[0], scheme, "{text}");
