@@ -10,7 +10,7 @@ use clap::ArgMatches;
 
 use cli::command::command;
 use cli::options::{directions, in_range, observers, parsed, seed, text, with};
-use ecnq_shim::io::relay::{raise_fd_limit, sessions_within, Relay, RelayConfig, RelayReport};
+use ecnq_shim::io::relay::{sessions_within_fd_limit, Relay, RelayConfig, RelayReport};
 use ecnq_shim::io::sessions::SessionLimits;
 use ecnq_shim::io::tun::{TunConfig, TunShim};
 use ecnq_shim::link::spec::parse_time;
@@ -179,16 +179,15 @@ fn relay(m: &ArgMatches) -> Result<(), String> {
 /// saying so if it was.
 fn session_limits(m: &ArgMatches) -> Result<(SessionLimits, Option<String>), String> {
     let defaults = SessionLimits::default();
-    let mut sessions = SessionLimits {
+    let sessions = SessionLimits {
         max: parsed(m, "max-sessions")?.unwrap_or(defaults.max),
         per_source: parsed(m, "max-sessions-per-source")?.unwrap_or(defaults.per_source),
         idle: with(m, "session-idle", parse_time)?.unwrap_or(defaults.idle),
     };
     sessions.validate()?;
-    let fd_limit = raise_fd_limit().map_err(|e| format!("cannot read the open-file limit: {e}"))?;
-    let fd_room = sessions_within(fd_limit);
-    let fd_note = (sessions.max > fd_room).then(|| {
-        sessions.max = fd_room.max(1);
+    let (sessions, lowered) = sessions_within_fd_limit(sessions)
+        .map_err(|e| format!("cannot read the open-file limit: {e}"))?;
+    let fd_note = lowered.map(|fd_limit| {
         format!(
             "ecnq-shim relay: at most {} sessions (open-file limit {fd_limit})",
             sessions.max

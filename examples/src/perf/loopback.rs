@@ -12,7 +12,7 @@ use ecnq::quic::{CongestionControl, Endpoint, Options};
 use ecnq::router::bottleneck::{Class, Discipline};
 use ecnq::schemes::registry::FORMULAS;
 use ecnq::Scheme;
-use ecnq_shim::io::relay::{raise_fd_limit, sessions_within, Relay, RelayConfig};
+use ecnq_shim::io::relay::{sessions_within_fd_limit, Relay, RelayConfig};
 use ecnq_shim::io::sessions::SessionLimits;
 use ecnq_shim::link::spec::LinkSpec;
 use ecnq_shim::link::{router_config, Direction};
@@ -268,9 +268,8 @@ impl RelayChain {
 /// shim's command line: its defaults, at most as many sessions as the
 /// open-file limit leaves sockets for.
 fn bind_relay(spec: &LinkSpec, target: SocketAddr) -> Result<(Relay, Lines), String> {
-    let mut sessions = SessionLimits::default();
-    let fd_limit = raise_fd_limit().map_err(|e| format!("cannot read the open-file limit: {e}"))?;
-    sessions.max = sessions.max.min(sessions_within(fd_limit)).max(1);
+    let (sessions, _) = sessions_within_fd_limit(SessionLimits::default())
+        .map_err(|e| format!("cannot read the open-file limit: {e}"))?;
     let direction = Direction {
         spec: *spec,
         router: router_config(spec),

@@ -238,9 +238,19 @@ pub fn raise_fd_limit() -> io::Result<u64> {
     Ok(limit.rlim_cur)
 }
 
-/// How many sessions a descriptor limit leaves room for.
-pub fn sessions_within(fd_limit: u64) -> usize {
-    usize::try_from(fd_limit.saturating_sub(FD_RESERVE)).unwrap_or(usize::MAX)
+/// `limits` with at most as many sessions as the open-file limit leaves
+/// sockets for, once raised ([`raise_fd_limit`]); with that limit where it
+/// lowered them.
+pub fn sessions_within_fd_limit(
+    mut limits: SessionLimits,
+) -> io::Result<(SessionLimits, Option<u64>)> {
+    let fd_limit = raise_fd_limit()?;
+    let room = usize::try_from(fd_limit.saturating_sub(FD_RESERVE)).unwrap_or(usize::MAX);
+    let lowered = limits.max > room;
+    if lowered {
+        limits.max = room.max(1);
+    }
+    Ok((limits, lowered.then_some(fd_limit)))
 }
 
 /// What the relay keeps per client.
