@@ -12,14 +12,14 @@ use std::str::FromStr;
 
 use crate::schemes::bmcc::{self, BmccDecoder, BmccLaw, BmccMarker};
 use crate::schemes::classic::{ClassicLaw, ClassicMarker};
-use crate::schemes::erc::{self, ErcConfig, ErcDecoder, ErcLaw, ErcMarker};
+use crate::schemes::erc::{self, ErcConfig, ErcCountReader, ErcDecoder, ErcLaw, ErcMarker};
 use crate::schemes::evcp::EvcpLaw;
 use crate::schemes::mcp::{self, McpDecoder, McpLaw, McpMarker};
 use crate::schemes::mpcp::{Chain, MpcpDecoder, MpcpLaw, MpcpMarker};
 use crate::schemes::prague::{self, PragueDecoder, PragueLaw, PragueMarker};
 use crate::schemes::vcp::{self, VcpDecoder, VcpLaw, VcpMarker};
 use crate::signal::load::{Formula, IntervalStats, LinkLoad, LoadFactor};
-use crate::signal::{Decoder, Law, LawConfig, Marker, MarkerConfig, PacketMarks};
+use crate::signal::{CountReader, Decoder, Law, LawConfig, Marker, MarkerConfig, PacketMarks};
 use crate::wire::ecn::{Ecn, SchemeTag, WireScheme};
 
 /// What routers and receivers know about one wire scheme.
@@ -37,6 +37,10 @@ pub struct WireEntry {
     pub max_level: u16,
     /// Its receiver decoder; untagged traffic has none.
     pub decoder: Option<fn() -> Box<dyn Decoder>>,
+    /// Its sender-side reader of a peer's ACK-ECN counts, for a peer that
+    /// runs no decoder: a scheme whose digits are ECT(0) and Not-ECT alone
+    /// can be read from them (erc).
+    pub count_reader: Option<fn() -> Box<dyn CountReader>>,
     /// Its router marker.
     pub marker: fn(&MarkerConfig) -> Box<dyn Marker>,
     /// Whether its senders are L4S scalable senders, which a dual-queue
@@ -74,6 +78,7 @@ pub const WIRES: [WireEntry; 8] = [
         base_ecn: Ecn::Ect0,
         max_level: 0,
         decoder: None,
+        count_reader: None,
         marker: |c| {
             Box::new(ClassicMarker {
                 threshold: c.classic_threshold,
@@ -91,6 +96,7 @@ pub const WIRES: [WireEntry; 8] = [
         // Three levels: low load, high load, overload.
         max_level: 2,
         decoder: Some(|| Box::new(VcpDecoder::default())),
+        count_reader: None,
         marker: |_| Box::new(VcpMarker),
         l4s: false,
         probe: Probe::NotEct,
@@ -103,6 +109,7 @@ pub const WIRES: [WireEntry; 8] = [
         base_ecn: Ecn::Ect1,
         max_level: Chain::Two.levels() - 1,
         decoder: Some(|| Box::new(MpcpDecoder::new(Chain::Two))),
+        count_reader: None,
         marker: |c| Box::new(MpcpMarker::new(Chain::Two, c.flows)),
         l4s: false,
         probe: Probe::NotEct,
@@ -114,6 +121,7 @@ pub const WIRES: [WireEntry; 8] = [
         base_ecn: Ecn::Ect1,
         max_level: Chain::Three.levels() - 1,
         decoder: Some(|| Box::new(MpcpDecoder::new(Chain::Three))),
+        count_reader: None,
         marker: |c| Box::new(MpcpMarker::new(Chain::Three, c.flows)),
         l4s: false,
         probe: Probe::NotEct,
@@ -127,6 +135,7 @@ pub const WIRES: [WireEntry; 8] = [
         // The estimate in units of 1/10 000, saturating.
         max_level: u16::MAX,
         decoder: Some(|| Box::new(BmccDecoder::default())),
+        count_reader: None,
         marker: |_| Box::new(BmccMarker),
         l4s: false,
         probe: Probe::NotEct,
@@ -142,6 +151,7 @@ pub const WIRES: [WireEntry; 8] = [
         // Four utilization codes.
         max_level: 3,
         decoder: Some(|| Box::new(McpDecoder::default())),
+        count_reader: None,
         marker: |_| Box::new(McpMarker::default()),
         l4s: false,
         probe: Probe::TagBit,
@@ -155,6 +165,7 @@ pub const WIRES: [WireEntry; 8] = [
         base_ecn: Ecn::Ect0,
         max_level: erc::MAX_LEVEL,
         decoder: Some(|| Box::new(ErcDecoder::default())),
+        count_reader: Some(|| Box::new(ErcCountReader::default())),
         marker: |c| Box::new(ErcMarker::new(ErcConfig::default(), c.flows)),
         l4s: false,
         probe: Probe::None,
@@ -167,6 +178,7 @@ pub const WIRES: [WireEntry; 8] = [
         base_ecn: Ecn::Ect1,
         max_level: prague::MAX_LEVEL,
         decoder: Some(|| Box::new(PragueDecoder::default())),
+        count_reader: None,
         marker: |_| Box::new(PragueMarker),
         // An L4S sender (RFC 9331 §4.3).
         l4s: true,
@@ -297,6 +309,12 @@ impl WireScheme {
     /// carries no scheme feedback, so it has none.
     pub fn decoder(self) -> Option<Box<dyn Decoder>> {
         self.entry().decoder.map(|make| make())
+    }
+
+    /// A new reader of a peer's ACK-ECN counts, for the schemes that can
+    /// be read from them ([`WireEntry::count_reader`]).
+    pub fn count_reader(self) -> Option<Box<dyn CountReader>> {
+        self.entry().count_reader.map(|make| make())
     }
 
     /// A new router marker for this scheme.

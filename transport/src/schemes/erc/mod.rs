@@ -91,11 +91,13 @@
 //! each flow's packets carry), `decoder` the receiver and `law` the
 //! sender; each file's tests sit beside its code.
 
+mod counts;
 mod decoder;
 mod index;
 mod law;
 mod router;
 
+pub use counts::{AckedDigits, ErcCountReader};
 pub use decoder::ErcDecoder;
 pub use index::{
     digit, digit_of, ecn_of, from_gray, gray, index_of, position, rate_of, Digits, DIGITS,

@@ -1,0 +1,511 @@
+//! The sender's reading of the index from its peer's ACK-ECN counts
+//! ([`ErcCountReader`]), for a peer that runs no ecnq decoder: any QUIC
+//! receiver that reports ECN counts (RFC 9000 §13.4, §19.3.2).
+//!
+//! A router writes digit 1 as ECT(0) and digit 0 as Not-ECT, so the rise
+//! of the peer's ECT(0) count from one ACK frame to the next is how many
+//! of the packets that frame newly acknowledges carried a 1. The sender
+//! knows each packet's hash, so each frame is one equation over the ten
+//! digits of the index in force: with `n_p` newly acknowledged packets at
+//! position `p`, the code's digits `g_p`, and the rises `e` (ECT(0)) and
+//! `c` (CE), `e ≤ Σ n_p·g_p ≤ e + c` (a CE mark hides the digit it fell
+//! on). Only 1024 codes exist, so the decoder keeps the set of codes that
+//! fit every recent frame; a handful of frames leaves one.
+//!
+//! When the router changes the index, the newest frame fits none of them.
+//! A neighbour of the index in force that fits it is the new index (Gray
+//! neighbours differ in one digit); otherwise the decoder starts again from
+//! that frame. Until the frames since then pin one code, it reports what
+//! the receiver's own decoder would read from the digits that frames tell
+//! one by one (a frame whose packets all counted ECT(0), or none did),
+//! else the fitting index nearest the one it last read, never more than a
+//! step faster.
+
+use super::{from_gray, gray, position, DIGITS, MAX_INDEX, PARTIAL, UNSPOKEN};
+use std::time::Duration;
+
+use super::{ecn_of, ErcDecoder, WIRE};
+use crate::signal::{CountReader, Decoder, EcnRises, Feedback};
+use crate::wire::ecn::SchemeTag;
+
+/// What one ACK frame tells: how many newly acknowledged packets sat at
+/// each chain position, and how much the peer's ECT(0) and CE counts rose.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AckedDigits {
+    at: [u32; DIGITS as usize],
+    ect0: u64,
+    ce: u64,
+}
+
+impl AckedDigits {
+    /// A frame whose counts rose by `ect0` and `ce`.
+    pub fn new(ect0: u64, ce: u64) -> AckedDigits {
+        AckedDigits {
+            ect0,
+            ce,
+            ..AckedDigits::default()
+        }
+    }
+
+    /// Counts one newly acknowledged packet with `hash`.
+    pub fn add(&mut self, hash: u32) {
+        self.at[position(hash) as usize] += 1;
+    }
+
+    /// How many newly acknowledged packets the frame covers.
+    pub fn packets(&self) -> u64 {
+        self.at.iter().map(|&n| u64::from(n)).sum()
+    }
+
+    /// Whether the frame can say anything: some packets, and no more marks
+    /// than packets (more means the peer counted packets the sender did
+    /// not see acknowledged, say from ACK ranges it never received).
+    fn usable(&self) -> bool {
+        self.packets() > 0 && self.ect0 + self.ce <= self.packets()
+    }
+
+    /// Whether Gray code `code` carried the digits this frame counted.
+    fn fits(&self, code: u16) -> bool {
+        let ones: u64 = (0..DIGITS)
+            .filter(|&p| code >> (DIGITS - 1 - p) & 1 == 1)
+            .map(|p| u64::from(self.at[p as usize]))
+            .sum();
+        self.ect0 <= ones && ones <= self.ect0 + self.ce
+    }
+}
+
+/// A set of Gray codes, one bit each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Codes([u64; Codes::WORDS]);
+
+impl Codes {
+    const WORDS: usize = (MAX_INDEX as usize + 1) / 64;
+    const ALL: Codes = Codes([u64::MAX; Codes::WORDS]);
+
+    fn iter(&self) -> impl Iterator<Item = u16> + '_ {
+        self.0.iter().enumerate().flat_map(|(i, &word)| {
+            let mut rest = word;
+            std::iter::from_fn(move || {
+                let bit = rest.trailing_zeros();
+                (rest != 0).then(|| {
+                    rest &= rest - 1;
+                    (i * 64) as u16 + bit as u16
+                })
+            })
+        })
+    }
+
+    fn contains(&self, code: u16) -> bool {
+        self.0[usize::from(code) / 64] >> (code % 64) & 1 == 1
+    }
+
+    fn len(&self) -> u32 {
+        self.0.iter().map(|w| w.count_ones()).sum()
+    }
+
+    /// The codes of `self` that `frame` fits.
+    fn filter(&self, frame: &AckedDigits) -> Codes {
+        let mut kept = Codes([0; Codes::WORDS]);
+        for code in self.iter().filter(|&c| frame.fits(c)) {
+            kept.0[usize::from(code) / 64] |= 1 << (code % 64);
+        }
+        kept
+    }
+
+    /// The set of one code.
+    fn only(code: u16) -> Codes {
+        let mut codes = Codes([0; Codes::WORDS]);
+        codes.0[usize::from(code) / 64] = 1 << (code % 64);
+        codes
+    }
+
+    /// The one code of the set, if it holds one.
+    fn single(&self) -> Option<u16> {
+        (self.len() == 1).then(|| self.iter().next()).flatten()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.iter().all(|&w| w == 0)
+    }
+}
+
+/// The index as the peer's ACK-ECN counts tell it (see the module docs).
+#[derive(Clone, Debug, Default)]
+pub struct ErcCountReader {
+    /// The codes that fit every usable frame since the index last changed
+    /// (since a frame that none of the codes before fitted); `None` before
+    /// the first frame.
+    fitting: Option<Codes>,
+    /// The last index the frames pinned alone; 0 before the first.
+    pinned: u16,
+    /// The receiver's decoder, fed the digits that frames tell one by
+    /// one: it follows an index that moves faster than the frames since
+    /// a change can pin one.
+    digits: ErcDecoder,
+}
+
+impl ErcCountReader {
+    /// Takes one ACK frame's news; returns whether the level changed.
+    pub fn read(&mut self, frame: AckedDigits) -> bool {
+        if !frame.usable() {
+            return false;
+        }
+        let level = self.level();
+        self.read_digits(&frame);
+        let kept = self.fitting.unwrap_or(Codes::ALL).filter(&frame);
+        self.fitting = Some(if !kept.is_empty() {
+            kept
+        } else if let Some(step) = self.gray_step(&frame) {
+            Codes::only(gray(step))
+        } else {
+            // Frames from before the change, kept beside the ones after
+            // it, would let a code that fits both but is neither pin
+            // itself, so the decoder starts again from this frame.
+            Codes::ALL.filter(&frame)
+        });
+        if let Some(code) = self.single() {
+            self.pinned = index_of_code(code);
+        }
+        self.level() != level
+    }
+
+    /// Hands the receiver's decoder the digits `frame` tells one by one:
+    /// all its packets' when it counts no ECT(0), or only ECT(0), and no
+    /// CE.
+    fn read_digits(&mut self, frame: &AckedDigits) {
+        let digit = match frame.ect0 {
+            _ if frame.ce > 0 => return,
+            0 => false,
+            n if n == frame.packets() => true,
+            _ => return,
+        };
+        for (position, &n) in (0..DIGITS).zip(&frame.at) {
+            for _ in 0..n {
+                let ecn = ecn_of(digit);
+                self.digits
+                    .on_packet(Duration::ZERO, ecn, SchemeTag::new(WIRE.id()), position);
+            }
+        }
+    }
+
+    /// No code fits both this frame and the ones before: the index
+    /// changed. From a pinned index, a neighbour that fits the frame is
+    /// the new one, as the receiver's decoder follows a one-digit change
+    /// (Gray neighbours differ in one digit); the slower if both fit. So
+    /// a share that drifts a step per interval is followed step by step
+    /// (`the_decoder_follows_a_drifting_index`).
+    fn gray_step(&self, frame: &AckedDigits) -> Option<u16> {
+        self.single()?;
+        let slower = self.pinned + 1;
+        let faster = self.pinned.checked_sub(1)?;
+        [slower, faster]
+            .into_iter()
+            .filter(|&i| (1..=MAX_INDEX).contains(&i) && i != UNSPOKEN && self.pinned != 0)
+            .find(|&i| frame.fits(gray(i)))
+    }
+
+    fn codes(&self) -> impl Iterator<Item = u16> + '_ {
+        self.fitting.iter().flat_map(|c| c.iter())
+    }
+
+    fn single(&self) -> Option<u16> {
+        self.fitting.and_then(|c| c.single())
+    }
+
+    /// The level a law reads, as the receiver's [`ErcDecoder`] reports it:
+    /// 0 while the frames may still spell "no router" (every digit 1, the
+    /// sender's own ECT(0), or every digit 0, a path that bleaches ECN);
+    /// before the first pinned index a bound, [`PARTIAL`] plus the slowest
+    /// index that fits; then the index in force.
+    ///
+    /// [`ErcDecoder`]: super::ErcDecoder
+    pub fn level(&self) -> u16 {
+        if self.pinned == 0 && self.single().is_none() {
+            let unmarked = |code| self.fitting.is_none_or(|c| c.contains(code));
+            if unmarked(gray(UNSPOKEN)) || unmarked(0) {
+                return 0;
+            }
+            let slowest = self.codes().map(index_of_code).max();
+            return slowest.map_or(0, |index| PARTIAL + index);
+        }
+        self.index()
+    }
+
+    /// The index in force: the one code that fits, else the fitting index
+    /// nearest the last pinned one, but no faster than one step above it
+    /// until the frames pin it (a decrease is heard at once, an increase
+    /// once it is certain, as the receiver's decoder does).
+    fn index(&self) -> u16 {
+        if let Some(code) = self.single() {
+            return index_of_code(code);
+        }
+        let digits = self.digits.index();
+        if digits != 0 {
+            return digits;
+        }
+        let nearest = self
+            .codes()
+            .map(index_of_code)
+            .filter(|&i| i + 1 >= self.pinned)
+            .min_by_key(|&i| (i.abs_diff(self.pinned), std::cmp::Reverse(i)));
+        nearest.unwrap_or(self.pinned)
+    }
+}
+
+impl CountReader for ErcCountReader {
+    fn on_ack(&mut self, acked: &[u32], rises: EcnRises) -> bool {
+        let mut frame = AckedDigits::new(rises.ect0, rises.ce);
+        acked.iter().for_each(|&hash| frame.add(hash));
+        self.read(frame)
+    }
+
+    fn estimate(&self) -> Feedback {
+        Feedback {
+            level: self.level(),
+            ..Feedback::default()
+        }
+    }
+}
+
+/// The index a Gray code spells, "no router" ([`UNSPOKEN`]) as 0.
+fn index_of_code(code: u16) -> u16 {
+    match from_gray(code) {
+        UNSPOKEN => 0,
+        index => index,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schemes::erc::{digit, index_of};
+
+    /// A deterministic stream of hashes (xorshift32).
+    struct Hashes(u32);
+
+    impl Iterator for Hashes {
+        type Item = u32;
+        fn next(&mut self) -> Option<u32> {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 17;
+            self.0 ^= self.0 << 5;
+            Some(self.0)
+        }
+    }
+
+    /// One ACK frame for `packets` packets a router wrote `index` into.
+    fn frame(hashes: &mut Hashes, index: u16, packets: usize) -> AckedDigits {
+        let mut f = AckedDigits::default();
+        for h in hashes.by_ref().take(packets) {
+            f.add(h);
+            f.ect0 += u64::from(digit(index, position(h)));
+        }
+        f
+    }
+
+    /// How many frames of `per_frame` packets until the decoder reads `index`.
+    fn frames_to_read(d: &mut ErcCountReader, index: u16, per_frame: usize, seed: u32) -> usize {
+        let mut hashes = Hashes(seed);
+        (1..=200)
+            .find(|_| {
+                d.read(frame(&mut hashes, index, per_frame));
+                d.level() == index
+            })
+            .unwrap_or(usize::MAX)
+    }
+
+    #[test]
+    fn a_handful_of_ack_frames_pins_the_index() {
+        for (index, seed) in [(1, 7), (300, 8), (511, 9), (512, 10), (777, 11), (1023, 12)] {
+            for per_frame in [1, 2, 10] {
+                let frames = frames_to_read(&mut ErcCountReader::default(), index, per_frame, seed);
+                // Two packets a frame pin it about as fast as the
+                // receiver's decoder reads a chain (29 packets on average).
+                assert!(frames * per_frame <= 80, "{index} / {per_frame}: {frames}");
+            }
+        }
+    }
+
+    #[test]
+    fn unmarked_and_bleached_packets_read_as_no_router() {
+        for code in [gray(UNSPOKEN), 0] {
+            let mut d = ErcCountReader::default();
+            let mut hashes = Hashes(3);
+            for _ in 0..50 {
+                d.read(frame(&mut hashes, from_gray(code), 2));
+                assert_eq!(d.level(), 0);
+            }
+        }
+    }
+
+    #[test]
+    fn before_the_first_reading_the_level_bounds_the_index() {
+        let index = index_of(6.25e6);
+        let mut d = ErcCountReader::default();
+        let mut hashes = Hashes(5);
+        while d.level() != index {
+            d.read(frame(&mut hashes, index, 1));
+            let level = d.level();
+            assert!(
+                level == 0 || level == index || level >= PARTIAL + index,
+                "{level}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_decoder_follows_the_index_as_it_moves() {
+        let mut d = ErcCountReader::default();
+        let mut hashes = Hashes(21);
+        assert!(frames_to_read(&mut d, 400, 2, 1) < 50);
+        // One-step changes each way, and jumps.
+        for index in [401, 402, 401, 400, 399, 450, 380, 600, 100] {
+            let mut reports = Vec::new();
+            for _ in 0..40 {
+                d.read(frame(&mut hashes, index, 2));
+                reports.push(d.level());
+            }
+            assert_eq!(d.level(), index, "{reports:?}");
+        }
+    }
+
+    /// Packets after a change of the index from `from` to `to` until
+    /// the receiver's decoder, and the count decoder with an ACK frame
+    /// every `per_frame` packets, report `to`; the mean over many streams.
+    fn packets_to_follow(from: u16, to: u16, per_frame: usize) -> (f64, f64) {
+        let streams = 200;
+        let (mut chain, mut counts) = (0, 0);
+        for seed in 1..=streams {
+            let mut hashes = Hashes(seed * 7919);
+            let mut receiver = ErcDecoder::default();
+            let mut sender = ErcCountReader::default();
+            let mut send = |index: u16, hashes: &mut Hashes| {
+                let f = frame(hashes, index, per_frame);
+                sender.read(f);
+                (f, sender.level())
+            };
+            let mut seen = Vec::new();
+            if from != 0 {
+                loop {
+                    let (f, level) = send(from, &mut hashes);
+                    seen.push(f);
+                    if level == from && seen.len() >= 40 {
+                        break;
+                    }
+                }
+            }
+            for f in &seen {
+                // The receiver sees the same packets' digits one by one.
+                for p in 0..DIGITS {
+                    for _ in 0..f.at[p as usize] {
+                        let ecn = ecn_of(digit(from, p));
+                        receiver.on_packet(Duration::ZERO, ecn, SchemeTag::new(WIRE.id()), p);
+                    }
+                }
+            }
+            let mut after = Hashes(seed * 104_729);
+            chain += after
+                .by_ref()
+                .take(1000)
+                .position(|h| {
+                    let ecn = ecn_of(digit(to, position(h)));
+                    receiver.on_packet(Duration::ZERO, ecn, SchemeTag::new(WIRE.id()), h);
+                    receiver.level() == to
+                })
+                .map_or(1000, |n| n + 1);
+            let mut after = Hashes(seed * 104_729);
+            counts += (1..=1000 / per_frame)
+                .find(|_| send(to, &mut after).1 == to)
+                .map_or(1000, |frames| frames * per_frame);
+        }
+        let mean = |n: usize| n as f64 / f64::from(streams);
+        (mean(chain), mean(counts))
+    }
+
+    /// With an ACK frame every two packets the count decoder follows the
+    /// index as fast as the receiver's decoder, which reads each packet's
+    /// digit itself; with one every ten (ACK decimation) it needs up to
+    /// twice the packets, and a frame more.
+    #[test]
+    fn the_counts_follow_the_index_about_as_fast_as_the_receiver() {
+        for (from, to) in [(0, 400), (300, 500), (500, 300), (400, 401), (401, 400)] {
+            for per_frame in [2, 10] {
+                let (chain, counts) = packets_to_follow(from, to, per_frame);
+                eprintln!(
+                    "{from} -> {to}, {per_frame} a frame: chain {chain:.1}, counts {counts:.1}"
+                );
+                let bound = if per_frame == 2 {
+                    1.4 * chain + 3.0
+                } else {
+                    2.0 * chain + 10.0
+                };
+                assert!(counts <= bound, "{from} -> {to}: {counts} against {chain}");
+            }
+        }
+    }
+
+    /// A share that moves a step every few packets, as the router's does
+    /// while flows arrive: the count decoder stays within a step of it at
+    /// least 80 % as often as the receiver's decoder does (about 90 %).
+    #[test]
+    fn the_decoder_follows_a_drifting_index() {
+        for per_frame in [1, 2] {
+            let mut hashes = Hashes(77);
+            let mut receiver = ErcDecoder::default();
+            let mut sender = ErcCountReader::default();
+            let mut index = 500u16;
+            let (mut near_receiver, mut near_sender, mut frames) = (0, 0, 0);
+            for n in 0..3000 {
+                if n % 6 == 0 {
+                    // A walk that falls more often than it rises.
+                    index = if hashes.next().unwrap() % 3 == 0 {
+                        index - 1
+                    } else {
+                        index + 1
+                    };
+                }
+                let mut f = AckedDigits::default();
+                for h in hashes.by_ref().take(per_frame) {
+                    f.add(h);
+                    f.ect0 += u64::from(digit(index, position(h)));
+                    let ecn = ecn_of(digit(index, position(h)));
+                    receiver.on_packet(Duration::ZERO, ecn, SchemeTag::new(WIRE.id()), h);
+                }
+                sender.read(f);
+                if n > 100 {
+                    frames += 1;
+                    near_receiver += u32::from(receiver.level().abs_diff(index) <= 1);
+                    near_sender += u32::from(sender.level().abs_diff(index) <= 1);
+                }
+            }
+            eprintln!("{per_frame} a frame: within a step {near_sender} (receiver {near_receiver}) of {frames}");
+            assert!(
+                near_sender * 10 >= near_receiver * 8,
+                "{near_sender} against {near_receiver}"
+            );
+        }
+    }
+
+    #[test]
+    fn ce_marks_hide_their_digits_and_bad_frames_are_skipped() {
+        let index = 321;
+        let mut d = ErcCountReader::default();
+        let mut hashes = Hashes(44);
+        for round in 0..60 {
+            let mut f = frame(&mut hashes, index, 4);
+            // One packet's ECT(0) was marked CE on the way.
+            if round % 3 == 0 && f.ect0 > 0 {
+                f.ect0 -= 1;
+                f.ce += 1;
+            }
+            d.read(f);
+        }
+        assert_eq!(d.level(), index);
+        // A frame claiming more marks than packets is not evidence.
+        let mut odd = AckedDigits::new(5, 0);
+        odd.add(1);
+        assert!(!d.read(odd));
+        assert!(!d.on_ack(&[], EcnRises::default()));
+        assert_eq!(d.level(), index);
+    }
+}
