@@ -40,10 +40,12 @@ struct RunArgs {
     #[arg(long)]
     duration: Option<Time>,
     /// How ecnq flows' feedback reaches their senders: `ack` (every ACK
-    /// carries the receiver's estimate, as in the papers) or `session` (each
+    /// carries the receiver's estimate, as in the papers), `session` (each
     /// end runs the QUIC stack's session; reports are packets of their own)
-    /// (default: the scenario's, else `ack`).
-    #[arg(long, value_name = "ack|session")]
+    /// or `ack-counts` (the receiver runs no ecnq and ACKs carry only its
+    /// ECN counts, which the sender reads; erc only) (default: the
+    /// scenario's, else `ack`).
+    #[arg(long, value_name = "ack|session|ack-counts")]
     feedback: Option<FeedbackPath>,
     /// Change a scenario field before running, e.g. `--set links.0.rate=10Mbit`
     /// or `--set flows.0.count=4` (repeatable).

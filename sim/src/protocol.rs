@@ -6,7 +6,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use ecnq::signal::{Decoder, Law, LawConfig};
+use ecnq::signal::{CountReader, Decoder, Law, LawConfig};
 use ecnq::{Ecn, Scheme};
 
 use crate::bbr::Bbr;
@@ -140,6 +140,15 @@ impl Protocol {
                 Box::new(Cubic::new(config))
             }
             Protocol::Baseline(Baseline::Bbr) => Box::new(Bbr::new(config)),
+        }
+    }
+
+    /// The sender's reader of the receiver's ACK-ECN counts, for the schemes
+    /// whose marks can be read from them.
+    pub fn count_reader(self) -> Option<Box<dyn CountReader>> {
+        match self {
+            Protocol::Ecnq(s) => s.wire().count_reader(),
+            Protocol::Baseline(_) => None,
         }
     }
 

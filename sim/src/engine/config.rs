@@ -56,6 +56,11 @@ pub enum FeedbackPath {
     /// the QUIC stack does: reports travel as packets of their own, and the
     /// session decides fallback, recovery and router presence.
     Session,
+    /// The receiver runs no ecnq: its ACKs carry only its cumulative ECN
+    /// counts, as a QUIC receiver's ACK-ECN frames do, and the sender reads
+    /// the routers' marks from them (`ecnq::signal::CountReader`). Only a
+    /// scheme with a count reader in the registry can run it.
+    AckCounts,
 }
 
 impl FeedbackPath {
@@ -64,17 +69,36 @@ impl FeedbackPath {
         match self {
             FeedbackPath::Ack => "ack",
             FeedbackPath::Session => "session",
+            FeedbackPath::AckCounts => "ack-counts",
         }
+    }
+
+    /// Every path, in the order `--help` lists them.
+    const ALL: [FeedbackPath; 3] = [
+        FeedbackPath::Ack,
+        FeedbackPath::Session,
+        FeedbackPath::AckCounts,
+    ];
+
+    /// Whether a flow of `protocol` can take its feedback this way: from
+    /// ACK-ECN counts only with a count reader, and always where the
+    /// protocol takes no router feedback at all.
+    pub fn serves(self, protocol: Protocol) -> bool {
+        self != FeedbackPath::AckCounts
+            || !protocol.router_assisted()
+            || protocol.count_reader().is_some()
     }
 }
 
 impl std::str::FromStr for FeedbackPath {
     type Err = String;
     fn from_str(s: &str) -> Result<FeedbackPath, String> {
-        [FeedbackPath::Ack, FeedbackPath::Session]
+        FeedbackPath::ALL
             .into_iter()
             .find(|p| p.name().eq_ignore_ascii_case(s.trim()))
-            .ok_or_else(|| format!("unknown feedback path `{s}` (expected ack or session)"))
+            .ok_or_else(|| {
+                format!("unknown feedback path `{s}` (expected ack, session or ack-counts)")
+            })
     }
 }
 

@@ -14,7 +14,7 @@ use ecnq::signal::Feedback;
 use super::clock::{Event, Nanos};
 use super::config::NewcomerFloodSpec;
 use super::flow::FlowState;
-use super::packet::{Packet, PacketKind};
+use super::packet::{EcnTally, Packet, PacketKind};
 use super::Sim;
 
 /// Fake flow ids start here, above every engine flow's index (a `u32`), so
@@ -147,6 +147,7 @@ impl Sim {
             ce: false,
             unraised: 0,
             also: None,
+            counts: EcnTally::default(),
         });
     }
 

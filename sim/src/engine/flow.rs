@@ -4,14 +4,17 @@
 //! `sender` and `receiver` drive it.
 
 use std::collections::VecDeque;
+use std::iter;
 
 use ecnq::session::idle_gap;
-use ecnq::signal::{Congestion, Decoder, Law, LawConfig, PacketMarks, RttSample};
+use ecnq::signal::{
+    Congestion, CountReader, Decoder, EcnRises, Law, LawConfig, PacketMarks, RttSample,
+};
 use ecnq::Ecn;
 
 use super::clock::{dur, Nanos};
 use super::config::{FeedbackPath, FlowSpec};
-use super::packet::Packet;
+use super::packet::{EcnTally, Packet};
 use super::probes::Probes;
 use super::rtt::RttEstimator;
 use super::session::{FeedbackRecord, FlowSession};
@@ -31,6 +34,8 @@ pub(super) struct SentPacket {
     pub(super) len: u32,
     pub(super) sent: Nanos,
     pub(super) state: SentState,
+    /// The packet hash, for reading ACK-ECN counts.
+    pub(super) hash: u32,
 }
 
 /// Where a flow is in its life.
@@ -53,6 +58,13 @@ pub struct Flow {
     pub spec: FlowSpec,
     pub(super) law: Box<dyn Law>,
     pub(super) decoder: Option<Box<dyn Decoder>>,
+    /// With ACK-count feedback, the sender's reader of the receiver's
+    /// counts, which stands in for `decoder`.
+    pub(super) count_reader: Option<Box<dyn CountReader>>,
+    /// The receiver's cumulative ECN counts.
+    pub(super) tally: EcnTally,
+    /// The receiver's counts as the last ACK the sender read carried them.
+    pub(super) tally_read: EcnTally,
     pub(super) data_ecn: Ecn,
     pub(super) router_assisted: bool,
     /// Presence probes, for the schemes that send them.
@@ -111,9 +123,18 @@ impl Flow {
             _ => None,
         };
         let piggyback = session.is_none();
+        let count_reader = (spec.feedback == FeedbackPath::AckCounts)
+            .then(|| spec.protocol.count_reader())
+            .flatten();
         Flow {
             law: spec.protocol.law(config),
-            decoder: spec.protocol.decoder().filter(|_| piggyback),
+            decoder: spec
+                .protocol
+                .decoder()
+                .filter(|_| piggyback && count_reader.is_none()),
+            count_reader,
+            tally: EcnTally::default(),
+            tally_read: EcnTally::default(),
             data_ecn: spec.protocol.data_ecn(),
             router_assisted: spec.protocol.router_assisted() && piggyback,
             probes: (spec.protocol.sends_probes() && piggyback)
@@ -248,6 +269,39 @@ impl Flow {
             self.law.on_congestion(t, dur(sent), Congestion::Ce, &rtt);
         }
         self.law.on_ack(t, u64::from(len), &rtt);
+    }
+
+    /// With ACK-count feedback, reads the receiver's counts on `ack` and
+    /// puts the reader's estimate in its place of the receiver's. The
+    /// simulator's ACKs name one or two packets, not QUIC's cumulative
+    /// ranges, so a rise that covers packets whose ACKs were lost says
+    /// nothing and is not read.
+    pub(super) fn read_counts(&mut self, ack: &mut Packet) {
+        let Some(reader) = self.count_reader.as_mut() else {
+            return;
+        };
+        let (tally, read) = (ack.counts, self.tally_read);
+        let base = self.base_pn;
+        let hashes: Vec<u32> = iter::once(ack.pn)
+            .chain(ack.also)
+            .filter_map(|pn| self.sent.get(usize::try_from(pn.checked_sub(base)?).ok()?))
+            .filter(|e| e.state != SentState::Acked)
+            .map(|e| e.hash)
+            .collect();
+        if tally.received > read.received {
+            self.tally_read = tally;
+        }
+        if tally.received.checked_sub(read.received) == Some(hashes.len() as u64)
+            && !hashes.is_empty()
+        {
+            let rises = EcnRises {
+                ect0: tally.ect0 - read.ect0,
+                ect1: 0,
+                ce: tally.ce - read.ce,
+            };
+            reader.on_ack(&hashes, rises);
+        }
+        ack.feedback = reader.estimate();
     }
 
     /// `bytes` sent at `sent` were declared lost at `now`.

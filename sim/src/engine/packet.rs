@@ -3,6 +3,7 @@
 
 use ecnq::router::bottleneck::Queued;
 use ecnq::signal::{Feedback, PacketMarks};
+use ecnq::Ecn;
 
 use super::clock::Nanos;
 
@@ -21,6 +22,27 @@ pub enum PacketKind {
     /// A fake newcomer's packet, on its flood's path: delivered, never
     /// acknowledged.
     Fake,
+}
+
+/// A receiver's cumulative counts of the data packets it got, as a QUIC
+/// receiver keeps them for its ACK-ECN frames (RFC 9000 §13.4.1).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EcnTally {
+    /// Data packets received.
+    pub received: u64,
+    /// Of them, ECT(0).
+    pub ect0: u64,
+    /// Of them, CE.
+    pub ce: u64,
+}
+
+impl EcnTally {
+    /// Counts one data packet that arrived with `ecn`.
+    pub fn count(&mut self, ecn: Ecn) {
+        self.received += 1;
+        self.ect0 += u64::from(ecn == Ecn::Ect0);
+        self.ce += u64::from(ecn == Ecn::Ce);
+    }
 }
 
 /// A packet on the wire.
@@ -52,6 +74,8 @@ pub struct Packet {
     pub unraised: u8,
     /// ACK: an earlier packet number this (delayed) ACK also acknowledges.
     pub also: Option<u64>,
+    /// ACK: the receiver's cumulative ECN counts.
+    pub counts: EcnTally,
 }
 
 impl Queued for Packet {

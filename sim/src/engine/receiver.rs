@@ -25,6 +25,7 @@ impl Sim {
         let flow = &mut self.flows[f];
         flow.received_bytes += u64::from(pkt.len);
         flow.sample_received += u64::from(pkt.len);
+        flow.tally.count(pkt.marks.ecn);
         if let Some(d) = flow.decoder.as_mut() {
             d.on_packet(dur(now), pkt.marks.ecn, pkt.marks.tag, pkt.marks.hash);
         }
@@ -117,6 +118,7 @@ impl Sim {
             ce: ce(data) || earlier.is_some_and(ce),
             unraised: unraised(data) + earlier.map_or(0, unraised),
             also: earlier.map(|p| p.pn),
+            counts: flow.tally,
         });
     }
 }

@@ -8,7 +8,7 @@ use ecnq::signal::Feedback;
 
 use super::clock::{Event, Nanos};
 use super::flow::{FlowState, SentPacket, SentState};
-use super::packet::{Packet, PacketKind};
+use super::packet::{EcnTally, Packet, PacketKind};
 use super::Sim;
 
 /// Packet reordering threshold (RFC 9002 §6.1.1).
@@ -79,6 +79,7 @@ impl Sim {
             len,
             sent: now,
             state: SentState::InFlight,
+            hash,
         });
         flow.bytes_in_flight += u64::from(len);
         flow.last_sent = Some(now);
@@ -98,6 +99,7 @@ impl Sim {
             ce: false,
             unraised: 0,
             also: None,
+            counts: EcnTally::default(),
         });
     }
 
@@ -150,9 +152,10 @@ impl Sim {
     }
 
     /// An ACK reached its sender.
-    pub(super) fn on_ack(&mut self, ack: Packet) {
+    pub(super) fn on_ack(&mut self, mut ack: Packet) {
         let f = ack.flow as usize;
         let now = self.clock.now();
+        self.flows[f].read_counts(&mut ack);
         let acked = 1 + u64::from(ack.also.is_some());
         self.flows[f].on_probe_echo(acked, ack.unraised);
         if let Some(session) = self.flows[f].session.as_deref_mut() {

@@ -16,7 +16,7 @@ use ecnq::signal::{LawConfig, PacketMarks, RttSample};
 use ecnq::{Ecn, Scheme, SchemeTag};
 
 use super::clock::{dur, Event as Timer, Nanos};
-use super::packet::{Packet, PacketKind};
+use super::packet::{EcnTally, Packet, PacketKind};
 use super::Sim;
 
 /// A report packet's bytes beyond the report: IPv4 and UDP headers (28), a
@@ -231,6 +231,7 @@ impl FlowSession {
             ce: false,
             unraised: 0,
             also: None,
+            counts: EcnTally::default(),
         }
     }
 

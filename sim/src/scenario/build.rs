@@ -5,6 +5,7 @@
 
 use std::ops::Range;
 
+use ecnq::Scheme;
 use toml::Spanned;
 
 use super::file::{FlowGroup, LinkEntry, NewcomerFloodEntry, ParetoEntry};
@@ -58,6 +59,7 @@ impl Scenario {
         for (pi, source) in f.pareto.iter().enumerate() {
             b.add_pareto_source(pi, source)?;
         }
+        b.check_feedback()?;
         for (i, flood) in f.newcomer_flood.iter().enumerate() {
             b.add_newcomer_flood(i, flood)?;
         }
@@ -84,6 +86,31 @@ struct Builder<'a> {
 }
 
 impl Builder<'_> {
+    /// Every flow can take its feedback the scenario's way: ACK-ECN counts
+    /// serve only the schemes the registry has a count reader for.
+    fn check_feedback(&self) -> Result<(), String> {
+        let Some(spec) = self
+            .net
+            .flows
+            .iter()
+            .find(|s| !s.feedback.serves(s.protocol))
+        else {
+            return Ok(());
+        };
+        let readers: Vec<_> = Scheme::ALL
+            .into_iter()
+            .filter(|s| s.wire().count_reader().is_some())
+            .map(|s| s.name())
+            .collect();
+        Err(format!(
+            "{}: feedback `{}`: {} cannot be read from ACK-ECN counts (these can: {})",
+            self.scenario.origin,
+            spec.feedback.name(),
+            spec.protocol,
+            readers.join(", ")
+        ))
+    }
+
     fn error_at(&self, span: Range<usize>, what: &str, msg: impl std::fmt::Display) -> String {
         self.scenario.error_at(span, what, msg)
     }

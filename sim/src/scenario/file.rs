@@ -234,7 +234,9 @@ pub struct ScenarioFile {
     /// every ACK carries the receiver's estimate, as in the papers' ns-2
     /// models) or `"session"` (each end runs the QUIC stack's connection
     /// session; reports are packets of their own on the reverse path, and
-    /// the session decides fallback, recovery and router presence).
+    /// the session decides fallback, recovery and router presence) or
+    /// `"ack-counts"` (the receiver runs no ecnq: ACKs carry its ECN
+    /// counts, which the sender reads; erc only).
     #[serde(default, deserialize_with = "feedback_path")]
     pub feedback: FeedbackPath,
     /// Simulated time.

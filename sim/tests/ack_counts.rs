@@ -1,0 +1,92 @@
+//! ACK-count feedback (`feedback = "ack-counts"`): the receiver runs no
+//! ecnq, its ACKs carry only its cumulative ECN counts, and an erc sender
+//! reads the routers' index from them (`ecnq::signal::CountReader`).
+//! Settled flows must get what the receiver's decoder gives them; a path
+//! with no erc router must read as one; a scheme the counts cannot carry
+//! is refused. Each test prints its figures (`cargo test -p ecnq-sim
+//! --test ack_counts -- --nocapture`).
+
+use ecnq_sim::engine::FeedbackPath;
+use ecnq_sim::report::metrics::Summary;
+use ecnq_sim::runner::{self, Run};
+use ecnq_sim::scenario::Overrides;
+
+mod common;
+
+fn run(name: &str, feedback: FeedbackPath, scheme: Option<&str>) -> Result<Run, String> {
+    let scenario = common::scenario(name, &[]);
+    let overrides = Overrides {
+        feedback: Some(feedback),
+        scheme: scheme.map(|s| s.parse().unwrap()),
+        ..Overrides::default()
+    };
+    runner::run(&scenario, &overrides)
+}
+
+fn link<'a>(s: &'a Summary, name: &str) -> &'a ecnq_sim::report::metrics::LinkSummary {
+    s.links.iter().find(|l| l.name == name).unwrap()
+}
+
+/// Staggered erc flows, on one bottleneck and on a parking lot: reading
+/// the counts gives the utilization, queue and fairness of the receiver's
+/// decoder.
+#[test]
+fn settled_erc_flows_read_the_counts_as_the_receiver_reads_the_marks() {
+    for (scenario, links) in [
+        ("erc-staggered", &["L"][..]),
+        ("session-feedback", &["L"]),
+        ("erc-parking-lot", &["AB", "BC"]),
+    ] {
+        let ack = run(scenario, FeedbackPath::Ack, None).unwrap().summary;
+        let counts = run(scenario, FeedbackPath::AckCounts, None)
+            .unwrap()
+            .summary;
+        for &name in links {
+            let (a, c) = (link(&ack, name), link(&counts, name));
+            println!(
+                "{scenario} {name}: utilization ack {:.3} counts {:.3}, queue p99 ack {} counts {} packets, Jain ack {:.3} counts {:.3}",
+                a.utilization, c.utilization, a.p99_queue_packets, c.p99_queue_packets, ack.jain.mean, counts.jain.mean
+            );
+            assert!(
+                (a.utilization - c.utilization).abs() < 0.01,
+                "{scenario} {name}"
+            );
+            assert!(
+                c.p99_queue_packets <= a.p99_queue_packets.max(1) * 10,
+                "{scenario} {name}"
+            );
+            assert_eq!(c.loss, 0.0, "{scenario} {name}");
+        }
+        assert!(counts.jain.mean >= ack.jain.mean - 0.01, "{scenario}");
+    }
+}
+
+/// Through a drop-tail router that knows nothing of ecnq every packet
+/// keeps the sender's ECT(0): the counts spell "no router", and erc runs
+/// Cubic there, as it does with the receiver's decoder.
+#[test]
+fn counts_through_a_router_that_does_not_mark_read_as_no_router() {
+    let ack = run("coexist-droptail", FeedbackPath::Ack, None).unwrap();
+    let counts = run("coexist-droptail", FeedbackPath::AckCounts, None).unwrap();
+    let json = |r: &Run| serde_json::to_string(&r.summary).unwrap();
+    assert_eq!(json(&ack), json(&counts));
+}
+
+/// Only schemes whose digits are ECT(0) and Not-ECT can be read from the
+/// counts; asking for another is an error that names those that can.
+#[test]
+fn a_scheme_the_counts_cannot_carry_is_refused() {
+    let Err(err) = run("session-feedback", FeedbackPath::AckCounts, Some("tpcp")) else {
+        panic!("tpcp ran on ACK-ECN counts");
+    };
+    assert!(err.contains("tpcp") && err.contains("erc"), "{err}");
+    assert!(run("session-feedback", FeedbackPath::AckCounts, Some("cubic")).is_ok());
+    assert_eq!(
+        "ack-counts".parse::<FeedbackPath>(),
+        Ok(FeedbackPath::AckCounts)
+    );
+    assert!("counts"
+        .parse::<FeedbackPath>()
+        .unwrap_err()
+        .contains("ack-counts"));
+}
