@@ -691,17 +691,20 @@ pub fn pids_in(ns: &str) -> Vec<i32> {
 }
 
 /// Removes every namespace of the testbed and the processes in them: the
-/// shims get SIGTERM (and print their final counters to their logs), then
-/// SIGKILL after a second. Returns what was removed.
+/// shims get SIGTERM (and print their final counters to their logs and
+/// stats files), then SIGKILL if they are still there five seconds later:
+/// on a busy machine one second was not always enough for the final
+/// stats line (`gso_super_packets_are_split_and_marked_per_datagram`).
+/// Returns what was removed.
 pub fn down(testbed: &str) -> Result<Vec<String>, String> {
     let namespaces = existing(testbed)?;
-    for signal in [libc::SIGTERM, libc::SIGKILL] {
+    for (signal, grace) in [(libc::SIGTERM, 5), (libc::SIGKILL, 1)] {
         let pids: Vec<i32> = namespaces.iter().flat_map(|ns| pids_in(ns)).collect();
         for &pid in &pids {
             // SAFETY: kill(2) with a pid the kernel just listed.
             unsafe { libc::kill(pid, signal) };
         }
-        let deadline = Instant::now() + Duration::from_secs(1);
+        let deadline = Instant::now() + Duration::from_secs(grace);
         while Instant::now() < deadline && namespaces.iter().any(|ns| !pids_in(ns).is_empty()) {
             thread::sleep(Duration::from_millis(20));
         }
