@@ -27,7 +27,8 @@
 //!   pipeline of one output link;
 //! * [`session`]: one connection's feedback state (decoder, reports,
 //!   fallback, router presence, rate gate);
-//! * [`wire`]: ECN codepoints, the DSCP scheme tag, the packet hash;
+//! * [`wire`]: ECN codepoints, the DSCP scheme tag, the packet hash, QUIC
+//!   ACK frames;
 //! * [`signal`]: the traits of the three roles and what they share (load
 //!   figures, the per-flow table, the max-min split); [`statistics`] and
 //!   [`units`]: the figures and quantities every tool shares.
