@@ -7,9 +7,8 @@ use std::collections::VecDeque;
 use std::iter;
 
 use ecnq::session::idle_gap;
-use ecnq::signal::{
-    Congestion, CountReader, Decoder, EcnRises, Law, LawConfig, PacketMarks, RttSample,
-};
+use ecnq::signal::{Congestion, CountReader, Decoder, Law, LawConfig, PacketMarks, RttSample};
+use ecnq::wire::ack::EcnCounts;
 use ecnq::Ecn;
 
 use super::clock::{dur, Nanos};
@@ -282,24 +281,29 @@ impl Flow {
         };
         let (tally, read) = (ack.counts, self.tally_read);
         let base = self.base_pn;
-        let hashes: Vec<u32> = iter::once(ack.pn)
-            .chain(ack.also)
-            .filter_map(|pn| self.sent.get(usize::try_from(pn.checked_sub(base)?).ok()?))
-            .filter(|e| e.state != SentState::Acked)
-            .map(|e| e.hash)
-            .collect();
+        let mut hashes = [0u32; 2];
+        let mut named = 0;
+        for pn in iter::once(ack.pn).chain(ack.also) {
+            let entry = pn
+                .checked_sub(base)
+                .and_then(|i| self.sent.get(usize::try_from(i).ok()?));
+            if let Some(entry) = entry.filter(|e| e.state != SentState::Acked) {
+                hashes[named] = entry.hash;
+                named += 1;
+            }
+        }
         if tally.received > read.received {
             self.tally_read = tally;
         }
-        if tally.received.checked_sub(read.received) == Some(hashes.len() as u64)
-            && !hashes.is_empty()
-        {
-            let rises = EcnRises {
+        // A rise over none of the named packets, or over packets whose
+        // ACKs were lost, says nothing.
+        if named > 0 && tally.received.checked_sub(read.received) == Some(named as u64) {
+            let rises = EcnCounts {
                 ect0: tally.ect0 - read.ect0,
                 ect1: 0,
                 ce: tally.ce - read.ce,
             };
-            reader.on_ack(&hashes, rises);
+            reader.on_ack(&hashes[..named], rises);
         }
         ack.feedback = reader.estimate();
     }

@@ -17,6 +17,7 @@ use std::time::Duration;
 use crate::signal::flow_table::FlowTableConfig;
 use crate::signal::load::LinkLoad;
 use crate::signal::load::LoadFactor;
+use crate::wire::ack::EcnCounts;
 use crate::wire::ecn::{Ecn, SchemeTag};
 
 /// The marks of one packet as a router sees and rewrites them.
@@ -94,26 +95,14 @@ pub trait Decoder: Send + fmt::Debug {
     fn estimate(&self, now: Duration) -> Feedback;
 }
 
-/// How much a peer's cumulative ACK-ECN counts rose from one ACK frame to
-/// the next (RFC 9000 §19.3.2).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct EcnRises {
-    /// ECT(0) packets received.
-    pub ect0: u64,
-    /// ECT(1) packets received.
-    pub ect1: u64,
-    /// CE packets received.
-    pub ce: u64,
-}
-
 /// A sender-side decoder for a peer that runs none: it reads the routers'
 /// marks from the peer's ACK-ECN counts, which any QUIC receiver that
 /// supports ECN sends (docs/design.md §3, "Feedback from ACK-ECN counts").
 pub trait CountReader: Send + fmt::Debug {
     /// One ACK frame: the hashes of the packets it newly acknowledges, and
-    /// how much the peer's counts rose since the last one read. Returns
-    /// whether the estimate changed.
-    fn on_ack(&mut self, acked: &[u32], rises: EcnRises) -> bool;
+    /// how much the peer's cumulative counts rose since the last frame
+    /// read. Returns whether the estimate changed.
+    fn on_ack(&mut self, acked: &[u32], rises: EcnCounts) -> bool;
 
     /// The current estimate, as the scheme's receiver decoder reports it.
     fn estimate(&self) -> Feedback;

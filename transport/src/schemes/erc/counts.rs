@@ -21,11 +21,12 @@
 //! else the fitting index nearest the one it last read, never more than a
 //! step faster.
 
-use super::{from_gray, gray, position, DIGITS, MAX_INDEX, PARTIAL, UNSPOKEN};
 use std::time::Duration;
 
-use super::{ecn_of, ErcDecoder, WIRE};
-use crate::signal::{CountReader, Decoder, EcnRises, Feedback};
+use super::index::index_of_code;
+use super::{ecn_of, gray, position, ErcDecoder, DIGITS, MAX_INDEX, PARTIAL, UNSPOKEN, WIRE};
+use crate::signal::{CountReader, Decoder, Feedback};
+use crate::wire::ack::EcnCounts;
 use crate::wire::ecn::SchemeTag;
 
 /// What one ACK frame tells: how many newly acknowledged packets sat at
@@ -179,9 +180,9 @@ impl ErcCountReader {
             n if n == frame.packets() => true,
             _ => return,
         };
+        let ecn = ecn_of(digit);
         for (position, &n) in (0..DIGITS).zip(&frame.at) {
             for _ in 0..n {
-                let ecn = ecn_of(digit);
                 self.digits
                     .on_packet(Duration::ZERO, ecn, SchemeTag::new(WIRE.id()), position);
             }
@@ -196,11 +197,14 @@ impl ErcCountReader {
     /// (`the_decoder_follows_a_drifting_index`).
     fn gray_step(&self, frame: &AckedDigits) -> Option<u16> {
         self.single()?;
+        if self.pinned == 0 {
+            return None;
+        }
         let slower = self.pinned + 1;
         let faster = self.pinned.checked_sub(1)?;
         [slower, faster]
             .into_iter()
-            .filter(|&i| (1..=MAX_INDEX).contains(&i) && i != UNSPOKEN && self.pinned != 0)
+            .filter(|&i| (1..=MAX_INDEX).contains(&i) && i != UNSPOKEN)
             .find(|&i| frame.fits(gray(i)))
     }
 
@@ -231,10 +235,12 @@ impl ErcCountReader {
         self.index()
     }
 
-    /// The index in force: the one code that fits, else the fitting index
-    /// nearest the last pinned one, but no faster than one step above it
-    /// until the frames pin it (a decrease is heard at once, an increase
-    /// once it is certain, as the receiver's decoder does).
+    /// The index in force: the one code that fits; else what the
+    /// receiver's decoder reads from the digits frames told one by one;
+    /// else the fitting index nearest the last pinned one, but no faster
+    /// than one step above it until the frames pin it (a decrease is heard
+    /// at once, an increase once it is certain, as the receiver's decoder
+    /// does).
     fn index(&self) -> u16 {
         if let Some(code) = self.single() {
             return index_of_code(code);
@@ -253,7 +259,7 @@ impl ErcCountReader {
 }
 
 impl CountReader for ErcCountReader {
-    fn on_ack(&mut self, acked: &[u32], rises: EcnRises) -> bool {
+    fn on_ack(&mut self, acked: &[u32], rises: EcnCounts) -> bool {
         let mut frame = AckedDigits::new(rises.ect0, rises.ce);
         acked.iter().for_each(|&hash| frame.add(hash));
         self.read(frame)
@@ -267,18 +273,10 @@ impl CountReader for ErcCountReader {
     }
 }
 
-/// The index a Gray code spells, "no router" ([`UNSPOKEN`]) as 0.
-fn index_of_code(code: u16) -> u16 {
-    match from_gray(code) {
-        UNSPOKEN => 0,
-        index => index,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schemes::erc::{digit, index_of};
+    use crate::schemes::erc::{digit, from_gray, index_of};
 
     /// A deterministic stream of hashes (xorshift32).
     struct Hashes(u32);
@@ -505,7 +503,7 @@ mod tests {
         let mut odd = AckedDigits::new(5, 0);
         odd.add(1);
         assert!(!d.read(odd));
-        assert!(!d.on_ack(&[], EcnRises::default()));
+        assert!(!d.on_ack(&[], EcnCounts::default()));
         assert_eq!(d.level(), index);
     }
 }

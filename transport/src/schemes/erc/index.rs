@@ -59,6 +59,14 @@ pub const fn from_gray(code: u16) -> u16 {
     i
 }
 
+/// The index a Gray code spells, "no router" ([`UNSPOKEN`]) as 0.
+pub const fn index_of_code(code: u16) -> u16 {
+    match from_gray(code) {
+        UNSPOKEN => 0,
+        index => index,
+    }
+}
+
 /// The chain position a packet's hash gives it, 0 (most significant) ..
 /// [`DIGITS`].
 pub const fn position(hash: u32) -> u32 {
@@ -124,10 +132,7 @@ impl Digits {
     /// The index the digits spell, unseen positions read as 0, and
     /// [`UNSPOKEN`] as 0: no router.
     pub fn index(&self) -> u16 {
-        match from_gray(self.code) {
-            UNSPOKEN => 0,
-            index => index,
-        }
+        index_of_code(self.code)
     }
 
     /// The largest index any completion of the seen digits spells: the
