@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+mod ack_counts;
 mod mode;
 pub mod presence;
 mod rate_gate;
@@ -37,6 +38,7 @@ mod pair;
 #[cfg(test)]
 mod tests;
 
+pub use ack_counts::NO_COUNTS_AFTER;
 pub use mode::{Marking, PeerMode};
 pub use report::{Next, ReportError, Repr};
 pub use sending::idle_gap;
@@ -44,6 +46,7 @@ pub use sending::idle_gap;
 use crate::schemes::registry::Scheme;
 use crate::session::presence::is_probe;
 use crate::signal::{Feedback, LawConfig, Mode, RttSample};
+use crate::wire::ack::AckFrame;
 use crate::wire::ecn::{Ecn, SchemeTag};
 use receiving::Receiving;
 use sending::Sending;
@@ -168,6 +171,15 @@ pub struct SessionStats {
     pub ecn_received: [u64; 4],
     /// Reports sent to the peer.
     pub reports_sent: u64,
+    /// The estimate read from the peer's ACK-ECN counts, while the law
+    /// runs on them ([`PeerMode::EcnqAckCounts`]).
+    pub counts_estimate: Option<Feedback>,
+    /// ACK frames whose ECN counts the law read, and frames with counts
+    /// that could not be read (their marks fell on packets the sender did
+    /// not keep, or the counts fell).
+    pub ack_frames_read: u64,
+    /// See [`SessionStats::ack_frames_read`].
+    pub ack_frames_unread: u64,
 }
 
 /// What the sending path reads without the session's lock: the marking of
@@ -177,6 +189,7 @@ pub struct Published {
     marking: AtomicU32,
     window: AtomicU64,
     rate_gated: AtomicBool,
+    reads_counts: AtomicBool,
     /// Datagrams sent while probing, for picking presence probes, whether
     /// the sender has its first presence verdict, and the packets sent as
     /// probes.
@@ -199,6 +212,12 @@ impl Published {
     /// The law's window (rate × srtt for a rate law); 0 without a law.
     pub fn window(&self) -> u64 {
         self.window.load(Ordering::Relaxed)
+    }
+
+    /// Whether the sender keeps its packets for reading the peer's ACK-ECN
+    /// counts ([`Session::on_packet_sent`], [`Session::on_ack_frame`]).
+    pub fn reads_counts(&self) -> bool {
+        self.reads_counts.load(Ordering::Relaxed)
     }
 
     /// Whether the law is a rate law, whose window the session's gate sets
@@ -229,7 +248,12 @@ impl Published {
 
     /// Stores only what changed: rewriting an unchanged value would still
     /// pull the cache line away from the core that sends.
-    fn store(&self, marking: Marking, window: u64, rate_gated: bool, presence_decided: bool) {
+    fn store(&self, marking: Marking, window: u64, flags: Flags) {
+        let Flags {
+            rate_gated,
+            presence_decided,
+            reads_counts,
+        } = flags;
         let bits = marking.to_bits();
         if self.marking.load(Ordering::Relaxed) != bits {
             self.marking.store(bits, Ordering::Relaxed);
@@ -237,14 +261,23 @@ impl Published {
         if self.window.load(Ordering::Relaxed) != window {
             self.window.store(window, Ordering::Relaxed);
         }
-        if self.rate_gated.load(Ordering::Relaxed) != rate_gated {
-            self.rate_gated.store(rate_gated, Ordering::Relaxed);
-        }
-        if self.presence_decided.load(Ordering::Relaxed) != presence_decided {
-            self.presence_decided
-                .store(presence_decided, Ordering::Relaxed);
+        for (flag, value) in [
+            (&self.rate_gated, rate_gated),
+            (&self.presence_decided, presence_decided),
+            (&self.reads_counts, reads_counts),
+        ] {
+            if flag.load(Ordering::Relaxed) != value {
+                flag.store(value, Ordering::Relaxed);
+            }
         }
     }
+}
+
+/// The yes-or-no facts [`Published`] holds.
+struct Flags {
+    rate_gated: bool,
+    presence_decided: bool,
+    reads_counts: bool,
 }
 
 /// One connection's ecnq state (see the module docs).
@@ -372,6 +405,21 @@ impl Session {
         self.sending.on_sent(now, bytes);
     }
 
+    /// A 1-RTT packet was sent at `now`: its packet number and packet hash
+    /// ([`crate::packet_hash`] of its datagram), kept while the sender may
+    /// read its peer's ACK-ECN counts ([`Published::reads_counts`]).
+    pub fn on_packet_sent(&mut self, now: Duration, number: u64, hash: u32) {
+        self.sending.on_packet_sent(now, number, hash);
+    }
+
+    /// An ACK frame the peer sent in a 1-RTT packet, read at `now` before
+    /// the transport acts on it: with [`PeerMode::EcnqAckCounts`], the law
+    /// reads the routers' marks from its ECN counts.
+    pub fn on_ack_frame(&mut self, now: Duration, frame: &AckFrame<'_>) {
+        self.sending.on_ack_frame(now, frame, &mut self.events);
+        self.publish();
+    }
+
     /// `bytes` were acknowledged at `now`; `rtt` is the transport's estimate.
     pub fn on_ack(&mut self, now: Duration, bytes: u64, app_limited: bool, rtt: RttSample) {
         self.sending
@@ -409,6 +457,13 @@ impl Session {
             local_estimate: rx.estimate(now),
             ecn_received: rx.counts,
             reports_sent: rx.reports_sent,
+            counts_estimate: tx
+                .counts
+                .as_ref()
+                .filter(|_| tx.mode == PeerMode::EcnqAckCounts)
+                .map(|c| c.estimate()),
+            ack_frames_read: tx.counts.as_ref().map_or(0, |c| c.frames_read),
+            ack_frames_unread: tx.counts.as_ref().map_or(0, |c| c.frames_skipped),
         }
     }
 
@@ -419,12 +474,12 @@ impl Session {
             scheme_tag: self.sending.scheme_tag,
         };
         let window = self.sending.law_window().unwrap_or(0);
-        self.published.store(
-            marking,
-            window,
-            self.sending.law_rate().is_some(),
-            self.sending.presence_decided(),
-        );
+        let flags = Flags {
+            rate_gated: self.sending.law_rate().is_some(),
+            presence_decided: self.sending.presence_decided(),
+            reads_counts: self.sending.reads_counts(),
+        };
+        self.published.store(marking, window, flags);
     }
 }
 

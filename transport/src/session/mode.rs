@@ -21,29 +21,42 @@ pub enum PeerMode {
     /// Classic congestion control: the scheme's presence probes arrive
     /// unraised, so no ecnq router is on the path.
     ClassicNoRouter,
+    /// The peer does not run ecnq, and the scheme's law reads the routers'
+    /// marks from the peer's ACK-ECN counts (erc; docs/design.md §3).
+    EcnqAckCounts,
+    /// Classic congestion control: the peer does not run ecnq, and its
+    /// ACKs carry no ECN counts (it does not support ECN, or the path
+    /// bleaches it).
+    ClassicNoEcnCounts,
 }
 
 /// What moves a sender from one [`PeerMode`] to another.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Signal {
-    /// A packet arrived from the peer, with a scheme tag or without.
-    PeerPacket { tagged: bool },
+    /// A packet arrived from the peer, with a scheme tag or without;
+    /// `reads_counts`: the sender can read its scheme's marks from ACK-ECN
+    /// counts.
+    PeerPacket { tagged: bool, reads_counts: bool },
     /// A report from the peer was accepted.
     ReportAccepted,
     /// The presence verdict at an accepted report.
     RouterPresent(bool),
     /// No report for too long while data flowed.
     ReportsStopped,
+    /// The peer acknowledged many packets since its last ACK-ECN counts.
+    EcnCountsStopped,
 }
 
 impl PeerMode {
-    const ALL: [PeerMode; 6] = [
+    const ALL: [PeerMode; 8] = [
         PeerMode::Probing,
         PeerMode::Ecnq,
         PeerMode::ClassicPeerNotEcnq,
         PeerMode::ClassicReportsStopped,
         PeerMode::Unassisted,
         PeerMode::ClassicNoRouter,
+        PeerMode::EcnqAckCounts,
+        PeerMode::ClassicNoEcnCounts,
     ];
 
     /// A short name for logs and stats.
@@ -55,7 +68,15 @@ impl PeerMode {
             PeerMode::ClassicReportsStopped => "classic (reports stopped)",
             PeerMode::Unassisted => "no router feedback",
             PeerMode::ClassicNoRouter => "classic (no ecnq router)",
+            PeerMode::EcnqAckCounts => "ecnq (ACK-ECN counts)",
+            PeerMode::ClassicNoEcnCounts => "classic (no ECN counts)",
         }
+    }
+
+    /// Whether the scheme's law runs on router feedback: the peer's reports
+    /// or its ACK-ECN counts.
+    pub const fn uses_feedback(self) -> bool {
+        matches!(self, PeerMode::Ecnq | PeerMode::EcnqAckCounts)
     }
 
     /// Whether the scheme's law has been replaced by the classic law.
@@ -65,17 +86,29 @@ impl PeerMode {
             PeerMode::ClassicPeerNotEcnq
                 | PeerMode::ClassicReportsStopped
                 | PeerMode::ClassicNoRouter
+                | PeerMode::ClassicNoEcnCounts
         )
     }
 
     /// The mode after `signal`: every transition a sender makes (docs/design.md
-    /// §3). An untagged peer is final; a fallback for stopped reports or an
-    /// absent router ends when reports, or raised probes, come back.
+    /// §3). An untagged peer is final, and so are its missing ECN counts; a
+    /// fallback for stopped reports or an absent router ends when reports,
+    /// or raised probes, come back.
     pub(super) fn after(self, signal: Signal) -> PeerMode {
         use PeerMode::*;
         match (self, signal) {
-            (Probing, Signal::PeerPacket { tagged: true }) => Ecnq,
-            (Probing, Signal::PeerPacket { tagged: false }) => ClassicPeerNotEcnq,
+            (Probing, Signal::PeerPacket { tagged: true, .. }) => Ecnq,
+            (
+                Probing,
+                Signal::PeerPacket {
+                    tagged: false,
+                    reads_counts,
+                },
+            ) => match reads_counts {
+                true => EcnqAckCounts,
+                false => ClassicPeerNotEcnq,
+            },
+            (EcnqAckCounts, Signal::EcnCountsStopped) => ClassicNoEcnCounts,
             (ClassicReportsStopped, Signal::ReportAccepted) => Ecnq,
             (Ecnq, Signal::RouterPresent(false)) => ClassicNoRouter,
             (ClassicNoRouter, Signal::RouterPresent(true)) => Ecnq,
@@ -127,13 +160,19 @@ impl Marking {
             // vanilla peer's ECN counts pass quinn's validation (ECT(1) would fail it).
             PeerMode::Probing => (self.tag, quinn_ecn),
             PeerMode::Ecnq => (self.tag, self.scheme_tag.wire().base_ecn()),
+            // Tagged, with the scheme's base codepoint whatever quinn's ECN
+            // validation makes of the routers' marks: the peer's counts
+            // carry them.
+            PeerMode::EcnqAckCounts => (self.tag, self.scheme_tag.wire().base_ecn()),
             // Still tagged, so routers keep marking and the peer keeps
             // decoding: when its reports get through again, or its probes
             // come back raised, feedback resumes.
             PeerMode::ClassicReportsStopped | PeerMode::ClassicNoRouter => {
                 (self.scheme_tag, quinn_ecn)
             }
-            PeerMode::ClassicPeerNotEcnq | PeerMode::Unassisted => (SchemeTag::UNTAGGED, quinn_ecn),
+            PeerMode::ClassicPeerNotEcnq | PeerMode::ClassicNoEcnCounts | PeerMode::Unassisted => {
+                (SchemeTag::UNTAGGED, quinn_ecn)
+            }
         };
         let (tag, ecn) = if probe {
             self.scheme_tag.wire().probe(tag, ecn)
@@ -170,18 +209,25 @@ mod tests {
     fn fallbacks_end_only_when_their_cause_does() {
         use PeerMode::*;
         use Signal::*;
-        assert_eq!(Probing.after(PeerPacket { tagged: true }), Ecnq);
-        assert_eq!(
-            Probing.after(PeerPacket { tagged: false }),
-            ClassicPeerNotEcnq
-        );
-        // An untagged peer stays classic whatever arrives later.
+        let packet = |tagged, reads_counts| PeerPacket {
+            tagged,
+            reads_counts,
+        };
+        assert_eq!(Probing.after(packet(true, true)), Ecnq);
+        assert_eq!(Probing.after(packet(false, false)), ClassicPeerNotEcnq);
+        assert_eq!(Probing.after(packet(false, true)), EcnqAckCounts);
+        assert_eq!(EcnqAckCounts.after(EcnCountsStopped), ClassicNoEcnCounts);
+        // An untagged peer, or one without counts, stays classic whatever
+        // arrives later; a peer read by its counts sends no reports.
         for signal in [
-            PeerPacket { tagged: true },
+            packet(true, true),
             ReportAccepted,
             RouterPresent(true),
+            ReportsStopped,
         ] {
             assert_eq!(ClassicPeerNotEcnq.after(signal), ClassicPeerNotEcnq);
+            assert_eq!(ClassicNoEcnCounts.after(signal), ClassicNoEcnCounts);
+            assert_eq!(EcnqAckCounts.after(signal), EcnqAckCounts);
         }
         assert_eq!(Ecnq.after(ReportsStopped), ClassicReportsStopped);
         assert_eq!(
@@ -192,7 +238,7 @@ mod tests {
         assert_eq!(Ecnq.after(RouterPresent(false)), ClassicNoRouter);
         assert_eq!(ClassicNoRouter.after(ReportsStopped), ClassicNoRouter);
         assert_eq!(ClassicNoRouter.after(RouterPresent(true)), Ecnq);
-        assert_eq!(Unassisted.after(PeerPacket { tagged: true }), Unassisted);
+        assert_eq!(Unassisted.after(packet(true, true)), Unassisted);
     }
 
     #[test]

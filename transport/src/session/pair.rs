@@ -3,14 +3,15 @@
 //! stepped a millisecond at a time. No sockets, no clock.
 //!
 //! The sender sends 1200-byte data packets whenever its window and its
-//! pacer (quinn's, modelled by [`Pacer`]) allow; the receiver
-//! acknowledges each one and sends the reports its session asks for. Each
+//! pacer (quinn's, modelled by [`Pacer`]) allow; an ecnq receiver
+//! acknowledges each one and sends the reports its session asks for, a
+//! vanilla one ([`VanillaPeer`]) sends QUIC ACK frames with its ECN counts. Each
 //! direction ([`Leg`]) has a delay, a loss rate, jitter (which
 //! reorders) and a blackout; data packets may cross a [`Bottleneck`] whose
 //! router writes the schemes' marks, or one that only queues.
 
-use std::collections::BTreeMap;
-use std::ops::Range;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::{Range, RangeInclusive};
 use std::time::Duration;
 
 use super::sending::QUINN_PACING_GAIN;
@@ -19,6 +20,7 @@ use crate::router::bottleneck::{Bottleneck, BottleneckConfig, Discipline, QueueL
 use crate::router::{MarkingMode, RouterConfig};
 use crate::schemes::registry::Scheme;
 use crate::signal::{LawConfig, PacketMarks, RttSample};
+use crate::wire::ack::{ack_frames, AckRepr, EcnCounts};
 use crate::wire::ecn::{Ecn, SchemeTag};
 use crate::wire::hash::fmix32;
 
@@ -179,6 +181,73 @@ struct Ack {
     ce: bool,
 }
 
+/// A peer that does not run ecnq, as a QUIC stack acknowledges: one ACK
+/// frame per `ack_every` packets, its ranges the packets received (up to
+/// [`VanillaPeer::MAX_RANGES`], highest first), with its cumulative ECN
+/// counts once it has received an ECN-marked packet if `ecn_counts`
+/// (quinn's rule).
+#[derive(Clone, Debug)]
+pub(super) struct VanillaPeer {
+    pub ack_every: u64,
+    pub ecn_counts: bool,
+    received: BTreeSet<u64>,
+    counts: EcnCounts,
+    unacked: u64,
+}
+
+impl VanillaPeer {
+    /// quinn keeps 32 ranges of received packets to acknowledge.
+    const MAX_RANGES: usize = 32;
+
+    pub fn new(ack_every: u64, ecn_counts: bool) -> VanillaPeer {
+        VanillaPeer {
+            ack_every,
+            ecn_counts,
+            received: BTreeSet::new(),
+            counts: EcnCounts::default(),
+            unacked: 0,
+        }
+    }
+
+    /// A data packet arrived; returns the ACK frame it calls for, if any.
+    fn on_packet(&mut self, number: u64, ecn: Ecn) -> Option<Vec<u8>> {
+        match ecn {
+            Ecn::NotEct => {}
+            Ecn::Ect0 => self.counts.ect0 += 1,
+            Ecn::Ect1 => self.counts.ect1 += 1,
+            Ecn::Ce => self.counts.ce += 1,
+        }
+        self.received.insert(number);
+        self.unacked += 1;
+        if self.unacked < self.ack_every {
+            return None;
+        }
+        self.unacked = 0;
+        let mut ranges: Vec<RangeInclusive<u64>> = Vec::new();
+        for &n in self.received.iter().rev() {
+            let extends = ranges.last().is_some_and(|r| *r.start() == n + 1);
+            if extends {
+                let last = ranges.len() - 1;
+                ranges[last] = n..=*ranges[last].end();
+            } else if ranges.len() == Self::MAX_RANGES {
+                break;
+            } else {
+                ranges.push(n..=n);
+            }
+        }
+        let marked = self.counts != EcnCounts::default();
+        let repr = AckRepr {
+            largest: *ranges[0].end(),
+            delay: 0,
+            ranges,
+            ecn: (self.ecn_counts && marked).then_some(self.counts),
+        };
+        let mut frame = Vec::new();
+        repr.emit(&mut frame);
+        Some(frame)
+    }
+}
+
 /// A bottleneck of [`LINK_RATE`] whose router marks as `marking` says
 /// ([`MarkingMode::Off`]: a plain drop-tail queue, no ecnq router).
 pub(super) fn bottleneck<P: Queued>(marking: MarkingMode, now: Duration) -> Bottleneck<P> {
@@ -198,12 +267,17 @@ pub(super) fn bottleneck<P: Queued>(marking: MarkingMode, now: Duration) -> Bott
 pub(super) struct Pair {
     pub now: Duration,
     pub sender: Session,
-    /// `None`: a peer that does not run ecnq (untagged ACKs, no reports).
+    /// `None`: a peer that does not run ecnq (untagged ACKs, no reports),
+    /// which acknowledges per packet, or as `vanilla` says.
     pub receiver: Option<Session>,
+    pub vanilla: Option<VanillaPeer>,
     /// Between the sender and the data leg; `None`: a path of unlimited rate.
     pub bottleneck: Option<Bottleneck<Datagram>>,
+    /// The data leg clears the ECN field of every packet.
+    pub bleach_ecn: bool,
     data: Wire<Datagram>,
     acks: Wire<Ack>,
+    ack_frames: Wire<Vec<u8>>,
     reports: Wire<Vec<u8>>,
     rng: Rng,
     pacer: Pacer,
@@ -230,9 +304,12 @@ impl Pair {
             now: Duration::ZERO,
             sender: session(),
             receiver: Some(session()),
+            vanilla: None,
+            bleach_ecn: false,
             bottleneck: Some(bottleneck(MarkingMode::Auto, Duration::ZERO)),
             data: Wire::new(leg.clone()),
             acks: Wire::new(leg.clone()),
+            ack_frames: Wire::new(leg.clone()),
             reports: Wire::new(leg),
             rng: Rng(1 << 31),
             pacer: Pacer::default(),
@@ -250,7 +327,13 @@ impl Pair {
     pub fn set_one_way_delay(&mut self, delay: Duration) {
         self.data.leg.delay = delay;
         self.acks.leg.delay = delay;
+        self.ack_frames.leg.delay = delay;
         self.reports.leg.delay = delay;
+    }
+
+    /// The leg a vanilla peer's ACK frames cross.
+    pub fn ack_frame_leg(&mut self) -> &mut Leg {
+        &mut self.ack_frames.leg
     }
 
     /// The leg reports cross, for loss, delay, reordering and blackouts.
@@ -321,6 +404,7 @@ impl Pair {
         let now = self.now;
         self.forward_data(now);
         self.deliver_data(now);
+        self.deliver_ack_frames(now);
         self.deliver_acks(now);
         self.detect_timeouts(now);
         for report in self.reports.arrived(now) {
@@ -350,6 +434,7 @@ impl Pair {
                 hash: fmix32(self.sent as u32),
             };
             self.sender.on_sent(now, MSS);
+            self.sender.on_packet_sent(now, packet.number, packet.hash);
             self.outstanding.insert(packet.number, now);
             self.sent_tos.push((now, packet.tos));
             match self.bottleneck.as_mut() {
@@ -373,8 +458,18 @@ impl Pair {
     }
 
     fn deliver_data(&mut self, now: Duration) {
-        for packet in self.data.arrived(now) {
+        for mut packet in self.data.arrived(now) {
             self.received += 1;
+            if self.bleach_ecn {
+                packet.tos &= !0b11;
+            }
+            if let Some(vanilla) = self.vanilla.as_mut() {
+                let ecn = Ecn::from_tos(packet.tos);
+                if let Some(frame) = vanilla.on_packet(packet.number, ecn) {
+                    self.ack_frames.send(now, frame, &mut self.rng);
+                }
+                continue;
+            }
             let tos = match self.receiver.as_mut() {
                 Some(receiver) => {
                     receiver.on_receive(now, packet.tos, std::iter::once(packet.hash));
@@ -395,24 +490,58 @@ impl Pair {
         for ack in self.acks.arrived(now) {
             let hash = fmix32(!(ack.number as u32));
             self.sender.on_receive(now, ack.tos, std::iter::once(hash));
-            let Some(sent) = self.outstanding.remove(&ack.number) else {
+            self.acknowledge(now, &[ack.number], ack.ce);
+        }
+    }
+
+    /// A vanilla peer's ACK frames: the session reads each before the
+    /// packets it acknowledges are, as the QUIC glue's packet keys do.
+    fn deliver_ack_frames(&mut self, now: Duration) {
+        for bytes in self.ack_frames.arrived(now) {
+            let Some(Ok(frame)) = ack_frames(&bytes).next() else {
+                continue;
+            };
+            let untagged = SchemeTag::UNTAGGED.tos(Ecn::Ect0);
+            let hash = fmix32(!(frame.largest() as u32));
+            self.sender.on_receive(now, untagged, std::iter::once(hash));
+            self.sender.on_ack_frame(now, &frame);
+            let numbers: Vec<u64> = frame
+                .ranges()
+                .flat_map(|r| {
+                    self.outstanding
+                        .range(r)
+                        .map(|(&n, _)| n)
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            self.acknowledge(now, &numbers, false);
+        }
+    }
+
+    /// Packets `numbers` were acknowledged; `ce`: the first carried CE.
+    fn acknowledge(&mut self, now: Duration, numbers: &[u64], ce: bool) {
+        let Some(&largest) = numbers.iter().max() else {
+            return;
+        };
+        for &number in numbers {
+            let Some(sent) = self.outstanding.remove(&number) else {
                 continue;
             };
             let rtt = self.sample_rtt(now - sent);
             self.acked_bytes += MSS;
             self.sender.on_ack(now, MSS, false, rtt);
-            if ack.ce {
+            if ce {
                 self.sender.on_congestion(now, sent, 0);
             }
-            // RFC 9002's packet threshold: three later packets acknowledged.
-            let lost: Vec<_> = self
-                .outstanding
-                .range(..ack.number.saturating_sub(2))
-                .map(|(&n, &at)| (n, at))
-                .collect();
-            self.declare_lost(now, &lost);
-            self.sender.on_end_acks(self.outstanding.len() as u64 * MSS);
         }
+        // RFC 9002's packet threshold: three later packets acknowledged.
+        let lost: Vec<_> = self
+            .outstanding
+            .range(..largest.saturating_sub(2))
+            .map(|(&n, &at)| (n, at))
+            .collect();
+        self.declare_lost(now, &lost);
+        self.sender.on_end_acks(self.outstanding.len() as u64 * MSS);
     }
 
     /// Packets unacknowledged for three smoothed RTTs are lost (a tail the

@@ -4,6 +4,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
+use super::ack_counts::{AckCounts, Reading, NO_COUNTS_AFTER};
 use super::mode::{PeerMode, Signal};
 use super::rate_gate::{Pace, RateGate};
 use super::report::{ReportFilter, Repr};
@@ -12,6 +13,7 @@ use crate::schemes::cubic::CubicLaw;
 use crate::schemes::registry::Scheme;
 use crate::session::presence::RouterPresence;
 use crate::signal::{Congestion, Law, LawConfig, Mode, RttSample};
+use crate::wire::ack::AckFrame;
 use crate::wire::ecn::{Ecn, SchemeTag};
 
 /// No report for this long while acks arrive ⇒ fall back to classic:
@@ -79,6 +81,10 @@ pub(super) struct Sending {
     pub filter: Option<ReportFilter>,
     /// Whether an ecnq router is on the path, for schemes that probe.
     presence: Option<RouterPresence>,
+    /// The peer's ACK-ECN counts, read for a scheme whose marks they carry.
+    pub counts: Option<AckCounts>,
+    /// Packets acknowledged since the last ACK frame with ECN counts.
+    acked_since_counts: u64,
     timeout: ReportTimeout,
     pub decreases: u64,
     /// Holds a rate law to its rate (none of the other laws use it).
@@ -121,6 +127,10 @@ impl Sending {
             presence: assisted
                 .filter(|s| s.wire().sends_probes())
                 .map(|_| RouterPresence::default()),
+            counts: assisted
+                .and_then(|s| s.wire().count_reader())
+                .map(AckCounts::new),
+            acked_since_counts: 0,
             timeout: ReportTimeout::default(),
             decreases: 0,
             gate: RateGate::default(),
@@ -269,6 +279,12 @@ impl Sending {
         if self.timeout.on_ack(now, rtt.smoothed) {
             self.signal(Signal::ReportsStopped, events);
         }
+        if self.mode == PeerMode::EcnqAckCounts {
+            self.acked_since_counts += 1;
+            if self.acked_since_counts >= NO_COUNTS_AFTER {
+                self.signal(Signal::EcnCountsStopped, events);
+            }
+        }
         if !app_limited {
             self.update_law(Cause::Ack, events, |law, rtt| law.on_ack(now, bytes, rtt));
         }
@@ -294,6 +310,12 @@ impl Sending {
         if ce && self.mode == PeerMode::Ecnq && !ce_is_congestion {
             return;
         }
+        // Read from the peer's counts, CE reaches the law from there
+        // ([`Sending::on_ack_frame`]): quinn's ECN validation fails on the
+        // routers' Not-ECT digits, and then tells of no CE at all.
+        if ce && self.mode == PeerMode::EcnqAckCounts {
+            return;
+        }
         let kind = if ce { Congestion::Ce } else { Congestion::Loss };
         self.update_law(Cause::Congestion, events, |law, rtt| {
             law.on_congestion(now, sent, kind, rtt)
@@ -302,7 +324,64 @@ impl Sending {
 
     /// A packet from the peer arrived, tagged or not.
     pub fn on_peer_packet(&mut self, tagged: bool, events: &mut VecDeque<Event>) {
-        self.signal(Signal::PeerPacket { tagged }, events);
+        let reads_counts = self.counts.is_some();
+        self.signal(
+            Signal::PeerPacket {
+                tagged,
+                reads_counts,
+            },
+            events,
+        );
+    }
+
+    /// Whether the sender keeps its packets' numbers and hashes for
+    /// reading the peer's ACK-ECN counts: its scheme's marks are in them,
+    /// and the peer may not, or does not, run ecnq.
+    pub fn reads_counts(&self) -> bool {
+        self.counts.is_some() && matches!(self.mode, PeerMode::Probing | PeerMode::EcnqAckCounts)
+    }
+
+    /// A 1-RTT packet sent at `now`: its number and packet hash.
+    pub fn on_packet_sent(&mut self, now: Duration, number: u64, hash: u32) {
+        if self.reads_counts() {
+            if let Some(counts) = self.counts.as_mut() {
+                counts.on_sent(number, hash, now);
+            }
+        }
+    }
+
+    /// An ACK frame from the peer: read for the routers' marks while the
+    /// law runs on the peer's counts, and a CE mark among them is
+    /// congestion.
+    pub fn on_ack_frame(
+        &mut self,
+        now: Duration,
+        frame: &AckFrame<'_>,
+        events: &mut VecDeque<Event>,
+    ) {
+        if self.mode != PeerMode::EcnqAckCounts {
+            return;
+        }
+        let Some(counts) = self.counts.as_mut() else {
+            return;
+        };
+        let (feedback, ce_sent) = match counts.on_frame(frame) {
+            Reading::Nothing => return,
+            Reading::Unplaced => {
+                self.acked_since_counts = 0;
+                return;
+            }
+            Reading::Read { feedback, ce_sent } => (feedback, ce_sent),
+        };
+        self.acked_since_counts = 0;
+        self.update_law(Cause::Feedback, events, |law, rtt| {
+            law.on_feedback(now, feedback, rtt)
+        });
+        if let Some(sent) = ce_sent {
+            self.update_law(Cause::Congestion, events, |law, rtt| {
+                law.on_congestion(now, sent, Congestion::Ce, rtt)
+            });
+        }
     }
 
     /// A report datagram from the peer: checked, then handed to the law.

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::pair::{Pair, LINK_RATE};
+use super::pair::{Pair, VanillaPeer, LINK_RATE};
 use super::report::Repr;
 use super::{Event, PeerMode};
 use crate::router::MarkingMode;
@@ -113,7 +113,8 @@ fn reports_stopping_falls_back_and_reports_resuming_bring_the_scheme_back() {
 
 #[test]
 fn a_peer_that_does_not_run_ecnq_gets_classic_congestion_control() {
-    let mut pair = Pair::new(Scheme::Erc);
+    // VCP's codes are not in ACK-ECN counts (erc's are, below).
+    let mut pair = Pair::new(Scheme::Vcp);
     pair.receiver = None;
     pair.run_until(3 * SECOND);
     // At the first ACK, one round trip after the first packet.
@@ -128,6 +129,120 @@ fn a_peer_that_does_not_run_ecnq_gets_classic_congestion_control() {
     let untagged = SchemeTag::UNTAGGED.tos(Ecn::Ect0);
     assert!(pair.tos_sent(at + MS..pair.now).all(|tos| tos == untagged));
     assert!(goodput(&mut pair, 2 * SECOND) > 0.5 * LINK_RATE as f64 / 8.0);
+}
+
+/// The most packets queued at the bottleneck while `pair` runs for `span`.
+fn peak_queue(pair: &mut Pair, span: Duration) -> usize {
+    let mut peak = 0;
+    pair.run_checking(pair.now + span, |p| {
+        peak = peak.max(p.bottleneck.as_ref().map_or(0, |b| b.queue_packets()));
+    });
+    peak
+}
+
+/// erc from a peer that runs no ecnq, through its ACK frames' ECN counts:
+/// one frame per two packets (quinn), or per ten with a tenth of them
+/// lost and the rest reordered by up to 5 ms (Chromium decimates so). The
+/// law follows the router as it does on an ecnq receiver's reports: as
+/// much of the link, a queue no longer than one frame's packets more, and
+/// down when the router meters against less.
+#[test]
+fn erc_reads_the_router_from_a_vanilla_peers_ack_ecn_counts() {
+    let capacity = LINK_RATE as f64 / 8.0;
+    let mut reports = Pair::new(Scheme::Erc);
+    reports.run_until(5 * SECOND);
+    let (by_reports, queue_by_reports) = (
+        goodput(&mut reports, 3 * SECOND),
+        peak_queue(&mut reports, 3 * SECOND),
+    );
+    for (ack_every, loss, jitter) in [(2, 0.0, Duration::ZERO), (10, 0.1, 5 * MS)] {
+        let mut pair = Pair::new(Scheme::Erc);
+        pair.receiver = None;
+        pair.vanilla = Some(VanillaPeer::new(ack_every, true));
+        let leg = pair.ack_frame_leg();
+        leg.loss = loss;
+        leg.jitter = jitter;
+        pair.run_until(5 * SECOND);
+        let full = goodput(&mut pair, 3 * SECOND);
+        let queue = peak_queue(&mut pair, 3 * SECOND);
+        let stats = pair.stats();
+        let modes: Vec<PeerMode> = pair.mode_changes().iter().map(|c| c.1).collect();
+        assert_eq!(modes, [PeerMode::EcnqAckCounts], "{ack_every}: {stats:?}");
+        assert!(stats.ack_frames_read > 100, "{ack_every}: {stats:?}");
+        assert!(
+            full > 0.9 * by_reports,
+            "{ack_every}: {full} B/s, {by_reports} B/s by reports"
+        );
+        // Decimated ACKs release a frame's worth of packets at once.
+        assert!(
+            queue <= queue_by_reports + ack_every as usize,
+            "{ack_every}: {queue} packets queued, {queue_by_reports} by reports"
+        );
+        // Tagged, with erc's ECT(0), whatever quinn made of the marks.
+        let tagged = scheme_tag(Scheme::Erc).tos(Ecn::Ect0);
+        let since = pair.now - 3 * SECOND;
+        assert!(pair.tos_sent(since..pair.now).all(|tos| tos == tagged));
+        pair.bottleneck
+            .as_mut()
+            .unwrap()
+            .router_mut()
+            .set_capacity(capacity / 4.0);
+        pair.run_until(pair.now + 3 * SECOND);
+        let quarter = goodput(&mut pair, 3 * SECOND);
+        assert!(quarter < 0.4 * capacity, "{ack_every}: {quarter} B/s");
+        assert!(quarter > 0.1 * capacity, "{ack_every}: {quarter} B/s");
+    }
+}
+
+/// A vanilla peer whose ACKs carry no ECN counts (aioquic), or a path
+/// that bleaches ECN (the peer then has none to report): Cubic, untagged,
+/// once the peer has acknowledged enough packets to be sure.
+#[test]
+fn a_vanilla_peer_without_ecn_counts_gets_classic_congestion_control() {
+    for bleached in [false, true] {
+        let mut pair = Pair::new(Scheme::Erc);
+        pair.receiver = None;
+        pair.vanilla = Some(VanillaPeer::new(2, bleached));
+        if bleached {
+            pair.set_router(MarkingMode::Off);
+            pair.bleach_ecn = true;
+        }
+        pair.run_until(3 * SECOND);
+        let changes = pair.mode_changes();
+        let modes: Vec<PeerMode> = changes.iter().map(|c| c.1).collect();
+        assert_eq!(
+            modes,
+            [PeerMode::EcnqAckCounts, PeerMode::ClassicNoEcnCounts],
+            "bleached {bleached}"
+        );
+        let at = changes[1].0;
+        assert!(at < SECOND, "bleached {bleached}: {at:?}");
+        let stats = pair.stats();
+        assert!(is_classic(stats.law_mode), "{stats:?}");
+        let untagged = SchemeTag::UNTAGGED.tos(Ecn::Ect0);
+        assert!(pair.tos_sent(at + MS..pair.now).all(|tos| tos == untagged));
+        assert!(goodput(&mut pair, 2 * SECOND) > 0.5 * LINK_RATE as f64 / 8.0);
+    }
+}
+
+/// With no ecnq router, every packet reaches the peer with erc's ECT(0):
+/// the counts spell "no router", and erc's law runs Cubic, tagged, until
+/// a router speaks.
+#[test]
+fn counts_without_a_router_read_as_no_router() {
+    let mut pair = Pair::new(Scheme::Erc);
+    pair.receiver = None;
+    pair.vanilla = Some(VanillaPeer::new(2, true));
+    pair.set_router(MarkingMode::Off);
+    pair.run_until(3 * SECOND);
+    let stats = pair.stats();
+    assert_eq!(stats.mode, PeerMode::EcnqAckCounts, "{stats:?}");
+    assert_eq!(stats.counts_estimate.map(|f| f.level), Some(0));
+    assert!(stats.pacing_rate.is_none(), "Cubic: {stats:?}");
+    pair.set_router(MarkingMode::Auto);
+    pair.run_until(6 * SECOND);
+    let stats = pair.stats();
+    assert!(stats.pacing_rate.is_some(), "erc's rate: {stats:?}");
 }
 
 /// VCP probes with Not-ECT packets, MCP (whose base codepoint is Not-ECT)
