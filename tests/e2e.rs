@@ -699,6 +699,83 @@ async fn non_ecnq_peer_falls_back_and_completes() {
     assert_eq!(run.stats.reports_received, 0);
 }
 
+/// One erc upload of `bytes` to `server` through a relay of `spec`: the
+/// client's stats at the end and the link's series.
+async fn erc_upload(
+    server: std::net::SocketAddr,
+    roots: rustls::RootCertStore,
+    spec: &str,
+    bytes: u64,
+) -> (ecnq::quic::CongestionStats, LinkSeries) {
+    let chain =
+        ecnq_examples::perf::loopback::RelayChain::start(&[link(spec)], server).expect("relay");
+    let config = client::ClientConfig {
+        server: chain.entry,
+        server_name: "localhost".into(),
+        roots,
+        cc: CongestionControl::Ecnq(Scheme::Erc),
+        request: ecnq_examples::perf::proto::TestRequest {
+            version: 1,
+            reverse: false,
+            seconds: 0.0,
+            bytes,
+        },
+        interval: Duration::from_millis(250),
+        qlog: None,
+        pause: None,
+        send_window: None,
+    };
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let run = client::run_stream(&config, 1, Instant::now(), tx)
+        .await
+        .unwrap_or_else(|e| panic!("upload to {server}: {e}"));
+    let series = chain.stop().await.remove(0).rebased();
+    (run.stats, series)
+}
+
+/// erc from the sender alone: to a vanilla quinn server, which reports
+/// only its standard ACK-ECN counts, an ecnq client reads the router's
+/// rate from them, and fills the link with a queue close to the one it
+/// keeps when the server runs ecnq and reports.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn erc_reads_the_router_from_a_vanilla_peers_ack_ecn_counts() {
+    let _machine = MACHINE.lock().await;
+    const SPEC: &str = "rate 20mbit delay 20ms limit 200";
+    // About six seconds of the link; the middle of the run is judged.
+    const BYTES: u64 = 15_000_000;
+    let (from, to) = (2.0, 5.0);
+    let bed = LoopbackBed::ecnq().await.expect("ecnq server");
+    let (reports, by_reports) = erc_upload(bed.server(), bed.roots().clone(), SPEC, BYTES).await;
+    let (vanilla, roots) = vanilla_server().await;
+    let (counts, by_counts) =
+        erc_upload(vanilla.local_addr().expect("addr"), roots, SPEC, BYTES).await;
+    let p99 = |s: &LinkSeries| percentile(&s.queue_ms(from, to), 99.0).unwrap_or(f64::INFINITY);
+    let (util_reports, util_counts) = (
+        by_reports.utilization(from, to),
+        by_counts.utilization(from, to),
+    );
+    eprintln!(
+        "reports: {:?} util {util_reports:.3} p99 {:.2} ms loss {:.4}; \
+         counts: {:?} util {util_counts:.3} p99 {:.2} ms loss {:.4}, {} frames read, {} not",
+        reports.mode,
+        p99(&by_reports),
+        by_reports.loss(),
+        counts.mode,
+        p99(&by_counts),
+        by_counts.loss(),
+        counts.ack_frames_read,
+        counts.ack_frames_unread,
+    );
+    assert_eq!(reports.mode, PeerMode::Ecnq);
+    assert_eq!(counts.mode, PeerMode::EcnqAckCounts, "{counts:?}");
+    assert!(counts.ack_frames_read > 100, "{counts:?}");
+    assert!(
+        util_counts >= 0.9 * util_reports,
+        "{util_counts} vs {util_reports}"
+    );
+    assert!(p99(&by_counts) <= 2.0 * p99(&by_reports) + 2.0);
+}
+
 /// Flows started together through relay shims, judged at the last link
 /// over the run's judged window ([`judged_window`]).
 struct SharedRun {

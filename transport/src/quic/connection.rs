@@ -86,8 +86,8 @@ impl EcnSocket {
         Prepared {
             routes: self.routes.clone(),
             key,
+            tap: Tap::new(self.routes.clone(), key, peer.clone()),
             peer,
-            tap: Tap::new(self.routes.clone(), key),
         }
     }
 }
@@ -448,7 +448,10 @@ impl Connection {
                 .pacing_rate
                 .unwrap_or(window as f64 / srtt.as_secs_f64().max(1e-6)),
             srtt,
-            path_load: session.last_report.map(|r| r.feedback),
+            path_load: session
+                .last_report
+                .map(|r| r.feedback)
+                .or(session.counts_estimate),
             peer_ecn_counts: session.last_report.map(|r| r.counts),
             peer_unraised_probes: session.last_report.map(|r| r.unraised_probes),
             local_estimate: session.local_estimate,
@@ -457,6 +460,8 @@ impl Connection {
             reports_received: session.reports_accepted,
             reports_rejected: session.reports_rejected,
             decreases: session.decreases,
+            ack_frames_read: session.ack_frames_read,
+            ack_frames_unread: session.ack_frames_unread,
             app_datagrams_dropped: self.dropped.load(Ordering::Relaxed),
         }
     }
@@ -479,7 +484,7 @@ pub struct CongestionStats {
     /// The smoothed RTT.
     pub srtt: Duration,
     /// The latest load-factor estimate of this connection's sending path, from
-    /// the peer's last accepted report.
+    /// the peer's last accepted report, or read from its ACK-ECN counts.
     pub path_load: Option<Feedback>,
     /// Packets the peer received from us per codepoint (its last report),
     /// indexed by [`crate::Ecn::bits`].
@@ -500,6 +505,10 @@ pub struct CongestionStats {
     pub reports_rejected: u64,
     /// Multiplicative decreases (and hold / recovery entries) of the law.
     pub decreases: u64,
+    /// ACK frames whose ECN counts the law read ([`PeerMode::EcnqAckCounts`]).
+    pub ack_frames_read: u64,
+    /// ACK frames with ECN counts that could not be read.
+    pub ack_frames_unread: u64,
     /// Application datagrams dropped because the application read too slowly.
     pub app_datagrams_dropped: u64,
 }
@@ -507,7 +516,7 @@ pub struct CongestionStats {
 impl CongestionStats {
     /// Whether the connection is using router feedback right now.
     pub fn uses_feedback(&self) -> bool {
-        self.mode == PeerMode::Ecnq
+        self.mode.uses_feedback()
     }
 }
 

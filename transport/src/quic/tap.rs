@@ -7,10 +7,17 @@
 //! client's second CID as soon as it has one. The packet keys are the one
 //! place that sees both a connection and its CIDs, so this is where a CID
 //! is bound for certain; the socket's search by address only covers the
-//! first packets. Everything else is passed through unchanged.
+//! first packets.
+//!
+//! The keys also see every 1-RTT packet's number as it is sealed and every
+//! ACK frame as it is opened, before quinn acts on it: where the session
+//! reads its peer's ACK-ECN counts ([`Published::reads_counts`](crate::session::Published::reads_counts)), the tap
+//! hands it each packet's number and hash, and each ACK frame. Everything
+//! else is passed through unchanged.
 
 use std::any::Any;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use bytes::BytesMut;
 use quinn_proto::crypto::{
@@ -23,11 +30,15 @@ use quinn_proto::{ConnectError, ConnectionId, Side, TransportError};
 use super::cid::CID_LEN;
 use super::demux::{Cid, Routes};
 use super::header::{Header, Packet};
+use super::peer::Peer;
+use crate::wire::ack::ack_frames;
+use crate::wire::hash::packet_hash;
 
 /// One connection's view of its packets' CIDs.
 pub(crate) struct Tap {
     routes: Arc<Routes>,
     key: u32,
+    peer: Arc<Peer>,
     state: Mutex<TapState>,
 }
 
@@ -40,12 +51,42 @@ struct TapState {
 }
 
 impl Tap {
-    pub fn new(routes: Arc<Routes>, key: u32) -> Arc<Tap> {
+    pub fn new(routes: Arc<Routes>, key: u32, peer: Arc<Peer>) -> Arc<Tap> {
         Arc::new(Tap {
             routes,
             key,
+            peer,
             state: Mutex::default(),
         })
+    }
+
+    /// A 1-RTT packet was sealed: `packet` is the whole of it, header,
+    /// ciphertext and tag, the tail of its datagram (a short header packet
+    /// is always last), so its hash is the datagram's.
+    fn on_sealed(&self, number: u64, packet: &[u8]) {
+        if is_short(packet) && self.peer.published().reads_counts() {
+            let now = self.peer.since_epoch(Instant::now());
+            self.peer
+                .session()
+                .on_packet_sent(now, number, packet_hash(packet));
+        }
+    }
+
+    /// A 1-RTT packet was opened: its ACK frames go to the session before
+    /// quinn reads them. A frame type the reader does not know ends the
+    /// walk; the ACK frames before it are read (quinn and the stacks seen
+    /// so far put ACK frames first).
+    fn on_opened(&self, header: &[u8], payload: &[u8]) {
+        if !is_short(header) || !self.peer.published().reads_counts() {
+            return;
+        }
+        let now = self.peer.since_epoch(Instant::now());
+        let mut session = None;
+        for frame in ack_frames(payload).map_while(Result::ok) {
+            session
+                .get_or_insert_with(|| self.peer.session())
+                .on_ack_frame(now, &frame);
+        }
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, TapState> {
@@ -244,7 +285,8 @@ impl PacketKey for TappedKey {
         if let Some(header) = buf.get(..header_len) {
             self.tap.on_sent(header);
         }
-        self.inner.encrypt(packet, buf, header_len)
+        self.inner.encrypt(packet, buf, header_len);
+        self.tap.on_sealed(packet, buf);
     }
 
     fn decrypt(
@@ -255,6 +297,7 @@ impl PacketKey for TappedKey {
     ) -> Result<(), CryptoError> {
         self.inner.decrypt(packet, header, payload)?;
         self.tap.on_received(header);
+        self.tap.on_opened(header, payload);
         Ok(())
     }
 
@@ -269,4 +312,10 @@ impl PacketKey for TappedKey {
     fn integrity_limit(&self) -> u64 {
         self.inner.integrity_limit()
     }
+}
+
+/// Whether a packet has a short header (RFC 9000 §17.3: the header form
+/// bit, which header protection leaves alone, is 0): a 1-RTT packet.
+fn is_short(packet: &[u8]) -> bool {
+    packet.first().is_some_and(|b| b & 0x80 == 0)
 }
