@@ -604,75 +604,22 @@ async fn late_flow_converges_bmcc() {
     );
 }
 
-/// A perf server on plain quinn (its own socket, Cubic, no DSCP tag, no
-/// reports): what an ecnq client meets on a peer that does not run ecnq.
-async fn vanilla_server() -> (quinn::Endpoint, rustls::RootCertStore) {
-    use std::sync::Arc;
-    let (identity, _) =
-        ecnq_examples::perf::proto::self_signed(&["localhost".to_owned()]).expect("cert");
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add_parsable_certificates(identity.chain.iter().cloned());
-    let mut crypto = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_protocol_versions(&[&rustls::version::TLS13])
-    .expect("TLS 1.3")
-    .with_no_client_auth()
-    .with_single_cert(identity.chain, identity.key)
-    .expect("server cert");
-    crypto.alpn_protocols = vec![ecnq_examples::perf::proto::ALPN.to_vec()];
-    let quic = quinn::crypto::rustls::QuicServerConfig::try_from(crypto).expect("quic crypto");
-    let endpoint = quinn::Endpoint::server(
-        quinn::ServerConfig::with_crypto(Arc::new(quic)),
-        "127.0.0.1:0".parse().unwrap(),
-    )
-    .expect("vanilla server");
-    let server = endpoint.clone();
-    tokio::spawn(async move {
-        while let Some(incoming) = server.accept().await {
-            tokio::spawn(async move {
-                let connection = incoming.await?;
-                let (mut control_send, mut control_recv) = connection.accept_bi().await?;
-                control_recv.read_to_end(4096).await?;
-                let mut data = connection.accept_uni().await?;
-                let start = std::time::Instant::now();
-                let mut bytes = 0u64;
-                let mut buf = vec![0u8; 16384];
-                while let Some(n) = data.read(&mut buf).await? {
-                    bytes += n as u64;
-                }
-                let result = ecnq_examples::perf::proto::TestResult {
-                    bytes,
-                    seconds: start.elapsed().as_secs_f64(),
-                };
-                control_send
-                    .write_all(&ecnq_examples::perf::proto::encode(&result))
-                    .await?;
-                control_send.finish()?;
-                connection.closed().await;
-                Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
-            });
-        }
-    });
-    (endpoint, roots)
-}
-
 /// Against a server that does not run ecnq (vanilla quinn: untagged, no
 /// reports), an ecnq sender falls back to classic congestion control and
 /// completes the transfer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn non_ecnq_peer_falls_back_and_completes() {
     let _machine = MACHINE.lock().await;
-    let (server, roots) = vanilla_server().await;
+    let bed = LoopbackBed::vanilla().await.expect("vanilla server");
     let chain = ecnq_examples::perf::loopback::RelayChain::start(
         &[link("rate 20mbit delay 5ms limit 100")],
-        server.local_addr().expect("addr"),
+        bed.server(),
     )
     .expect("relay");
     let config = client::ClientConfig {
         server: chain.entry,
         server_name: "localhost".into(),
-        roots,
+        roots: bed.roots().clone(),
         cc: CongestionControl::Ecnq(Scheme::Bmcc),
         request: ecnq_examples::perf::proto::TestRequest {
             version: 1,
@@ -746,9 +693,9 @@ async fn erc_reads_the_router_from_a_vanilla_peers_ack_ecn_counts() {
     let (from, to) = (2.0, 5.0);
     let bed = LoopbackBed::ecnq().await.expect("ecnq server");
     let (reports, by_reports) = erc_upload(bed.server(), bed.roots().clone(), SPEC, BYTES).await;
-    let (vanilla, roots) = vanilla_server().await;
+    let vanilla = LoopbackBed::vanilla().await.expect("vanilla server");
     let (counts, by_counts) =
-        erc_upload(vanilla.local_addr().expect("addr"), roots, SPEC, BYTES).await;
+        erc_upload(vanilla.server(), vanilla.roots().clone(), SPEC, BYTES).await;
     let p99 = |s: &LinkSeries| percentile(&s.queue_ms(from, to), 99.0).unwrap_or(f64::INFINITY);
     let (util_reports, util_counts) = (
         by_reports.utilization(from, to),

@@ -87,6 +87,7 @@ fn short_comparison(
             stagger: 1.0,
             cc: vec![CongestionControl::Ecnq(cc)],
             no_mixed: true,
+            vanilla_receiver: false,
             out: out.to_owned(),
             markdown: None,
         },

@@ -50,6 +50,11 @@ pub struct DemoArgs {
     /// Skip the mixed run.
     #[arg(long)]
     pub no_mixed: bool,
+    /// Make the receiving end vanilla quinn, with no ecnq: it reports only
+    /// the ACK-ECN counts every QUIC receiver sends, which erc reads the
+    /// routers' rate from (the other schemes fall back to Cubic).
+    #[arg(long)]
+    pub vanilla_receiver: bool,
     /// Where to write plots and summary.json.
     #[arg(long, default_value = "ecnq-demo")]
     pub out: PathBuf,
@@ -192,9 +197,12 @@ pub async fn run(command: DemoCommand) -> Result<(), String> {
     std::fs::create_dir_all(&args.out)
         .map_err(|e| format!("cannot create {}: {e}", args.out.display()))?;
 
-    let bed = LoopbackBed::ecnq().await?;
+    let (bed, receiver) = match args.vanilla_receiver {
+        true => (LoopbackBed::vanilla().await?, "vanilla quinn"),
+        false => (LoopbackBed::ecnq().await?, "ecnq"),
+    };
     println!(
-        "ecnq-perf demo: bottleneck {} Mbit/s, RTT {} ms, buffer {} KB, {} s per controller; plots in {}",
+        "ecnq-perf demo: bottleneck {} Mbit/s, RTT {} ms, buffer {} KB, {} s per controller, {receiver} receiver; plots in {}",
         args.rate as f64 / 1e6,
         args.rtt.as_millis(),
         buffer / 1000,
@@ -204,14 +212,15 @@ pub async fn run(command: DemoCommand) -> Result<(), String> {
     let mut summaries = Vec::new();
     for &cc in &args.cc {
         eprint!("  running {cc:<8} …");
-        let summary = run_plotted(&bed, cc.name(), &args.single(cc), &spec, &args.out).await?;
-        eprintln!(" {:.1} Mbit/s", summary.goodput_mbit);
+        let (summary, modes) =
+            run_plotted(&bed, cc.name(), &args.single(cc), &spec, &args.out).await?;
+        eprintln!(" {:.1} Mbit/s, {modes}", summary.goodput_mbit);
         summaries.push(summary);
     }
     if let Some(flows) = args.mixed() {
         eprint!("  running mixed …");
-        let summary = run_plotted(&bed, "mixed", &flows, &spec, &args.out).await?;
-        eprintln!(" {:.1} Mbit/s", summary.goodput_mbit);
+        let (summary, modes) = run_plotted(&bed, "mixed", &flows, &spec, &args.out).await?;
+        eprintln!(" {:.1} Mbit/s, {modes}", summary.goodput_mbit);
         summaries.push(summary);
     }
     report(&summaries, &args.out)?;
@@ -270,11 +279,21 @@ async fn run_plotted(
     flows: &[Flow],
     spec: &LinkSpec,
     out: &Path,
-) -> Result<RunSummary, String> {
+) -> Result<(RunSummary, String), String> {
     let result = bed.run(flows, std::slice::from_ref(spec)).await?;
     let labels: Vec<String> = flows.iter().map(|f| f.cc.to_string()).collect();
     plot_run(name, &labels, &result.series, &result.links[0], out)?;
-    Ok(result.summary(name, 0))
+    // What each sender ran on at its end: router feedback (by reports or
+    // by ACK-ECN counts), or a fallback and why.
+    let mut modes: Vec<&str> = result
+        .runs
+        .iter()
+        .flatten()
+        .map(|r| r.stats.mode.name())
+        .collect();
+    modes.sort_unstable();
+    modes.dedup();
+    Ok((result.summary(name, 0), modes.join("; ")))
 }
 
 /// Writes a run's plots: each flow's sending rate (`labels` name the

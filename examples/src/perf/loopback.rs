@@ -5,6 +5,7 @@
 
 use std::io::Write;
 use std::net::SocketAddr;
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -99,6 +100,40 @@ impl LoopbackBed {
             std::future::pending(),
             |_| {},
         ));
+        Ok(LoopbackBed {
+            server,
+            roots,
+            serving,
+        })
+    }
+
+    /// A perf server on plain quinn, for uploads: its own socket, no DSCP
+    /// tag, no reports, only the ACK-ECN counts of any QUIC receiver. What
+    /// an ecnq sender meets on a peer that does not run ecnq.
+    pub async fn vanilla() -> Result<LoopbackBed, String> {
+        let (identity, _) = proto::self_signed(&["localhost".to_owned()])?;
+        let mut roots = RootCertStore::empty();
+        roots.add_parsable_certificates(identity.chain.iter().cloned());
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut crypto = rustls::ServerConfig::builder_with_provider(provider)
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .map_err(|e| format!("TLS 1.3: {e}"))?
+            .with_no_client_auth()
+            .with_single_cert(identity.chain, identity.key)
+            .map_err(|e| format!("the server's certificate: {e}"))?;
+        crypto.alpn_protocols = vec![proto::ALPN.to_vec()];
+        let quic = quinn::crypto::rustls::QuicServerConfig::try_from(crypto)
+            .map_err(|e| format!("QUIC crypto: {e}"))?;
+        let bind: SocketAddr = "127.0.0.1:0".parse().expect("literal");
+        let endpoint =
+            quinn::Endpoint::server(quinn::ServerConfig::with_crypto(Arc::new(quic)), bind)
+                .map_err(|e| format!("cannot start the vanilla server on {bind}: {e}"))?;
+        let server = endpoint.local_addr().map_err(|e| e.to_string())?;
+        let serving = tokio::spawn(async move {
+            while let Some(incoming) = endpoint.accept().await {
+                tokio::spawn(receive_upload(incoming));
+            }
+        });
         Ok(LoopbackBed {
             server,
             roots,
@@ -261,6 +296,28 @@ impl RelayChain {
         }
         out
     }
+}
+
+/// The vanilla server's side of one upload: the request, the data to its
+/// end (or its sender's time-up reset), then the result.
+async fn receive_upload(incoming: quinn::Incoming) -> Result<(), String> {
+    let connection = incoming.await.map_err(|e| e.to_string())?;
+    let (mut control_send, mut control_recv) =
+        connection.accept_bi().await.map_err(|e| e.to_string())?;
+    control_recv
+        .read_to_end(proto::MAX_CONTROL)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut data = connection.accept_uni().await.map_err(|e| e.to_string())?;
+    let (bytes, seconds) = super::pump::receive_all(&mut data, &AtomicU64::new(0)).await?;
+    let result = proto::TestResult { bytes, seconds };
+    control_send
+        .write_all(&proto::encode(&result))
+        .await
+        .map_err(|e| e.to_string())?;
+    control_send.finish().map_err(|e| e.to_string())?;
+    connection.closed().await;
+    Ok(())
 }
 
 /// Binds a relay for `spec` toward `target` on an ephemeral loopback port,
