@@ -111,7 +111,8 @@ impl Client<'_> {
         let mut transport = quinn::TransportConfig::default();
         self.config.testcase.tune(&mut transport);
         let pending = hooks.prepare(server, true, &mut transport)?;
-        let mut client_config = quinn::ClientConfig::new(self.crypto.clone());
+        let mut client_config =
+            quinn::ClientConfig::new(pending.client_crypto(self.crypto.clone()));
         client_config.transport_config(Arc::new(transport));
         let host = &self.config.requests[0].host;
         let connecting = match endpoint.connect_with(client_config, server, host) {

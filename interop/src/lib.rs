@@ -54,6 +54,22 @@ pub trait Hooks: Send + Sync {
 
 /// A connection prepared by [`Hooks::prepare`], not yet established.
 pub trait Pending: Send {
+    /// The client crypto configuration of this connection: ecnq's packet
+    /// keys see every packet number and ACK frame (what a sender needs to
+    /// read its peer's ACK-ECN counts) and every connection ID.
+    fn client_crypto(
+        &self,
+        crypto: Arc<dyn quinn::crypto::ClientConfig>,
+    ) -> Arc<dyn quinn::crypto::ClientConfig> {
+        crypto
+    }
+    /// [`Pending::client_crypto`] for a connection this end accepts.
+    fn server_crypto(
+        &self,
+        crypto: Arc<dyn quinn::crypto::ServerConfig>,
+    ) -> Arc<dyn quinn::crypto::ServerConfig> {
+        crypto
+    }
     /// The handshake succeeded: returns what to report when it ends.
     fn attach(self: Box<Self>, connection: &quinn::Connection) -> Box<dyn Summary>;
     /// The handshake failed.

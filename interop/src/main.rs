@@ -95,6 +95,20 @@ impl Hooks for EcnqHooks {
 struct EcnqPending(Prepared);
 
 impl Pending for EcnqPending {
+    fn client_crypto(
+        &self,
+        crypto: Arc<dyn quinn::crypto::ClientConfig>,
+    ) -> Arc<dyn quinn::crypto::ClientConfig> {
+        self.0.client_crypto(crypto)
+    }
+
+    fn server_crypto(
+        &self,
+        crypto: Arc<dyn quinn::crypto::ServerConfig>,
+    ) -> Arc<dyn quinn::crypto::ServerConfig> {
+        self.0.server_crypto(crypto)
+    }
+
     fn attach(self: Box<Self>, connection: &quinn::Connection) -> Box<dyn Summary> {
         Box::new(EcnqSummary(self.0.attach(connection.clone())))
     }
@@ -113,13 +127,14 @@ impl Summary for EcnqSummary {
         let s = self.0.congestion_stats();
         format!(
             "ecnq cc={} mode={:?} feedback={} reports_sent={} reports_received={} \
-             reports_rejected={} decreases={} ecn_received={:?}",
+             reports_rejected={} ack_frames_read={} decreases={} ecn_received={:?}",
             s.controller,
             s.mode,
             s.uses_feedback(),
             s.reports_sent,
             s.reports_received,
             s.reports_rejected,
+            s.ack_frames_read,
             s.decreases,
             s.ecn_received
         )

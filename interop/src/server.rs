@@ -5,7 +5,6 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
-use quinn::crypto::rustls::QuicServerConfig;
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::contract::{Config, TestCase};
@@ -105,6 +104,7 @@ async fn serve(stack: &dyn Stack, config: &Config, live: Live) -> Result<(), Str
                     return eprintln!("{name}: ignored {remote}: {e}");
                 }
             };
+            let crypto = pending.server_crypto(crypto);
             let per_connection = server_config(crypto, &config, Some(transport));
             let connecting = match incoming.accept_with(Arc::new(per_connection)) {
                 Ok(c) => c,
@@ -134,7 +134,7 @@ async fn serve(stack: &dyn Stack, config: &Config, live: Live) -> Result<(), Str
 }
 
 fn server_config(
-    crypto: Arc<QuicServerConfig>,
+    crypto: Arc<dyn quinn::crypto::ServerConfig>,
     config: &Config,
     transport: Option<quinn::TransportConfig>,
 ) -> quinn::ServerConfig {
