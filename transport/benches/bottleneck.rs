@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use ecnq::router::bottleneck::{Bottleneck, BottleneckConfig, Discipline, QueueLimit, Queued};
+use ecnq::router::capacity::{CapacitySource, LinkRate};
 use ecnq::wire::hash::fmix32;
 use ecnq::{Ecn, PacketMarks, RouterConfig, SchemeTag};
 
@@ -40,7 +41,8 @@ fn overflowing(c: &mut Criterion) {
     for flows in [10u32, 100, 1000] {
         for discipline in [Discipline::Dual, Discipline::Fifo] {
             let config = BottleneckConfig {
-                rate: Some(RATE),
+                rate: Some(LinkRate::Fixed(RATE)),
+                capacity: CapacitySource::Configured,
                 // 10 ms of the link.
                 limit: QueueLimit::Bytes(RATE / 8 / 100),
                 discipline,

@@ -273,7 +273,7 @@ impl RelayChain {
                 });
                 report.await.map(|r| r.sessions).unwrap_or_default()
             });
-            relays.push((task, stop, lines, *spec));
+            relays.push((task, stop, lines, spec.clone()));
         }
         relays.reverse();
         Ok(RelayChain {
@@ -328,7 +328,7 @@ fn bind_relay(spec: &LinkSpec, target: SocketAddr) -> Result<(Relay, Lines), Str
     let (sessions, _) = sessions_within_fd_limit(SessionLimits::default())
         .map_err(|e| format!("cannot read the open-file limit: {e}"))?;
     let direction = Direction {
-        spec: *spec,
+        spec: spec.clone(),
         router: router_config(spec),
         queue: Discipline::default(),
     };

@@ -590,7 +590,7 @@ impl ShimLogs {
                 .iter()
                 .map(|r| dir.join(format!("{r}.log")))
                 .collect(),
-            spec: *spec,
+            spec: spec.clone(),
         }
     }
 

@@ -35,7 +35,7 @@ impl ShimRun {
         sessions: usize,
     ) -> Result<ShimRun, String> {
         let direction = Direction {
-            spec: *link,
+            spec: link.clone(),
             router: router_config(link),
             queue: Discipline::default(),
         };

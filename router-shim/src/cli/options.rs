@@ -83,7 +83,7 @@ fn target_utilization(m: &ArgMatches) -> Result<Option<f64>, String> {
 pub fn directions(m: &ArgMatches) -> Result<(Direction, Direction), String> {
     let spec = |name: &str| -> Result<Option<LinkSpec>, String> { parsed::<LinkSpec>(m, name) };
     let both = spec("link")?.unwrap_or_default();
-    let up = spec("link-up")?.unwrap_or(both);
+    let up = spec("link-up")?.unwrap_or(both.clone());
     let down = spec("link-down")?.unwrap_or(both);
     let queue = parsed::<Discipline>(m, "queue")?.unwrap_or_default();
     let routers = RouterOptions::parse(m)?;

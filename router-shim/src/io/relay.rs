@@ -164,7 +164,13 @@ impl Relay {
             observers,
         } = self;
         let link = |d: &Direction, seed| {
-            Link::new(d.spec, d.router.clone(), d.queue, seed, epoch.elapsed())
+            Link::new(
+                d.spec.clone(),
+                d.router.clone(),
+                d.queue,
+                seed,
+                epoch.elapsed(),
+            )
         };
         let reporter = observers.clone();
         let up = LinkThread::spawn(

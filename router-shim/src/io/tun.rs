@@ -234,7 +234,13 @@ impl TunShim {
                          seed,
                          input: &Arc<SyncDevice>,
                          output: &Arc<SyncDevice>| {
-            let link = Link::new(d.spec, d.router.clone(), d.queue, seed, epoch.elapsed());
+            let link = Link::new(
+                d.spec.clone(),
+                d.router.clone(),
+                d.queue,
+                seed,
+                epoch.elapsed(),
+            );
             let egress = TunEgress {
                 device: output.clone(),
                 gro: GROTable::default(),

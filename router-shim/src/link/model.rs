@@ -231,7 +231,8 @@ impl<P: LinkPacket> Link<P> {
         };
         let bottleneck = Bottleneck::new(
             BottleneckConfig {
-                rate: spec.rate,
+                rate: spec.link_rate(),
+                capacity: spec.capacity_source(),
                 limit,
                 discipline: spec.queue.unwrap_or(queue),
                 router,
@@ -240,11 +241,11 @@ impl<P: LinkPacket> Link<P> {
             now,
         );
         Link {
-            spec,
             start: now,
             rng: Rng(seed),
             loss: Strikes::new(spec.loss),
             corrupt: Strikes::new(spec.corrupt),
+            spec,
             bottleneck,
             in_flight: BinaryHeap::new(),
             last_release: now,
@@ -488,7 +489,7 @@ pub(crate) mod tests {
     pub(crate) fn link(spec: &str) -> Link<Pkt> {
         let spec: LinkSpec = spec.parse().unwrap();
         Link::new(
-            spec,
+            spec.clone(),
             router_config(&spec),
             Discipline::Fifo,
             1,
@@ -544,7 +545,13 @@ pub(crate) mod tests {
         assert_eq!(before, marks(&mut kept, 0, 2_000));
         let spec: LinkSpec = SPEC.parse().unwrap();
         let start = Duration::from_secs(2);
-        let mut fresh = Link::new(spec, router_config(&spec), Discipline::Fifo, 1, start);
+        let mut fresh = Link::new(
+            spec.clone(),
+            router_config(&spec),
+            Discipline::Fifo,
+            1,
+            start,
+        );
         let after = marks(&mut restarted, 2_000, 4_000);
         assert!(after == marks(&mut fresh, 2_000, 4_000), "as a new router");
         assert!(
@@ -856,8 +863,13 @@ pub(crate) mod tests {
             ),
         ] {
             let spec: LinkSpec = words.parse().unwrap();
-            let mut l: Link<Pkt> =
-                Link::new(spec, router_config(&spec), Discipline::Fifo, 1, start);
+            let mut l: Link<Pkt> = Link::new(
+                spec.clone(),
+                router_config(&spec),
+                Discipline::Fifo,
+                1,
+                start,
+            );
             let dropped = fates(&mut l, start, 20_000, DropCause::Blackhole);
             for (ms, &d) in dropped.iter().enumerate() {
                 let dark = outages.iter().any(|&(a, b)| (a..b).contains(&ms));

@@ -32,7 +32,11 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+use std::path::Path;
+use std::sync::Arc;
+
 use ecnq::router::bottleneck::Discipline;
+use ecnq::router::capacity::{CapacitySource, DeliveryTrace, LinkRate, RateSchedule};
 use ecnq::units::{parse_duration, Rate, ShowDuration, Size, UnitError};
 
 /// A queue length: how much the link buffer holds, or where `ecn` marks
@@ -49,10 +53,19 @@ pub enum Limit {
 pub const DEFAULT_LIMIT: Limit = Limit::Packets(1000);
 
 /// One direction of an emulated link.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct LinkSpec {
     /// Serialization rate in bit/s; `None` is unlimited (no queueing delay).
+    /// A link whose rate varies gives its nominal rate here: a schedule's
+    /// first, a trace's mean.
     pub rate: Option<u64>,
+    /// The capacity over time of a link whose rate varies (`trace FILE`,
+    /// `schedule 0s:100mbit,10s:20mbit`).
+    pub varies: Option<LinkRate>,
+    /// Where the link's router takes its capacity from (`capacity
+    /// measured|configured`); `None`: configured for `rate` and
+    /// `schedule`, measured for `trace`.
+    pub capacity: Option<CapacitySource>,
     /// Propagation delay.
     pub delay: Duration,
     /// Delay jitter: each packet's delay is uniform in delay ± jitter
@@ -86,6 +99,8 @@ impl Default for LinkSpec {
     fn default() -> Self {
         LinkSpec {
             rate: None,
+            varies: None,
+            capacity: None,
             delay: Duration::ZERO,
             jitter: Duration::ZERO,
             loss: Pattern::NONE,
@@ -332,8 +347,11 @@ where
 }
 
 /// The words a spec may contain.
-const KEYWORDS: [&str; 11] = [
+const KEYWORDS: [&str; 14] = [
     "rate",
+    "trace",
+    "schedule",
+    "capacity",
     "delay",
     "loss",
     "corrupt",
@@ -356,7 +374,7 @@ impl FromStr for LinkSpec {
         while let Some(word) = words.next() {
             let Some(keyword) = KEYWORDS.into_iter().find(|k| k.eq_ignore_ascii_case(word)) else {
                 return err(format!(
-                    "unknown word `{word}` (expected rate, delay, loss, corrupt, reorder, duplicate, limit, blackhole, queue, ecn or restart)"
+                    "unknown word `{word}` (expected rate, trace, schedule, capacity, delay, loss, corrupt, reorder, duplicate, limit, blackhole, queue, ecn or restart)"
                 ));
             };
             if seen.contains(&keyword) {
@@ -364,6 +382,19 @@ impl FromStr for LinkSpec {
             }
             seen.push(keyword);
             spec.set(keyword, &mut words)?;
+        }
+        if ["rate", "trace", "schedule"]
+            .iter()
+            .filter(|k| seen.contains(k))
+            .count()
+            > 1
+        {
+            return err("give one of `rate`, `trace` and `schedule`, not several");
+        }
+        if let (Some(LinkRate::Trace(_)), Some(CapacitySource::Configured)) =
+            (&spec.varies, spec.capacity)
+        {
+            return err("a trace has no configured rate: its router measures the capacity (`capacity measured`)");
         }
         if spec.reorder > 0.0 && spec.delay.is_zero() {
             return err("reorder needs a delay to reorder against (as in netem)");
@@ -380,6 +411,28 @@ impl FromStr for LinkSpec {
 }
 
 impl LinkSpec {
+    /// Where the link's router takes its capacity from: as the spec says,
+    /// else measured on a trace and configured otherwise.
+    pub fn capacity_source(&self) -> CapacitySource {
+        let traced = matches!(self.varies, Some(LinkRate::Trace(_)));
+        self.capacity.unwrap_or(if traced {
+            CapacitySource::Measured
+        } else {
+            CapacitySource::Configured
+        })
+    }
+
+    /// The link's capacity over time, if it has a rate.
+    pub fn link_rate(&self) -> Option<LinkRate> {
+        self.varies.clone().or(self.rate.map(LinkRate::Fixed))
+    }
+
+    /// A trace or schedule: its nominal rate stands in `rate`.
+    fn set_varying(&mut self, varies: LinkRate) {
+        self.rate = Some(varies.nominal_bps().round() as u64);
+        self.varies = Some(varies);
+    }
+
     /// Sets what `keyword` and the words after it say.
     fn set<'a, I>(
         &mut self,
@@ -402,6 +455,15 @@ impl LinkSpec {
                 };
                 match keyword {
                     "rate" => self.rate = Some(parse_rate(value)?),
+                    "trace" => {
+                        let trace = DeliveryTrace::read(Path::new(value)).map_err(SpecError)?;
+                        self.set_varying(LinkRate::Trace(Arc::new(trace)));
+                    }
+                    "schedule" => {
+                        let schedule = RateSchedule::parse(value).map_err(SpecError)?;
+                        self.set_varying(LinkRate::Schedule(Arc::new(schedule)));
+                    }
+                    "capacity" => self.capacity = Some(value.parse().map_err(SpecError)?),
                     "delay" => {
                         self.delay = parse_time(value)?;
                         if let Some(jitter) = words.next_if(|w| looks_numeric(w)) {
@@ -454,8 +516,22 @@ impl fmt::Display for LinkSpec {
     /// unit: exact and re-parsable).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut parts = Vec::new();
-        if let Some(rate) = self.rate {
-            parts.push(format!("rate {rate}bit"));
+        match &self.varies {
+            Some(LinkRate::Trace(t)) => parts.push(format!("trace {}", t.origin())),
+            Some(LinkRate::Schedule(s)) => {
+                let steps: Vec<String> = (s.steps().iter())
+                    .map(|&(from, bps)| format!("{}:{bps}bit", ShowDuration(from)))
+                    .collect();
+                parts.push(format!("schedule {}", steps.join(",")));
+            }
+            _ => {
+                if let Some(rate) = self.rate {
+                    parts.push(format!("rate {rate}bit"));
+                }
+            }
+        }
+        if let Some(source) = self.capacity {
+            parts.push(format!("capacity {source}"));
         }
         if !self.delay.is_zero() || !self.jitter.is_zero() {
             let mut delay = format!("delay {}", ShowDuration(self.delay));
@@ -627,6 +703,65 @@ mod tests {
         let forever = Blackhole { count: None, ..b };
         assert!(forever.is_dark(Duration::from_millis(19_000)));
         assert!(forever.is_dark(Duration::from_secs(7 * 1000 + 6)));
+    }
+
+    #[test]
+    fn a_link_takes_a_trace_or_a_schedule_in_place_of_its_rate() {
+        let dir = std::env::temp_dir().join(format!("ecnq-spec-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("four.down");
+        // Four opportunities in 4 ms: 12 Mbit/s.
+        std::fs::write(&file, "1\n1\n3\n4\n").unwrap();
+        let spec: LinkSpec = format!("trace {} delay 25ms limit 250", file.display())
+            .parse()
+            .unwrap();
+        assert_eq!(spec.rate, Some(12_000_000));
+        assert_eq!(spec.capacity_source(), CapacitySource::Measured);
+        assert!(matches!(spec.link_rate(), Some(LinkRate::Trace(_))));
+        assert_eq!(spec.to_string().parse::<LinkSpec>(), Ok(spec.clone()));
+        let spec: LinkSpec = "schedule 0s:100mbit,10s:20mbit,20s:100mbit delay 20ms"
+            .parse()
+            .unwrap();
+        assert_eq!(spec.rate, Some(100_000_000));
+        assert_eq!(spec.capacity_source(), CapacitySource::Configured);
+        assert_eq!(spec.to_string().parse::<LinkSpec>(), Ok(spec.clone()));
+        let measured: LinkSpec = "rate 50mbit capacity measured".parse().unwrap();
+        assert_eq!(measured.capacity_source(), CapacitySource::Measured);
+        assert_eq!(measured.link_rate(), Some(LinkRate::Fixed(50_000_000)));
+        std::fs::write(dir.join("empty.down"), "").unwrap();
+        std::fs::write(dir.join("bad.down"), "1\n2\nx\n").unwrap();
+        for (words, want) in [
+            (
+                format!("trace {}", dir.join("none").display()),
+                "none: No such file",
+            ),
+            (
+                format!("trace {}", dir.join("empty.down").display()),
+                "the trace is empty",
+            ),
+            (
+                format!("trace {}", dir.join("bad.down").display()),
+                "bad.down:3: `x`",
+            ),
+            (
+                format!("trace {} capacity configured", file.display()),
+                "a trace has no configured rate",
+            ),
+            (
+                format!("rate 1mbit trace {}", file.display()),
+                "one of `rate`, `trace` and `schedule`",
+            ),
+            (
+                "schedule 0s:100mbit,10s:20mbit,5s:1mbit".to_owned(),
+                "in time order",
+            ),
+            ("schedule 0s:100mbps".to_owned(), "ambiguous"),
+            ("capacity oracle".to_owned(), "unknown capacity `oracle`"),
+        ] {
+            let e = words.parse::<LinkSpec>().unwrap_err().to_string();
+            assert!(e.contains(want), "{words}: {e}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

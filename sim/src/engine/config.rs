@@ -4,6 +4,7 @@
 
 use crate::protocol::Protocol;
 use ecnq::router::bottleneck::Discipline;
+use ecnq::router::capacity::{CapacitySource, LinkRate};
 use ecnq::router::MarkingMode;
 
 use super::clock::Nanos;
@@ -17,8 +18,14 @@ pub use ecnq::router::bottleneck::QueueLimit as BufferLimit;
 pub struct LinkSpec {
     /// Name for reports.
     pub name: String,
-    /// Rate in bits per second; `None` is a pure delay with no queue.
+    /// Rate in bits per second; `None` is a pure delay with no queue. A
+    /// link whose rate varies gives its nominal rate here (a schedule's
+    /// first, a trace's mean: buffers in BDPs and loads are sized by it).
     pub rate: Option<f64>,
+    /// The capacity over time of a link whose rate varies.
+    pub varies: Option<LinkRate>,
+    /// Where its router takes the capacity it meters against.
+    pub capacity: CapacitySource,
     /// Propagation delay.
     pub delay: Nanos,
     /// Drop-tail limit.

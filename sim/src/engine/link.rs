@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use ecnq::router::bottleneck::{Bottleneck, BottleneckConfig, Class, CLASSES};
+use ecnq::router::capacity::LinkRate;
 use ecnq::router::{MarkCounters, RouterConfig};
 use ecnq::statistics::SojournHistogram;
 use ecnq::LinkLoad;
@@ -68,8 +69,13 @@ impl Link {
             let mut router = RouterConfig::new(bps / 8.0, 0);
             router.classic_threshold = spec.ecn_threshold.max(1);
             router.mode = spec.marking;
+            let rate = spec
+                .varies
+                .clone()
+                .unwrap_or(LinkRate::Fixed(bps.round() as u64));
             let config = BottleneckConfig {
-                rate: Some(bps.round() as u64),
+                rate: Some(rate),
+                capacity: spec.capacity,
                 limit: spec.buffer,
                 discipline: spec.discipline,
                 router,
@@ -136,6 +142,14 @@ impl Link {
         }
     }
 
+    /// Bytes a link whose rate varies could carry from `from` to `to`:
+    /// the capacity in force, for its utilization (`None` for a fixed
+    /// rate, whose figures keep their own formula).
+    pub fn varying_capacity_bytes(&self, from: Nanos, to: Nanos) -> Option<f64> {
+        self.spec.varies.as_ref()?;
+        self.bottleneck.as_ref()?.capacity_bytes(dur(from), dur(to))
+    }
+
     /// The link's router restarts at `now`, its state lost.
     pub(super) fn restart_router(&mut self, now: Nanos) {
         if let Some(b) = self.bottleneck.as_mut() {
@@ -162,8 +176,14 @@ pub struct LinkSample {
     pub time: Nanos,
     /// Link index.
     pub link: u32,
-    /// Departures over capacity in the period.
+    /// Departures over capacity in the period (the capacity in force, on
+    /// a link whose rate varies).
     pub utilization: f64,
+    /// The capacity in force over the period, bits per second.
+    pub capacity_bps: f64,
+    /// The capacity its router meters against now, bits per second (what
+    /// it measured, with `capacity = "measured"`).
+    pub router_bps: f64,
     /// Waiting packets now.
     pub queue_packets: u64,
     /// Waiting bytes now.

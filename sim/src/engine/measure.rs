@@ -11,7 +11,8 @@ impl Sim {
     /// Records one time-series row per live flow and reported link.
     pub(super) fn take_sample(&mut self) {
         let now = self.clock.now();
-        let dt = (now - self.last_sample) as f64 / 1e9;
+        let since = self.last_sample;
+        let dt = (now - since) as f64 / 1e9;
         self.last_sample = now;
         if dt > 0.0 {
             for (i, flow) in self.flows.iter_mut().enumerate() {
@@ -35,15 +36,23 @@ impl Sim {
                 else {
                     continue;
                 };
+                let router_bps = bottleneck.capacity() * 8.0;
                 let port = bottleneck.router_mut();
                 port.advance(dur(now));
+                let load = *port.meter().load();
+                let (utilization, capacity_bps) = match link.varying_capacity_bytes(since, now) {
+                    Some(bytes) => (departed as f64 / bytes.max(1.0), bytes * 8.0 / dt),
+                    None => (departed as f64 * 8.0 / (bps * dt), bps),
+                };
                 self.link_series.push(LinkSample {
                     time: now,
                     link: i as u32,
-                    utilization: departed as f64 * 8.0 / (bps * dt),
+                    utilization,
+                    capacity_bps,
+                    router_bps,
                     queue_packets,
                     queue_bytes,
-                    load: *port.meter().load(),
+                    load,
                 });
             }
         }

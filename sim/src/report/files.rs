@@ -48,9 +48,11 @@ fn flows_csv(sim: &Sim) -> String {
     out
 }
 
-/// Every link sample: time, link, utilization, queue and load factors.
+/// Every link sample: time, link, utilization, queue, capacity in force
+/// and load factors.
 fn links_csv(sim: &Sim) -> String {
-    let mut out = String::from("time_s,link,utilization,queue_packets,queue_bytes");
+    let mut out =
+        String::from("time_s,link,utilization,queue_packets,queue_bytes,capacity_bps,router_bps");
     for formula in &FORMULAS {
         let _ = write!(out, ",load_{}", formula.name);
     }
@@ -58,12 +60,14 @@ fn links_csv(sim: &Sim) -> String {
     for s in &sim.link_series {
         let _ = write!(
             out,
-            "{:.3},{},{:.4},{},{}",
+            "{:.3},{},{:.4},{},{},{:.0},{:.0}",
             s.time as f64 / 1e9,
             sim.links[s.link as usize].spec.name,
             s.utilization,
             s.queue_packets,
             s.queue_bytes,
+            s.capacity_bps,
+            s.router_bps,
         );
         for (_, load) in s.load.iter() {
             let _ = write!(out, ",{:.4}", load.get());

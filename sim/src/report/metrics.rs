@@ -391,10 +391,18 @@ pub fn link_summaries(sim: &Sim) -> Vec<LinkSummary> {
                     .then(|| percentile(seen, 99.0) as f64 * mean_pkt * ms_per_byte)
             };
             let sojourn_ms = |class: Class| l.sojourns(class).percentile_ms(99.0);
+            let varying = l.varying_capacity_bytes(sim.measure_from(), sim.now());
+            let (rate_bps, utilization) = match varying {
+                Some(bytes) => (
+                    bytes * 8.0 / measured,
+                    s.departed_bytes as f64 / bytes.max(1.0),
+                ),
+                None => (rate, s.departed_bytes as f64 * 8.0 / (rate * measured)),
+            };
             Some(LinkSummary {
                 name: l.spec.name.clone(),
-                rate_bps: rate,
-                utilization: s.departed_bytes as f64 * 8.0 / (rate * measured),
+                rate_bps,
+                utilization,
                 mean_queue_packets: s.queue_packet_ns / (measured * 1e9),
                 p99_queue_packets: p99,
                 peak_queue_packets: s.peak_queue_packets,

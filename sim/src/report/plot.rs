@@ -32,7 +32,8 @@ fn chart(path: &Path, title: &str, y_label: &str, lines: &[Series]) -> Result<()
 
 /// Writes `rates.svg`, `windows.svg`, `queue.svg`, `utilization.svg` and `load.svg`.
 pub fn write_plots(sim: &Sim, summary: &Summary, dir: &Path) -> Result<(), String> {
-    let (rates, windows) = flow_lines(sim);
+    let (mut rates, windows) = flow_lines(sim);
+    rates.extend(capacity_lines(sim));
     let [queue, util, load] = link_lines(sim);
     let title = &summary.scenario;
     let scheme = &summary.scheme;
@@ -66,6 +67,27 @@ pub fn write_plots(sim: &Sim, summary: &Summary, dir: &Path) -> Result<(), Strin
         "load factor",
         &load,
     )
+}
+
+/// The capacity in force of each reported link whose rate varies, Mbit/s,
+/// drawn beside the flows' rates.
+fn capacity_lines(sim: &Sim) -> Vec<Series> {
+    let mut lines: BTreeMap<u32, Series> = BTreeMap::new();
+    for s in &sim.link_series {
+        let link = &sim.links[s.link as usize];
+        if link.spec.varies.is_none() {
+            continue;
+        }
+        lines
+            .entry(s.link)
+            .or_insert_with(|| Series {
+                name: format!("{} capacity", link.spec.name),
+                points: Vec::new(),
+            })
+            .points
+            .push((s.time as f64 / 1e9, s.capacity_bps / 1e6));
+    }
+    lines.into_values().collect()
 }
 
 /// Each flow's rate (Mbit/s) and window (packets) over time.

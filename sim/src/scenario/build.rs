@@ -4,6 +4,10 @@
 //! of fake newcomers its stream.
 
 use std::ops::Range;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ecnq::router::capacity::{CapacitySource, DeliveryTrace, LinkRate, RateSchedule};
 
 use ecnq::Scheme;
 use toml::Spanned;
@@ -127,10 +131,24 @@ impl Builder<'_> {
             return Err(self.error_at(span, &what, "loss must be between 0 and 1"));
         }
         let blackout = self.span_of(l.reverse_blackout, span.clone(), &what, "reverse_blackout")?;
-        let (buffer, ecn_threshold) = self.buffers(l, span, &what)?;
+        let (varies, capacity) = self.capacity(l, span.clone(), &what)?;
+        let rate = match (l.rate, &varies) {
+            (Some(rate), None) => rate.0,
+            (None, Some(varies)) => varies.nominal_bps(),
+            _ => {
+                return Err(self.error_at(
+                    span,
+                    &what,
+                    "a link needs one of `rate`, `trace` and `schedule`",
+                ))
+            }
+        };
+        let (buffer, ecn_threshold) = self.buffers(l, rate, span, &what)?;
         let d = self.net.duplex(&DuplexSpec {
             name: l.name.clone(),
-            rate: l.rate.0,
+            rate,
+            varies,
+            capacity,
             delay: l.delay.0,
             buffer,
             loss: l.loss,
@@ -146,11 +164,59 @@ impl Builder<'_> {
         Ok(())
     }
 
+    /// A link's capacity over time, if it varies (a `trace` or a
+    /// `schedule`), and where its router takes its capacity from.
+    fn capacity(
+        &self,
+        l: &LinkEntry,
+        span: Range<usize>,
+        what: &str,
+    ) -> Result<(Option<LinkRate>, CapacitySource), String> {
+        let varies = match (l.rate, &l.trace, &l.schedule) {
+            (None, Some(file), None) => {
+                let trace = DeliveryTrace::read(&self.scenario.trace_path(file))
+                    .map_err(|e| self.error_at(span.clone(), &format!("{what}.trace"), e))?;
+                Some(LinkRate::Trace(Arc::new(trace)))
+            }
+            (None, None, Some(steps)) => {
+                let steps = steps
+                    .iter()
+                    .map(|&(from, rate)| (Duration::from_nanos(from.0), rate.0.round() as u64))
+                    .collect();
+                let schedule = RateSchedule::new(steps)
+                    .map_err(|e| self.error_at(span.clone(), &format!("{what}.schedule"), e))?;
+                Some(LinkRate::Schedule(Arc::new(schedule)))
+            }
+            (Some(_), None, None) => None,
+            _ => {
+                return Err(self.error_at(
+                    span,
+                    what,
+                    "give one of `rate`, `trace` and `schedule`, not several",
+                ))
+            }
+        };
+        let capacity = match (l.capacity, &l.trace) {
+            (Some(CapacitySource::Configured), Some(_)) => {
+                return Err(self.error_at(
+                    span,
+                    &format!("{what}.capacity"),
+                    "a trace has no configured rate: its router measures the capacity",
+                ))
+            }
+            (None, Some(_)) => CapacitySource::Measured,
+            (source, _) => source.unwrap_or_default(),
+        };
+        Ok((varies, capacity))
+    }
+
     /// A link's buffer limit (with its floor) and its classic ECN marking
-    /// threshold in bytes (default: half the buffer).
+    /// threshold in bytes (default: half the buffer); `rate` is its
+    /// nominal rate, bits per second.
     fn buffers(
         &self,
         l: &LinkEntry,
+        rate: f64,
         span: Range<usize>,
         what: &str,
     ) -> Result<(BufferLimit, u64), String> {
@@ -163,7 +229,7 @@ impl Builder<'_> {
                 Buffer::Bdp(x) => {
                     // Saturating: any delay a file may give must not overflow.
                     let rtt = bdp_rtt.map_or(l.delay.0.saturating_mul(2), |t| t.0);
-                    let bytes = x * l.rate.0 / 8.0 * rtt as f64 / 1e9;
+                    let bytes = x * rate / 8.0 * rtt as f64 / 1e9;
                     BufferLimit::Packets((bytes / f64::from(mss)).round().max(1.0) as u64)
                 }
             })

@@ -8,6 +8,7 @@ use super::quantity::{Buffer, Bytes, Rate, Time};
 use crate::engine::FeedbackPath;
 use crate::protocol::Protocol;
 use ecnq::router::bottleneck::Discipline;
+use ecnq::router::capacity::CapacitySource;
 use ecnq::router::MarkingMode;
 
 /// One value or a list (a list gives one value per flow of a group, cycled).
@@ -37,8 +38,22 @@ impl<T: Copy> OneOrMany<T> {
 pub struct LinkEntry {
     /// Unique name (paths refer to it).
     pub name: String,
-    /// Rate, e.g. `"20Mbit"`.
-    pub rate: Rate,
+    /// Rate, e.g. `"20Mbit"`; a link gives this, `trace` or `schedule`.
+    pub rate: Option<Rate>,
+    /// A Mahimahi delivery trace for the forward direction, e.g.
+    /// `"ATT-LTE-driving.down"`: a path from the scenario file's directory,
+    /// else from `ECNQ_TRACES` ([`super::trace_dir`]). The reverse
+    /// direction runs at the trace's mean rate.
+    pub trace: Option<String>,
+    /// Piecewise-constant rates for the forward direction, e.g.
+    /// `[["0s", "100Mbit"], ["10s", "20Mbit"]]`; the reverse direction runs
+    /// at the first.
+    pub schedule: Option<Vec<(Time, Rate)>>,
+    /// `"configured"` (the router meters against the rate in force, the
+    /// default for `rate` and `schedule`) or `"measured"` (against what the
+    /// link drains, the default and the only choice for `trace`).
+    #[serde(default, deserialize_with = "capacity")]
+    pub capacity: Option<CapacitySource>,
     /// One-way propagation delay, e.g. `"10ms"`.
     pub delay: Time,
     /// Drop-tail buffer: `"50pkt"`, `"64kb"` (bytes, powers of 1024) or `"1bdp"` (rate × `bdp_rtt`).
@@ -88,6 +103,11 @@ impl Default for Marking {
 fn marking<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Marking, D::Error> {
     let text = String::deserialize(d)?;
     text.parse().map(Marking).map_err(serde::de::Error::custom)
+}
+
+fn capacity<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<CapacitySource>, D::Error> {
+    let text = String::deserialize(d)?;
+    text.parse().map(Some).map_err(serde::de::Error::custom)
 }
 
 fn feedback_path<'de, D: serde::Deserializer<'de>>(d: D) -> Result<FeedbackPath, D::Error> {

@@ -14,7 +14,7 @@ pub mod file;
 pub mod quantity;
 pub mod topology;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 pub use edits::apply_edits;
 pub use file::{
@@ -61,6 +61,14 @@ pub struct Overrides {
     pub duration: Option<Nanos>,
     /// Replaces the feedback path.
     pub feedback: Option<FeedbackPath>,
+}
+
+/// Where the public delivery traces are: `ECNQ_TRACES`, else
+/// `../shared/traces` beside this source tree.
+pub fn trace_dir() -> PathBuf {
+    std::env::var_os("ECNQ_TRACES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/traces"))
 }
 
 fn line_of(source: &str, offset: usize) -> usize {
@@ -111,6 +119,31 @@ impl Scenario {
             self.origin,
             line_of(&self.source, span.start)
         )
+    }
+
+    /// Where a link's `trace` file is: as written when absolute or found
+    /// from the scenario file's directory, else in [`trace_dir`].
+    pub fn trace_path(&self, file: &str) -> PathBuf {
+        let beside = Path::new(&self.origin)
+            .parent()
+            .unwrap_or(Path::new(""))
+            .join(file);
+        if beside.is_file() {
+            beside
+        } else {
+            trace_dir().join(file)
+        }
+    }
+
+    /// The trace files its links name that are not there: a scenario over
+    /// the public traces runs where they are, and tests skip it elsewhere.
+    pub fn missing_traces(&self) -> Vec<PathBuf> {
+        let links = self.file.links.iter().map(|l| l.get_ref());
+        links
+            .filter_map(|l| l.trace.as_deref())
+            .map(|t| self.trace_path(t))
+            .filter(|p| !p.is_file())
+            .collect()
     }
 
     /// The protocol the scenario's main flows run under these overrides.
@@ -229,7 +262,7 @@ rtt = ["20ms", "40ms"]
             "seed=9".to_owned(),
         ];
         let s = Scenario::parse("t", "t", TEXT, &set).unwrap();
-        assert_eq!(s.file.links[0].get_ref().rate, Rate(4e6));
+        assert_eq!(s.file.links[0].get_ref().rate, Some(Rate(4e6)));
         assert_eq!(s.file.flows[0].get_ref().count, 3);
         assert_eq!(s.file.seed, 9);
         let config = s.build(&Overrides::default()).unwrap();

@@ -4,6 +4,7 @@
 //! other topology a list of links and the routes flows take over them.
 
 use ecnq::router::bottleneck::Discipline;
+use ecnq::router::capacity::{CapacitySource, LinkRate};
 use ecnq::router::MarkingMode;
 
 use crate::engine::{
@@ -24,8 +25,13 @@ pub struct Duplex {
 pub struct DuplexSpec {
     /// Name; the reverse direction is named `<name>-rev`.
     pub name: String,
-    /// Bits per second.
+    /// Bits per second: the nominal rate of a link whose rate varies.
     pub rate: f64,
+    /// The forward direction's capacity over time, when it varies; the
+    /// reverse direction runs at `rate`.
+    pub varies: Option<LinkRate>,
+    /// Where both directions' routers take their capacity from.
+    pub capacity: CapacitySource,
     /// One-way propagation delay.
     pub delay: Nanos,
     /// Drop-tail limit.
@@ -77,6 +83,8 @@ impl Network {
         let one_way = |name: String, reverse: bool| LinkSpec {
             name,
             rate: Some(spec.rate),
+            varies: spec.varies.clone().filter(|_| !reverse),
+            capacity: spec.capacity,
             delay: spec.delay,
             buffer: spec.buffer,
             loss: if reverse {
@@ -102,6 +110,8 @@ impl Network {
         self.links.push(LinkSpec {
             name,
             rate: None,
+            varies: None,
+            capacity: CapacitySource::Configured,
             delay,
             buffer: BufferLimit::Packets(0),
             loss: 0.0,
@@ -186,6 +196,8 @@ mod tests {
         DuplexSpec {
             name: name.into(),
             rate: 1e6,
+            varies: None,
+            capacity: CapacitySource::Configured,
             delay: delay_ms * 1_000_000,
             buffer: BufferLimit::Packets(10),
             loss: 0.0,

@@ -17,6 +17,7 @@ use std::time::Duration;
 use super::sending::QUINN_PACING_GAIN;
 use super::{Event, PeerMode, Progress, Session, SessionStats};
 use crate::router::bottleneck::{Bottleneck, BottleneckConfig, Discipline, QueueLimit, Queued};
+use crate::router::capacity::{CapacitySource, LinkRate};
 use crate::router::{MarkingMode, RouterConfig};
 use crate::schemes::registry::Scheme;
 use crate::signal::{LawConfig, PacketMarks, RttSample};
@@ -254,7 +255,8 @@ pub(super) fn bottleneck<P: Queued>(marking: MarkingMode, now: Duration) -> Bott
     let mut router = RouterConfig::new(LINK_RATE as f64 / 8.0, 100 * (MSS + HEADERS));
     router.mode = marking;
     let config = BottleneckConfig {
-        rate: Some(LINK_RATE),
+        rate: Some(LinkRate::Fixed(LINK_RATE)),
+        capacity: CapacitySource::Configured,
         limit: QueueLimit::Packets(100),
         discipline: Discipline::Fifo,
         router,

@@ -81,6 +81,11 @@ impl ActiveFlows {
         }
     }
 
+    /// The link carries `capacity` bytes per second from now on.
+    pub(super) fn set_capacity(&mut self, capacity: f64) {
+        self.capacity = capacity;
+    }
+
     /// Notes a packet of `flow` of `len` bytes; returns whether the counts
     /// or the light flows changed.
     /// `waiting` is what each flow has waiting in each queue.

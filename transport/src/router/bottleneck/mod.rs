@@ -55,6 +55,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+use crate::router::capacity::{CapacitySource, DrainRate, LinkRate, Serializer};
 use crate::router::policer::Policer;
 use crate::router::{MarkingMode, RouterConfig, RouterLink};
 use crate::signal::PacketMarks;
@@ -127,8 +128,13 @@ pub enum QueueLimit {
 /// How a bottleneck is built.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BottleneckConfig {
-    /// Link rate in bits per second; `None` serializes instantly.
-    pub rate: Option<u64>,
+    /// The link's capacity over time (a fixed rate, a schedule, a trace);
+    /// `None` serializes instantly.
+    pub rate: Option<LinkRate>,
+    /// Where the router takes the capacity it meters against: the rate
+    /// configured (the meter's capacity, a schedule's rate in force), or
+    /// what the link drains ([`DrainRate`]).
+    pub capacity: CapacitySource,
     /// Each queue's limit.
     pub limit: QueueLimit,
     /// How packets are queued.
@@ -250,10 +256,18 @@ pub struct Departure<P> {
 
 /// One output link's queues and serialization (see the module docs).
 pub struct Bottleneck<P> {
-    rate: Option<u64>,
+    serializer: Serializer,
     limit: QueueLimit,
     discipline: Discipline,
+    /// The capacity the router meters against, bytes per second.
     capacity: f64,
+    source: CapacitySource,
+    /// With a measured capacity, what the link drains.
+    drain: Option<DrainRate>,
+    /// With a configured schedule, the rate the router was last told.
+    told: Option<u64>,
+    /// When the link started: a schedule's and a trace's time zero.
+    origin: Duration,
     router: RouterLink,
     queues: [VecDeque<Waiting<P>>; CLASSES],
     bytes: [u64; CLASSES],
@@ -280,7 +294,6 @@ pub struct Bottleneck<P> {
     seed: u64,
     /// The packet in service: when it ends, its sojourn, the packet.
     in_service: Option<(Duration, Duration, Waiting<P>)>,
-    remainder: u128,
     counters: [ClassCounters; CLASSES],
     /// Each class's departed packets by sojourn, beside the counters so
     /// that those stay `Copy`.
@@ -309,11 +322,17 @@ impl<P: Queued> Bottleneck<P> {
             _ => Discipline::Fifo,
         };
         let interval = config.router.meter.interval;
+        let drain =
+            (config.capacity == CapacitySource::Measured).then(|| DrainRate::new(capacity, now));
         Bottleneck {
-            rate: config.rate,
+            serializer: Serializer::new(config.rate, now),
             limit: config.limit,
             discipline,
             capacity,
+            source: config.capacity,
+            drain,
+            told: None,
+            origin: now,
             router: RouterLink::new(config.router, now),
             queues: [VecDeque::new(), VecDeque::new(), VecDeque::new()],
             bytes: [0; CLASSES],
@@ -328,7 +347,6 @@ impl<P: Queued> Bottleneck<P> {
             pi2: Pi2::new(now, config.seed),
             seed: config.seed,
             in_service: None,
-            remainder: 0,
             counters: [ClassCounters::default(); CLASSES],
             sojourns: Default::default(),
             dropped: Vec::new(),
@@ -353,6 +371,10 @@ impl<P: Queued> Bottleneck<P> {
     /// Offers a packet at `now`: it is metered, marked and queued, or
     /// handed back with the reason it was dropped.
     pub fn offer(&mut self, now: Duration, packet: P) -> Result<(), (Dropped, P)> {
+        self.follow_schedule(now);
+        if let Some(capacity) = self.drain.as_mut().and_then(|d| d.advance(now)) {
+            self.set_capacity(now, capacity);
+        }
         let len = packet.wire_len();
         let marks = packet.marks();
         let class = self.class_of(marks.as_ref());
@@ -459,7 +481,7 @@ impl<P: Queued> Bottleneck<P> {
         loop {
             let Some(class) = self.next_class() else {
                 // The link goes idle: no fraction to carry.
-                self.remainder = 0;
+                self.serializer.idle();
                 return;
             };
             let Some(mut waiting) = self.take_head(start, class) else {
@@ -564,19 +586,44 @@ impl<P: Queued> Bottleneck<P> {
         if waiting.class == Class::Ecnq {
             self.allowance.spend(len);
         }
-        let end = start + self.transmission_time(len);
+        let end = self.serializer.end(start, len);
+        if let Some(capacity) = self.drain.as_mut().and_then(|d| d.on_start(start)) {
+            self.set_capacity(start, capacity);
+        }
         self.in_service = Some((end, sojourn, waiting));
     }
 
-    /// `len · 8 / rate` with the sub-nanosecond remainder carried over.
-    fn transmission_time(&mut self, len: u32) -> Duration {
-        let Some(rate) = self.rate.filter(|&r| r > 0) else {
-            return Duration::ZERO;
+    /// A configured schedule tells the router each new rate as it comes
+    /// into force (`a_configured_schedule_is_metered_at_its_rate_in_force`).
+    fn follow_schedule(&mut self, now: Duration) {
+        if self.source != CapacitySource::Configured {
+            return;
+        }
+        let Some(LinkRate::Schedule(s)) = self.serializer.rate() else {
+            return;
         };
-        let numerator = u128::from(len) * 8 * 1_000_000_000 + self.remainder;
-        let rate = u128::from(rate);
-        self.remainder = numerator % rate;
-        Duration::from_nanos((numerator / rate) as u64)
+        let bps = s.rate_at(now.saturating_sub(self.origin));
+        if self.told != Some(bps) {
+            let first = self.told.is_none();
+            self.told = Some(bps);
+            if !first || bps as f64 / 8.0 != self.capacity {
+                self.set_capacity(now, bps as f64 / 8.0);
+            }
+        }
+    }
+
+    /// The router meters against `capacity` bytes per second from `now`:
+    /// the ecnq queue's share of it, its flows' light-flow test and
+    /// policing, and the L4S step's length in bytes all follow.
+    fn set_capacity(&mut self, now: Duration, capacity: f64) {
+        self.capacity = capacity;
+        self.flows.set_capacity(capacity);
+        if self.discipline == Discipline::Dual {
+            self.update_share(now);
+        } else {
+            self.router.set_capacity(capacity);
+            self.policer.set_capacity(capacity);
+        }
     }
 
     /// When the packet in service ends, if one is.
@@ -595,6 +642,10 @@ impl<P: Queued> Bottleneck<P> {
         let end = self.next_departure().filter(|&end| end <= now)?;
         let (_, sojourn, waiting) = self.in_service.take()?;
         let len = waiting.packet.wire_len();
+        if let Some(capacity) = self.drain.as_mut().and_then(|d| d.on_departure(end, len)) {
+            self.set_capacity(end, capacity);
+        }
+        self.follow_schedule(end);
         let c = waiting.class as usize;
         self.counters[c].departures += 1;
         self.counters[c].departure_bytes += u64::from(len);
@@ -616,6 +667,30 @@ impl<P: Queued> Bottleneck<P> {
     /// why: CoDel's, and those pushed out for a lighter flow's packet.
     pub fn take_drops(&mut self) -> std::vec::Drain<'_, (Dropped, P)> {
         self.dropped.drain(..)
+    }
+
+    /// The link's capacity over time, if it has a rate.
+    pub fn link_rate(&self) -> Option<&LinkRate> {
+        self.serializer.rate()
+    }
+
+    /// Where the router takes its capacity from.
+    pub fn capacity_source(&self) -> CapacitySource {
+        self.source
+    }
+
+    /// The capacity the router meters against now, bytes per second (the
+    /// whole link's; the ecnq queue's router is told its share of it).
+    pub fn capacity(&self) -> f64 {
+        self.capacity
+    }
+
+    /// Bytes the link could carry from `from` to `to` (the capacity in
+    /// force, not the router's figure); `None` for a link with no rate.
+    pub fn capacity_bytes(&self, from: Duration, to: Duration) -> Option<f64> {
+        let since = |t: Duration| t.saturating_sub(self.origin);
+        let rate = self.serializer.rate()?;
+        Some(rate.bytes_between(since(from), since(to)))
     }
 
     /// Waiting bytes (not the packet in service), every class.

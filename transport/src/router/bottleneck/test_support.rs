@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use super::{Bottleneck, BottleneckConfig, Discipline, QueueLimit, Queued};
+use crate::router::capacity::{CapacitySource, LinkRate};
 use crate::router::RouterConfig;
 use crate::signal::PacketMarks;
 use crate::wire::ecn::{Ecn, SchemeTag};
@@ -48,7 +49,8 @@ pub(super) fn link_from(discipline: Discipline, start: Duration) -> Bottleneck<P
 pub(super) fn link_at(discipline: Discipline, rate: u64, start: Duration) -> Bottleneck<Pkt> {
     Bottleneck::new(
         BottleneckConfig {
-            rate: Some(rate),
+            rate: Some(LinkRate::Fixed(rate)),
+            capacity: CapacitySource::Configured,
             limit: QueueLimit::Packets(1000),
             discipline,
             router: RouterConfig::new(rate as f64 / 8.0, 1_000_000),

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::router::bottleneck::test_support::*;
+use crate::router::capacity::{CapacitySource, DeliveryTrace, LinkRate, RateSchedule};
 use crate::wire::ecn::SchemeTag;
 
 #[test]
@@ -61,7 +62,8 @@ fn fifo_and_forced_marking_keep_one_queue() {
     config.mode = MarkingMode::Off;
     let b: Bottleneck<Pkt> = Bottleneck::new(
         BottleneckConfig {
-            rate: Some(8_000_000),
+            rate: Some(LinkRate::Fixed(8_000_000)),
+            capacity: CapacitySource::Configured,
             limit: QueueLimit::Packets(10),
             discipline: Discipline::Dual,
             router: config,
@@ -100,4 +102,101 @@ fn an_unresponsive_flow_gets_no_more_than_its_share() {
     assert!(out[1] >= 1990, "the honest flow got {}", out[1]);
     assert_eq!(b.policed_flows(), 1);
     assert!(b.counters(Class::Ecnq).policed > 0);
+}
+
+/// A FIFO link of `rate`, its router told `capacity` bytes per second
+/// and taking it from `source`.
+fn variable_link(rate: LinkRate, capacity: f64, source: CapacitySource) -> Bottleneck<Pkt> {
+    Bottleneck::new(
+        BottleneckConfig {
+            rate: Some(rate),
+            capacity: source,
+            limit: QueueLimit::Packets(1000),
+            discipline: Discipline::Fifo,
+            router: RouterConfig::new(capacity, 1_000_000),
+            seed: 0,
+        },
+        Duration::ZERO,
+    )
+}
+
+/// Offers one packet of each flow every millisecond from `from` to
+/// `to` ms, taking what departs.
+fn drive(b: &mut Bottleneck<Pkt>, flows: &[(u64, SchemeTag, Ecn)], from: u32, to: u32) {
+    for ms in from..to {
+        let now = MS * ms;
+        while b.depart(now).is_some() {}
+        for &(flow, tag, ecn) in flows {
+            let _ = b.offer(now, pkt(flow, tag, ecn));
+        }
+    }
+}
+
+fn schedule(words: &str) -> LinkRate {
+    LinkRate::Schedule(std::sync::Arc::new(RateSchedule::parse(words).unwrap()))
+}
+
+#[test]
+fn a_trace_link_delivers_at_its_opportunities() {
+    let trace = DeliveryTrace::parse("t", "1\n1\n2\n").unwrap();
+    let mut b = variable_link(
+        LinkRate::Trace(std::sync::Arc::new(trace)),
+        1e6,
+        CapacitySource::Configured,
+    );
+    for _ in 0..6 {
+        b.offer(Duration::ZERO, pkt(1, ERC, Ecn::Ect0)).unwrap();
+    }
+    let mut ends = Vec::new();
+    while let Some((end, _)) = b.depart(MS * 10) {
+        ends.push(end);
+    }
+    // 1000-byte packets, 1500 bytes an opportunity at 1, 1, 2, then 3, 3,
+    // 4 ms (the loop): three packets by 1 ms, the fourth at 2 ms, two
+    // more with the next loop's two at 3 ms.
+    assert_eq!(ends, [MS, MS, MS, MS * 2, MS * 3, MS * 3]);
+    assert_eq!(b.capacity_bytes(Duration::ZERO, MS * 4), Some(7_500.0));
+}
+
+#[test]
+fn a_configured_schedule_is_metered_at_its_rate_in_force() {
+    let mut b = variable_link(
+        schedule("0s:8mbit,100ms:4mbit"),
+        1e6,
+        CapacitySource::Configured,
+    );
+    let one = [(1, ERC, Ecn::Ect0)];
+    drive(&mut b, &one, 0, 100);
+    assert_eq!(ecnq_capacity(&b), 1e6);
+    drive(&mut b, &one, 100, 101);
+    assert_eq!(ecnq_capacity(&b), 5e5);
+    assert_eq!(b.capacity_bytes(Duration::ZERO, MS * 200), Some(150_000.0));
+}
+
+#[test]
+fn a_measured_capacity_follows_what_the_link_drains() {
+    // Told 1 Mbyte/s, the link drains 250 kbyte/s from 100 ms: a backlog
+    // (two packets offered a millisecond) reads it within a window.
+    let mut b = variable_link(
+        schedule("0s:8mbit,100ms:2mbit"),
+        1e6,
+        CapacitySource::Measured,
+    );
+    let busy = [(1, ERC, Ecn::Ect0), (2, ERC, Ecn::Ect0)];
+    drive(&mut b, &busy, 0, 100);
+    assert!(
+        (ecnq_capacity(&b) - 1e6).abs() < 1e3,
+        "{}",
+        ecnq_capacity(&b)
+    );
+    drive(&mut b, &busy, 100, 150);
+    assert!(
+        (ecnq_capacity(&b) - 2.5e5).abs() < 2.5e3,
+        "{}",
+        ecnq_capacity(&b)
+    );
+    // The configured one stays at what it was told.
+    let mut told = variable_link(LinkRate::Fixed(2_000_000), 1e6, CapacitySource::Configured);
+    let _ = run(&mut told, &busy, 150);
+    assert_eq!(ecnq_capacity(&told), 1e6);
 }

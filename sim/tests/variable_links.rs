@@ -1,0 +1,183 @@
+//! Links whose capacity changes (issue 56): the rate steps and the
+//! cellular traces, every scheme and baseline side by side. Each test
+//! prints its figures (`cargo test -p ecnq-sim --release --test
+//! variable_links -- --nocapture`); the simulator is deterministic, so
+//! none of them is timed.
+
+use ecnq::router::bottleneck::Class;
+use ecnq::statistics::{histogram_percentile, SojournHistogram};
+use ecnq_sim::engine::{Link, Sim};
+use ecnq_sim::protocol::Protocol;
+use ecnq_sim::runner;
+use ecnq_sim::scenario::Overrides;
+
+mod common;
+
+/// The sojourn percentiles of every class of a link, ms.
+fn delay_ms(link: &Link, p: f64) -> f64 {
+    let mut sum: Vec<u64> = Vec::new();
+    for class in Class::ALL {
+        let h = link.sojourns(class);
+        if sum.len() < h.buckets().len() {
+            sum.resize(h.buckets().len(), 0);
+        }
+        for (s, &n) in sum.iter_mut().zip(h.buckets()) {
+            *s += n;
+        }
+    }
+    let bucket = histogram_percentile(&sum, p).unwrap_or(0);
+    (bucket + 1) as f64 * SojournHistogram::BUCKET.as_secs_f64() * 1e3
+}
+
+/// One run's figures.
+struct Figures {
+    label: String,
+    throughput_mbps: f64,
+    utilization: f64,
+    p50_ms: f64,
+    p95_ms: f64,
+    p99_ms: f64,
+    loss: f64,
+}
+
+fn figures(label: &str, sim: &Sim, summary: &ecnq_sim::report::metrics::Summary) -> Figures {
+    let link = &sim.links[0];
+    let l = &summary.links[0];
+    Figures {
+        label: label.to_owned(),
+        throughput_mbps: l.utilization * l.rate_bps / 1e6,
+        utilization: l.utilization,
+        p50_ms: delay_ms(link, 50.0),
+        p95_ms: delay_ms(link, 95.0),
+        p99_ms: delay_ms(link, 99.0),
+        loss: l.loss,
+    }
+}
+
+fn run(name: &str, set: &[&str], protocol: &str) -> (Sim, ecnq_sim::report::metrics::Summary) {
+    let scenario = common::scenario(name, set);
+    let o = Overrides {
+        scheme: Some(protocol.parse::<Protocol>().unwrap()),
+        ..Overrides::default()
+    };
+    let r = runner::run(&scenario, &o).unwrap();
+    (r.sim, r.summary)
+}
+
+fn print(title: &str, rows: &[Figures]) {
+    println!("{title}");
+    println!(
+        "{:<14} {:>9} {:>6} {:>7} {:>7} {:>7} {:>7}",
+        "scheme", "Mbit/s", "util", "p50 ms", "p95 ms", "p99 ms", "loss"
+    );
+    for f in rows {
+        println!(
+            "{:<14} {:>9.2} {:>6.3} {:>7.1} {:>7.1} {:>7.1} {:>7.4}",
+            f.label, f.throughput_mbps, f.utilization, f.p50_ms, f.p95_ms, f.p99_ms, f.loss
+        );
+    }
+}
+
+const CELLULAR: [&str; 3] = [
+    "cellular-att-lte-down",
+    "cellular-att-lte-up",
+    "cellular-tmobile-umts-down",
+];
+
+#[test]
+fn cellular_traces_side_by_side() {
+    for name in CELLULAR {
+        let scenario = common::scenario(name, &[]);
+        let missing = scenario.missing_traces();
+        if !missing.is_empty() {
+            println!("{name}: skipped, no trace at {}", missing[0].display());
+            continue;
+        }
+        let cases = [
+            ("erc", "dual", "erc"),
+            ("erc-fifo", "fifo", "erc"),
+            ("cubic-fifo", "fifo", "cubic"),
+            ("cubic-codel", "dual", "cubic"),
+            ("bbr-fifo", "fifo", "bbr"),
+            ("prague-l4s", "dual", "prague"),
+        ];
+        let rows: Vec<Figures> = cases
+            .iter()
+            .map(|&(label, queue, p)| {
+                let q = format!("links.0.queue={queue}");
+                let (sim, s) = run(name, &[&q], p);
+                figures(label, &sim, &s)
+            })
+            .collect();
+        print(name, &rows);
+        for f in &rows {
+            // Against the capacity in force, no scheme carries more.
+            assert!(
+                f.utilization <= 1.0 + 1e-9,
+                "{name} {}: {}",
+                f.label,
+                f.utilization
+            );
+        }
+    }
+}
+
+/// Issue 56's rate steps, 100 → 20 → 100 Mbit/s under four erc flows
+/// at 40 ms, the router measuring the capacity: from 1 s after the fall
+/// the queue stays under 5 ms, and from 1 s after the rise the mean
+/// utilization is at least 0.9. The other schemes' figures are printed
+/// beside erc's.
+#[test]
+fn rate_steps_erc_follows_the_fall_and_the_rise() {
+    const S: u64 = 1_000_000_000;
+    for p in [
+        "erc", "cubic", "bbr", "prague", "vcp", "bmcc", "mcp", "tpcp",
+    ] {
+        let (sim, s) = run("rate-steps", &[], p);
+        let series: Vec<_> = sim.link_series.iter().filter(|x| x.link == 0).collect();
+        let q_ms =
+            |x: &&&ecnq_sim::engine::LinkSample| x.queue_bytes as f64 * 8.0 / x.capacity_bps * 1e3;
+        let after_fall = (series.iter())
+            .filter(|x| x.time > 11 * S && x.time <= 20 * S)
+            .map(|x| q_ms(&x))
+            .fold(0.0, f64::max);
+        let drained = (series.iter())
+            .find(|x| x.time > 10 * S && q_ms(x) < 5.0)
+            .map(|x| x.time as f64 / 1e9 - 10.0);
+        let rise: Vec<f64> = (series.iter())
+            .filter(|x| x.time > 21 * S)
+            .map(|x| x.utilization)
+            .collect();
+        let util_after_rise = rise.iter().sum::<f64>() / rise.len() as f64;
+        println!(
+            "{p:<8} util {:.3} drops {:>5}  queue from 1 s after the fall at most {:>5.1} ms, under 5 ms {:.1} s after it; utilization from 1 s after the rise {:.3}",
+            s.links[0].utilization,
+            s.links[0].drops,
+            after_fall,
+            drained.unwrap_or(f64::NAN),
+            util_after_rise
+        );
+        if p == "erc" {
+            assert!(after_fall < 5.0, "{after_fall} ms");
+            assert!(util_after_rise >= 0.9, "{util_after_rise}");
+        }
+    }
+}
+
+/// With a measured capacity, erc on a fixed 50 Mbit/s link is within 2 %
+/// of its utilization with the configured one (issue 56).
+#[test]
+fn a_measured_capacity_costs_erc_under_2_percent_on_a_fixed_link() {
+    let util = |capacity: &str| {
+        let set = ["links.0.rate=50Mbit", capacity];
+        let (_, s) = run("erc-staggered", &set, "erc");
+        s.links[0].utilization
+    };
+    let configured = util("links.0.capacity=configured");
+    let measured = util("links.0.capacity=measured");
+    println!("erc at 50 Mbit/s: utilization {configured:.4} configured, {measured:.4} measured");
+    assert!(
+        (measured / configured - 1.0).abs() <= 0.02,
+        "{measured} vs {configured}"
+    );
+}
