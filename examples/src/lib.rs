@@ -1,5 +1,6 @@
 //! Shared pieces of the ecnq demos and the `ecnq-perf` harness.
 
 pub mod echo;
+pub mod http3;
 pub mod perf;
 pub mod scale;

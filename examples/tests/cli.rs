@@ -76,6 +76,36 @@ fn hostile_flags_fail_cleanly() {
         (&["-s", "--pause", "1..2"], "--pause"),
         (&["-c", "127.0.0.1", "--send-window", "lots"], "lots"),
         (&["--no-such-flag"], "--no-such-flag"),
+        (
+            &["h3-server", "--root", "/nonexistent/www"],
+            "cannot serve /nonexistent/www",
+        ),
+        (
+            &["h3-server", "--root", "/etc/passwd"],
+            "is not a directory",
+        ),
+        (
+            &["h3-server", "--root", "/tmp", "--send-window", "0"],
+            "must be at least 1 byte",
+        ),
+        (
+            &["h3-server", "--root", "/tmp", "--listen", "nowhere"],
+            "nowhere",
+        ),
+        (
+            &["h3-server", "--root", "/tmp", "--cert", "/x.pem"],
+            "--key",
+        ),
+        (&["h3-get"], "<URL>"),
+        (&["h3-get", "http://localhost/x"], "not an https:// URL"),
+        (
+            &["h3-get", "https://a:1/x", "https://b:1/y"],
+            "all URLs must name one server",
+        ),
+        (
+            &["h3-get", "https://127.0.0.1:1/x", "--ca", "/nonexistent"],
+            "cannot read certificates",
+        ),
     ] {
         fails_with(args, message);
     }
@@ -183,5 +213,49 @@ fn a_server_told_to_stop_closes_its_connections() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+    std::fs::remove_dir_all(&tmp).unwrap();
+}
+
+/// `ecnq-perf h3-get` downloads from `ecnq-perf h3-server`, trusting the
+/// certificate the server left, and saves the file as it was.
+#[test]
+fn h3_get_downloads_from_h3_server() {
+    let tmp = scratch("h3");
+    let (root, out) = (tmp.join("www"), tmp.join("out"));
+    std::fs::create_dir_all(&root).unwrap();
+    let body: Vec<u8> = (0..200_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
+    std::fs::write(root.join("f.bin"), &body).unwrap();
+    let port = free_port().to_string();
+    let listen = format!("127.0.0.1:{port}");
+    let root_arg = root.to_str().unwrap();
+    let (mut server, _) = start_server(
+        &tmp,
+        &["h3-server", "--root", root_arg, "--listen", &listen],
+    );
+    let url = format!("https://localhost:{port}/f.bin");
+    let missing = format!("https://localhost:{port}/nope");
+    let get = |urls: &[&str]| {
+        Command::new(BIN)
+            .args(["h3-get", "--connect", &listen, "-o", out.to_str().unwrap()])
+            .args(urls)
+            .env("TMPDIR", &tmp)
+            .output()
+            .unwrap()
+    };
+    let ok = get(&[&url]);
+    let stdout = String::from_utf8_lossy(&ok.stdout);
+    assert!(
+        ok.status.success(),
+        "{stdout} {}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    assert!(stdout.contains("200 https://localhost"), "{stdout}");
+    assert_eq!(std::fs::read(out.join("f.bin")).unwrap(), body);
+    let not_found = get(&[&url, &missing]);
+    assert!(!not_found.status.success());
+    assert!(String::from_utf8_lossy(&not_found.stdout).contains("404"));
+    assert!(String::from_utf8_lossy(&not_found.stderr).contains("1 of 2 responses were not 2xx"));
+    server.kill().unwrap();
+    server.wait().unwrap();
     std::fs::remove_dir_all(&tmp).unwrap();
 }

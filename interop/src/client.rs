@@ -10,7 +10,7 @@ use quinn::{Connection, Endpoint, VarInt};
 use tokio::task::JoinSet;
 
 use crate::contract::{Config, Request, TestCase};
-use crate::{hq, tls, Stack, Summary};
+use crate::{hq, http3, tls, Stack, Summary};
 
 /// One client connection: its own endpoint (so every connection has its own
 /// UDP port, as a fresh client process would) and the stack's summary.
@@ -53,7 +53,11 @@ pub async fn run(stack: &dyn Stack, config: &Config) -> Result<(), String> {
         config,
         // One TLS configuration for every connection: its session cache
         // carries the ticket from the first connection to the resumed one.
-        crypto: tls::client_crypto(&config.keylog, config.testcase == TestCase::Chacha20)?,
+        crypto: tls::client_crypto(
+            &config.keylog,
+            config.testcase.alpn(),
+            config.testcase == TestCase::Chacha20,
+        )?,
         server: resolve(first).await?,
     };
     client.fetch_per_testcase().await
@@ -80,6 +84,12 @@ impl Client<'_> {
                     .connect(self.config.testcase == TestCase::ZeroRtt)
                     .await?;
                 fetch_all(&link.conn, &paths[1..], downloads, false).await?;
+                link.close(name).await;
+            }
+            TestCase::Http3 => {
+                let link = self.connect(false).await?;
+                let authority = self.config.requests[0].authority();
+                http3::fetch_all(&link.conn, &authority, &paths, downloads).await?;
                 link.close(name).await;
             }
             t if t.connection_per_request() => {
@@ -179,6 +189,13 @@ async fn fetch_all(
             hq::fetch(&conn, &path, &downloads, on_data).await
         });
     }
+    join_all(tasks).await
+}
+
+/// Waits for every request task; the first error, if any.
+pub(crate) async fn join_all<T: 'static>(
+    mut tasks: JoinSet<Result<T, String>>,
+) -> Result<(), String> {
     let mut first_error = None;
     while let Some(joined) = tasks.join_next().await {
         let outcome = joined

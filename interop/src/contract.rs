@@ -13,6 +13,8 @@ pub const EXIT_UNSUPPORTED: u8 = 127;
 
 /// ALPN of HTTP/0.9 over QUIC, the runner's default application protocol.
 pub const ALPN_HQ: &[u8] = b"hq-interop";
+/// ALPN of HTTP/3 (RFC 9114 §3.1), the runner's `http3` case.
+pub const ALPN_H3: &[u8] = b"h3";
 
 /// Which side of the connection this process plays.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,12 +57,14 @@ pub enum TestCase {
     BlackHole,
     Goodput,
     CrossTraffic,
+    /// The files over HTTP/3 instead of hq-interop.
+    Http3,
 }
 
 /// The runner's names, in the order of [`TestCase`]. The runner passes some
 /// network cases under another name (`multiconnect`, `transfer`); the
 /// network case names are accepted too, for runs by hand.
-const NAMES: [(&str, TestCase); 17] = [
+const NAMES: [(&str, TestCase); 18] = [
     ("handshake", TestCase::Handshake),
     ("transfer", TestCase::Transfer),
     ("multiplexing", TestCase::Multiplexing),
@@ -78,6 +82,7 @@ const NAMES: [(&str, TestCase); 17] = [
     ("blackhole", TestCase::BlackHole),
     ("goodput", TestCase::Goodput),
     ("crosstraffic", TestCase::CrossTraffic),
+    ("http3", TestCase::Http3),
 ];
 
 impl TestCase {
@@ -101,6 +106,14 @@ impl TestCase {
             self,
             TestCase::MultiConnect | TestCase::HandshakeLoss | TestCase::HandshakeCorruption
         )
+    }
+
+    /// The application protocol of the case's ALPN.
+    pub fn alpn(self) -> &'static [u8] {
+        match self {
+            TestCase::Http3 => ALPN_H3,
+            _ => ALPN_HQ,
+        }
     }
 
     /// Transport parameters the case calls for.
@@ -181,6 +194,17 @@ impl FromStr for Request {
     }
 }
 
+impl Request {
+    /// `host:port` as a URL writes it (an IPv6 host in brackets).
+    pub fn authority(&self) -> String {
+        if self.host.contains(':') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+}
+
 /// Everything the runner hands an endpoint, after flags and environment.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -222,6 +246,12 @@ mod tests {
     }
 
     #[test]
+    fn only_http3_speaks_h3() {
+        assert_eq!(TestCase::Http3.alpn(), b"h3");
+        assert_eq!(TestCase::Transfer.alpn(), b"hq-interop");
+    }
+
+    #[test]
     fn parses_request_urls() {
         let r: Request = "https://server4:443/abc".parse().unwrap();
         assert_eq!(
@@ -233,8 +263,10 @@ mod tests {
             (r.host.as_str(), r.port, r.path.as_str()),
             ("fd00::1", 4433, "/x/y")
         );
+        assert_eq!(r.authority(), "[fd00::1]:4433");
         let r: Request = "https://h/".parse().unwrap();
         assert_eq!(r.port, 443);
+        assert_eq!(r.authority(), "h:443");
         for bad in [
             "http://h/x",
             "https://:443/x",

@@ -1,6 +1,7 @@
 //! The quic-interop-runner contract on quinn: the environment and paths an
 //! endpoint is given ([`contract`]), TLS set-up with NSS key logs ([`tls`]),
-//! HTTP/0.9 over QUIC (`hq-interop`, [`hq`]), and the per-test-case client and
+//! HTTP/0.9 over QUIC (`hq-interop`, [`hq`]), HTTP/3 for the `http3` case
+//! ([`http3`]), and the per-test-case client and
 //! server behaviour ([`client`], [`server`]).
 //!
 //! The QUIC stack under it is a [`Stack`]: vanilla quinn for our quinn peer
@@ -10,6 +11,7 @@ pub mod cli;
 pub mod client;
 pub mod contract;
 pub mod hq;
+pub mod http3;
 pub mod server;
 pub mod tls;
 

@@ -1,5 +1,6 @@
-//! The runner's server: hq-interop on UDP 443, Retry when the test case is
-//! `retry`, 0-RTT and resumption always available.
+//! The runner's server: hq-interop (HTTP/3 in the `http3` case) on UDP
+//! 443, Retry when the test case is `retry`, 0-RTT and resumption always
+//! available.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -8,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::contract::{Config, TestCase};
-use crate::{hq, tls, Hooks, Stack, Summary};
+use crate::{hq, http3, tls, Hooks, Stack, Summary};
 
 /// Summaries of the live connections, printed when a connection ends or,
 /// for those still open, when the server is stopped (some clients exit
@@ -63,7 +64,7 @@ pub async fn run(stack: &dyn Stack, config: &Config) -> Result<(), String> {
 }
 
 async fn serve(stack: &dyn Stack, config: &Config, live: Live) -> Result<(), String> {
-    let crypto = tls::server_crypto(&config.certs, &config.keylog)?;
+    let crypto = tls::server_crypto(&config.certs, &config.keylog, config.testcase.alpn())?;
     let (endpoint, hooks) = stack.bind(
         config.listen,
         Some(server_config(crypto.clone(), config, None)),
@@ -113,8 +114,18 @@ async fn serve(stack: &dyn Stack, config: &Config, live: Live) -> Result<(), Str
                     return eprintln!("{name}: refused {remote}: {e}");
                 }
             };
-            // Take 0-RTT streams as soon as they arrive (0.5-RTT answers).
-            let conn = match connecting.into_0rtt() {
+            // Take 0-RTT streams as soon as they arrive (0.5-RTT answers),
+            // except in http3, whose server opens its control and QPACK
+            // streams at once: opened before the handshake completes, they
+            // never went out on ecnq's socket to quic-go's client, and the
+            // connection stalled until its idle timeout (vanilla quinn's
+            // socket sends them).
+            let attempt = if config.testcase == TestCase::Http3 {
+                Err(connecting)
+            } else {
+                connecting.into_0rtt()
+            };
+            let conn = match attempt {
                 Ok((conn, _accepted)) => conn,
                 Err(connecting) => match connecting.await {
                     Ok(conn) => conn,
@@ -126,7 +137,11 @@ async fn serve(stack: &dyn Stack, config: &Config, live: Live) -> Result<(), Str
             };
             let id = conn.stable_id();
             live.insert(id, remote, pending.attach(&conn));
-            hq::serve_connection(conn, root).await;
+            if config.testcase == TestCase::Http3 {
+                http3::serve_connection(conn, root).await;
+            } else {
+                hq::serve_connection(conn, root).await;
+            }
             live.report(name, Some(id));
         });
     }

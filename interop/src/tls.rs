@@ -15,8 +15,6 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
 
-use crate::contract::ALPN_HQ;
-
 /// Writes TLS secrets in the NSS key log format (what `SSLKEYLOGFILE` means
 /// to browsers and tshark), appending, one line per secret.
 #[derive(Debug)]
@@ -82,11 +80,12 @@ pub fn load_identity(
     Ok((chain, key))
 }
 
-/// The server's QUIC TLS configuration: TLS 1.3, hq-interop, 0-RTT allowed
+/// The server's QUIC TLS configuration: TLS 1.3, ALPN `alpn`, 0-RTT allowed
 /// (quinn requires `max_early_data_size` to be 0 or `u32::MAX`).
 pub fn server_crypto(
     certs: &Path,
     keylog: &Option<PathBuf>,
+    alpn: &[u8],
 ) -> Result<Arc<QuicServerConfig>, String> {
     let (chain, key) = load_identity(certs)?;
     let mut config =
@@ -96,7 +95,7 @@ pub fn server_crypto(
             .with_no_client_auth()
             .with_single_cert(chain, key)
             .map_err(|e| format!("server certificate: {e}"))?;
-    config.alpn_protocols = vec![ALPN_HQ.to_vec()];
+    config.alpn_protocols = vec![alpn.to_vec()];
     config.max_early_data_size = u32::MAX;
     if let Some(log) = key_log(keylog)? {
         config.key_log = log;
@@ -105,11 +104,12 @@ pub fn server_crypto(
     Ok(Arc::new(quic))
 }
 
-/// The client's QUIC TLS configuration. With `chacha20_only` the client
-/// offers only TLS_CHACHA20_POLY1305_SHA256 (Initial packets still use
-/// AES-128-GCM, as RFC 9001 §5.2 fixes).
+/// The client's QUIC TLS configuration, offering ALPN `alpn`. With
+/// `chacha20_only` the client offers only TLS_CHACHA20_POLY1305_SHA256
+/// (Initial packets still use AES-128-GCM, as RFC 9001 §5.2 fixes).
 pub fn client_crypto(
     keylog: &Option<PathBuf>,
+    alpn: &[u8],
     chacha20_only: bool,
 ) -> Result<Arc<QuicClientConfig>, String> {
     let mut provider = ring::default_provider();
@@ -129,7 +129,7 @@ pub fn client_crypto(
         .dangerous()
         .with_custom_certificate_verifier(Arc::new(AnyServerCert { algorithms }))
         .with_no_client_auth();
-    config.alpn_protocols = vec![ALPN_HQ.to_vec()];
+    config.alpn_protocols = vec![alpn.to_vec()];
     config.enable_early_data = true;
     if let Some(log) = key_log(keylog)? {
         config.key_log = log;

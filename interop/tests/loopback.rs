@@ -104,6 +104,7 @@ fn every_case_downloads_identical_files() {
         "keyupdate",
         "multiconnect",
         "ecn",
+        "http3",
     ] {
         let server = serve(dir.path(), testcase);
         let code = fetch(dir.path(), server, testcase, &names);
@@ -128,12 +129,15 @@ fn every_case_downloads_identical_files() {
 
 #[test]
 fn missing_file_fails_the_client() {
-    let (dir, _files) = setup();
-    let server = serve(dir.path(), "handshake");
-    assert_eq!(
-        fetch(dir.path(), server, "handshake", &["nope"]),
-        ExitCode::FAILURE
-    );
+    let (dir, files) = setup();
+    for testcase in ["handshake", "http3"] {
+        let server = serve(dir.path(), testcase);
+        assert_eq!(
+            fetch(dir.path(), server, testcase, &[&files[0].0, "nope"]),
+            ExitCode::FAILURE,
+            "{testcase}"
+        );
+    }
 }
 
 #[test]

@@ -8,6 +8,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use ecnq::quic::{CongestionControl, Endpoint, Options};
 use ecnq::units::Size;
+use ecnq_examples::http3;
 use ecnq_examples::perf::client::{self, ClientConfig};
 use ecnq_examples::perf::output;
 use ecnq_examples::perf::proto::{self, TestRequest, DEFAULT_PORT};
@@ -43,6 +44,17 @@ enum Command {
     /// flow crosses two, so its round trip is twice --rtt. Plots and
     /// summary.json go to OUT/testbed-TOPOLOGY.
     Testbed(testbed::TestbedArgs),
+    /// An HTTP/3 file server (ALPN h3) on ecnq: every connection's sending
+    /// direction runs --cc, whatever the client. Prints the certificate's
+    /// SPKI hash for Chromium and, as each connection ends, its bytes,
+    /// goodput and congestion-control mode.
+    #[command(name = "h3-server")]
+    H3Server(http3::command::ServerArgs),
+    /// Downloads https:// URLs over HTTP/3 on one ecnq connection; prints
+    /// each response's bytes and goodput. Fails unless every response is
+    /// a 2xx.
+    #[command(name = "h3-get")]
+    H3Get(http3::command::GetArgs),
 }
 
 #[derive(Args, Debug)]
@@ -151,6 +163,8 @@ fn main() -> ExitCode {
         match cli.command {
             Some(Command::Demo(args)) => demo::run(args).await,
             Some(Command::Testbed(args)) => testbed::run(args).await,
+            Some(Command::H3Server(args)) => http3::command::run_server(args).await,
+            Some(Command::H3Get(args)) => http3::command::run_get(args).await,
             None => perf(cli.perf).await,
         }
     });

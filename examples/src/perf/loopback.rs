@@ -285,13 +285,19 @@ impl RelayChain {
     /// Stops every relay; returns each link's client-to-server series and
     /// its relay's session counters, in path order.
     pub async fn stop(self) -> Vec<LinkSeries> {
+        self.stop_direction(UP).await
+    }
+
+    /// Like [`RelayChain::stop`], with the series of direction `dir`
+    /// ([`UP`], client to server, or [`DOWN`]).
+    pub async fn stop_direction(self, dir: &str) -> Vec<LinkSeries> {
         let mut out = Vec::new();
         for (task, stop, lines, spec) in self.relays {
             let _ = stop.send(());
             let sessions = task.await.unwrap_or_default();
             out.push(LinkSeries {
                 sessions,
-                ..LinkSeries::parse(&lines.text(), &spec)
+                ..LinkSeries::parse_direction(&lines.text(), &spec, dir)
             });
         }
         out
@@ -386,7 +392,7 @@ fn sending_rate(intervals: &[StreamInterval], offset: f64) -> Vec<(f64, f64)> {
         .collect()
 }
 
-/// One sample of a link's client-to-server direction.
+/// One sample of one direction of a link.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct LinkSample {
     /// Seconds since the relay started.
@@ -419,7 +425,13 @@ pub struct LinkSample {
     pub class_sojourn_hist: [SojournHistogram; 3],
 }
 
-/// A link's client-to-server direction as its relay reported it.
+/// The shim's name (`dir` in its stats) of a link's client-to-server direction.
+pub const UP: &str = "up";
+/// The shim's name of a link's server-to-client direction.
+pub const DOWN: &str = "down";
+
+/// One direction of a link (client to server unless parsed otherwise) as
+/// its relay reported it.
 #[derive(Clone, Debug, Default)]
 pub struct LinkSeries {
     /// Samples every 50 ms.
@@ -437,6 +449,12 @@ impl LinkSeries {
     /// The `up` lines of a shim's `--stats` output (other lines are skipped)
     /// for a link of `spec`.
     pub fn parse(text: &str, spec: &LinkSpec) -> LinkSeries {
+        LinkSeries::parse_direction(text, spec, UP)
+    }
+
+    /// The lines of direction `dir` ([`UP`] or [`DOWN`]) of a shim's
+    /// `--stats` output for a link of `spec`.
+    pub fn parse_direction(text: &str, spec: &LinkSpec, dir: &str) -> LinkSeries {
         let capacity_bps = spec.rate.unwrap_or(u64::MAX) as f64;
         let buffer_bytes = match spec.limit {
             ecnq_shim::link::spec::Limit::Bytes(b) => b as f64,
@@ -445,7 +463,7 @@ impl LinkSeries {
         let samples = text
             .lines()
             .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .filter(|v| v["dir"] == "up")
+            .filter(|v| v["dir"] == dir)
             .map(|v| {
                 let f = |k: &str| v[k].as_f64().unwrap_or(0.0);
                 LinkSample {
@@ -843,6 +861,12 @@ mod tests {
         ]
         .join("\n");
         let series = LinkSeries::parse(&text, &spec);
+        // The other direction's line is the down series' only one.
+        let down = LinkSeries::parse_direction(&text, &spec, DOWN);
+        assert_eq!(series.samples.len(), 4);
+        assert_eq!(down.samples.len(), 1);
+        assert_eq!(down.class_sojourn_hist(Class::Ecnq, 0.0, 1.0).count(), 0);
+        assert_eq!(down.samples[0].class_sojourn_hist[0].count(), 5);
         let p = |p: f64, from: f64, to: f64| {
             (series.class_sojourn_hist(Class::Ecnq, from, to)).percentile_ms(p)
         };

@@ -39,8 +39,19 @@ pub async fn serve<F>(
 ) where
     F: Fn(Result<Finished, String>) + Send + Sync + 'static,
 {
+    close_on(&endpoint, accept(&endpoint, one_off, report), shutdown).await;
+}
+
+/// Runs `serving` until it ends or `shutdown` completes; on shutdown every
+/// connection of `endpoint` gets an application close ([`SHUTDOWN`]) and
+/// up to `CLOSE_WAIT` (a second) to acknowledge it.
+pub async fn close_on(
+    endpoint: &Endpoint,
+    serving: impl std::future::Future<Output = ()>,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
     tokio::select! {
-        () = accept(&endpoint, one_off, report) => {}
+        () = serving => {}
         () = shutdown => {
             endpoint.close(SHUTDOWN.into(), b"server shutting down");
             let _ = tokio::time::timeout(CLOSE_WAIT, endpoint.wait_idle()).await;
