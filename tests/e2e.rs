@@ -611,32 +611,9 @@ async fn late_flow_converges_bmcc() {
 async fn non_ecnq_peer_falls_back_and_completes() {
     let _machine = MACHINE.lock().await;
     let bed = LoopbackBed::vanilla().await.expect("vanilla server");
-    let chain = ecnq_examples::perf::loopback::RelayChain::start(
-        &[link("rate 20mbit delay 5ms limit 100")],
-        bed.server(),
-    )
-    .expect("relay");
-    let config = client::ClientConfig {
-        server: chain.entry,
-        server_name: "localhost".into(),
-        roots: bed.roots().clone(),
-        cc: CongestionControl::Ecnq(Scheme::Bmcc),
-        request: ecnq_examples::perf::proto::TestRequest {
-            version: 1,
-            reverse: false,
-            seconds: 0.0,
-            bytes: 2 << 20,
-        },
-        interval: Duration::from_millis(250),
-        qlog: None,
-        pause: None,
-        send_window: None,
-    };
-    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
-    let run = client::run_stream(&config, 1, Instant::now(), tx)
-        .await
-        .expect("transfer");
-    chain.stop().await;
+    let spec = "rate 20mbit delay 5ms limit 100";
+    let cc = CongestionControl::Ecnq(Scheme::Bmcc);
+    let (run, _) = upload(bed.server(), bed.roots().clone(), spec, cc, 2 << 20).await;
     assert_eq!(
         run.peer_result.bytes,
         2 << 20,
@@ -646,21 +623,22 @@ async fn non_ecnq_peer_falls_back_and_completes() {
     assert_eq!(run.stats.reports_received, 0);
 }
 
-/// One erc upload of `bytes` to `server` through a relay of `spec`: the
-/// client's stats at the end and the link's series.
-async fn erc_upload(
+/// One upload of `bytes` under `cc` to `server` through a relay of `spec`:
+/// the client's record and the link's series.
+async fn upload(
     server: std::net::SocketAddr,
     roots: rustls::RootCertStore,
     spec: &str,
+    cc: CongestionControl,
     bytes: u64,
-) -> (ecnq::quic::CongestionStats, LinkSeries) {
+) -> (client::StreamRun, LinkSeries) {
     let chain =
         ecnq_examples::perf::loopback::RelayChain::start(&[link(spec)], server).expect("relay");
     let config = client::ClientConfig {
         server: chain.entry,
         server_name: "localhost".into(),
         roots,
-        cc: CongestionControl::Ecnq(Scheme::Erc),
+        cc,
         request: ecnq_examples::perf::proto::TestRequest {
             version: 1,
             reverse: false,
@@ -677,7 +655,7 @@ async fn erc_upload(
         .await
         .unwrap_or_else(|e| panic!("upload to {server}: {e}"));
     let series = chain.stop().await.remove(0).rebased();
-    (run.stats, series)
+    (run, series)
 }
 
 /// erc from the sender alone: to a vanilla quinn server, which reports
@@ -692,10 +670,12 @@ async fn erc_reads_the_router_from_a_vanilla_peers_ack_ecn_counts() {
     const BYTES: u64 = 15_000_000;
     let (from, to) = (2.0, 5.0);
     let bed = LoopbackBed::ecnq().await.expect("ecnq server");
-    let (reports, by_reports) = erc_upload(bed.server(), bed.roots().clone(), SPEC, BYTES).await;
+    let erc = CongestionControl::Ecnq(Scheme::Erc);
+    let (reports, by_reports) = upload(bed.server(), bed.roots().clone(), SPEC, erc, BYTES).await;
     let vanilla = LoopbackBed::vanilla().await.expect("vanilla server");
     let (counts, by_counts) =
-        erc_upload(vanilla.server(), vanilla.roots().clone(), SPEC, BYTES).await;
+        upload(vanilla.server(), vanilla.roots().clone(), SPEC, erc, BYTES).await;
+    let (reports, counts) = (reports.stats, counts.stats);
     let p99 = |s: &LinkSeries| percentile(&s.queue_ms(from, to), 99.0).unwrap_or(f64::INFINITY);
     let (util_reports, util_counts) = (
         by_reports.utilization(from, to),

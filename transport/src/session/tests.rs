@@ -33,6 +33,20 @@ fn goodput(pair: &mut Pair, span: Duration) -> f64 {
     (pair.acked_bytes - before) as f64 / span.as_secs_f64()
 }
 
+/// The goodput once the router meters the link against a quarter of its
+/// rate: the marks say overload although nothing is lost or queued, and
+/// the law follows them down.
+fn goodput_metered_at_a_quarter(pair: &mut Pair) -> f64 {
+    let capacity = LINK_RATE as f64 / 8.0;
+    pair.bottleneck
+        .as_mut()
+        .unwrap()
+        .router_mut()
+        .set_capacity(capacity / 4.0);
+    pair.run_until(pair.now + 3 * SECOND);
+    goodput(pair, 3 * SECOND)
+}
+
 #[test]
 fn reports_flow_and_the_law_follows_the_routers_signal() {
     let capacity = LINK_RATE as f64 / 8.0;
@@ -45,16 +59,7 @@ fn reports_flow_and_the_law_follows_the_routers_signal() {
         assert!(stats.reports_accepted > 100, "{scheme}: {stats:?}");
         assert_eq!(stats.reports_rejected, 0, "{scheme}");
         assert!(full > 0.6 * capacity, "{scheme}: {full} B/s");
-        // The router now meters the link against a quarter of its rate: the
-        // marks say overload although nothing is lost or queued, and the
-        // law follows them down.
-        pair.bottleneck
-            .as_mut()
-            .unwrap()
-            .router_mut()
-            .set_capacity(capacity / 4.0);
-        pair.run_until(pair.now + 3 * SECOND);
-        let quarter = goodput(&mut pair, 3 * SECOND);
+        let quarter = goodput_metered_at_a_quarter(&mut pair);
         assert!(quarter < 0.4 * capacity, "{scheme}: {quarter} B/s");
         assert!(quarter > 0.1 * capacity, "{scheme}: {quarter} B/s");
         assert_eq!(pair.stats().mode, PeerMode::Ecnq, "{scheme}");
@@ -182,13 +187,7 @@ fn erc_reads_the_router_from_a_vanilla_peers_ack_ecn_counts() {
         let tagged = scheme_tag(Scheme::Erc).tos(Ecn::Ect0);
         let since = pair.now - 3 * SECOND;
         assert!(pair.tos_sent(since..pair.now).all(|tos| tos == tagged));
-        pair.bottleneck
-            .as_mut()
-            .unwrap()
-            .router_mut()
-            .set_capacity(capacity / 4.0);
-        pair.run_until(pair.now + 3 * SECOND);
-        let quarter = goodput(&mut pair, 3 * SECOND);
+        let quarter = goodput_metered_at_a_quarter(&mut pair);
         assert!(quarter < 0.4 * capacity, "{ack_every}: {quarter} B/s");
         assert!(quarter > 0.1 * capacity, "{ack_every}: {quarter} B/s");
     }
