@@ -132,7 +132,7 @@ impl AckCounts {
         let mut ranges: Vec<RangeInclusive<u64>> = frame.ranges().collect();
         ranges.reverse();
         let acked = self.newly_acked(&ranges, largest);
-        let unplaced = acked_above(&ranges, previous) - self.placed_above(&acked, previous);
+        let unplaced = acked_above(&ranges, previous) - placed_above(&acked, previous);
         let Some(counts) = frame.ecn() else {
             return Reading::Nothing;
         };
@@ -182,14 +182,14 @@ impl AckCounts {
         self.holes = self.holes.split_off(&floor);
         acked
     }
+}
 
-    /// How many of `acked` lie above `previous`.
-    fn placed_above(&self, acked: &[Sent], previous: Option<u64>) -> u64 {
-        acked
-            .iter()
-            .filter(|s| previous.is_none_or(|p| s.number > p))
-            .count() as u64
-    }
+/// How many of `acked` lie above `previous`.
+fn placed_above(acked: &[Sent], previous: Option<u64>) -> u64 {
+    acked
+        .iter()
+        .filter(|s| previous.is_none_or(|p| s.number > p))
+        .count() as u64
 }
 
 /// How many packet numbers the ranges acknowledge above `previous`: every

@@ -365,15 +365,13 @@ impl Sending {
         let Some(counts) = self.counts.as_mut() else {
             return;
         };
-        let (feedback, ce_sent) = match counts.on_frame(frame) {
-            Reading::Nothing => return,
-            Reading::Unplaced => {
-                self.acked_since_counts = 0;
-                return;
-            }
-            Reading::Read { feedback, ce_sent } => (feedback, ce_sent),
+        let reading = counts.on_frame(frame);
+        if reading != Reading::Nothing {
+            self.acked_since_counts = 0;
+        }
+        let Reading::Read { feedback, ce_sent } = reading else {
+            return;
         };
-        self.acked_since_counts = 0;
         self.update_law(Cause::Feedback, events, |law, rtt| {
             law.on_feedback(now, feedback, rtt)
         });
