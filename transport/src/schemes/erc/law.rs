@@ -117,9 +117,16 @@ impl ErcLaw {
     }
 
     /// The rate the flow sends at: the advertised rate, or less where the
-    /// Cubic window binds; none while no router speaks.
+    /// Cubic window binds, but no less than the least window per round
+    /// trip; none while no router speaks. The router's rate rides on the
+    /// flow's own packets: paced at erc's floor (10 kbit/s, a link in an
+    /// outage) a flow took seconds to read the next rate once the link was
+    /// back, while its window, the least one, already keeps the queue short
+    /// (test `a_flow_told_the_floor_still_sends_its_least_window_per_round_trip`).
     fn sending_rate(&self) -> Option<f64> {
-        self.ramp.map(|_| self.rate.min(self.cubic_rate()))
+        let floor = self.config.min_window as f64 / self.srtt();
+        self.ramp
+            .map(|_| self.rate.min(self.cubic_rate()).max(floor))
     }
 
     /// Stops a Cubic start from growing past the partial chain's bound.
@@ -359,6 +366,19 @@ mod tests {
         // A decrease is taken at once.
         law.on_feedback(MS * 61, feedback(index + 40), &rtt);
         assert!((law.pacing_rate().unwrap() - rate_of(index + 40).unwrap()).abs() < 1.0);
+    }
+
+    #[test]
+    fn a_flow_told_the_floor_still_sends_its_least_window_per_round_trip() {
+        let config = LawConfig::with_mss(1_000);
+        let rtt = RttSample::uniform(MS * 50);
+        let mut law = ErcLaw::new(config);
+        law.on_feedback(MS, feedback(index_of(1e6)), &rtt);
+        law.on_feedback(MS * 2, feedback(MAX_INDEX), &rtt);
+        let least = config.min_window as f64 / 0.05;
+        assert!(rate_of(MAX_INDEX).unwrap() < least / 10.0);
+        assert!((law.pacing_rate().unwrap() / least - 1.0).abs() < 1e-9);
+        assert_eq!(law.window(), config.min_window);
     }
 
     /// On a long path the first reading is reached within [`FIRST_RAMP`]:
