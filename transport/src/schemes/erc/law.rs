@@ -14,6 +14,12 @@ use crate::wire::ecn::SchemeTag;
 /// really sent, not from here.
 const CUBIC_HEADROOM: f64 = 1.5;
 
+/// The most the window's round trip exceeds the path's least: room for
+/// the receiver's ACK delay (RFC 9000 §18.2: max_ack_delay, 25 ms by
+/// default, a 25 ms path's whole round trip) and for the queue the router
+/// drains (test `the_window_does_not_grow_with_the_queue_the_flow_builds`).
+const FLIGHT_RTT_MIN_MULTIPLE: f64 = 2.0;
+
 /// A start's RTT rise that tells a queue: RFC 9406 (HyStart++) §4.2's
 /// MIN_RTT_DIVISOR, MIN_RTT_THRESH and MAX_RTT_THRESH.
 const START_RTT_DIVISOR: u32 = 8;
@@ -110,6 +116,19 @@ impl ErcLaw {
 
     fn srtt(&self) -> f64 {
         self.rtt.smoothed.as_secs_f64().max(1e-6)
+    }
+
+    /// The round trip the window covers at the rate: the smoothed one, but
+    /// no more than [`FLIGHT_RTT_MIN_MULTIPLE`] times the path's least, so
+    /// that a queue the flow builds (a link whose capacity fell below what
+    /// the router last measured) does not lengthen its own window.
+    fn flight_rtt(&self) -> f64 {
+        let most = self.rtt.min.as_secs_f64() * FLIGHT_RTT_MIN_MULTIPLE;
+        if most > 0.0 {
+            self.srtt().min(most)
+        } else {
+            self.srtt()
+        }
     }
 
     fn cubic_rate(&self) -> f64 {
@@ -277,7 +296,7 @@ impl Law for ErcLaw {
 
     fn window(&self) -> u64 {
         match self.sending_rate() {
-            Some(rate) => self.config.clamp(rate * self.srtt()) as u64,
+            Some(rate) => self.config.clamp(rate * self.flight_rtt()) as u64,
             None => self.cubic.window(),
         }
     }
@@ -379,6 +398,32 @@ mod tests {
         assert!(rate_of(MAX_INDEX).unwrap() < least / 10.0);
         assert!((law.pacing_rate().unwrap() / least - 1.0).abs() < 1e-9);
         assert_eq!(law.window(), config.min_window);
+    }
+
+    #[test]
+    fn the_window_does_not_grow_with_the_queue_the_flow_builds() {
+        let mut law = ErcLaw::new(LawConfig::with_mss(1_000));
+        let quiet = RttSample::uniform(MS * 50);
+        let index = index_of(1e6);
+        law.on_feedback(MS, feedback(index), &quiet);
+        law.on_ack(MS * 100, 1_000, &quiet);
+        let rate = rate_of(index).unwrap();
+        assert!((law.window() as f64 - rate * 0.05).abs() <= 1.0);
+        // A queue of 70 ms: the window covers twice the least round trip,
+        // not the smoothed one.
+        let queued = RttSample {
+            smoothed: MS * 120,
+            min: MS * 50,
+            latest: MS * 120,
+        };
+        law.on_ack(MS * 200, 1_000, &queued);
+        let want = rate * 0.05 * FLIGHT_RTT_MIN_MULTIPLE;
+        assert!(
+            (law.window() as f64 - want).abs() <= 1.0,
+            "{}",
+            law.window()
+        );
+        assert!((law.pacing_rate().unwrap() / rate - 1.0).abs() < 1e-9);
     }
 
     /// On a long path the first reading is reached within [`FIRST_RAMP`]:
