@@ -111,11 +111,19 @@ impl Protocol {
         }
     }
 
-    /// Whether the law's window caps what is in flight while it paces its
-    /// own rate: BBR's does; the ecnq rate laws' windows are only what the
-    /// QUIC stack needs.
-    pub fn window_caps_paced_flight(self) -> bool {
-        self == Protocol::Baseline(Baseline::Bbr)
+    /// What a sender with `window` may have in flight: the window, for a
+    /// window law and for BBR, whose window caps its paced flight; for an
+    /// ecnq rate law, what the QUIC stack's gated window reaches
+    /// ([`ecnq::session::GATED_WINDOW_CAP`] × rate × srtt). Without that
+    /// cap a rate law kept filling the queue of a link in an outage, while
+    /// no ACK came back (test
+    /// `erc_rides_out_an_outage_without_loss_and_is_back_within_a_second`).
+    pub fn flight_cap(self, window: u64, paced: bool) -> u64 {
+        if paced && self != Protocol::Baseline(Baseline::Bbr) {
+            window.saturating_mul(ecnq::session::GATED_WINDOW_CAP)
+        } else {
+            window
+        }
     }
 
     /// The codepoint a sender puts on fresh data packets: each scheme's base

@@ -34,16 +34,12 @@ impl Sim {
             let len = available.min(u64::from(flow.spec.mss));
             flow.restart_if_idle(now);
             let paced = flow.pacing_rate();
-            // A rate law's window is only read where it caps the flight.
-            let window = (paced.is_none() || flow.spec.protocol.window_caps_paced_flight())
-                .then(|| flow.window());
-            if window.is_some_and(|w| {
-                flow.bytes_in_flight > 0 && flow.bytes_in_flight + len > w.max(len)
-            }) {
+            let window = flow.window();
+            let cap = flow.spec.protocol.flight_cap(window, paced.is_some());
+            if flow.bytes_in_flight > 0 && flow.bytes_in_flight + len > cap.max(len) {
                 return;
             }
             let rate = paced.or_else(|| {
-                let window = window?;
                 (flow.spec.pace && flow.rtt.has_sample)
                     .then(|| PACING_GAIN * window as f64 * 1e9 / flow.rtt.srtt.max(1) as f64)
             });

@@ -41,7 +41,7 @@ mod tests;
 pub use ack_counts::NO_COUNTS_AFTER;
 pub use mode::{Marking, PeerMode};
 pub use report::{Next, ReportError, Repr};
-pub use sending::idle_gap;
+pub use sending::{idle_gap, GATED_WINDOW_CAP};
 
 use crate::schemes::registry::Scheme;
 use crate::session::presence::is_probe;

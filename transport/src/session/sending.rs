@@ -27,7 +27,9 @@ const REPORT_TIMEOUT_MIN: Duration = Duration::from_millis(500);
 
 /// A rate law's gated window reaches at most this many times rate × srtt:
 /// room for the ACK delay and a queue, while the gate spaces the sending.
-const GATED_WINDOW_CAP: u64 = 2;
+/// It is also what a rate law has in flight at most: when no ACK comes
+/// back (a link in an outage) the flow stops after it.
+pub const GATED_WINDOW_CAP: u64 = 2;
 
 /// quinn's pacer sends at this times its congestion window per smoothed
 /// RTT (quinn-proto's `pacing` module).
