@@ -176,7 +176,8 @@ fn a_configured_schedule_is_metered_at_its_rate_in_force() {
 #[test]
 fn a_measured_capacity_follows_what_the_link_drains() {
     // Told 1 Mbyte/s, the link drains 250 kbyte/s from 100 ms: a backlog
-    // (two packets offered a millisecond) reads it within a window.
+    // (two packets offered a millisecond) reads it, averaged over about
+    // four windows: on its way down after 50 ms, there after 500.
     let mut b = variable_link(
         schedule("0s:8mbit,100ms:2mbit"),
         1e6,
@@ -190,6 +191,9 @@ fn a_measured_capacity_follows_what_the_link_drains() {
         ecnq_capacity(&b)
     );
     drive(&mut b, &busy, 100, 150);
+    let falling = ecnq_capacity(&b);
+    assert!(falling > 2.6e5 && falling < 8e5, "{falling}");
+    drive(&mut b, &busy, 150, 600);
     assert!(
         (ecnq_capacity(&b) - 2.5e5).abs() < 2.5e3,
         "{}",
