@@ -485,8 +485,9 @@ const DRAIN_FLOOR: f64 = 1_250.0;
 /// nearly nothing, it made erc advertise its floor, and a flow told 10
 /// kbit/s sends too few packets to read the next rate for seconds after
 /// the link is back, while senders' windows already stop them when no
-/// ACK comes (`cellular-att-lte-down`: 2.8 Mbit/s against 4.8 with the
-/// hold). The time a window was not backlogged says nothing of
+/// ACK comes (test
+/// `erc_rides_out_an_outage_without_loss_and_is_back_within_a_second`).
+/// The time a window was not backlogged says nothing of
 /// the capacity and keeps the figure from before, raised by
 /// `PROBE_GAIN` if the link served packets then (they found it idle)
 /// and carried nearly its figure (`PROBE_WHEN_USED`); the backlogged part
@@ -594,9 +595,10 @@ impl DrainRate {
         let used = departed as f64 >= PROBE_WHEN_USED * self.estimate * window;
         let gain = if unqueued && used { PROBE_GAIN } else { 1.0 };
         let busy = backlogged / window;
-        let drained = match busy > 0.0 {
-            true => bytes as f64 / backlogged,
-            false => self.estimate,
+        let drained = if busy > 0.0 {
+            bytes as f64 / backlogged
+        } else {
+            self.estimate
         };
         let averaged = self.estimate + DRAIN_AVERAGE_GAIN * (drained - self.estimate);
         let probed = self.estimate * gain;
