@@ -29,6 +29,19 @@ fn delay_ms(link: &Link, p: f64) -> f64 {
     (bucket + 1) as f64 * SojournHistogram::BUCKET.as_secs_f64() * 1e3
 }
 
+/// One second, in the link series' nanoseconds.
+const S: u64 = 1_000_000_000;
+
+/// The mean utilization of the first link's samples after `from_s`
+/// seconds.
+fn mean_utilization_after(sim: &Sim, from_s: u64) -> f64 {
+    let after: Vec<f64> = (sim.link_series.iter())
+        .filter(|x| x.link == 0 && x.time > from_s * S)
+        .map(|x| x.utilization)
+        .collect();
+    after.iter().sum::<f64>() / after.len() as f64
+}
+
 /// One run's figures.
 struct Figures {
     label: String,
@@ -146,7 +159,6 @@ fn cellular_traces_side_by_side() {
 /// beside erc's.
 #[test]
 fn rate_steps_erc_follows_the_fall_and_the_rise() {
-    const S: u64 = 1_000_000_000;
     for p in [
         "erc", "cubic", "bbr", "prague", "vcp", "bmcc", "mcp", "tpcp",
     ] {
@@ -161,11 +173,7 @@ fn rate_steps_erc_follows_the_fall_and_the_rise() {
         let drained = (series.iter())
             .find(|x| x.time > 10 * S && q_ms(x) < 5.0)
             .map(|x| x.time as f64 / 1e9 - 10.0);
-        let rise: Vec<f64> = (series.iter())
-            .filter(|x| x.time > 21 * S)
-            .map(|x| x.utilization)
-            .collect();
-        let util_after_rise = rise.iter().sum::<f64>() / rise.len() as f64;
+        let util_after_rise = mean_utilization_after(&sim, 21);
         println!(
             "{p:<8} util {:.3} drops {:>5}  queue from 1 s after the fall at most {:>5.1} ms, under 5 ms {:.1} s after it; utilization from 1 s after the rise {:.3}",
             s.links[0].utilization,
@@ -210,7 +218,6 @@ fn a_measured_capacity_costs_erc_under_2_percent_on_a_fixed_link() {
 /// filled the buffer while no ACK came.
 #[test]
 fn erc_rides_out_an_outage_without_loss_and_is_back_within_a_second() {
-    const S: u64 = 1_000_000_000;
     let path = std::env::temp_dir().join(format!("ecnq-outage-{}.trace", std::process::id()));
     let lines: Vec<String> = (1..=10_000u32)
         .filter(|ms| !(4_000..6_000).contains(ms))
@@ -226,11 +233,7 @@ fn erc_rides_out_an_outage_without_loss_and_is_back_within_a_second() {
     std::fs::remove_file(&path).unwrap();
     let series: Vec<_> = sim.link_series.iter().filter(|x| x.link == 0).collect();
     let peak = series.iter().map(|x| x.queue_packets).max().unwrap();
-    let back: Vec<f64> = (series.iter())
-        .filter(|x| x.time > 7 * S)
-        .map(|x| x.utilization)
-        .collect();
-    let back = back.iter().sum::<f64>() / back.len() as f64;
+    let back = mean_utilization_after(&sim, 7);
     println!(
         "outage: drops {}, peak queue {peak} packets, utilization from 1 s after it {back:.3}",
         s.links[0].drops
