@@ -129,6 +129,14 @@ impl SojournHistogram {
         self.percentile(p).map(|edge| edge.as_nanos() as f64 / 1e6)
     }
 
+    /// Adds `other`'s packets: the histogram of both sets (every queue of
+    /// a link, say).
+    pub fn absorb(&mut self, other: &SojournHistogram) {
+        for (bucket, &count) in other.counts.iter().enumerate() {
+            self.add(bucket, count);
+        }
+    }
+
     /// The packets counted here but not in `earlier`, an earlier state of
     /// the same cumulative histogram: the window between the two. A bucket
     /// `earlier` has more in (the counter was restarted) counts none.
@@ -346,6 +354,18 @@ mod tests {
         // A restarted counter (earlier has more) counts nothing there.
         let restarted = sojourns(&[1, 2]);
         assert_eq!(restarted.since(&earlier), sojourns(&[2]));
+    }
+
+    #[test]
+    fn an_absorbed_histogram_counts_both_sets_of_packets() {
+        let mut both = sojourns(&[1, 50]);
+        both.absorb(&sojourns(&[1, 3, 3]));
+        assert_eq!(both, sojourns(&[1, 1, 3, 3, 50]));
+        both.absorb(&SojournHistogram::new());
+        assert_eq!(both.count(), 5);
+        let mut empty = SojournHistogram::new();
+        empty.absorb(&sojourns(&[2]));
+        assert_eq!(empty, sojourns(&[2]));
     }
 
     #[test]

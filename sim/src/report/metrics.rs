@@ -3,11 +3,11 @@
 //! paper defines it; completion time of finite flows.
 
 use ecnq::router::bottleneck::Class;
-use ecnq::statistics::{histogram_percentile, jain_index};
+use ecnq::statistics::{histogram_percentile, jain_index, SojournHistogram};
 use serde::Serialize;
 
 use super::sharing::{sojourn_times, Job};
-use crate::engine::{FeedbackRecord, Flow, FlowSample, FlowSpec, FlowState, Nanos, Sim};
+use crate::engine::{FeedbackRecord, Flow, FlowSample, FlowSpec, FlowState, Link, Nanos, Sim};
 
 /// Jain's index at which rates count as fair: issue 19's goal (0.99).
 pub const JAIN_FAIR: f64 = 0.99;
@@ -42,6 +42,12 @@ pub struct LinkSummary {
     pub p99_class_sojourn_ms: ClassQueues,
     /// Largest queueing delay, ms.
     pub peak_queue_ms: f64,
+    /// The sojourn of every departed packet, whatever its queue: the
+    /// per-packet queueing delay Pantheon ranks schemes by (its p95).
+    pub sojourn_ms: SojournPercentiles,
+    /// Whether the link's capacity varies (a trace or a schedule):
+    /// `rate_bps` is then the mean it carried over the measured period.
+    pub varies: bool,
     /// Dropped or lost packets over offered packets.
     pub loss: f64,
     /// Packets dropped by the full buffer.
@@ -51,6 +57,34 @@ pub struct LinkSummary {
     /// The first sample at which utilization reached 90 %, s (the MPCP
     /// paper's "transition time" from an idle link).
     pub time_to_90pct_s: Option<f64>,
+}
+
+/// Percentiles of a link's per-packet sojourn, ms, each the upper edge of
+/// its 0.1 ms bucket; zero where no packet departed.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct SojournPercentiles {
+    /// The median.
+    pub p50: f64,
+    /// The 95th percentile.
+    pub p95: f64,
+    /// The 99th percentile.
+    pub p99: f64,
+}
+
+impl SojournPercentiles {
+    /// The percentiles of every queue of `link` together.
+    fn of(link: &Link) -> SojournPercentiles {
+        let mut all = SojournHistogram::new();
+        for class in Class::ALL {
+            all.absorb(&link.sojourns(class));
+        }
+        let at = |p: f64| all.percentile_ms(p).unwrap_or(0.0);
+        SojournPercentiles {
+            p50: at(50.0),
+            p95: at(95.0),
+            p99: at(99.0),
+        }
+    }
 }
 
 /// One figure per queue of a link; none for a queue no packet took.
@@ -411,6 +445,8 @@ pub fn link_summaries(sim: &Sim) -> Vec<LinkSummary> {
                 p99_class_queue_ms: ClassQueues::by(p99_ms),
                 p99_class_sojourn_ms: ClassQueues::by(sojourn_ms),
                 peak_queue_ms: s.peak_queue_bytes as f64 * ms_per_byte,
+                sojourn_ms: SojournPercentiles::of(l),
+                varies: varying.is_some(),
                 loss: (s.dropped_packets + s.lost_packets) as f64
                     / (s.arrived_packets.max(1)) as f64,
                 drops: s.dropped_packets,

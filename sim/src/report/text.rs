@@ -294,6 +294,23 @@ const ARRIVAL_CAPTION: &str =
      bottleneck's queue p99 (packets, ms), peak and loss; fair s: seconds \
      until Jain's index stays at least 0.99 to the end of the run.";
 
+/// The columns of the changing-link table, as [`FIGURE_COLUMNS`].
+const VARYING_COLUMNS: [(&str, usize); 7] = [
+    ("link", 8),
+    ("Mbit/s", 8),
+    ("util", 6),
+    ("p50 ms", 7),
+    ("p95 ms", 7),
+    ("p99 ms", 7),
+    ("loss", 8),
+];
+
+/// What the changing-link table shows, above it.
+const VARYING_CAPTION: &str =
+    "On a link whose capacity varies, as Pantheon ranks schemes: the bottleneck's \
+     throughput, its utilization of the capacity in force, and the percentiles \
+     of the per-packet queueing delay (every queue).";
+
 /// What the size-class table under the headline table shows, above it.
 const SIZE_CLASS_CAPTION: &str =
     "Finite flows by size: n finished, ×PS their mean completion time \
@@ -382,7 +399,34 @@ fn tables(heads: &[&str], rows: &[Row], render: Render, gap: &str) -> String {
             },
         );
     }
+    let varies = |s: &Summary| bottleneck(s).is_some_and(|l| l.varies);
+    if rows.iter().any(|r| r.result.as_ref().is_ok_and(varies)) {
+        let _ = write!(out, "\n{VARYING_CAPTION}{gap}");
+        out += &render(
+            heads,
+            &columns(&VARYING_COLUMNS),
+            &lines,
+            &|s| match bottleneck(s) {
+                Some(l) => varying_figures(l).to_vec(),
+                None => vec!["-".to_owned(); VARYING_COLUMNS.len()],
+            },
+        );
+    }
     out
+}
+
+/// A changing link's figures, one per [`VARYING_COLUMNS`] entry.
+fn varying_figures(l: &LinkSummary) -> [String; 7] {
+    let ms = |x: f64| format!("{x:.1}");
+    [
+        l.name.clone(),
+        format!("{:.2}", l.utilization * l.rate_bps / 1e6),
+        format!("{:.3}", l.utilization),
+        ms(l.sojourn_ms.p50),
+        ms(l.sojourn_ms.p95),
+        ms(l.sojourn_ms.p99),
+        format!("{:.4}", l.loss),
+    ]
 }
 
 /// The long-lived groups of the runs that ran, in the order of the first.
