@@ -9,9 +9,9 @@ use clap::{Parser, Subcommand};
 use ecnq::units::UNITS_HELP;
 use ecnq_sim::engine::{FeedbackPath, Sim};
 use ecnq_sim::protocol::Protocol;
-use ecnq_sim::report::files;
 use ecnq_sim::report::text::{self, Row};
-use ecnq_sim::runner;
+use ecnq_sim::report::{files, plot};
+use ecnq_sim::runner::{self, Case};
 use ecnq_sim::scenario::quantity::Time;
 use ecnq_sim::scenario::{Overrides, Scenario};
 
@@ -62,6 +62,7 @@ impl RunArgs {
             seed: self.seed,
             duration: self.duration.map(|d| d.0),
             feedback: self.feedback,
+            queue: None,
         };
         Ok((scenario, overrides))
     }
@@ -81,16 +82,24 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
-    /// Run a scenario with every scheme and baseline (or those of --schemes),
-    /// in parallel, and print one table (and, with finite flows, their
-    /// completion times by size class under it).
+    /// Run a scenario with every scheme and baseline (or those of --schemes,
+    /// or the scenario's own line-up), in parallel, and print one table
+    /// (and, with finite flows, their completion times by size class under
+    /// it; on a link whose capacity varies, each run's throughput and
+    /// per-packet delay percentiles).
     #[command(after_help = UNITS_HELP)]
     Compare {
         #[command(flatten)]
         args: RunArgs,
-        /// Comma-separated schemes to compare, e.g. `erc,cubic,bbr` (default: all).
-        #[arg(long, value_delimiter = ',')]
-        schemes: Vec<Protocol>,
+        /// Comma-separated cases to compare: a scheme, or a scheme and the
+        /// queue every link takes, e.g. `erc,cubic@fifo,cubic@dual,bbr`
+        /// (default: the scenario's `compare` list, else every scheme).
+        #[arg(long, value_delimiter = ',', value_name = "SCHEME[@QUEUE],..")]
+        schemes: Vec<Case>,
+        /// Directory for one summary JSON per run and the throughput
+        /// against delay plot (goodput-delay.svg).
+        #[arg(long)]
+        out: Option<PathBuf>,
         /// Print the table as Markdown, under a heading with the scenario's
         /// title and paper (what scripts/update-results puts in docs/results.md).
         #[arg(long)]
@@ -105,9 +114,10 @@ enum Command {
         /// A field and its values, e.g. `--vary links.0.rate=2Mbit,4Mbit,10Mbit` (repeatable).
         #[arg(long, value_name = "KEY=V1,V2,..")]
         vary: Vec<String>,
-        /// Comma-separated schemes to sweep over (default: the scenario's or --scheme).
-        #[arg(long, value_delimiter = ',')]
-        schemes: Vec<Protocol>,
+        /// Comma-separated cases to sweep over, as for `compare` (default:
+        /// the scenario's scheme or --scheme).
+        #[arg(long, value_delimiter = ',', value_name = "SCHEME[@QUEUE],..")]
+        schemes: Vec<Case>,
         /// Directory for one summary JSON per run (named by scheme and values).
         #[arg(long)]
         out: Option<PathBuf>,
@@ -178,6 +188,7 @@ fn real_main(cli: Cli) -> Result<(), String> {
         Command::Compare {
             args,
             schemes,
+            out,
             markdown,
         } => {
             let (scenario, o) = args.load()?;
@@ -189,13 +200,25 @@ fn real_main(cli: Cli) -> Result<(), String> {
                     println!("paper reports: {}", scenario.file.expect);
                 }
             }
-            let schemes = if schemes.is_empty() {
-                Protocol::ALL.to_vec()
-            } else {
-                schemes
+            let cases = match (schemes.is_empty(), scenario.file.compare.is_empty()) {
+                (false, _) => schemes,
+                (true, false) => scenario.file.compare.clone(),
+                (true, true) => Case::every_protocol(),
             };
-            let rows = runner::compare(&scenario, &o, &schemes);
+            create_out_dir(out.as_deref())?;
+            let rows = runner::compare(&scenario, &o, &cases);
             print!("{}", Table { markdown }.format(&["scheme"], &rows));
+            if let Some(dir) = out {
+                write_summaries(&rows, &dir)?;
+                plot::goodput_delay(&scenario.name, &rows, &dir.join("goodput-delay.svg"))?;
+                note(
+                    markdown,
+                    &format!(
+                        "wrote one summary JSON per run and goodput-delay.svg to {}",
+                        dir.display()
+                    ),
+                );
+            }
             all_ran(&rows)
         }
         Command::Sweep {
@@ -232,22 +255,22 @@ impl Table {
 fn sweep(
     args: &RunArgs,
     vary: &[String],
-    schemes: &[Protocol],
+    schemes: &[Case],
     out: Option<&std::path::Path>,
     table: Table,
 ) -> Result<(), String> {
     use rayon::prelude::*;
     let (base, o) = args.load()?;
     let axes = parse_axes(vary)?;
-    let schemes: Vec<Protocol> = if schemes.is_empty() {
-        vec![base.scheme(&o)]
+    let schemes: Vec<Case> = if schemes.is_empty() {
+        vec![Case::from(base.scheme(&o))]
     } else {
         schemes.to_vec()
     };
     create_out_dir(out)?;
     let points = grid(&axes);
     let path = runner::resolve(&args.scenario)?;
-    let jobs: Vec<(Protocol, Vec<String>)> = schemes
+    let jobs: Vec<(Case, Vec<String>)> = schemes
         .iter()
         .flat_map(|&s| points.iter().map(move |p| (s, p.clone())))
         .collect();
@@ -262,13 +285,14 @@ fn sweep(
             );
             let result = Scenario::load(&path, &set).and_then(|s| {
                 let o = Overrides {
-                    scheme: Some(*scheme),
+                    scheme: Some(scheme.protocol),
+                    queue: scheme.queue.or(o.queue),
                     ..o.clone()
                 };
                 runner::run(&s, &o).map(|r| r.summary)
             });
             Row {
-                label: [vec![scheme.name().to_owned()], values.clone()].concat(),
+                label: [vec![scheme.to_string()], values.clone()].concat(),
                 result,
             }
         })
@@ -282,15 +306,20 @@ fn sweep(
     print!("{}", table.format(&heads, &rows));
     if let Some(dir) = out {
         write_summaries(&rows, dir)?;
-        // On stderr under Markdown, which is a document of its own.
-        let note = format!("wrote one summary JSON per run to {}", dir.display());
-        if table.markdown {
-            eprintln!("{note}");
-        } else {
-            println!("{note}");
-        }
+        let wrote = format!("wrote one summary JSON per run to {}", dir.display());
+        note(table.markdown, &wrote);
     }
     all_ran(&rows)
+}
+
+/// Says what was written: on stderr under Markdown, which is a document
+/// of its own.
+fn note(markdown: bool, text: &str) {
+    if markdown {
+        eprintln!("{text}");
+    } else {
+        println!("{text}");
+    }
 }
 
 /// Creates the output directory before a run, so that a path that cannot

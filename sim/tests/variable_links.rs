@@ -4,30 +4,13 @@
 //! variable_links -- --nocapture`); the simulator is deterministic, so
 //! none of them is timed.
 
-use ecnq::router::bottleneck::Class;
-use ecnq::statistics::{histogram_percentile, SojournHistogram};
-use ecnq_sim::engine::{Link, Sim};
+use ecnq_sim::engine::Sim;
 use ecnq_sim::protocol::Protocol;
+use ecnq_sim::report::metrics::Summary;
 use ecnq_sim::runner;
 use ecnq_sim::scenario::Overrides;
 
 mod common;
-
-/// The sojourn percentiles of every class of a link, ms.
-fn delay_ms(link: &Link, p: f64) -> f64 {
-    let mut sum: Vec<u64> = Vec::new();
-    for class in Class::ALL {
-        let h = link.sojourns(class);
-        if sum.len() < h.buckets().len() {
-            sum.resize(h.buckets().len(), 0);
-        }
-        for (s, &n) in sum.iter_mut().zip(h.buckets()) {
-            *s += n;
-        }
-    }
-    let bucket = histogram_percentile(&sum, p).unwrap_or(0);
-    (bucket + 1) as f64 * SojournHistogram::BUCKET.as_secs_f64() * 1e3
-}
 
 /// One second, in the link series' nanoseconds.
 const S: u64 = 1_000_000_000;
@@ -53,21 +36,20 @@ struct Figures {
     loss: f64,
 }
 
-fn figures(label: &str, sim: &Sim, summary: &ecnq_sim::report::metrics::Summary) -> Figures {
-    let link = &sim.links[0];
+fn figures(label: &str, summary: &Summary) -> Figures {
     let l = &summary.links[0];
     Figures {
         label: label.to_owned(),
         throughput_mbps: l.utilization * l.rate_bps / 1e6,
         utilization: l.utilization,
-        p50_ms: delay_ms(link, 50.0),
-        p95_ms: delay_ms(link, 95.0),
-        p99_ms: delay_ms(link, 99.0),
+        p50_ms: l.sojourn_ms.p50,
+        p95_ms: l.sojourn_ms.p95,
+        p99_ms: l.sojourn_ms.p99,
         loss: l.loss,
     }
 }
 
-fn run(name: &str, set: &[&str], protocol: &str) -> (Sim, ecnq_sim::report::metrics::Summary) {
+fn run(name: &str, set: &[&str], protocol: &str) -> (Sim, Summary) {
     let scenario = common::scenario(name, set);
     let o = Overrides {
         scheme: Some(protocol.parse::<Protocol>().unwrap()),
@@ -106,29 +88,19 @@ fn cellular_traces_side_by_side() {
             println!("{name}: skipped, no trace at {}", missing[0].display());
             continue;
         }
-        let cases = [
-            ("erc", "dual", "erc"),
-            ("erc-fifo", "fifo", "erc"),
-            ("cubic-fifo", "fifo", "cubic"),
-            ("cubic-codel", "dual", "cubic"),
-            ("bbr-fifo", "fifo", "bbr"),
-            ("prague-l4s", "dual", "prague"),
-        ];
-        let rows: Vec<Figures> = cases
-            .iter()
-            .map(|&(label, queue, p)| {
-                let q = format!("links.0.queue={queue}");
-                let (sim, s) = run(name, &[&q], p);
-                figures(label, &sim, &s)
-            })
-            .collect();
+        // The scenario's own line-up, as `ecnq-sim compare` runs it.
+        let rows: Vec<Figures> =
+            runner::compare(&scenario, &Overrides::default(), &scenario.file.compare)
+                .iter()
+                .map(|r| figures(&r.label[0], r.result.as_ref().unwrap()))
+                .collect();
         print(name, &rows);
         // Issue 56's goals that hold on every trace: erc loses nothing and
         // its p95 delay is at most a third of Cubic's through the FIFO; on
         // AT&T's downlink it also carries 0.9 of Cubic's throughput at no
         // more p95 delay than BBR's.
         let row = |label: &str| rows.iter().find(|f| f.label == label).unwrap();
-        let (erc, cubic, bbr) = (row("erc"), row("cubic-fifo"), row("bbr-fifo"));
+        let (erc, cubic, bbr) = (row("erc"), row("cubic@fifo"), row("bbr@fifo"));
         assert_eq!(erc.loss, 0.0, "{name}");
         assert!(
             erc.p95_ms <= cubic.p95_ms / 3.0,

@@ -5,9 +5,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use ecnq::schemes::vcp;
-use ecnq_charts::{Chart, Look, Series};
+use ecnq_charts::{Chart, Look, Point, Series};
 
 use super::metrics::Summary;
+use super::text::{bottleneck, Row};
 use crate::engine::Sim;
 
 /// Plots with more lines than this show only the first ones (1000-flow runs).
@@ -157,4 +158,35 @@ fn link_lines(sim: &Sim) -> [Vec<Series>; 3] {
             .collect()
     };
     [busy(queue), busy(util), busy(load)]
+}
+
+/// Writes Pantheon's plot of a `compare` run to `path`: one point per run,
+/// its bottleneck's throughput against the 95th percentile of its
+/// per-packet queueing delay (up and left is better). Runs that failed
+/// are left out.
+pub fn goodput_delay(scenario: &str, rows: &[Row], path: &Path) -> Result<(), String> {
+    let points: Vec<Point> = (rows.iter())
+        .filter_map(|r| {
+            let link = bottleneck(r.result.as_ref().ok()?)?;
+            Some(Point {
+                name: r.label.join(" "),
+                x: link.sojourn_ms.p95,
+                y: link.utilization * link.rate_bps / 1e6,
+            })
+        })
+        .collect();
+    let x_max = points.iter().map(|p| p.x).fold(0.0, f64::max).max(1e-3) * 1.15;
+    let y_max = points.iter().map(|p| p.y).fold(0.0, f64::max).max(1e-3) * 1.1;
+    let chart = Chart {
+        path,
+        look: Look {
+            size: (900, 520),
+            ..Look::THIN
+        },
+        title: &format!("{scenario}: throughput against delay (up and left is better)"),
+        x_label: "per-packet queueing delay, 95th percentile (ms)",
+        y_label: "throughput (Mbit/s)",
+        max: (x_max, y_max),
+    };
+    chart.points(&points)
 }

@@ -7,6 +7,7 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ecnq::router::bottleneck::Discipline;
 use ecnq::router::capacity::{CapacitySource, DeliveryTrace, LinkRate, RateSchedule};
 
 use ecnq::Scheme;
@@ -47,6 +48,7 @@ impl Scenario {
             scheme: self.scheme(o),
             feedback: o.feedback.unwrap_or(f.feedback),
             mss,
+            queue: o.queue,
         };
         for (i, entry) in f.links.iter().enumerate() {
             b.add_link(i, entry)?;
@@ -87,6 +89,8 @@ struct Builder<'a> {
     feedback: FeedbackPath,
     /// The scenario's packet size.
     mss: u32,
+    /// Every link's queue discipline, if overridden.
+    queue: Option<Discipline>,
 }
 
 impl Builder<'_> {
@@ -157,7 +161,7 @@ impl Builder<'_> {
             reverse_reports_only: l.reverse_reports_only,
             router_restart: l.router_restart.map(|t| t.0),
             ecn_threshold,
-            discipline: l.queue,
+            discipline: self.queue.unwrap_or(l.queue),
             marking: l.marking.0,
         });
         self.duplexes.push((l.name.clone(), d));

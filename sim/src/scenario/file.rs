@@ -7,6 +7,7 @@ use toml::Spanned;
 use super::quantity::{Buffer, Bytes, Rate, Time};
 use crate::engine::FeedbackPath;
 use crate::protocol::Protocol;
+use crate::runner::Case;
 use ecnq::router::bottleneck::Discipline;
 use ecnq::router::capacity::CapacitySource;
 use ecnq::router::MarkingMode;
@@ -250,6 +251,11 @@ pub struct ScenarioFile {
     pub expect: String,
     /// Default scheme for flows that do not fix one.
     pub scheme: Protocol,
+    /// What `compare` runs when not told (`--schemes`): cases such as
+    /// `"erc"` or `"cubic@fifo"` (a scheme and the queue every link takes);
+    /// default: every scheme in the scenario's queues.
+    #[serde(default)]
+    pub compare: Vec<Case>,
     /// How ecnq flows' feedback reaches their senders: `"ack"` (default:
     /// every ACK carries the receiver's estimate, as in the papers' ns-2
     /// models) or `"session"` (each end runs the QUIC stack's connection

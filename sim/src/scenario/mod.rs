@@ -21,6 +21,8 @@ pub use file::{
     FlowGroup, LinkEntry, Marking, NewcomerFloodEntry, OneOrMany, ParetoEntry, ScenarioFile,
 };
 
+use ecnq::router::bottleneck::Discipline;
+
 use crate::engine::{FeedbackPath, Nanos, SECOND};
 use crate::protocol::Protocol;
 
@@ -61,6 +63,8 @@ pub struct Overrides {
     pub duration: Option<Nanos>,
     /// Replaces the feedback path.
     pub feedback: Option<FeedbackPath>,
+    /// Replaces every link's queue discipline (`compare`'s `cubic@fifo`).
+    pub queue: Option<Discipline>,
 }
 
 /// Where the public delivery traces are: `ECNQ_TRACES`, else
@@ -347,10 +351,15 @@ rtt = ["20ms", "40ms"]
             seed: Some(4),
             duration: Some(1_000_000_000),
             feedback: None,
+            queue: Some(Discipline::Fifo),
         };
         let config = s.build(&o).unwrap();
         assert_eq!((config.seed, config.duration), (4, 1_000_000_000));
         assert!(config.flows.iter().all(|f| f.protocol.name() == "cubic"));
+        assert!(config
+            .links
+            .iter()
+            .all(|l| l.discipline == Discipline::Fifo));
     }
 
     #[test]
