@@ -114,7 +114,8 @@ impl Protocol {
     /// What a sender with `window` may have in flight: the window, for a
     /// window law and for BBR, whose window caps its paced flight; for an
     /// ecnq rate law, what the QUIC stack's gated window reaches
-    /// ([`ecnq::session::GATED_WINDOW_CAP`] × rate × srtt). Without that
+    /// ([`ecnq::session::GATED_WINDOW_CAP`] × the law's window, which is at
+    /// most rate × srtt). Without that
     /// cap a rate law kept filling the queue of a link in an outage, while
     /// no ACK came back (test
     /// `erc_rides_out_an_outage_without_loss_and_is_back_within_a_second`).

@@ -578,6 +578,12 @@ impl McpLaw {
 }
 
 impl Law for McpLaw {
+    /// The window is rate × srtt: it follows every RTT the transport
+    /// learns, as the transport's gate does.
+    fn on_rtt(&mut self, rtt: &RttSample) {
+        self.observe_rtt(rtt);
+    }
+
     fn on_ack(&mut self, now: Duration, acked_bytes: u64, rtt: &RttSample) {
         self.observe_rtt(rtt);
         match &mut self.unassisted {

@@ -207,15 +207,23 @@ impl Sending {
         let Some(pace) = self.law_pace() else {
             return Some(published);
         };
+        // A law whose own window is tighter than rate × srtt (erc's, whose
+        // round trip is bounded by the path's least) caps the flight by it:
+        // a queue the flow meets then holds it back, as in the simulator
+        // (`Protocol::flight_cap`).
+        let window = self
+            .law
+            .as_ref()
+            .map_or(published, |law| law.window().min(published));
         let gated = self.gate.window(
             now,
             pace,
             self.config.mss,
             self.in_flight,
-            published.saturating_mul(GATED_WINDOW_CAP),
+            window.saturating_mul(GATED_WINDOW_CAP),
         );
         Some(if pace.catch_up {
-            gated.max((published as f64 / QUINN_PACING_GAIN) as u64)
+            gated.max((window as f64 / QUINN_PACING_GAIN) as u64)
         } else {
             gated
         })
@@ -597,6 +605,39 @@ mod tests {
                 assert!(window <= IDLE_WINDOW, "{scheme}: {window}");
             }
         }
+    }
+
+    /// An erc flow in a queue of its own making (its link's capacity fell):
+    /// the gate caps its flight by the law's window, whose round trip is
+    /// bounded by the path's least, not by rate × srtt, as the simulator
+    /// caps it (`Protocol::flight_cap`).
+    #[test]
+    fn a_rate_laws_flight_is_capped_by_its_own_window() {
+        use crate::schemes::erc::index_of;
+        let ms = Duration::from_millis;
+        let mut sending = Sending::new(Some(Scheme::Erc), LawConfig::with_mss(1200), 28);
+        let queued = RttSample {
+            smoothed: ms(150),
+            min: ms(50),
+            latest: ms(150),
+        };
+        sending.rtt = queued;
+        let law = sending.law.as_mut().expect("a law");
+        law.on_rtt(&queued);
+        let told = Feedback {
+            level: index_of(2.5e6),
+            ..Feedback::default()
+        };
+        law.on_feedback(ms(1_000), told, &queued);
+        law.on_ack(ms(1_001), 1_200, &queued);
+        let rate = sending.law_rate().expect("erc paces once told a rate");
+        let own = sending.law().expect("a law").window();
+        assert!(own < sending.rate_window(rate) / 2, "{own}");
+        // With two of the law's windows out, the gate opens no further,
+        // however long it saved up.
+        sending.in_flight = own * GATED_WINDOW_CAP;
+        let window = sending.gated_window(ms(60_000)).expect("a law");
+        assert_eq!(window, sending.in_flight, "the law's window {own}");
     }
 
     /// The real stack's start: a few datagrams carry quinn's ECT(0) before
