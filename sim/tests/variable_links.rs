@@ -95,10 +95,10 @@ fn cellular_traces_side_by_side() {
                 .map(|r| figures(&r.label[0], r.result.as_ref().unwrap()))
                 .collect();
         print(name, &rows);
-        // Issue 56's goals that hold on every trace: erc loses nothing and
-        // its p95 delay is at most a third of Cubic's through the FIFO; on
-        // AT&T's downlink it also carries 0.9 of Cubic's throughput at no
-        // more p95 delay than BBR's.
+        // Issue 56's goals that hold on every trace: erc loses nothing, and
+        // its p95 delay is at most a third of Cubic's through the FIFO and
+        // no more than BBR's; on AT&T's traces it also carries 0.9 of
+        // Cubic's throughput (on T-Mobile's about 0.85).
         let row = |label: &str| rows.iter().find(|f| f.label == label).unwrap();
         let (erc, cubic, bbr) = (row("erc"), row("cubic@fifo"), row("bbr@fifo"));
         assert_eq!(erc.loss, 0.0, "{name}");
@@ -107,10 +107,10 @@ fn cellular_traces_side_by_side() {
             "{name}: {} ms",
             erc.p95_ms
         );
-        if name == "cellular-att-lte-down" {
+        assert!(erc.p95_ms <= bbr.p95_ms, "{name}: {} ms", erc.p95_ms);
+        if name.starts_with("cellular-att") {
             let ratio = erc.throughput_mbps / cubic.throughput_mbps;
             assert!(ratio >= 0.9, "{name}: {ratio}");
-            assert!(erc.p95_ms <= bbr.p95_ms, "{name}: {} ms", erc.p95_ms);
         }
         for f in &rows {
             // Against the capacity in force, no scheme carries more.
