@@ -8,10 +8,11 @@ use std::time::Instant;
 use clap::{Parser, Subcommand};
 use ecnq::units::UNITS_HELP;
 use ecnq_sim::engine::{FeedbackPath, Sim};
+use ecnq_sim::protocol::Case;
 use ecnq_sim::protocol::Protocol;
 use ecnq_sim::report::text::{self, Row};
 use ecnq_sim::report::{files, plot};
-use ecnq_sim::runner::{self, Case};
+use ecnq_sim::runner;
 use ecnq_sim::scenario::quantity::Time;
 use ecnq_sim::scenario::{Overrides, Scenario};
 

@@ -6,6 +6,7 @@
 use std::fmt;
 use std::str::FromStr;
 
+use ecnq::router::bottleneck::Discipline;
 use ecnq::signal::{CountReader, Decoder, Law, LawConfig};
 use ecnq::{Ecn, Scheme};
 
@@ -225,6 +226,67 @@ impl<'de> serde::Deserialize<'de> for Protocol {
     }
 }
 
+/// One run of `compare`: a protocol, and the queue every link takes if
+/// not the scenario's. `cubic@fifo` is Cubic through a drop-tail FIFO and
+/// `cubic@dual` Cubic through the dual queue's classic side, under CoDel:
+/// a cellular benchmark's baselines (ABC, NSDI 2020) in one line-up.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Case {
+    /// The scheme of the flows that do not fix their own.
+    pub protocol: Protocol,
+    /// Every link's queue discipline, if not the scenario's.
+    pub queue: Option<Discipline>,
+}
+
+impl Case {
+    /// Every protocol in the scenario's queues: `compare`'s default.
+    pub fn every_protocol() -> Vec<Case> {
+        Protocol::ALL.into_iter().map(Case::from).collect()
+    }
+}
+
+impl From<Protocol> for Case {
+    fn from(protocol: Protocol) -> Case {
+        Case {
+            protocol,
+            queue: None,
+        }
+    }
+}
+
+impl FromStr for Case {
+    type Err = String;
+
+    /// `SCHEME` or `SCHEME@QUEUE`, e.g. `erc`, `cubic@fifo`.
+    fn from_str(s: &str) -> Result<Case, String> {
+        let (protocol, queue) = match s.split_once('@') {
+            Some((p, q)) => (p, Some(q.parse::<Discipline>()?)),
+            None => (s, None),
+        };
+        Ok(Case {
+            protocol: protocol.parse()?,
+            queue,
+        })
+    }
+}
+
+impl fmt::Display for Case {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.protocol.name())?;
+        match self.queue {
+            Some(queue) => write!(f, "@{queue}"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Case {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -250,5 +312,20 @@ mod tests {
             assert_eq!(p.decoder().is_some(), p.router_assisted(), "{p}");
             assert!(p.law(LawConfig::default()).window() > 0, "{p}");
         }
+    }
+
+    #[test]
+    fn a_case_names_a_scheme_and_perhaps_a_queue() {
+        let plain: Case = "erc".parse().unwrap();
+        assert_eq!(plain, Case::from("erc".parse::<Protocol>().unwrap()));
+        assert_eq!(plain.to_string(), "erc");
+        let fifo: Case = " Cubic@FIFO".parse().unwrap();
+        assert_eq!(fifo.queue, Some(Discipline::Fifo));
+        assert_eq!(fifo.to_string(), "cubic@fifo");
+        let err = "cubic@codel".parse::<Case>().unwrap_err();
+        assert!(err.contains("unknown queue discipline `codel`"), "{err}");
+        let err = "tcp@fifo".parse::<Case>().unwrap_err();
+        assert!(err.contains("unknown scheme `tcp`"), "{err}");
+        assert_eq!(Case::every_protocol().len(), Protocol::ALL.len());
     }
 }

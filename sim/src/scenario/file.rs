@@ -6,8 +6,8 @@ use toml::Spanned;
 
 use super::quantity::{Buffer, Bytes, Rate, Time};
 use crate::engine::FeedbackPath;
+use crate::protocol::Case;
 use crate::protocol::Protocol;
-use crate::runner::Case;
 use ecnq::router::bottleneck::Discipline;
 use ecnq::router::capacity::CapacitySource;
 use ecnq::router::MarkingMode;
