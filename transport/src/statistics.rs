@@ -143,6 +143,16 @@ impl SojournHistogram {
     }
 }
 
+impl std::ops::AddAssign<&SojournHistogram> for SojournHistogram {
+    /// Counts `other`'s packets here too: the sojourns of several queues
+    /// as one.
+    fn add_assign(&mut self, other: &SojournHistogram) {
+        for (bucket, &count) in other.counts.iter().enumerate() {
+            self.add(bucket, count);
+        }
+    }
+}
+
 impl fmt::Display for SojournHistogram {
     /// The non-zero buckets as `[[bucket,count],...]`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -346,6 +356,15 @@ mod tests {
         // A restarted counter (earlier has more) counts nothing there.
         let restarted = sojourns(&[1, 2]);
         assert_eq!(restarted.since(&earlier), sojourns(&[2]));
+    }
+
+    #[test]
+    fn histograms_add_up_bucket_by_bucket() {
+        let mut h = sojourns(&[1, 50]);
+        h += &sojourns(&[1, 3]);
+        assert_eq!(h, sojourns(&[1, 1, 3, 50]));
+        h += &SojournHistogram::new();
+        assert_eq!(h.count(), 4);
     }
 
     #[test]
