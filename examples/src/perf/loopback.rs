@@ -157,8 +157,13 @@ impl LoopbackBed {
     }
 
     /// Runs `flows` through relays in series, one per link of `links` (the
-    /// first link is nearest the clients), both directions alike.
-    pub async fn run(&self, flows: &[Flow], links: &[LinkSpec]) -> Result<RunResult, String> {
+    /// first link is nearest the clients; a [`LinkSpec`] for both
+    /// directions alike, a [`RelayLink`] for one each).
+    pub async fn run(
+        &self,
+        flows: &[Flow],
+        links: &[impl Clone + Into<RelayLink>],
+    ) -> Result<RunResult, String> {
         self.run_configured(flows, links, &|_, _| {}, None).await
     }
 
@@ -168,7 +173,7 @@ impl LoopbackBed {
     pub async fn run_configured(
         &self,
         flows: &[Flow],
-        links: &[LinkSpec],
+        links: &[impl Clone + Into<RelayLink>],
         configure: &(dyn Fn(usize, &mut ClientConfig) + Sync),
         flood: Option<&Flood>,
     ) -> Result<RunResult, String> {
@@ -246,6 +251,35 @@ impl Drop for LoopbackBed {
     }
 }
 
+/// One relay's link, a spec per direction.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RelayLink {
+    /// Client to server (the shim's [`UP`]): what the clients send.
+    pub to_server: LinkSpec,
+    /// Server to client ([`DOWN`]): what the server sends back.
+    pub to_client: LinkSpec,
+}
+
+impl From<LinkSpec> for RelayLink {
+    /// Both directions alike.
+    fn from(spec: LinkSpec) -> RelayLink {
+        RelayLink {
+            to_server: spec.clone(),
+            to_client: spec,
+        }
+    }
+}
+
+impl RelayLink {
+    /// The spec of direction `dir` ([`UP`] or [`DOWN`]).
+    pub fn spec(&self, dir: &str) -> &LinkSpec {
+        match dir {
+            DOWN => &self.to_client,
+            _ => &self.to_server,
+        }
+    }
+}
+
 /// Relays in series in this process, each with its own stats.
 pub struct RelayChain {
     /// Where clients send: the first relay.
@@ -254,17 +288,21 @@ pub struct RelayChain {
         JoinHandle<SessionCounters>,
         tokio::sync::oneshot::Sender<()>,
         Lines,
-        LinkSpec,
+        RelayLink,
     )>,
 }
 
 impl RelayChain {
     /// Binds one relay per link, last first, so each knows the next hop.
-    pub fn start(links: &[LinkSpec], target: SocketAddr) -> Result<RelayChain, String> {
+    pub fn start(
+        links: &[impl Clone + Into<RelayLink>],
+        target: SocketAddr,
+    ) -> Result<RelayChain, String> {
         let mut next = target;
         let mut relays = Vec::new();
-        for spec in links.iter().rev() {
-            let (relay, lines) = bind_relay(spec, next)?;
+        for link in links.iter().rev() {
+            let link: RelayLink = link.clone().into();
+            let (relay, lines) = bind_relay(&link, next)?;
             next = relay.local_addr().map_err(|e| e.to_string())?;
             let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
             let task = tokio::spawn(async move {
@@ -273,7 +311,7 @@ impl RelayChain {
                 });
                 report.await.map(|r| r.sessions).unwrap_or_default()
             });
-            relays.push((task, stop, lines, spec.clone()));
+            relays.push((task, stop, lines, link));
         }
         relays.reverse();
         Ok(RelayChain {
@@ -292,12 +330,12 @@ impl RelayChain {
     /// ([`UP`], client to server, or [`DOWN`]).
     pub async fn stop_direction(self, dir: &str) -> Vec<LinkSeries> {
         let mut out = Vec::new();
-        for (task, stop, lines, spec) in self.relays {
+        for (task, stop, lines, link) in self.relays {
             let _ = stop.send(());
             let sessions = task.await.unwrap_or_default();
             out.push(LinkSeries {
                 sessions,
-                ..LinkSeries::parse_direction(&lines.text(), &spec, dir)
+                ..LinkSeries::parse_direction(&lines.text(), link.spec(dir), dir)
             });
         }
         out
@@ -326,14 +364,14 @@ async fn receive_upload(incoming: quinn::Incoming) -> Result<(), String> {
     Ok(())
 }
 
-/// Binds a relay for `spec` toward `target` on an ephemeral loopback port,
+/// Binds a relay for `link` toward `target` on an ephemeral loopback port,
 /// with its stats collected in memory and the session limits of the
 /// shim's command line: its defaults, at most as many sessions as the
 /// open-file limit leaves sockets for.
-fn bind_relay(spec: &LinkSpec, target: SocketAddr) -> Result<(Relay, Lines), String> {
+fn bind_relay(link: &RelayLink, target: SocketAddr) -> Result<(Relay, Lines), String> {
     let (sessions, _) = sessions_within_fd_limit(SessionLimits::default())
         .map_err(|e| format!("cannot read the open-file limit: {e}"))?;
-    let direction = Direction {
+    let direction = |spec: &LinkSpec| Direction {
         spec: spec.clone(),
         router: router_config(spec),
         queue: Discipline::default(),
@@ -341,8 +379,8 @@ fn bind_relay(spec: &LinkSpec, target: SocketAddr) -> Result<(Relay, Lines), Str
     let config = RelayConfig {
         listen: "127.0.0.1:0".parse().expect("literal"),
         target,
-        up: direction.clone(),
-        down: direction,
+        up: direction(&link.to_server),
+        down: direction(&link.to_client),
         seed: 1,
         sessions,
     };
@@ -891,6 +929,19 @@ mod tests {
         assert_eq!(series.class_sojourn_p99_ms(Class::Ecnq, 0.0, 0.01), None);
         assert_eq!(series.class_sojourn_p99_ms(Class::Classic, 0.0, 1.0), None);
         assert_eq!(series.class_sojourn_p99_ms(Class::Ecnq, 0.1, 0.11), None);
+    }
+
+    #[test]
+    fn a_relay_link_gives_each_direction_its_spec() {
+        let data: LinkSpec = "rate 20mbit delay 10ms".parse().unwrap();
+        let acks: LinkSpec = "delay 25ms".parse().unwrap();
+        let both = RelayLink::from(data.clone());
+        assert_eq!((both.spec(UP), both.spec(DOWN)), (&data, &data));
+        let link = RelayLink {
+            to_server: data.clone(),
+            to_client: acks.clone(),
+        };
+        assert_eq!((link.spec(UP), link.spec(DOWN)), (&data, &acks));
     }
 
     #[test]
