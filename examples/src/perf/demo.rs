@@ -503,6 +503,7 @@ mod tests {
             name: "mixed".into(),
             goodput_mbit: 47.25,
             utilization: 0.9612,
+            capacity_varies: false,
             queue_p50_ms: 1.04,
             queue_p95_ms: 3.0,
             queue_p99_ms: 4.33,

@@ -461,6 +461,9 @@ pub struct LinkSample {
     /// The sojourns of the packets that left each queue so far (empty
     /// where the shim reported none).
     pub class_sojourn_hist: [SojournHistogram; 3],
+    /// Cumulative bytes the link could carry (the capacity in force);
+    /// `None` where the stats do not say.
+    pub capacity_bytes: Option<f64>,
 }
 
 /// The shim's name (`dir` in its stats) of a link's client-to-server direction.
@@ -474,8 +477,12 @@ pub const DOWN: &str = "down";
 pub struct LinkSeries {
     /// Samples every 50 ms.
     pub samples: Vec<LinkSample>,
-    /// Link rate, bit/s.
+    /// Link rate, bit/s; a varying link's nominal rate (a schedule's
+    /// first step, a trace's mean).
     pub capacity_bps: f64,
+    /// Whether the link's capacity changes over time (a trace or a
+    /// schedule).
+    pub varies: bool,
     /// Buffer in bytes (for packet limits: 1500-byte packets).
     pub buffer_bytes: f64,
     /// What the link's relay did with client sessions (none where the
@@ -527,12 +534,14 @@ impl LinkSeries {
                             .flatten()
                             .unwrap_or_default()
                     }),
+                    capacity_bytes: v["capacity_bytes"].as_f64(),
                 }
             })
             .collect();
         LinkSeries {
             samples,
             capacity_bps,
+            varies: spec.varies.is_some(),
             buffer_bytes,
             sessions: SessionCounters::default(),
         }
@@ -548,6 +557,10 @@ impl LinkSeries {
                 s.arrivals -= first.arrivals;
                 s.drops -= first.drops;
                 s.intervals_disregarded -= first.intervals_disregarded;
+                s.capacity_bytes = s
+                    .capacity_bytes
+                    .zip(first.capacity_bytes)
+                    .map(|(b, a)| b - a);
             }
         }
         self
@@ -559,17 +572,27 @@ impl LinkSeries {
             .filter(move |s| s.t >= from && s.t <= to)
     }
 
-    /// Departures over capacity between two times.
+    /// Departures between two times over the bytes the link could carry
+    /// then: the shim's count of the capacity in force where the stats
+    /// have it, else the link rate over the span.
     pub fn utilization(&self, from: f64, to: f64) -> f64 {
         let mut window = self.between(from, to);
         let (Some(first), Some(last)) = (window.next(), window.last()) else {
             return 0.0;
         };
-        let span = last.t - first.t;
-        if span <= 0.0 {
+        let could = self.capacity_between(first, last);
+        if could <= 0.0 {
             return 0.0;
         }
-        (last.departure_bytes - first.departure_bytes) * 8.0 / (self.capacity_bps * span)
+        (last.departure_bytes - first.departure_bytes) / could
+    }
+
+    /// Bytes the link could carry from sample `a` to the later `b`.
+    fn capacity_between(&self, a: &LinkSample, b: &LinkSample) -> f64 {
+        match (a.capacity_bytes, b.capacity_bytes) {
+            (Some(a), Some(b)) => b - a,
+            _ => self.capacity_bps / 8.0 * (b.t - a.t),
+        }
     }
 
     /// Packets dropped from the start until `t` (the last sample by then).
@@ -580,7 +603,9 @@ impl LinkSeries {
             .map_or(0.0, |s| s.drops)
     }
 
-    /// Queueing delay samples (ms) between two times.
+    /// Queueing delay samples (ms) between two times: the queue at the
+    /// link rate, approximate where the capacity varies (a varying link's
+    /// sojourns are exact: [`LinkSeries::queue_delay_ms`]).
     pub fn queue_ms(&self, from: f64, to: f64) -> Vec<f64> {
         self.between(from, to)
             .map(|s| s.queue_bytes * 8.0 / self.capacity_bps * 1e3)
@@ -615,6 +640,29 @@ impl LinkSeries {
     /// packet left it then.
     pub fn class_sojourn_p99_ms(&self, class: Class, from: f64, to: f64) -> Option<f64> {
         self.class_sojourn_hist(class, from, to).percentile_ms(99.0)
+    }
+
+    /// The sojourns of the packets that left any queue between two times
+    /// (see [`LinkSeries::class_sojourn_hist`]).
+    pub fn sojourn_hist(&self, from: f64, to: f64) -> SojournHistogram {
+        let mut all = SojournHistogram::new();
+        for class in Class::ALL {
+            all += &self.class_sojourn_hist(class, from, to);
+        }
+        all
+    }
+
+    /// Percentiles `ps` of the queueing delay between two times, ms (0
+    /// where nothing was measured): on a fixed link of the queue sampled
+    /// every 50 ms at its rate; on a varying one, where a queue's bytes
+    /// have no one delay, of the packets' sojourns.
+    pub fn queue_delay_ms<const N: usize>(&self, from: f64, to: f64, ps: [f64; N]) -> [f64; N] {
+        if self.varies {
+            let sojourns = self.sojourn_hist(from, to);
+            return ps.map(|p| sojourns.percentile_ms(p).unwrap_or(0.0));
+        }
+        let queue = self.queue_ms(from, to);
+        ps.map(|p| percentile(&queue, p).unwrap_or(0.0))
     }
 
     /// Queue samples (bytes) between two times.
@@ -658,8 +706,12 @@ pub struct RunSummary {
     pub name: String,
     /// Flows' goodput summed, Mbit/s (bytes the server received over the run).
     pub goodput_mbit: f64,
-    /// Bottleneck departures over capacity during the run.
+    /// Bottleneck departures over what it could carry during the run.
     pub utilization: f64,
+    /// Whether the bottleneck's capacity changed over time (a trace or a
+    /// schedule): the queue figures are then the packets' sojourns
+    /// ([`LinkSeries::queue_delay_ms`]).
+    pub capacity_varies: bool,
     /// Queueing delay at the bottleneck, median, ms.
     pub queue_p50_ms: f64,
     /// 95th percentile.
@@ -815,14 +867,16 @@ pub fn summarize(
                 .sum::<f64>()
         })
         .collect();
-    let queue = link.queue_ms(0.0, end);
+    let [queue_p50_ms, queue_p95_ms, queue_p99_ms] =
+        link.queue_delay_ms(0.0, end, [50.0, 95.0, 99.0]);
     RunSummary {
         name: name.to_owned(),
         goodput_mbit: flows.iter().map(|f| f.received as f64 * 8.0).sum::<f64>() / end / 1e6,
         utilization: link.utilization(0.0, end),
-        queue_p50_ms: percentile(&queue, 50.0).unwrap_or(0.0),
-        queue_p95_ms: percentile(&queue, 95.0).unwrap_or(0.0),
-        queue_p99_ms: percentile(&queue, 99.0).unwrap_or(0.0),
+        capacity_varies: link.varies,
+        queue_p50_ms,
+        queue_p95_ms,
+        queue_p99_ms,
         loss: link.loss(),
         jain: jain_index(&tail),
         converge_s: convergence_time(
@@ -929,6 +983,54 @@ mod tests {
         assert_eq!(series.class_sojourn_p99_ms(Class::Ecnq, 0.0, 0.01), None);
         assert_eq!(series.class_sojourn_p99_ms(Class::Classic, 0.0, 1.0), None);
         assert_eq!(series.class_sojourn_p99_ms(Class::Ecnq, 0.1, 0.11), None);
+    }
+
+    /// A link that steps from 8 to 2 Mbit/s at 1 s, busy throughout: full
+    /// against what it could carry, a quarter short against its first
+    /// step; its queue figures are its packets' sojourns.
+    #[test]
+    fn a_varying_link_is_judged_against_the_capacity_in_force() {
+        let spec: LinkSpec = "schedule 0s:8mbit,1s:2mbit".parse().unwrap();
+        // Bytes carried by t: 1 Mbyte/s to 1 s, 0.25 Mbyte/s after.
+        let carried = |t: f64| t.min(1.0) * 1e6 + (t - 1.0).max(0.0) * 0.25e6;
+        let stats = |counted: bool| {
+            let line = |i: u32| {
+                let t = f64::from(i) * 0.05;
+                let mut v = serde_json::json!({
+                    "t": t,
+                    "dir": "up",
+                    "departure_bytes": carried(t),
+                    "queue_bytes": 50_000,
+                    "sojourn_ecnq_hist": [[10, i * 5]],
+                    "sojourn_classic_hist": [[300, u8::from(t >= 1.0)]],
+                });
+                if counted {
+                    v["capacity_bytes"] = carried(t).into();
+                }
+                v.to_string()
+            };
+            (0..=40).map(line).collect::<Vec<_>>().join("\n")
+        };
+        let series = LinkSeries::parse(&stats(true), &spec);
+        assert!(series.varies);
+        assert!((series.utilization(0.0, 2.0) - 1.0).abs() < 1e-9);
+        assert!((series.utilization(1.0, 2.0) - 1.0).abs() < 1e-9);
+        // Rebased from 1 s on, the counter starts at zero too.
+        let later = LinkSeries {
+            samples: series.samples[20..].to_vec(),
+            ..series.clone()
+        }
+        .rebased();
+        assert_eq!(later.samples[0].capacity_bytes, Some(0.0));
+        assert!((later.utilization(0.0, 1.0) - 1.0).abs() < 1e-9);
+        // 200 packets waited 1.1 ms, one 30.1 ms: not the queue's 50 or 200 ms.
+        assert_eq!(series.queue_delay_ms(0.0, 2.0, [50.0, 100.0]), [1.1, 30.1]);
+        // Stats without the counter: the first step's rate over the span.
+        let series = LinkSeries::parse(&stats(false), &spec);
+        assert!((series.utilization(0.0, 2.0) - 0.625).abs() < 1e-9);
+        // A fixed link's delay is its sampled queue at its rate: 50 ms.
+        let fixed = LinkSeries::parse(&stats(false), &"rate 8mbit".parse().unwrap());
+        assert_eq!(fixed.queue_delay_ms(0.0, 2.0, [50.0]), [50.0]);
     }
 
     #[test]
