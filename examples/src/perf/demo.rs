@@ -21,7 +21,7 @@ use serde::Serialize;
 
 use super::fake_newcomers;
 use super::host::steal_note;
-use super::loopback::{Flow, LinkSeries, LoopbackBed, RelayLink, RunSummary};
+use super::loopback::{Flow, LinkSeries, LoopbackBed, RelayLink, RunSummary, FLOW_INTERVAL};
 use super::{check_seconds, parse_seconds};
 use ecnq::statistics::FlowSeries;
 use ecnq_charts::{Chart, Look, Point, Series};
@@ -345,7 +345,9 @@ pub fn report_rows(
     for note in notes {
         println!("{note}");
     }
-    // One point per controller, as Pantheon draws it: up and left is better.
+    // One point per controller, as Pantheon draws it: up and left is better,
+    // on a log delay axis where the link varies and delays span decades.
+    let log_delay = summaries.iter().any(|s| s.capacity_varies);
     let points: Vec<Point> = summaries
         .iter()
         .filter(|s| s.flows.iter().all(|(cc, _)| *cc == s.name))
@@ -361,6 +363,7 @@ pub fn report_rows(
         "bottleneck queueing delay, 95th percentile (ms)",
         "goodput (Mbit/s)",
         &points,
+        log_delay,
     )?;
     let json = serde_json::to_string_pretty(rows).map_err(|e| e.to_string())?;
     let path = out.join("summary.json");
@@ -394,7 +397,8 @@ async fn run_plotted(
 }
 
 /// Writes a run's plots: each flow's sending rate (`labels` name the
-/// flows' controllers), the bottleneck's queue and its load factors.
+/// flows' controllers) beside a varying link's capacity, the bottleneck's
+/// queue and its load factors.
 pub fn plot_run(
     name: &str,
     labels: &[String],
@@ -402,7 +406,7 @@ pub fn plot_run(
     link: &LinkSeries,
     out: &Path,
 ) -> Result<(), String> {
-    let throughput: Vec<Series> = labels
+    let mut throughput: Vec<Series> = labels
         .iter()
         .zip(series)
         .enumerate()
@@ -411,6 +415,12 @@ pub fn plot_run(
             points: s.samples.iter().map(|&(t, r)| (t, r / 1e6)).collect(),
         })
         .collect();
+    if link.varies {
+        throughput.push(Series {
+            name: "link capacity".into(),
+            points: link.capacity_mbit(FLOW_INTERVAL.as_secs_f64()),
+        });
+    }
     line_chart(
         &out.join(format!("{name}-throughput.svg")),
         &format!("{name}: sending rate per flow"),
@@ -426,11 +436,15 @@ pub fn plot_run(
             .map(|s| (s.t, s.queue_bytes * 8.0 / link.capacity_bps * 1e3))
             .collect(),
     }];
+    let queue_unit = match link.varies {
+        true => "ms at the link's nominal rate (approximate: its capacity varies)",
+        false => "ms",
+    };
     line_chart(
         &out.join(format!("{name}-queue.svg")),
         &format!("{name}: bottleneck queue"),
         "seconds",
-        "ms",
+        queue_unit,
         &queue,
     )?;
     let load: Vec<Series> = (FORMULAS.iter().enumerate())
@@ -485,20 +499,31 @@ fn line_chart(
 }
 
 /// Draws labelled points on axes that fit the finite ones with room for
-/// their labels.
+/// their labels; on a logarithmic x axis if `log_x`.
 fn scatter_chart(
     path: &Path,
     title: &str,
     x_label: &str,
     y_label: &str,
     points: &[Point],
+    log_x: bool,
 ) -> Result<(), String> {
     let finite = || points.iter().filter(|p| p.x.is_finite() && p.y.is_finite());
-    let x_max = finite().map(|p| p.x).fold(0.0, f64::max).max(1e-3) * 1.15;
+    let x_max = finite().map(|p| p.x).fold(0.0, f64::max).max(1e-3);
     let y_max = finite().map(|p| p.y).fold(0.0, f64::max).max(1e-3) * 1.1;
-    let mut chart = bold_chart(path, [title, x_label, y_label], (x_max, y_max));
+    let mut chart = bold_chart(path, [title, x_label, y_label], (x_max * 1.15, y_max));
     chart.look.size = (900, 520);
-    chart.points(points)
+    if !log_x {
+        return chart.points(points);
+    }
+    // A factor of two to spare at the left and, for the labels, the right.
+    let x_min = finite()
+        .map(|p| p.x)
+        .filter(|&x| x > 0.0)
+        .fold(x_max, f64::min)
+        / 2.0;
+    chart.max.0 = x_max * 2.0;
+    chart.points_log_x(points, x_min)
 }
 
 /// The comparison table's heads; [`table_cells`] gives a row's cells.
@@ -678,6 +703,46 @@ mod tests {
                 assert!(error.contains(want), "{args:?}: {error}");
             }
         }
+    }
+
+    /// A varying link's capacity is drawn beside the flows' rates, and
+    /// the scatter of a varying link's runs has a logarithmic delay axis.
+    #[test]
+    fn a_varying_link_is_plotted_with_its_capacity() {
+        let out = tempfile::tempdir().unwrap();
+        let sample = |t: f64, capacity_bytes: f64| crate::perf::loopback::LinkSample {
+            t,
+            capacity_bytes: Some(capacity_bytes),
+            ..Default::default()
+        };
+        let link = LinkSeries {
+            samples: vec![sample(0.0, 0.0), sample(0.5, 1.25e6), sample(1.0, 1.5e6)],
+            varies: true,
+            ..LinkSeries::default()
+        };
+        let flow = FlowSeries {
+            start: 0.0,
+            samples: vec![(0.5, 10e6), (1.0, 4e6)],
+        };
+        plot_run("erc", &["erc".into()], &[flow], &link, out.path()).unwrap();
+        let svg = std::fs::read_to_string(out.path().join("erc-throughput.svg")).unwrap();
+        assert!(
+            svg.contains("link capacity") && svg.contains("flow 1 (erc)"),
+            "{svg}"
+        );
+        let point = |name: &str, x: f64| Point {
+            name: name.into(),
+            x,
+            y: 5.0,
+        };
+        let path = out.path().join("scatter.svg");
+        let points = [point("erc", 4.0), point("cubic", 400.0)];
+        scatter_chart(&path, "t", "ms", "Mbit/s", &points, true).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            svg.contains(">\n10.0\n<") && svg.contains(">\n100.0\n<"),
+            "{svg}"
+        );
     }
 
     /// Floods are shares of a fixed rate: a varying or unlimited data path

@@ -219,8 +219,11 @@ impl LoopbackBed {
     }
 }
 
+/// How often a run's flows sample their rates.
+pub const FLOW_INTERVAL: Duration = Duration::from_millis(250);
+
 /// A client that sends to `server` for `seconds` with `cc`, sampling every
-/// 250 ms, trusting `roots` for the name `localhost`.
+/// [`FLOW_INTERVAL`], trusting `roots` for the name `localhost`.
 pub fn client_config(
     server: SocketAddr,
     roots: &RootCertStore,
@@ -238,7 +241,7 @@ pub fn client_config(
             seconds,
             bytes: 0,
         },
-        interval: Duration::from_millis(250),
+        interval: FLOW_INTERVAL,
         qlog: None,
         pause: None,
         send_window: None,
@@ -593,6 +596,20 @@ impl LinkSeries {
             (Some(a), Some(b)) => b - a,
             _ => self.capacity_bps / 8.0 * (b.t - a.t),
         }
+    }
+
+    /// The capacity in force over time, Mbit/s: what the link could carry
+    /// over spans of at least `window` seconds, at each span's end.
+    pub fn capacity_mbit(&self, window: f64) -> Vec<(f64, f64)> {
+        let mut points = Vec::new();
+        let mut from = self.samples.first();
+        for s in &self.samples {
+            if let Some(a) = from.filter(|a| s.t - a.t >= window) {
+                points.push((s.t, self.capacity_between(a, s) * 8.0 / (s.t - a.t) / 1e6));
+                from = Some(s);
+            }
+        }
+        points
     }
 
     /// Packets dropped from the start until `t` (the last sample by then).
@@ -1015,6 +1032,9 @@ mod tests {
         assert!(series.varies);
         assert!((series.utilization(0.0, 2.0) - 1.0).abs() < 1e-9);
         assert!((series.utilization(1.0, 2.0) - 1.0).abs() < 1e-9);
+        let capacity = series.capacity_mbit(0.25);
+        assert_eq!(capacity.len(), 8);
+        assert!((capacity[0].1 - 8.0).abs() < 1e-6 && (capacity[7].1 - 2.0).abs() < 1e-6);
         // Rebased from 1 s on, the counter starts at zero too.
         let later = LinkSeries {
             samples: series.samples[20..].to_vec(),
