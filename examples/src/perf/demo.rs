@@ -527,11 +527,12 @@ fn scatter_chart(
 }
 
 /// The comparison table's heads; [`table_cells`] gives a row's cells.
-const TABLE_HEADS: [&str; 8] = [
+const TABLE_HEADS: [&str; 9] = [
     "run",
     "goodput",
     "util",
     "queue p50",
+    "queue p95",
     "queue p99",
     "loss",
     "Jain",
@@ -539,12 +540,13 @@ const TABLE_HEADS: [&str; 8] = [
 ];
 
 /// One run's cells in the comparison table, under [`TABLE_HEADS`].
-fn table_cells(r: &RunSummary) -> [String; 8] {
+fn table_cells(r: &RunSummary) -> [String; 9] {
     [
         r.name.clone(),
         format!("{:.1} Mb/s", r.goodput_mbit),
         format!("{:.1}%", r.utilization * 100.0),
         format!("{:.1} ms", r.queue_p50_ms),
+        format!("{:.1} ms", r.queue_p95_ms),
         format!("{:.1} ms", r.queue_p99_ms),
         format!("{:.2}%", r.loss * 100.0),
         format!("{:.3}", r.jain),
@@ -554,7 +556,7 @@ fn table_cells(r: &RunSummary) -> [String; 8] {
 }
 
 /// The comparison table's column widths in text.
-const TABLE_WIDTHS: [usize; 8] = [9, 10, 7, 10, 10, 7, 6, 10];
+const TABLE_WIDTHS: [usize; 9] = [9, 10, 7, 10, 10, 10, 7, 6, 10];
 
 fn print_table(rows: &[RunSummary]) {
     use ecnq_charts::table::aligned;
@@ -784,7 +786,7 @@ mod tests {
         let text = ecnq_charts::table::aligned(&table_cells(&run), &TABLE_WIDTHS);
         assert_eq!(
             text,
-            "mixed      47.2 Mb/s   96.1%     1.0 ms     4.3 ms   0.12%  0.987      never"
+            "mixed      47.2 Mb/s   96.1%     1.0 ms     3.0 ms     4.3 ms   0.12%  0.987      never"
         );
         let markdown = table_markdown(&[run]);
         assert!(
@@ -793,7 +795,7 @@ mod tests {
         );
         assert!(
             markdown.contains(
-                "| mixed | 47.2 Mb/s | 96.1% | 1.0 ms | 4.3 ms | 0.12% | 0.987 | never |"
+                "| mixed | 47.2 Mb/s | 96.1% | 1.0 ms | 3.0 ms | 4.3 ms | 0.12% | 0.987 | never |"
             ),
             "{markdown}"
         );
