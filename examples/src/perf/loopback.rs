@@ -698,7 +698,8 @@ impl LinkSeries {
 
 /// What a run produced.
 pub struct RunResult {
-    /// Seconds from the first flow's start to the last flow's end.
+    /// Seconds from the first flow's start to the last flow's end, its
+    /// wind-down included (the last data and the server's result).
     pub elapsed: f64,
     /// The flows as scheduled.
     pub flows: Vec<Flow>,
@@ -721,7 +722,8 @@ pub struct RunResult {
 pub struct RunSummary {
     /// Run name.
     pub name: String,
-    /// Flows' goodput summed, Mbit/s (bytes the server received over the run).
+    /// Flows' goodput summed, Mbit/s (bytes the server received over the
+    /// span judged).
     pub goodput_mbit: f64,
     /// Bottleneck departures over what it could carry during the run.
     pub utilization: f64,
@@ -814,7 +816,20 @@ impl RunResult {
         rate(bytes, seconds) / 1e6
     }
 
-    /// The figures of the run, judged at link `bottleneck`.
+    /// Seconds from the run's start until its last flow was scheduled to
+    /// stop, at most [`RunResult::elapsed`].
+    pub fn scheduled(&self) -> f64 {
+        (self.flows.iter())
+            .map(|f| f.offset + f.seconds)
+            .fold(0.0, f64::max)
+            .min(self.elapsed)
+    }
+
+    /// The figures of the run, judged at link `bottleneck` over the time
+    /// its flows were scheduled to send: the wind-down after it takes a
+    /// few tens of milliseconds on a fixed link, but tens of seconds where
+    /// the link fades under a flow's last packets, and would count as
+    /// capacity left unused.
     pub fn summary(&self, name: &str, bottleneck: usize) -> RunSummary {
         let empty = LinkSeries::default();
         let flows = flow_totals(&self.flows, &self.runs);
@@ -823,7 +838,7 @@ impl RunResult {
             &flows,
             &self.series,
             self.links.get(bottleneck).unwrap_or(&empty),
-            self.elapsed,
+            self.scheduled(),
             self.host_steal,
         )
     }
@@ -861,18 +876,18 @@ pub struct FlowTotal {
     pub joined: bool,
 }
 
-/// The table row of a run of `flows` (their sending rates in `series`)
-/// that took `elapsed` seconds while the host took `host_steal` of the
-/// CPU time, judged at the bottleneck `link`.
+/// The table row of a run of `flows` (their sending rates in `series`),
+/// judged at the bottleneck `link` over its first `end` seconds (its
+/// queue and loss over all of it), while the host took `host_steal` of
+/// the CPU time.
 pub fn summarize(
     name: &str,
     flows: &[FlowTotal],
     series: &[FlowSeries],
     link: &LinkSeries,
-    elapsed: f64,
+    end: f64,
     host_steal: Option<f64>,
 ) -> RunSummary {
-    let end = elapsed;
     let tail_from = end * 2.0 / 3.0;
     let tail: Vec<f64> = series
         .iter()
@@ -884,8 +899,10 @@ pub fn summarize(
                 .sum::<f64>()
         })
         .collect();
+    // The queue over the whole run: packets the flows sent that wait out
+    // a fade leave after the flows' end.
     let [queue_p50_ms, queue_p95_ms, queue_p99_ms] =
-        link.queue_delay_ms(0.0, end, [50.0, 95.0, 99.0]);
+        link.queue_delay_ms(0.0, f64::INFINITY, [50.0, 95.0, 99.0]);
     RunSummary {
         name: name.to_owned(),
         goodput_mbit: flows.iter().map(|f| f.received as f64 * 8.0).sum::<f64>() / end / 1e6,
@@ -1051,6 +1068,46 @@ mod tests {
         // A fixed link's delay is its sampled queue at its rate: 50 ms.
         let fixed = LinkSeries::parse(&stats(false), &"rate 8mbit".parse().unwrap());
         assert_eq!(fixed.queue_delay_ms(0.0, 2.0, [50.0]), [50.0]);
+    }
+
+    /// A run whose wind-down took 19 s beyond its 30 s, with the link
+    /// busy while the flows sent and idle after: judged over the 30 s,
+    /// but for the packets that waited 5 s and left after it.
+    #[test]
+    fn a_run_is_judged_while_its_flows_were_scheduled() {
+        let sample = |t: f64| {
+            let waits = format!(
+                "[[10,{}],[50000,{}]]",
+                t.min(30.0) * 10.0,
+                (t - 30.0).max(0.0)
+            );
+            let mut s = LinkSample {
+                t,
+                departure_bytes: t.min(30.0) * 1e6,
+                capacity_bytes: Some(t * 1e6),
+                ..LinkSample::default()
+            };
+            s.class_sojourn_hist[0] = waits.parse().unwrap();
+            s
+        };
+        let link = LinkSeries {
+            samples: (0..=49).map(|t| sample(f64::from(t))).collect(),
+            varies: true,
+            ..LinkSeries::default()
+        };
+        let flows = [Flow {
+            cc: CongestionControl::Cubic,
+            offset: 10.0,
+            seconds: 20.0,
+        }];
+        let result = RunResult::new(&flows, vec![None], 49.4, vec![link]);
+        assert_eq!(result.scheduled(), 30.0);
+        let row = result.summary("cubic", 0);
+        assert!((row.utilization - 1.0).abs() < 1e-9);
+        // 19 of 319 packets.
+        assert_eq!((row.queue_p50_ms, row.queue_p99_ms), (1.1, 5000.1));
+        let cut_short = RunResult::new(&flows, vec![None], 25.0, Vec::new());
+        assert_eq!(cut_short.scheduled(), 25.0);
     }
 
     #[test]
