@@ -27,7 +27,7 @@ static MACHINE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 async fn transfer(spec: &str, bytes: u64, limit: Duration) -> (StreamRun, Duration, LinkSample) {
     let _machine = MACHINE.lock().await;
     let bed = LoopbackBed::ecnq().await.expect("bed");
-    let link = spec.parse().expect("valid spec");
+    let link: ecnq_shim::link::spec::LinkSpec = spec.parse().expect("valid spec");
     let chain = RelayChain::start(&[link], bed.server()).expect("relay");
     let mut config = bed.client_config(chain.entry, CongestionControl::DEFAULT, 0.0);
     config.request.bytes = bytes;

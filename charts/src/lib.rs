@@ -30,6 +30,7 @@ pub mod table;
 
 use std::path::Path;
 
+use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
@@ -113,14 +114,15 @@ pub struct Chart<'a> {
     pub max: (f64, f64),
 }
 
-/// The chart area every chart here draws on.
-type Area<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+/// The chart area every chart here draws on, its x axis `X`.
+type Area<'a, 'b, X = RangedCoordf64> =
+    ChartContext<'a, SVGBackend<'b>, Cartesian2d<X, RangedCoordf64>>;
 
 impl Chart<'_> {
     /// Draws `series` as lines, with a legend if `legend`.
     pub fn lines(&self, series: &[Series], legend: bool) -> Result<(), String> {
         let look = self.look;
-        self.draw(legend, |area| {
+        self.draw(0.0..self.max.0, legend, |area| {
             for (i, s) in series.iter().enumerate() {
                 let style = Palette99::pick(i).to_rgba().stroke_width(look.line_width);
                 area.draw_series(LineSeries::new(s.points.iter().copied(), style))
@@ -134,27 +136,31 @@ impl Chart<'_> {
 
     /// Draws each finite point as a dot with its name beside it.
     pub fn points(&self, points: &[Point]) -> Result<(), String> {
-        self.draw(false, |area| {
-            let finite = points.iter().filter(|p| p.x.is_finite() && p.y.is_finite());
-            for (i, p) in finite.enumerate() {
-                let color = Palette99::pick(i).to_rgba();
-                area.draw_series([Circle::new((p.x, p.y), 6, color.filled())])
-                    .map_err(|e| e.to_string())?;
-                let font = ("sans-serif", 16).into_font();
-                area.draw_series([Text::new(p.name.clone(), (p.x, p.y), font)])
-                    .map_err(|e| e.to_string())?;
-            }
-            Ok(())
+        self.draw(0.0..self.max.0, false, |area| dots(area, points, 0.0))
+    }
+
+    /// [`Chart::points`] on a logarithmic x axis from `x_min` (above zero)
+    /// to `max.0`, as Pantheon draws delays that span decades; a point
+    /// left of `x_min` is drawn on the axis' left end.
+    pub fn points_log_x(&self, points: &[Point], x_min: f64) -> Result<(), String> {
+        self.draw((x_min..self.max.0).log_scale(), false, |area| {
+            dots(area, points, x_min)
         })
     }
 
-    /// Sets up the file, caption and labelled mesh, lets `content` draw on
-    /// it, then adds a legend of the labelled elements if `legend`.
-    fn draw(
+    /// Sets up the file, caption and labelled mesh on an x axis of `x`,
+    /// lets `content` draw on it, then adds a legend of the labelled
+    /// elements if `legend`.
+    fn draw<X>(
         &self,
+        x: X,
         legend: bool,
-        content: impl FnOnce(&mut Area<'_, '_>) -> Result<(), String>,
-    ) -> Result<(), String> {
+        content: impl FnOnce(&mut Area<'_, '_, X::CoordDescType>) -> Result<(), String>,
+    ) -> Result<(), String>
+    where
+        X: AsRangedCoord<Value = f64>,
+        X::CoordDescType: ValueFormatter<f64>,
+    {
         let fail = |e: &dyn std::fmt::Display| format!("cannot draw {}: {e}", self.path.display());
         let look = self.look;
         let root = SVGBackend::new(self.path, look.size).into_drawing_area();
@@ -164,7 +170,7 @@ impl Chart<'_> {
             .margin(look.margin)
             .x_label_area_size(look.x_label_area)
             .y_label_area_size(look.y_label_area)
-            .build_cartesian_2d(0.0..self.max.0, 0.0..self.max.1)
+            .build_cartesian_2d(x, 0.0..self.max.1)
             .map_err(|e| fail(&e))?;
         area.configure_mesh()
             .x_desc(self.x_label)
@@ -181,6 +187,25 @@ impl Chart<'_> {
         }
         root.present().map_err(|e| fail(&e))
     }
+}
+
+/// Draws each finite point, at least `x_min` along x, as a dot with its
+/// name beside it.
+fn dots<X>(area: &mut Area<'_, '_, X>, points: &[Point], x_min: f64) -> Result<(), String>
+where
+    X: Ranged<ValueType = f64>,
+{
+    let finite = points.iter().filter(|p| p.x.is_finite() && p.y.is_finite());
+    for (i, p) in finite.enumerate() {
+        let at = (p.x.max(x_min), p.y);
+        let color = Palette99::pick(i).to_rgba();
+        area.draw_series([Circle::new(at, 6, color.filled())])
+            .map_err(|e| e.to_string())?;
+        let font = ("sans-serif", 16).into_font();
+        area.draw_series([Text::new(p.name.clone(), at, font)])
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -237,6 +262,43 @@ mod tests {
         chart(&path, "goodput").points(&points).unwrap();
         let svg = std::fs::read_to_string(&path).unwrap();
         assert!(svg.contains("erc") && svg.contains("cubic") && !svg.contains(">nan<"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Delays from 0.5 to 400 ms: the log axis labels its decades, evenly
+    /// spaced, and a point left of its start is drawn at the start.
+    #[test]
+    fn a_log_x_scatter_spaces_decades_evenly() {
+        let dir = std::env::temp_dir().join(format!("ecnq-log-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("l.svg");
+        let point = |name: &str, x: f64| Point {
+            name: name.into(),
+            x,
+            y: 2.0,
+        };
+        let points = [point("erc", 4.0), point("cubic", 400.0), point("vcp", 0.0)];
+        let mut c = chart(&path, "goodput");
+        c.max = (1000.0, 3.0);
+        c.points_log_x(&points, 0.5).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        // Where the text `label` is drawn along x.
+        let x_of = |label: &str| -> f64 {
+            // The last: the y axis may carry the same label first.
+            let end = svg.rfind(&format!(">\n{label}\n</text>")).unwrap();
+            let start = svg[..end].rfind("<text x=\"").unwrap() + 9;
+            let x = &svg[start..end];
+            x[..x.find('"').unwrap()].parse().unwrap()
+        };
+        let decades = ["1.0", "10.0", "100.0", "1000.0"].map(x_of);
+        let steps: Vec<f64> = decades.windows(2).map(|d| d[1] - d[0]).collect();
+        assert!(
+            steps.iter().all(|s| (s - steps[0]).abs() <= 2.0),
+            "{steps:?}"
+        );
+        // 4 ms lies six tenths of a decade right of 1 ms.
+        assert!((x_of("erc") - decades[0] - 0.6 * steps[0]).abs() <= 2.0);
+        assert!(x_of("vcp") < decades[0] && x_of("cubic") > decades[2]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

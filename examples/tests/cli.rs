@@ -60,6 +60,25 @@ fn hostile_flags_fail_cleanly() {
         (&["demo", "--stagger", "1e9"], "--stagger must be between"),
         (&["demo", "--rate", "0bit"], "at least 1 bit/s"),
         (&["demo", "--buffer", "lots"], "--buffer"),
+        (&["demo", "--link-down", "rate fast"], "--link-down"),
+        (
+            &["demo", "--link", "trace /nonexistent/att.down"],
+            "trace /nonexistent/att.down: No such file",
+        ),
+        (
+            &["demo", "--link", "rate 1mbit", "--rate", "2mbit"],
+            "cannot be used with",
+        ),
+        (
+            &[
+                "demo",
+                "--fake-newcomers",
+                "5",
+                "--link-down",
+                "schedule 0s:20mbit,2s:5mbit",
+            ],
+            "--fake-newcomers needs a fixed rate on the data path",
+        ),
         (
             &["-c", "127.0.0.1", "--pause", "soon"],
             "`soon` is not FROM..UNTIL",

@@ -129,14 +129,6 @@ impl SojournHistogram {
         self.percentile(p).map(|edge| edge.as_nanos() as f64 / 1e6)
     }
 
-    /// Adds `other`'s packets: the histogram of both sets (every queue of
-    /// a link, say).
-    pub fn absorb(&mut self, other: &SojournHistogram) {
-        for (bucket, &count) in other.counts.iter().enumerate() {
-            self.add(bucket, count);
-        }
-    }
-
     /// The packets counted here but not in `earlier`, an earlier state of
     /// the same cumulative histogram: the window between the two. A bucket
     /// `earlier` has more in (the counter was restarted) counts none.
@@ -148,6 +140,16 @@ impl SojournHistogram {
             counts.pop();
         }
         SojournHistogram { counts }
+    }
+}
+
+impl std::ops::AddAssign<&SojournHistogram> for SojournHistogram {
+    /// Counts `other`'s packets here too: the sojourns of several queues
+    /// as one.
+    fn add_assign(&mut self, other: &SojournHistogram) {
+        for (bucket, &count) in other.counts.iter().enumerate() {
+            self.add(bucket, count);
+        }
     }
 }
 
@@ -357,15 +359,12 @@ mod tests {
     }
 
     #[test]
-    fn an_absorbed_histogram_counts_both_sets_of_packets() {
-        let mut both = sojourns(&[1, 50]);
-        both.absorb(&sojourns(&[1, 3, 3]));
-        assert_eq!(both, sojourns(&[1, 1, 3, 3, 50]));
-        both.absorb(&SojournHistogram::new());
-        assert_eq!(both.count(), 5);
-        let mut empty = SojournHistogram::new();
-        empty.absorb(&sojourns(&[2]));
-        assert_eq!(empty, sojourns(&[2]));
+    fn histograms_add_up_bucket_by_bucket() {
+        let mut h = sojourns(&[1, 50]);
+        h += &sojourns(&[1, 3]);
+        assert_eq!(h, sojourns(&[1, 1, 3, 50]));
+        h += &SojournHistogram::new();
+        assert_eq!(h.count(), 4);
     }
 
     #[test]

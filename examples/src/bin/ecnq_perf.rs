@@ -34,7 +34,8 @@ enum Command {
     /// Every scheme, then Cubic and BBR, through an emulated bottleneck on
     /// loopback (a relay-mode shim in this process); prints a comparison and
     /// writes SVG plots.
-    Demo(demo::DemoCommand),
+    // Boxed: its link specs make it many times the size of the others.
+    Demo(Box<demo::DemoCommand>),
     /// The demo's comparison through `ecnq-shim testbed` (network
     /// namespaces, a TUN shim per router; root), with kernel TCP through
     /// iperf3 (reno, cubic, bbr; ECN on) as extra baselines. Always removes
@@ -161,7 +162,7 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
-            Some(Command::Demo(args)) => demo::run(args).await,
+            Some(Command::Demo(args)) => demo::run(*args).await,
             Some(Command::Testbed(args)) => testbed::run(args).await,
             Some(Command::H3Server(args)) => http3::command::run_server(args).await,
             Some(Command::H3Get(args)) => http3::command::run_get(args).await,

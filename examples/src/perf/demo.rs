@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use clap::Args;
 use ecnq::quic::CongestionControl;
+use ecnq::router::capacity::LinkRate;
 use ecnq::schemes::registry::FORMULAS;
 use ecnq::units::{parse_duration, Rate, Size, UNITS_HELP};
 use ecnq_shim::link::spec::LinkSpec;
@@ -20,7 +21,7 @@ use serde::Serialize;
 
 use super::fake_newcomers;
 use super::host::steal_note;
-use super::loopback::{Flow, LinkSeries, LoopbackBed, RunSummary};
+use super::loopback::{Flow, LinkSeries, LoopbackBed, RelayLink, RunSummary, FLOW_INTERVAL};
 use super::{check_seconds, parse_seconds};
 use ecnq::statistics::FlowSeries;
 use ecnq_charts::{Chart, Look, Point, Series};
@@ -66,11 +67,21 @@ pub struct DemoArgs {
 }
 
 /// `ecnq-perf demo`'s command line: the demo's options (which `ecnq-perf
-/// testbed` shares) and its flood table.
+/// testbed` shares), its links in the shim's words and its flood table.
 #[derive(Args, Debug, Clone)]
 pub struct DemoCommand {
     #[command(flatten)]
     pub args: DemoArgs,
+    /// The link both ways, in the shim's words, in place of --rate, --rtt
+    /// and --buffer.
+    #[arg(long, value_name = "SPEC", value_parser = link_arg, conflicts_with_all = LINK_CONFLICTS, long_help = LINK_HELP)]
+    pub link: Option<LinkSpec>,
+    /// The direction the data flows, client to server (else --link).
+    #[arg(long, value_name = "SPEC", value_parser = link_arg, conflicts_with_all = LINK_CONFLICTS, long_help = LINK_DOWN_HELP)]
+    pub link_down: Option<LinkSpec>,
+    /// The direction of the ACKs, server to client (else --link).
+    #[arg(long, value_name = "SPEC", value_parser = link_arg, conflicts_with_all = LINK_CONFLICTS, long_help = LINK_UP_HELP)]
+    pub link_up: Option<LinkSpec>,
     /// Instead of the comparison: floods of fake newcomers at these
     /// percentages of the link, comma separated (e.g. 2,5,10).
     #[arg(
@@ -84,6 +95,30 @@ pub struct DemoCommand {
     pub fake_newcomers: Option<Vec<f64>>,
 }
 
+/// The options `--link`, `--link-down` and `--link-up` replace: a link in
+/// the shim's words has its own rate, delay and limit.
+const LINK_CONFLICTS: [&str; 3] = ["rate", "rtt", "buffer"];
+
+/// `--link`'s long help.
+const LINK_HELP: &str = "The relay's link both ways, in the shim's words (README, \"Link specs\"; \
+    `ecnq-shim relay --help`), e.g. \"rate 20mbit delay 20ms limit 100\", \"trace FILE delay 25ms \
+    limit 250\" (a Mahimahi trace, looped) or \"schedule 0s:20mbit,10s:5mbit delay 20ms\". In place \
+    of --rate, --rtt and --buffer, which cannot be given with it. --link-down and --link-up set one \
+    direction each; a direction none of the three sets gets the default link (50 Mbit/s, 20 ms \
+    each way, one bandwidth-delay product of buffer).";
+
+/// `--link-down`'s long help.
+const LINK_DOWN_HELP: &str = "The link in the direction the data flows, in the shim's words \
+    (see --link). The demo's clients send to the server, so this is the relay's client-to-server \
+    direction, what a trace's .down file describes (the opposite of `ecnq-shim relay --link-down`, \
+    which names the server-to-client direction). The table's utilization, queue and loss are this \
+    direction's. Overrides --link.";
+
+/// `--link-up`'s long help.
+const LINK_UP_HELP: &str = "The link in the direction of the ACKs, server to client, in the \
+    shim's words (see --link); the relay's server-to-client direction (`ecnq-shim relay \
+    --link-down`). Overrides --link.";
+
 /// `--fake-newcomers`' long help.
 const FAKE_NEWCOMERS_HELP: &str = "Instead of the comparison, issue 54's abuse test: \
     percentages of the link, comma separated, each above 0 and at most 50 (e.g. 2,5,10). \
@@ -93,12 +128,18 @@ const FAKE_NEWCOMERS_HELP: &str = "Instead of the comparison, issue 54's abuse t
     Each run lasts 3 s plus --duration (the flood's length). The table shows the long flow's \
     goodput and the flood's rate over the flood, and the long flow's share of what the flood \
     leaves (the link rate less the flood's): the goal is at least 85 % for erc. \
-    --markdown writes the table as Markdown; no plots are drawn.";
+    --markdown writes the table as Markdown; no plots are drawn. The data path needs a fixed \
+    rate (--rate, or `rate` in --link-down or --link): a link whose capacity varies has no one \
+    share to flood.";
 
 fn rate_arg(s: &str) -> Result<u64, String> {
     s.parse::<Rate>()
         .map(|r| r.bits_per_sec().round() as u64)
         .map_err(|e| e.to_string())
+}
+
+fn link_arg(s: &str) -> Result<LinkSpec, String> {
+    s.parse::<LinkSpec>().map_err(|e| e.to_string())
 }
 
 fn time_arg(s: &str) -> Result<Duration, String> {
@@ -185,14 +226,60 @@ impl DemoArgs {
     }
 }
 
+impl DemoCommand {
+    /// The relay's link: the data (client to server) from `--link-down`,
+    /// the ACKs from `--link-up`, each else from `--link`, else `default`
+    /// (the link of `--rate`, `--rtt` and `--buffer`).
+    pub fn relay_link(&self, default: &LinkSpec) -> RelayLink {
+        let spec = |one: &Option<LinkSpec>| {
+            (one.as_ref().or(self.link.as_ref()).unwrap_or(default)).clone()
+        };
+        RelayLink {
+            to_server: spec(&self.link_down),
+            to_client: spec(&self.link_up),
+        }
+    }
+
+    /// Whether `--link`, `--link-down` or `--link-up` was given.
+    fn links_given(&self) -> bool {
+        self.link.is_some() || self.link_down.is_some() || self.link_up.is_some()
+    }
+}
+
+/// A link in the shim's words, with a trace's mean rate.
+fn link_words(spec: &LinkSpec) -> String {
+    match &spec.varies {
+        Some(LinkRate::Trace(trace)) => {
+            format!("{spec} (mean {:.1} Mbit/s)", trace.mean_bps() / 1e6)
+        }
+        _ => spec.to_string(),
+    }
+}
+
+/// The data path's rate for `--fake-newcomers`, whose floods are shares of
+/// it: none on a link whose capacity varies, where a share has no one size.
+fn flood_rate(spec: &LinkSpec) -> Result<f64, String> {
+    match (spec.rate, &spec.varies) {
+        (Some(bps), None) => Ok(bps as f64),
+        (_, Some(varies)) => Err(format!(
+            "--fake-newcomers needs a fixed rate on the data path: its floods are shares of the link's rate, which varies on {varies}"
+        )),
+        (None, None) => Err(
+            "--fake-newcomers needs a rate on the data path (`rate` in --link-down or --link): its floods are shares of it"
+                .into(),
+        ),
+    }
+}
+
 /// Runs the demo, or with `--fake-newcomers` its flood table.
 pub async fn run(command: DemoCommand) -> Result<(), String> {
-    let args = command.args;
-    let (spec, buffer) = args.link()?;
+    let args = &command.args;
+    let (default, buffer) = args.link()?;
+    let link = command.relay_link(&default);
     if let Some(percents) = &command.fake_newcomers {
         let markdown = args.markdown.as_deref();
-        return fake_newcomers::run(&spec, args.rate as f64, percents, args.duration, markdown)
-            .await;
+        let rate = flood_rate(&link.to_server)?;
+        return fake_newcomers::run(&link, rate, percents, args.duration, markdown).await;
     }
     std::fs::create_dir_all(&args.out)
         .map_err(|e| format!("cannot create {}: {e}", args.out.display()))?;
@@ -201,11 +288,21 @@ pub async fn run(command: DemoCommand) -> Result<(), String> {
         true => (LoopbackBed::vanilla().await?, "vanilla quinn"),
         false => (LoopbackBed::ecnq().await?, "ecnq"),
     };
+    let path = match command.links_given() {
+        true => format!(
+            "data (client to server) {}, ACKs (server to client) {}",
+            link_words(&link.to_server),
+            link_words(&link.to_client)
+        ),
+        false => format!(
+            "bottleneck {} Mbit/s, RTT {} ms, buffer {} KB",
+            args.rate as f64 / 1e6,
+            args.rtt.as_millis(),
+            buffer / 1000
+        ),
+    };
     println!(
-        "ecnq-perf demo: bottleneck {} Mbit/s, RTT {} ms, buffer {} KB, {} s per controller, {receiver} receiver; plots in {}",
-        args.rate as f64 / 1e6,
-        args.rtt.as_millis(),
-        buffer / 1000,
+        "ecnq-perf demo: {path}, {} s per controller, {receiver} receiver; plots in {}",
         args.duration,
         args.out.display()
     );
@@ -213,13 +310,13 @@ pub async fn run(command: DemoCommand) -> Result<(), String> {
     for &cc in &args.cc {
         eprint!("  running {cc:<8} …");
         let (summary, modes) =
-            run_plotted(&bed, cc.name(), &args.single(cc), &spec, &args.out).await?;
+            run_plotted(&bed, cc.name(), &args.single(cc), &link, &args.out).await?;
         eprintln!(" {:.1} Mbit/s, {modes}", summary.goodput_mbit);
         summaries.push(summary);
     }
     if let Some(flows) = args.mixed() {
         eprint!("  running mixed …");
-        let (summary, modes) = run_plotted(&bed, "mixed", &flows, &spec, &args.out).await?;
+        let (summary, modes) = run_plotted(&bed, "mixed", &flows, &link, &args.out).await?;
         eprintln!(" {:.1} Mbit/s, {modes}", summary.goodput_mbit);
         summaries.push(summary);
     }
@@ -248,7 +345,9 @@ pub fn report_rows(
     for note in notes {
         println!("{note}");
     }
-    // One point per controller, as Pantheon draws it: up and left is better.
+    // One point per controller, as Pantheon draws it: up and left is better,
+    // on a log delay axis where the link varies and delays span decades.
+    let log_delay = summaries.iter().any(|s| s.capacity_varies);
     let points: Vec<Point> = summaries
         .iter()
         .filter(|s| s.flows.iter().all(|(cc, _)| *cc == s.name))
@@ -264,6 +363,7 @@ pub fn report_rows(
         "bottleneck queueing delay, 95th percentile (ms)",
         "goodput (Mbit/s)",
         &points,
+        log_delay,
     )?;
     let json = serde_json::to_string_pretty(rows).map_err(|e| e.to_string())?;
     let path = out.join("summary.json");
@@ -277,10 +377,10 @@ async fn run_plotted(
     bed: &LoopbackBed,
     name: &str,
     flows: &[Flow],
-    spec: &LinkSpec,
+    link: &RelayLink,
     out: &Path,
 ) -> Result<(RunSummary, String), String> {
-    let result = bed.run(flows, std::slice::from_ref(spec)).await?;
+    let result = bed.run(flows, std::slice::from_ref(link)).await?;
     let labels: Vec<String> = flows.iter().map(|f| f.cc.to_string()).collect();
     plot_run(name, &labels, &result.series, &result.links[0], out)?;
     // What each sender ran on at its end: router feedback (by reports or
@@ -297,7 +397,8 @@ async fn run_plotted(
 }
 
 /// Writes a run's plots: each flow's sending rate (`labels` name the
-/// flows' controllers), the bottleneck's queue and its load factors.
+/// flows' controllers) beside a varying link's capacity, the bottleneck's
+/// queue and its load factors.
 pub fn plot_run(
     name: &str,
     labels: &[String],
@@ -305,7 +406,7 @@ pub fn plot_run(
     link: &LinkSeries,
     out: &Path,
 ) -> Result<(), String> {
-    let throughput: Vec<Series> = labels
+    let mut throughput: Vec<Series> = labels
         .iter()
         .zip(series)
         .enumerate()
@@ -314,6 +415,12 @@ pub fn plot_run(
             points: s.samples.iter().map(|&(t, r)| (t, r / 1e6)).collect(),
         })
         .collect();
+    if link.varies {
+        throughput.push(Series {
+            name: "link capacity".into(),
+            points: link.capacity_mbit(FLOW_INTERVAL.as_secs_f64()),
+        });
+    }
     line_chart(
         &out.join(format!("{name}-throughput.svg")),
         &format!("{name}: sending rate per flow"),
@@ -329,11 +436,15 @@ pub fn plot_run(
             .map(|s| (s.t, s.queue_bytes * 8.0 / link.capacity_bps * 1e3))
             .collect(),
     }];
+    let queue_unit = match link.varies {
+        true => "ms at the link's nominal rate (approximate: its capacity varies)",
+        false => "ms",
+    };
     line_chart(
         &out.join(format!("{name}-queue.svg")),
         &format!("{name}: bottleneck queue"),
         "seconds",
-        "ms",
+        queue_unit,
         &queue,
     )?;
     let load: Vec<Series> = (FORMULAS.iter().enumerate())
@@ -388,28 +499,40 @@ fn line_chart(
 }
 
 /// Draws labelled points on axes that fit the finite ones with room for
-/// their labels.
+/// their labels; on a logarithmic x axis if `log_x`.
 fn scatter_chart(
     path: &Path,
     title: &str,
     x_label: &str,
     y_label: &str,
     points: &[Point],
+    log_x: bool,
 ) -> Result<(), String> {
     let finite = || points.iter().filter(|p| p.x.is_finite() && p.y.is_finite());
-    let x_max = finite().map(|p| p.x).fold(0.0, f64::max).max(1e-3) * 1.15;
+    let x_max = finite().map(|p| p.x).fold(0.0, f64::max).max(1e-3);
     let y_max = finite().map(|p| p.y).fold(0.0, f64::max).max(1e-3) * 1.1;
-    let mut chart = bold_chart(path, [title, x_label, y_label], (x_max, y_max));
+    let mut chart = bold_chart(path, [title, x_label, y_label], (x_max * 1.15, y_max));
     chart.look.size = (900, 520);
-    chart.points(points)
+    if !log_x {
+        return chart.points(points);
+    }
+    // A factor of two to spare at the left and, for the labels, the right.
+    let x_min = finite()
+        .map(|p| p.x)
+        .filter(|&x| x > 0.0)
+        .fold(x_max, f64::min)
+        / 2.0;
+    chart.max.0 = x_max * 2.0;
+    chart.points_log_x(points, x_min)
 }
 
 /// The comparison table's heads; [`table_cells`] gives a row's cells.
-const TABLE_HEADS: [&str; 8] = [
+const TABLE_HEADS: [&str; 9] = [
     "run",
     "goodput",
     "util",
     "queue p50",
+    "queue p95",
     "queue p99",
     "loss",
     "Jain",
@@ -417,12 +540,13 @@ const TABLE_HEADS: [&str; 8] = [
 ];
 
 /// One run's cells in the comparison table, under [`TABLE_HEADS`].
-fn table_cells(r: &RunSummary) -> [String; 8] {
+fn table_cells(r: &RunSummary) -> [String; 9] {
     [
         r.name.clone(),
         format!("{:.1} Mb/s", r.goodput_mbit),
         format!("{:.1}%", r.utilization * 100.0),
         format!("{:.1} ms", r.queue_p50_ms),
+        format!("{:.1} ms", r.queue_p95_ms),
         format!("{:.1} ms", r.queue_p99_ms),
         format!("{:.2}%", r.loss * 100.0),
         format!("{:.3}", r.jain),
@@ -432,7 +556,7 @@ fn table_cells(r: &RunSummary) -> [String; 8] {
 }
 
 /// The comparison table's column widths in text.
-const TABLE_WIDTHS: [usize; 8] = [9, 10, 7, 10, 10, 7, 6, 10];
+const TABLE_WIDTHS: [usize; 9] = [9, 10, 7, 10, 10, 10, 7, 6, 10];
 
 fn print_table(rows: &[RunSummary]) {
     use ecnq_charts::table::aligned;
@@ -494,6 +618,151 @@ fn table_notes(rows: &[RunSummary]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
+
+    /// `ecnq-perf demo`'s options alone.
+    #[derive(Parser, Debug)]
+    struct Demo {
+        #[command(flatten)]
+        command: DemoCommand,
+    }
+
+    fn demo(args: &[&str]) -> Result<DemoCommand, String> {
+        let argv = std::iter::once("demo").chain(args.iter().copied());
+        Demo::try_parse_from(argv)
+            .map(|d| d.command)
+            .map_err(|e| e.to_string())
+    }
+
+    fn spec(words: &str) -> LinkSpec {
+        words.parse().unwrap()
+    }
+
+    /// `--link-down` shapes the data (client to server), `--link-up` the
+    /// ACKs, each falling back to `--link`, then to the default link.
+    #[test]
+    fn each_direction_takes_its_own_link() {
+        let relay = |args: &[&str]| {
+            let command = demo(args).unwrap();
+            let (default, _) = command.args.link().unwrap();
+            (command.relay_link(&default), default, command.links_given())
+        };
+        let (link, default, given) = relay(&[]);
+        assert_eq!(link, RelayLink::from(default.clone()));
+        assert_eq!(default, spec("rate 50mbit delay 20ms limit 250000b"));
+        assert!(!given);
+        let (link, _, given) = relay(&[
+            "--link-down",
+            "rate 10mbit delay 5ms",
+            "--link-up",
+            "delay 25ms",
+        ]);
+        assert_eq!(link.to_server, spec("rate 10mbit delay 5ms"));
+        assert_eq!(link.to_client, spec("delay 25ms"));
+        assert!(given);
+        let (link, _, _) = relay(&["--link", "rate 10mbit", "--link-up", "delay 25ms"]);
+        assert_eq!(
+            (link.to_server, link.to_client),
+            (spec("rate 10mbit"), spec("delay 25ms"))
+        );
+        let (link, default, _) = relay(&["--link-down", "schedule 0s:20mbit,2s:5mbit"]);
+        assert_eq!(link.to_client, default);
+        assert_eq!(link.to_server.rate, Some(20_000_000));
+    }
+
+    /// A bad spec names its flag, a missing trace its path; --rate, --rtt
+    /// and --buffer do not mix with a link in the shim's words.
+    #[test]
+    fn bad_links_are_errors_that_say_why() {
+        for (args, wants) in [
+            (
+                &["--link-down", "rate fast"][..],
+                &["--link-down", "`fast` is not a rate"][..],
+            ),
+            (
+                &["--link-up", "delay 2h"],
+                &["--link-up", "unknown time unit `h`"],
+            ),
+            (
+                &["--link", "trace /nonexistent/att.down"],
+                &["--link", "trace /nonexistent/att.down: No such file"],
+            ),
+            (
+                &["--link-down", "rate 10mbit", "--rate", "20mbit"],
+                &["--link-down", "--rate"],
+            ),
+            (
+                &["--link", "rate 10mbit", "--buffer", "64kb"],
+                &["--link", "--buffer"],
+            ),
+            (
+                &["--link-up", "delay 5ms", "--rtt", "10ms"],
+                &["--link-up", "--rtt"],
+            ),
+        ] {
+            let error = demo(args).unwrap_err();
+            for want in wants {
+                assert!(error.contains(want), "{args:?}: {error}");
+            }
+        }
+    }
+
+    /// A varying link's capacity is drawn beside the flows' rates, and
+    /// the scatter of a varying link's runs has a logarithmic delay axis.
+    #[test]
+    fn a_varying_link_is_plotted_with_its_capacity() {
+        let out = tempfile::tempdir().unwrap();
+        let sample = |t: f64, capacity_bytes: f64| crate::perf::loopback::LinkSample {
+            t,
+            capacity_bytes: Some(capacity_bytes),
+            ..Default::default()
+        };
+        let link = LinkSeries {
+            samples: vec![sample(0.0, 0.0), sample(0.5, 1.25e6), sample(1.0, 1.5e6)],
+            varies: true,
+            ..LinkSeries::default()
+        };
+        let flow = FlowSeries {
+            start: 0.0,
+            samples: vec![(0.5, 10e6), (1.0, 4e6)],
+        };
+        plot_run("erc", &["erc".into()], &[flow], &link, out.path()).unwrap();
+        let svg = std::fs::read_to_string(out.path().join("erc-throughput.svg")).unwrap();
+        assert!(
+            svg.contains("link capacity") && svg.contains("flow 1 (erc)"),
+            "{svg}"
+        );
+        let point = |name: &str, x: f64| Point {
+            name: name.into(),
+            x,
+            y: 5.0,
+        };
+        let path = out.path().join("scatter.svg");
+        let points = [point("erc", 4.0), point("cubic", 400.0)];
+        scatter_chart(&path, "t", "ms", "Mbit/s", &points, true).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            svg.contains(">\n10.0\n<") && svg.contains(">\n100.0\n<"),
+            "{svg}"
+        );
+    }
+
+    /// Floods are shares of a fixed rate: a varying or unlimited data path
+    /// is refused, its ACK path does not matter.
+    #[test]
+    fn fake_newcomers_need_a_fixed_rate_on_the_data_path() {
+        assert_eq!(flood_rate(&spec("rate 20mbit delay 10ms")), Ok(20e6));
+        let varies = flood_rate(&spec("schedule 0s:20mbit,2s:5mbit")).unwrap_err();
+        assert!(
+            varies.contains("needs a fixed rate on the data path"),
+            "{varies}"
+        );
+        let unlimited = flood_rate(&spec("delay 25ms")).unwrap_err();
+        assert!(
+            unlimited.contains("needs a rate on the data path"),
+            "{unlimited}"
+        );
+    }
 
     /// The text table keeps its layout, and the Markdown table (`demo
     /// --markdown`) carries the same cells and the notes under it.
@@ -503,6 +772,7 @@ mod tests {
             name: "mixed".into(),
             goodput_mbit: 47.25,
             utilization: 0.9612,
+            capacity_varies: false,
             queue_p50_ms: 1.04,
             queue_p95_ms: 3.0,
             queue_p99_ms: 4.33,
@@ -516,7 +786,7 @@ mod tests {
         let text = ecnq_charts::table::aligned(&table_cells(&run), &TABLE_WIDTHS);
         assert_eq!(
             text,
-            "mixed      47.2 Mb/s   96.1%     1.0 ms     4.3 ms   0.12%  0.987      never"
+            "mixed      47.2 Mb/s   96.1%     1.0 ms     3.0 ms     4.3 ms   0.12%  0.987      never"
         );
         let markdown = table_markdown(&[run]);
         assert!(
@@ -525,7 +795,7 @@ mod tests {
         );
         assert!(
             markdown.contains(
-                "| mixed | 47.2 Mb/s | 96.1% | 1.0 ms | 4.3 ms | 0.12% | 0.987 | never |"
+                "| mixed | 47.2 Mb/s | 96.1% | 1.0 ms | 3.0 ms | 4.3 ms | 0.12% | 0.987 | never |"
             ),
             "{markdown}"
         );

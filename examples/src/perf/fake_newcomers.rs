@@ -12,12 +12,11 @@ use std::path::Path;
 
 use ecnq::quic::CongestionControl;
 use ecnq::Scheme;
-use ecnq_shim::link::spec::LinkSpec;
 use serde::Serialize;
 
 use super::flood::{FloodSpec, PACKETS, SIZE};
 use super::host::steal_note;
-use super::loopback::{Flood, Flow, LoopbackBed, RunResult};
+use super::loopback::{Flood, Flow, LoopbackBed, RelayLink, RunResult};
 
 /// The controller the goal is for.
 const ERC: CongestionControl = CongestionControl::Ecnq(Scheme::Erc);
@@ -240,19 +239,24 @@ fn notes(rows: &[AttackRow]) -> Vec<String> {
     notes
 }
 
-/// Runs the table through `spec` (a link of `link_bps`) with floods of
-/// `percents` for `seconds` each; prints it, and writes it as Markdown to
-/// `markdown` if given.
+/// Runs the table through `link` (its data path of `link_bps`) with
+/// floods of `percents` for `seconds` each; prints it, and writes it as
+/// Markdown to `markdown` if given.
 pub async fn run(
-    spec: &LinkSpec,
+    link: &RelayLink,
     link_bps: f64,
     percents: &[f64],
     seconds: f64,
     markdown: Option<&Path>,
 ) -> Result<(), String> {
     let bed = LoopbackBed::ecnq().await?;
+    let spec = &link.to_server;
+    let acks = match link.to_client == *spec {
+        true => String::new(),
+        false => format!("; ACKs {}", link.to_client),
+    };
     println!(
-        "ecnq-perf demo --fake-newcomers: a long flow through a {} Mbit/s bottleneck ({spec}); \
+        "ecnq-perf demo --fake-newcomers: a long flow through a {} Mbit/s bottleneck ({spec}{acks}); \
          from {WARM_UP} s on, \
          {seconds} s of fake newcomers ({PACKETS} packets of {SIZE} bytes from each new source port)",
         link_bps / 1e6
@@ -266,7 +270,7 @@ pub async fn run(
         let result = bed
             .run_configured(
                 &attack.flows(seconds),
-                std::slice::from_ref(spec),
+                std::slice::from_ref(link),
                 &|_, _| {},
                 attack.flood(link_bps, seconds).as_ref(),
             )

@@ -157,8 +157,13 @@ impl LoopbackBed {
     }
 
     /// Runs `flows` through relays in series, one per link of `links` (the
-    /// first link is nearest the clients), both directions alike.
-    pub async fn run(&self, flows: &[Flow], links: &[LinkSpec]) -> Result<RunResult, String> {
+    /// first link is nearest the clients; a [`LinkSpec`] for both
+    /// directions alike, a [`RelayLink`] for one each).
+    pub async fn run(
+        &self,
+        flows: &[Flow],
+        links: &[impl Clone + Into<RelayLink>],
+    ) -> Result<RunResult, String> {
         self.run_configured(flows, links, &|_, _| {}, None).await
     }
 
@@ -168,7 +173,7 @@ impl LoopbackBed {
     pub async fn run_configured(
         &self,
         flows: &[Flow],
-        links: &[LinkSpec],
+        links: &[impl Clone + Into<RelayLink>],
         configure: &(dyn Fn(usize, &mut ClientConfig) + Sync),
         flood: Option<&Flood>,
     ) -> Result<RunResult, String> {
@@ -214,8 +219,11 @@ impl LoopbackBed {
     }
 }
 
+/// How often a run's flows sample their rates.
+pub const FLOW_INTERVAL: Duration = Duration::from_millis(250);
+
 /// A client that sends to `server` for `seconds` with `cc`, sampling every
-/// 250 ms, trusting `roots` for the name `localhost`.
+/// [`FLOW_INTERVAL`], trusting `roots` for the name `localhost`.
 pub fn client_config(
     server: SocketAddr,
     roots: &RootCertStore,
@@ -233,7 +241,7 @@ pub fn client_config(
             seconds,
             bytes: 0,
         },
-        interval: Duration::from_millis(250),
+        interval: FLOW_INTERVAL,
         qlog: None,
         pause: None,
         send_window: None,
@@ -246,6 +254,35 @@ impl Drop for LoopbackBed {
     }
 }
 
+/// One relay's link, a spec per direction.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RelayLink {
+    /// Client to server (the shim's [`UP`]): what the clients send.
+    pub to_server: LinkSpec,
+    /// Server to client ([`DOWN`]): what the server sends back.
+    pub to_client: LinkSpec,
+}
+
+impl From<LinkSpec> for RelayLink {
+    /// Both directions alike.
+    fn from(spec: LinkSpec) -> RelayLink {
+        RelayLink {
+            to_server: spec.clone(),
+            to_client: spec,
+        }
+    }
+}
+
+impl RelayLink {
+    /// The spec of direction `dir` ([`UP`] or [`DOWN`]).
+    pub fn spec(&self, dir: &str) -> &LinkSpec {
+        match dir {
+            DOWN => &self.to_client,
+            _ => &self.to_server,
+        }
+    }
+}
+
 /// Relays in series in this process, each with its own stats.
 pub struct RelayChain {
     /// Where clients send: the first relay.
@@ -254,17 +291,21 @@ pub struct RelayChain {
         JoinHandle<SessionCounters>,
         tokio::sync::oneshot::Sender<()>,
         Lines,
-        LinkSpec,
+        RelayLink,
     )>,
 }
 
 impl RelayChain {
     /// Binds one relay per link, last first, so each knows the next hop.
-    pub fn start(links: &[LinkSpec], target: SocketAddr) -> Result<RelayChain, String> {
+    pub fn start(
+        links: &[impl Clone + Into<RelayLink>],
+        target: SocketAddr,
+    ) -> Result<RelayChain, String> {
         let mut next = target;
         let mut relays = Vec::new();
-        for spec in links.iter().rev() {
-            let (relay, lines) = bind_relay(spec, next)?;
+        for link in links.iter().rev() {
+            let link: RelayLink = link.clone().into();
+            let (relay, lines) = bind_relay(&link, next)?;
             next = relay.local_addr().map_err(|e| e.to_string())?;
             let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
             let task = tokio::spawn(async move {
@@ -273,7 +314,7 @@ impl RelayChain {
                 });
                 report.await.map(|r| r.sessions).unwrap_or_default()
             });
-            relays.push((task, stop, lines, spec.clone()));
+            relays.push((task, stop, lines, link));
         }
         relays.reverse();
         Ok(RelayChain {
@@ -292,12 +333,12 @@ impl RelayChain {
     /// ([`UP`], client to server, or [`DOWN`]).
     pub async fn stop_direction(self, dir: &str) -> Vec<LinkSeries> {
         let mut out = Vec::new();
-        for (task, stop, lines, spec) in self.relays {
+        for (task, stop, lines, link) in self.relays {
             let _ = stop.send(());
             let sessions = task.await.unwrap_or_default();
             out.push(LinkSeries {
                 sessions,
-                ..LinkSeries::parse_direction(&lines.text(), &spec, dir)
+                ..LinkSeries::parse_direction(&lines.text(), link.spec(dir), dir)
             });
         }
         out
@@ -326,14 +367,14 @@ async fn receive_upload(incoming: quinn::Incoming) -> Result<(), String> {
     Ok(())
 }
 
-/// Binds a relay for `spec` toward `target` on an ephemeral loopback port,
+/// Binds a relay for `link` toward `target` on an ephemeral loopback port,
 /// with its stats collected in memory and the session limits of the
 /// shim's command line: its defaults, at most as many sessions as the
 /// open-file limit leaves sockets for.
-fn bind_relay(spec: &LinkSpec, target: SocketAddr) -> Result<(Relay, Lines), String> {
+fn bind_relay(link: &RelayLink, target: SocketAddr) -> Result<(Relay, Lines), String> {
     let (sessions, _) = sessions_within_fd_limit(SessionLimits::default())
         .map_err(|e| format!("cannot read the open-file limit: {e}"))?;
-    let direction = Direction {
+    let direction = |spec: &LinkSpec| Direction {
         spec: spec.clone(),
         router: router_config(spec),
         queue: Discipline::default(),
@@ -341,8 +382,8 @@ fn bind_relay(spec: &LinkSpec, target: SocketAddr) -> Result<(Relay, Lines), Str
     let config = RelayConfig {
         listen: "127.0.0.1:0".parse().expect("literal"),
         target,
-        up: direction.clone(),
-        down: direction,
+        up: direction(&link.to_server),
+        down: direction(&link.to_client),
         seed: 1,
         sessions,
     };
@@ -423,6 +464,9 @@ pub struct LinkSample {
     /// The sojourns of the packets that left each queue so far (empty
     /// where the shim reported none).
     pub class_sojourn_hist: [SojournHistogram; 3],
+    /// Cumulative bytes the link could carry (the capacity in force);
+    /// `None` where the stats do not say.
+    pub capacity_bytes: Option<f64>,
 }
 
 /// The shim's name (`dir` in its stats) of a link's client-to-server direction.
@@ -436,8 +480,12 @@ pub const DOWN: &str = "down";
 pub struct LinkSeries {
     /// Samples every 50 ms.
     pub samples: Vec<LinkSample>,
-    /// Link rate, bit/s.
+    /// Link rate, bit/s; a varying link's nominal rate (a schedule's
+    /// first step, a trace's mean).
     pub capacity_bps: f64,
+    /// Whether the link's capacity changes over time (a trace or a
+    /// schedule).
+    pub varies: bool,
     /// Buffer in bytes (for packet limits: 1500-byte packets).
     pub buffer_bytes: f64,
     /// What the link's relay did with client sessions (none where the
@@ -489,12 +537,14 @@ impl LinkSeries {
                             .flatten()
                             .unwrap_or_default()
                     }),
+                    capacity_bytes: v["capacity_bytes"].as_f64(),
                 }
             })
             .collect();
         LinkSeries {
             samples,
             capacity_bps,
+            varies: spec.varies.is_some(),
             buffer_bytes,
             sessions: SessionCounters::default(),
         }
@@ -510,6 +560,10 @@ impl LinkSeries {
                 s.arrivals -= first.arrivals;
                 s.drops -= first.drops;
                 s.intervals_disregarded -= first.intervals_disregarded;
+                s.capacity_bytes = s
+                    .capacity_bytes
+                    .zip(first.capacity_bytes)
+                    .map(|(b, a)| b - a);
             }
         }
         self
@@ -521,17 +575,41 @@ impl LinkSeries {
             .filter(move |s| s.t >= from && s.t <= to)
     }
 
-    /// Departures over capacity between two times.
+    /// Departures between two times over the bytes the link could carry
+    /// then: the shim's count of the capacity in force where the stats
+    /// have it, else the link rate over the span.
     pub fn utilization(&self, from: f64, to: f64) -> f64 {
         let mut window = self.between(from, to);
         let (Some(first), Some(last)) = (window.next(), window.last()) else {
             return 0.0;
         };
-        let span = last.t - first.t;
-        if span <= 0.0 {
+        let could = self.capacity_between(first, last);
+        if could <= 0.0 {
             return 0.0;
         }
-        (last.departure_bytes - first.departure_bytes) * 8.0 / (self.capacity_bps * span)
+        (last.departure_bytes - first.departure_bytes) / could
+    }
+
+    /// Bytes the link could carry from sample `a` to the later `b`.
+    fn capacity_between(&self, a: &LinkSample, b: &LinkSample) -> f64 {
+        match (a.capacity_bytes, b.capacity_bytes) {
+            (Some(a), Some(b)) => b - a,
+            _ => self.capacity_bps / 8.0 * (b.t - a.t),
+        }
+    }
+
+    /// The capacity in force over time, Mbit/s: what the link could carry
+    /// over spans of at least `window` seconds, at each span's end.
+    pub fn capacity_mbit(&self, window: f64) -> Vec<(f64, f64)> {
+        let mut points = Vec::new();
+        let mut from = self.samples.first();
+        for s in &self.samples {
+            if let Some(a) = from.filter(|a| s.t - a.t >= window) {
+                points.push((s.t, self.capacity_between(a, s) * 8.0 / (s.t - a.t) / 1e6));
+                from = Some(s);
+            }
+        }
+        points
     }
 
     /// Packets dropped from the start until `t` (the last sample by then).
@@ -542,7 +620,9 @@ impl LinkSeries {
             .map_or(0.0, |s| s.drops)
     }
 
-    /// Queueing delay samples (ms) between two times.
+    /// Queueing delay samples (ms) between two times: the queue at the
+    /// link rate, approximate where the capacity varies (a varying link's
+    /// sojourns are exact: [`LinkSeries::queue_delay_ms`]).
     pub fn queue_ms(&self, from: f64, to: f64) -> Vec<f64> {
         self.between(from, to)
             .map(|s| s.queue_bytes * 8.0 / self.capacity_bps * 1e3)
@@ -579,6 +659,29 @@ impl LinkSeries {
         self.class_sojourn_hist(class, from, to).percentile_ms(99.0)
     }
 
+    /// The sojourns of the packets that left any queue between two times
+    /// (see [`LinkSeries::class_sojourn_hist`]).
+    pub fn sojourn_hist(&self, from: f64, to: f64) -> SojournHistogram {
+        let mut all = SojournHistogram::new();
+        for class in Class::ALL {
+            all += &self.class_sojourn_hist(class, from, to);
+        }
+        all
+    }
+
+    /// Percentiles `ps` of the queueing delay between two times, ms (0
+    /// where nothing was measured): on a fixed link of the queue sampled
+    /// every 50 ms at its rate; on a varying one, where a queue's bytes
+    /// have no one delay, of the packets' sojourns.
+    pub fn queue_delay_ms<const N: usize>(&self, from: f64, to: f64, ps: [f64; N]) -> [f64; N] {
+        if self.varies {
+            let sojourns = self.sojourn_hist(from, to);
+            return ps.map(|p| sojourns.percentile_ms(p).unwrap_or(0.0));
+        }
+        let queue = self.queue_ms(from, to);
+        ps.map(|p| percentile(&queue, p).unwrap_or(0.0))
+    }
+
     /// Queue samples (bytes) between two times.
     pub fn queue_bytes(&self, from: f64, to: f64) -> Vec<f64> {
         self.between(from, to).map(|s| s.queue_bytes).collect()
@@ -595,7 +698,8 @@ impl LinkSeries {
 
 /// What a run produced.
 pub struct RunResult {
-    /// Seconds from the first flow's start to the last flow's end.
+    /// Seconds from the first flow's start to the last flow's end, its
+    /// wind-down included (the last data and the server's result).
     pub elapsed: f64,
     /// The flows as scheduled.
     pub flows: Vec<Flow>,
@@ -618,10 +722,15 @@ pub struct RunResult {
 pub struct RunSummary {
     /// Run name.
     pub name: String,
-    /// Flows' goodput summed, Mbit/s (bytes the server received over the run).
+    /// Flows' goodput summed, Mbit/s (bytes the server received over the
+    /// span judged).
     pub goodput_mbit: f64,
-    /// Bottleneck departures over capacity during the run.
+    /// Bottleneck departures over what it could carry during the run.
     pub utilization: f64,
+    /// Whether the bottleneck's capacity changed over time (a trace or a
+    /// schedule): the queue figures are then the packets' sojourns
+    /// ([`LinkSeries::queue_delay_ms`]).
+    pub capacity_varies: bool,
     /// Queueing delay at the bottleneck, median, ms.
     pub queue_p50_ms: f64,
     /// 95th percentile.
@@ -707,7 +816,20 @@ impl RunResult {
         rate(bytes, seconds) / 1e6
     }
 
-    /// The figures of the run, judged at link `bottleneck`.
+    /// Seconds from the run's start until its last flow was scheduled to
+    /// stop, at most [`RunResult::elapsed`].
+    pub fn scheduled(&self) -> f64 {
+        (self.flows.iter())
+            .map(|f| f.offset + f.seconds)
+            .fold(0.0, f64::max)
+            .min(self.elapsed)
+    }
+
+    /// The figures of the run, judged at link `bottleneck` over the time
+    /// its flows were scheduled to send: the wind-down after it takes a
+    /// few tens of milliseconds on a fixed link, but tens of seconds where
+    /// the link fades under a flow's last packets, and would count as
+    /// capacity left unused.
     pub fn summary(&self, name: &str, bottleneck: usize) -> RunSummary {
         let empty = LinkSeries::default();
         let flows = flow_totals(&self.flows, &self.runs);
@@ -716,7 +838,7 @@ impl RunResult {
             &flows,
             &self.series,
             self.links.get(bottleneck).unwrap_or(&empty),
-            self.elapsed,
+            self.scheduled(),
             self.host_steal,
         )
     }
@@ -754,18 +876,18 @@ pub struct FlowTotal {
     pub joined: bool,
 }
 
-/// The table row of a run of `flows` (their sending rates in `series`)
-/// that took `elapsed` seconds while the host took `host_steal` of the
-/// CPU time, judged at the bottleneck `link`.
+/// The table row of a run of `flows` (their sending rates in `series`),
+/// judged at the bottleneck `link` over its first `end` seconds (its
+/// queue and loss over all of it), while the host took `host_steal` of
+/// the CPU time.
 pub fn summarize(
     name: &str,
     flows: &[FlowTotal],
     series: &[FlowSeries],
     link: &LinkSeries,
-    elapsed: f64,
+    end: f64,
     host_steal: Option<f64>,
 ) -> RunSummary {
-    let end = elapsed;
     let tail_from = end * 2.0 / 3.0;
     let tail: Vec<f64> = series
         .iter()
@@ -777,14 +899,18 @@ pub fn summarize(
                 .sum::<f64>()
         })
         .collect();
-    let queue = link.queue_ms(0.0, end);
+    // The queue over the whole run: packets the flows sent that wait out
+    // a fade leave after the flows' end.
+    let [queue_p50_ms, queue_p95_ms, queue_p99_ms] =
+        link.queue_delay_ms(0.0, f64::INFINITY, [50.0, 95.0, 99.0]);
     RunSummary {
         name: name.to_owned(),
         goodput_mbit: flows.iter().map(|f| f.received as f64 * 8.0).sum::<f64>() / end / 1e6,
         utilization: link.utilization(0.0, end),
-        queue_p50_ms: percentile(&queue, 50.0).unwrap_or(0.0),
-        queue_p95_ms: percentile(&queue, 95.0).unwrap_or(0.0),
-        queue_p99_ms: percentile(&queue, 99.0).unwrap_or(0.0),
+        capacity_varies: link.varies,
+        queue_p50_ms,
+        queue_p95_ms,
+        queue_p99_ms,
         loss: link.loss(),
         jain: jain_index(&tail),
         converge_s: convergence_time(
@@ -891,6 +1017,110 @@ mod tests {
         assert_eq!(series.class_sojourn_p99_ms(Class::Ecnq, 0.0, 0.01), None);
         assert_eq!(series.class_sojourn_p99_ms(Class::Classic, 0.0, 1.0), None);
         assert_eq!(series.class_sojourn_p99_ms(Class::Ecnq, 0.1, 0.11), None);
+    }
+
+    /// A link that steps from 8 to 2 Mbit/s at 1 s, busy throughout: full
+    /// against what it could carry, a quarter short against its first
+    /// step; its queue figures are its packets' sojourns.
+    #[test]
+    fn a_varying_link_is_judged_against_the_capacity_in_force() {
+        let spec: LinkSpec = "schedule 0s:8mbit,1s:2mbit".parse().unwrap();
+        // Bytes carried by t: 1 Mbyte/s to 1 s, 0.25 Mbyte/s after.
+        let carried = |t: f64| t.min(1.0) * 1e6 + (t - 1.0).max(0.0) * 0.25e6;
+        let stats = |counted: bool| {
+            let line = |i: u32| {
+                let t = f64::from(i) * 0.05;
+                let mut v = serde_json::json!({
+                    "t": t,
+                    "dir": "up",
+                    "departure_bytes": carried(t),
+                    "queue_bytes": 50_000,
+                    "sojourn_ecnq_hist": [[10, i * 5]],
+                    "sojourn_classic_hist": [[300, u8::from(t >= 1.0)]],
+                });
+                if counted {
+                    v["capacity_bytes"] = carried(t).into();
+                }
+                v.to_string()
+            };
+            (0..=40).map(line).collect::<Vec<_>>().join("\n")
+        };
+        let series = LinkSeries::parse(&stats(true), &spec);
+        assert!(series.varies);
+        assert!((series.utilization(0.0, 2.0) - 1.0).abs() < 1e-9);
+        assert!((series.utilization(1.0, 2.0) - 1.0).abs() < 1e-9);
+        let capacity = series.capacity_mbit(0.25);
+        assert_eq!(capacity.len(), 8);
+        assert!((capacity[0].1 - 8.0).abs() < 1e-6 && (capacity[7].1 - 2.0).abs() < 1e-6);
+        // Rebased from 1 s on, the counter starts at zero too.
+        let later = LinkSeries {
+            samples: series.samples[20..].to_vec(),
+            ..series.clone()
+        }
+        .rebased();
+        assert_eq!(later.samples[0].capacity_bytes, Some(0.0));
+        assert!((later.utilization(0.0, 1.0) - 1.0).abs() < 1e-9);
+        // 200 packets waited 1.1 ms, one 30.1 ms: not the queue's 50 or 200 ms.
+        assert_eq!(series.queue_delay_ms(0.0, 2.0, [50.0, 100.0]), [1.1, 30.1]);
+        // Stats without the counter: the first step's rate over the span.
+        let series = LinkSeries::parse(&stats(false), &spec);
+        assert!((series.utilization(0.0, 2.0) - 0.625).abs() < 1e-9);
+        // A fixed link's delay is its sampled queue at its rate: 50 ms.
+        let fixed = LinkSeries::parse(&stats(false), &"rate 8mbit".parse().unwrap());
+        assert_eq!(fixed.queue_delay_ms(0.0, 2.0, [50.0]), [50.0]);
+    }
+
+    /// A run whose wind-down took 19 s beyond its 30 s, with the link
+    /// busy while the flows sent and idle after: judged over the 30 s,
+    /// but for the packets that waited 5 s and left after it.
+    #[test]
+    fn a_run_is_judged_while_its_flows_were_scheduled() {
+        let sample = |t: f64| {
+            let waits = format!(
+                "[[10,{}],[50000,{}]]",
+                t.min(30.0) * 10.0,
+                (t - 30.0).max(0.0)
+            );
+            let mut s = LinkSample {
+                t,
+                departure_bytes: t.min(30.0) * 1e6,
+                capacity_bytes: Some(t * 1e6),
+                ..LinkSample::default()
+            };
+            s.class_sojourn_hist[0] = waits.parse().unwrap();
+            s
+        };
+        let link = LinkSeries {
+            samples: (0..=49).map(|t| sample(f64::from(t))).collect(),
+            varies: true,
+            ..LinkSeries::default()
+        };
+        let flows = [Flow {
+            cc: CongestionControl::Cubic,
+            offset: 10.0,
+            seconds: 20.0,
+        }];
+        let result = RunResult::new(&flows, vec![None], 49.4, vec![link]);
+        assert_eq!(result.scheduled(), 30.0);
+        let row = result.summary("cubic", 0);
+        assert!((row.utilization - 1.0).abs() < 1e-9);
+        // 19 of 319 packets.
+        assert_eq!((row.queue_p50_ms, row.queue_p99_ms), (1.1, 5000.1));
+        let cut_short = RunResult::new(&flows, vec![None], 25.0, Vec::new());
+        assert_eq!(cut_short.scheduled(), 25.0);
+    }
+
+    #[test]
+    fn a_relay_link_gives_each_direction_its_spec() {
+        let data: LinkSpec = "rate 20mbit delay 10ms".parse().unwrap();
+        let acks: LinkSpec = "delay 25ms".parse().unwrap();
+        let both = RelayLink::from(data.clone());
+        assert_eq!((both.spec(UP), both.spec(DOWN)), (&data, &data));
+        let link = RelayLink {
+            to_server: data.clone(),
+            to_client: acks.clone(),
+        };
+        assert_eq!((link.spec(UP), link.spec(DOWN)), (&data, &acks));
     }
 
     #[test]

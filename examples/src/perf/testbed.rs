@@ -1007,6 +1007,7 @@ mod tests {
             name: "erc-vs-tcp-cubic".into(),
             goodput_mbit: quic_mbit + tcp_mbit,
             utilization: 0.952,
+            capacity_varies: false,
             queue_p50_ms: 1.0,
             queue_p95_ms: 2.0,
             queue_p99_ms: 3.0,

@@ -385,6 +385,13 @@ impl<P: LinkPacket> Link<P> {
         }
     }
 
+    /// Bytes the link could carry from its start to `now`: the capacity in
+    /// force, not the router's figure ([`Bottleneck::capacity_bytes`]);
+    /// `None` for a link with no rate.
+    pub fn capacity_bytes(&self, now: Duration) -> Option<f64> {
+        self.bottleneck.capacity_bytes(self.start, now)
+    }
+
     /// The queue waiting for serialization, in bytes.
     pub fn queue_bytes(&self) -> u64 {
         self.bottleneck.queue_bytes()

@@ -387,6 +387,8 @@ mod tests {
             interval: None,
             load: LinkLoad::default(),
             capacity: 1e6,
+            router_capacity: 1e6,
+            capacity_bytes: Some(125_000.0),
             send_errors: 0,
             intervals_disregarded: 0,
             active_flows: [1, 0, 0],

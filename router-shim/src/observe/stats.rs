@@ -35,6 +35,13 @@ pub struct LinkSnapshot {
     pub load: LinkLoad,
     /// Capacity the meter uses, bytes per second.
     pub capacity: f64,
+    /// Capacity the link's router meters against now, the whole link's,
+    /// bytes per second (configured or measured).
+    pub router_capacity: f64,
+    /// Bytes the link could carry since it started (the capacity in force;
+    /// none for a link with no rate): utilization over a span is the
+    /// departures over the difference of two.
+    pub capacity_bytes: Option<f64>,
     /// Sends that failed (socket errors), counted by the I/O layer.
     pub send_errors: u64,
     /// Measurement intervals whose load figures were kept from the one
@@ -76,6 +83,8 @@ impl LinkSnapshot {
             load: *meter.load(),
             intervals_disregarded: meter.disregarded(),
             capacity: meter.config().capacity,
+            router_capacity: link.bottleneck().capacity(),
+            capacity_bytes: link.capacity_bytes(time),
             send_errors,
             active_flows: link.bottleneck().active_flows(),
             policed_flows: link.bottleneck().policed_flows(),
@@ -89,7 +98,9 @@ impl LinkSnapshot {
     /// One JSON object, no trailing newline. `final_` marks the shutdown line.
     /// A queue that any packet left has its sojourn histogram as
     /// `"sojourn_{class}_hist":[[bucket,count],...]`, non-zero 0.1 ms
-    /// buckets only (see [`SojournHistogram`]).
+    /// buckets only (see [`SojournHistogram`]). `router_capacity_bps` is
+    /// the router's figure now; `capacity_bytes`, on a link with a rate,
+    /// counts what the link could carry since it started.
     pub fn to_json(&self, final_: bool) -> String {
         let c = &self.counters;
         let mut s = format!(
@@ -125,6 +136,14 @@ impl LinkSnapshot {
         ];
         for (name, value) in fields {
             let _ = write!(s, ",\"{name}\":{value}");
+        }
+        let _ = write!(
+            s,
+            ",\"router_capacity_bps\":{:.0}",
+            self.router_capacity * 8.0
+        );
+        if let Some(bytes) = self.capacity_bytes {
+            let _ = write!(s, ",\"capacity_bytes\":{bytes:.0}");
         }
         for class in Class::ALL {
             let (name, c) = (class.name(), class as usize);
@@ -264,6 +283,8 @@ mod tests {
             interval: None,
             load: LinkLoad::default(),
             capacity: 1e6,
+            router_capacity: 2e6,
+            capacity_bytes: Some(1_875_000.4),
             send_errors: 0,
             intervals_disregarded: 1,
             active_flows: [1, 0, 0],
@@ -291,6 +312,7 @@ mod tests {
             "\"sojourn_ecnq_us\":2500",
             "\"sojourn_ecnq_hist\":[[1,2],[6,1],[16,1]],",
             "\"intervals_disregarded\":1",
+            "\"router_capacity_bps\":16000000,\"capacity_bytes\":1875000,",
             ",\"load_vcp\":0.000000,\"load_bmcc\":0.000000,\"load_mcp\":0.000000,\"marks\":{",
             "\"vcp\":[0,0,0,7]",
             "\"classic\":[0,0,0,0]",
@@ -302,5 +324,36 @@ mod tests {
         assert!(!line.contains("sojourn_l4s_hist"), "{line}");
         assert!(line.starts_with('{') && line.ends_with('}'));
         assert_eq!(line.matches('{').count(), line.matches('}').count());
+        // A link with no rate could carry anything: no counter.
+        snap.capacity_bytes = None;
+        assert!(!snap.to_json(false).contains("capacity_bytes"));
+    }
+
+    /// On a link whose rate steps down, the counter adds up each step's
+    /// bytes and the router's figure follows the step in force.
+    #[test]
+    fn the_capacity_counter_follows_a_schedule() {
+        use crate::link::tests::{link, pkt};
+        let mut stepped = link("schedule 0s:8mbit,1s:4mbit limit 1000");
+        let at = |ms| Duration::from_millis(ms);
+        // A packet every 10 ms keeps the router told the rate in force.
+        for i in 0..200 {
+            let _ = stepped.enqueue(at(i * 10), pkt(i, 1000));
+            while stepped.dequeue(at(i * 10)).is_some() {}
+        }
+        let snap = LinkSnapshot::of("up", at(2_000), &stepped, 0);
+        // 1 s at 1 Mbyte/s, then 1 s at 0.5 Mbyte/s.
+        assert_eq!(snap.capacity_bytes, Some(1_500_000.0));
+        assert_eq!(snap.router_capacity, 500_000.0);
+        let line = snap.to_json(false);
+        assert!(
+            line.contains("\"router_capacity_bps\":4000000,\"capacity_bytes\":1500000,"),
+            "{line}"
+        );
+        let unlimited = link("delay 5ms");
+        assert_eq!(
+            LinkSnapshot::of("up", at(1_000), &unlimited, 0).capacity_bytes,
+            None
+        );
     }
 }

@@ -76,7 +76,7 @@ impl SojournPercentiles {
     fn of(link: &Link) -> SojournPercentiles {
         let mut all = SojournHistogram::new();
         for class in Class::ALL {
-            all.absorb(&link.sojourns(class));
+            all += &link.sojourns(class);
         }
         let at = |p: f64| all.percentile_ms(p).unwrap_or(0.0);
         SojournPercentiles {
