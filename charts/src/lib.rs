@@ -148,6 +148,27 @@ impl Chart<'_> {
         })
     }
 
+    /// Draws `points` on axes fitted to the finite ones, whatever `max`
+    /// says, with room for their labels: a tenth above, and a sixth to the
+    /// right; on a logarithmic x axis if `log_x` (a factor of two to spare
+    /// on either side), as Pantheon draws throughput against delay.
+    pub fn scatter(mut self, points: &[Point], log_x: bool) -> Result<(), String> {
+        let finite = || points.iter().filter(|p| p.x.is_finite() && p.y.is_finite());
+        let x_max = finite().map(|p| p.x).fold(0.0, f64::max).max(1e-3);
+        let y_max = finite().map(|p| p.y).fold(0.0, f64::max).max(1e-3) * 1.1;
+        if !log_x {
+            self.max = (x_max * 1.15, y_max);
+            return self.points(points);
+        }
+        let x_min = finite()
+            .map(|p| p.x)
+            .filter(|&x| x > 0.0)
+            .fold(x_max, f64::min)
+            / 2.0;
+        self.max = (x_max * 2.0, y_max);
+        self.points_log_x(points, x_min)
+    }
+
     /// Sets up the file, caption and labelled mesh on an x axis of `x`,
     /// lets `content` draw on it, then adds a legend of the labelled
     /// elements if `legend`.

@@ -498,8 +498,8 @@ fn line_chart(
     bold_chart(path, [title, x_label, y_label], (x_max, y_max)).lines(series, true)
 }
 
-/// Draws labelled points on axes that fit the finite ones with room for
-/// their labels; on a logarithmic x axis if `log_x`.
+/// Draws labelled points on axes that fit them ([`Chart::scatter`]); on a
+/// logarithmic x axis if `log_x`.
 fn scatter_chart(
     path: &Path,
     title: &str,
@@ -508,22 +508,9 @@ fn scatter_chart(
     points: &[Point],
     log_x: bool,
 ) -> Result<(), String> {
-    let finite = || points.iter().filter(|p| p.x.is_finite() && p.y.is_finite());
-    let x_max = finite().map(|p| p.x).fold(0.0, f64::max).max(1e-3);
-    let y_max = finite().map(|p| p.y).fold(0.0, f64::max).max(1e-3) * 1.1;
-    let mut chart = bold_chart(path, [title, x_label, y_label], (x_max * 1.15, y_max));
+    let mut chart = bold_chart(path, [title, x_label, y_label], (1.0, 1.0));
     chart.look.size = (900, 520);
-    if !log_x {
-        return chart.points(points);
-    }
-    // A factor of two to spare at the left and, for the labels, the right.
-    let x_min = finite()
-        .map(|p| p.x)
-        .filter(|&x| x > 0.0)
-        .fold(x_max, f64::min)
-        / 2.0;
-    chart.max.0 = x_max * 2.0;
-    chart.points_log_x(points, x_min)
+    chart.scatter(points, log_x)
 }
 
 /// The comparison table's heads; [`table_cells`] gives a row's cells.
