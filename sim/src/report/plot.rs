@@ -162,8 +162,8 @@ fn link_lines(sim: &Sim) -> [Vec<Series>; 3] {
 
 /// Writes Pantheon's plot of a `compare` run to `path`: one point per run,
 /// its bottleneck's throughput against the 95th percentile of its
-/// per-packet queueing delay (up and left is better). Runs that failed
-/// are left out.
+/// per-packet queueing delay on a logarithmic axis (up and left is
+/// better). Runs that failed are left out.
 pub fn goodput_delay(scenario: &str, rows: &[Row], path: &Path) -> Result<(), String> {
     let points: Vec<Point> = (rows.iter())
         .filter_map(|r| {
@@ -175,8 +175,6 @@ pub fn goodput_delay(scenario: &str, rows: &[Row], path: &Path) -> Result<(), St
             })
         })
         .collect();
-    let x_max = points.iter().map(|p| p.x).fold(0.0, f64::max).max(1e-3) * 1.15;
-    let y_max = points.iter().map(|p| p.y).fold(0.0, f64::max).max(1e-3) * 1.1;
     let chart = Chart {
         path,
         look: Look {
@@ -184,9 +182,51 @@ pub fn goodput_delay(scenario: &str, rows: &[Row], path: &Path) -> Result<(), St
             ..Look::THIN
         },
         title: &format!("{scenario}: throughput against delay (up and left is better)"),
-        x_label: "per-packet queueing delay, 95th percentile (ms)",
+        x_label: "per-packet queueing delay, 95th percentile (ms, logarithmic)",
         y_label: "throughput (Mbit/s)",
-        max: (x_max, y_max),
+        max: (1.0, 1.0),
     };
-    chart.points(&points)
+    chart.scatter(&points, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runner;
+    use crate::scenario::{Overrides, Scenario};
+
+    /// Two cases over a link whose rate steps: one point each, on a
+    /// logarithmic delay axis, and the runs' figures in the table below
+    /// the headline one.
+    #[test]
+    fn a_compare_of_a_varying_link_plots_each_case_against_its_p95() {
+        let text = r#"
+title = "steps"
+scheme = "erc"
+duration = "3s"
+compare = ["erc", "cubic@fifo"]
+[[links]]
+name = "L"
+schedule = [["0s", "20Mbit"], ["1s", "5Mbit"]]
+delay = "10ms"
+buffer = "50pkt"
+[[flows]]
+rtt = "20ms"
+"#;
+        let scenario = Scenario::parse("steps", "steps", text, &[]).unwrap();
+        let rows = runner::compare(&scenario, &Overrides::default(), &scenario.file.compare);
+        let dir = std::env::temp_dir().join(format!("ecnq-sim-plot-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("goodput-delay.svg");
+        goodput_delay("steps", &rows, &path).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(svg.contains(">erc<") || svg.contains(">\nerc\n<"), "{svg}");
+        assert!(svg.contains("cubic@fifo"), "{svg}");
+        assert!(svg.contains("logarithmic"), "{svg}");
+        let table = crate::report::text::table(&["scheme"], &rows);
+        assert!(table.contains("p95 ms"), "{table}");
+        let cubic = bottleneck(rows[1].result.as_ref().unwrap()).unwrap();
+        assert!(cubic.varies && cubic.sojourn_ms.p95 >= cubic.sojourn_ms.p50);
+    }
 }
