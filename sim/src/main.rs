@@ -284,14 +284,8 @@ fn sweep(
                     .zip(values)
                     .map(|((k, _), v)| format!("{k}={v}")),
             );
-            let result = Scenario::load(&path, &set).and_then(|s| {
-                let o = Overrides {
-                    scheme: Some(scheme.protocol),
-                    queue: scheme.queue.or(o.queue),
-                    ..o.clone()
-                };
-                runner::run(&s, &o).map(|r| r.summary)
-            });
+            let result = Scenario::load(&path, &set)
+                .and_then(|s| runner::run(&s, &o.for_case(*scheme)).map(|r| r.summary));
             Row {
                 label: [vec![scheme.to_string()], values.clone()].concat(),
                 result,

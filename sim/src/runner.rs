@@ -92,16 +92,9 @@ pub fn compare(scenario: &Scenario, o: &Overrides, cases: &[Case]) -> Vec<Row> {
     use rayon::prelude::*;
     cases
         .par_iter()
-        .map(|case| {
-            let o = Overrides {
-                scheme: Some(case.protocol),
-                queue: case.queue.or(o.queue),
-                ..o.clone()
-            };
-            Row {
-                label: vec![case.to_string()],
-                result: run(scenario, &o).map(|r| r.summary),
-            }
+        .map(|case| Row {
+            label: vec![case.to_string()],
+            result: run(scenario, &o.for_case(*case)).map(|r| r.summary),
         })
         .collect()
 }

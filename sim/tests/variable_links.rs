@@ -40,7 +40,7 @@ fn figures(label: &str, summary: &Summary) -> Figures {
     let l = &summary.links[0];
     Figures {
         label: label.to_owned(),
-        throughput_mbps: l.utilization * l.rate_bps / 1e6,
+        throughput_mbps: l.throughput_bps() / 1e6,
         utilization: l.utilization,
         p50_ms: l.sojourn_ms.p50,
         p95_ms: l.sojourn_ms.p95,

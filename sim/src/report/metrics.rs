@@ -59,6 +59,14 @@ pub struct LinkSummary {
     pub time_to_90pct_s: Option<f64>,
 }
 
+impl LinkSummary {
+    /// What the link carried over the measured period, bit/s: its
+    /// utilization of the capacity in force, times that capacity.
+    pub fn throughput_bps(&self) -> f64 {
+        self.utilization * self.rate_bps
+    }
+}
+
 /// Percentiles of a link's per-packet sojourn, ms, each the upper edge of
 /// its 0.1 ms bucket; zero where no packet departed.
 #[derive(Clone, Copy, Debug, Default, Serialize)]

@@ -171,7 +171,7 @@ pub fn goodput_delay(scenario: &str, rows: &[Row], path: &Path) -> Result<(), St
             Some(Point {
                 name: r.label.join(" "),
                 x: link.sojourn_ms.p95,
-                y: link.utilization * link.rate_bps / 1e6,
+                y: link.throughput_bps() / 1e6,
             })
         })
         .collect();

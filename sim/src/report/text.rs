@@ -420,7 +420,7 @@ fn varying_figures(l: &LinkSummary) -> [String; 7] {
     let ms = |x: f64| format!("{x:.1}");
     [
         l.name.clone(),
-        format!("{:.2}", l.utilization * l.rate_bps / 1e6),
+        format!("{:.2}", l.throughput_bps() / 1e6),
         format!("{:.3}", l.utilization),
         ms(l.sojourn_ms.p50),
         ms(l.sojourn_ms.p95),

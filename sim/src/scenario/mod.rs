@@ -24,7 +24,7 @@ pub use file::{
 use ecnq::router::bottleneck::Discipline;
 
 use crate::engine::{FeedbackPath, Nanos, SECOND};
-use crate::protocol::Protocol;
+use crate::protocol::{Case, Protocol};
 
 /// Longest simulated time a scenario may ask for: a day.
 pub const MAX_DURATION: Nanos = 86_400 * SECOND;
@@ -65,6 +65,18 @@ pub struct Overrides {
     pub feedback: Option<FeedbackPath>,
     /// Replaces every link's queue discipline (`compare`'s `cubic@fifo`).
     pub queue: Option<Discipline>,
+}
+
+impl Overrides {
+    /// These overrides for one `compare` or `sweep` case: its scheme, and
+    /// its queue where it names one.
+    pub fn for_case(&self, case: Case) -> Overrides {
+        Overrides {
+            scheme: Some(case.protocol),
+            queue: case.queue.or(self.queue),
+            ..self.clone()
+        }
+    }
 }
 
 /// Where the public delivery traces are: `ECNQ_TRACES`, else
