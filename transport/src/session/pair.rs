@@ -183,10 +183,11 @@ struct Ack {
 }
 
 /// A peer that does not run ecnq, as a QUIC stack acknowledges: one ACK
-/// frame per `ack_every` packets, its ranges the packets received (up to
-/// [`VanillaPeer::MAX_RANGES`], highest first), with its cumulative ECN
-/// counts once it has received an ECN-marked packet if `ecn_counts`
-/// (quinn's rule).
+/// frame per `ack_every` packets, or once the oldest packet not yet
+/// acknowledged has waited [`VanillaPeer::MAX_ACK_DELAY`]; its ranges the
+/// packets received (up to [`VanillaPeer::MAX_RANGES`], highest first),
+/// with its cumulative ECN counts once it has received an ECN-marked
+/// packet if `ecn_counts` (quinn's rule).
 #[derive(Clone, Debug)]
 pub(super) struct VanillaPeer {
     pub ack_every: u64,
@@ -194,11 +195,16 @@ pub(super) struct VanillaPeer {
     received: BTreeSet<u64>,
     counts: EcnCounts,
     unacked: u64,
+    /// When the oldest packet not yet acknowledged arrived.
+    waiting_since: Option<Duration>,
 }
 
 impl VanillaPeer {
     /// quinn keeps 32 ranges of received packets to acknowledge.
     const MAX_RANGES: usize = 32;
+    /// RFC 9000 §18.2's default max_ack_delay: a receiver that decimates
+    /// ACKs still acknowledges a packet within it (§13.2.1).
+    const MAX_ACK_DELAY: Duration = Duration::from_millis(25);
 
     pub fn new(ack_every: u64, ecn_counts: bool) -> VanillaPeer {
         VanillaPeer {
@@ -207,11 +213,21 @@ impl VanillaPeer {
             received: BTreeSet::new(),
             counts: EcnCounts::default(),
             unacked: 0,
+            waiting_since: None,
         }
     }
 
-    /// A data packet arrived; returns the ACK frame it calls for, if any.
-    fn on_packet(&mut self, number: u64, ecn: Ecn) -> Option<Vec<u8>> {
+    /// The ACK frame the delay timer calls for at `now`, if any.
+    fn on_tick(&mut self, now: Duration) -> Option<Vec<u8>> {
+        let due = self
+            .waiting_since
+            .is_some_and(|since| now >= since + Self::MAX_ACK_DELAY);
+        due.then(|| self.ack_frame())
+    }
+
+    /// A data packet arrived at `now`; returns the ACK frame it calls
+    /// for, if any.
+    fn on_packet(&mut self, now: Duration, number: u64, ecn: Ecn) -> Option<Vec<u8>> {
         match ecn {
             Ecn::NotEct => {}
             Ecn::Ect0 => self.counts.ect0 += 1,
@@ -220,10 +236,14 @@ impl VanillaPeer {
         }
         self.received.insert(number);
         self.unacked += 1;
-        if self.unacked < self.ack_every {
-            return None;
-        }
+        self.waiting_since.get_or_insert(now);
+        (self.unacked >= self.ack_every).then(|| self.ack_frame())
+    }
+
+    /// An ACK frame for every packet received so far.
+    fn ack_frame(&mut self) -> Vec<u8> {
         self.unacked = 0;
+        self.waiting_since = None;
         let mut ranges: Vec<RangeInclusive<u64>> = Vec::new();
         for &n in self.received.iter().rev() {
             let extends = ranges.last().is_some_and(|r| *r.start() == n + 1);
@@ -245,7 +265,7 @@ impl VanillaPeer {
         };
         let mut frame = Vec::new();
         repr.emit(&mut frame);
-        Some(frame)
+        frame
     }
 }
 
@@ -406,6 +426,9 @@ impl Pair {
         let now = self.now;
         self.forward_data(now);
         self.deliver_data(now);
+        if let Some(frame) = self.vanilla.as_mut().and_then(|v| v.on_tick(now)) {
+            self.ack_frames.send(now, frame, &mut self.rng);
+        }
         self.deliver_ack_frames(now);
         self.deliver_acks(now);
         self.detect_timeouts(now);
@@ -467,7 +490,7 @@ impl Pair {
             }
             if let Some(vanilla) = self.vanilla.as_mut() {
                 let ecn = Ecn::from_tos(packet.tos);
-                if let Some(frame) = vanilla.on_packet(packet.number, ecn) {
+                if let Some(frame) = vanilla.on_packet(now, packet.number, ecn) {
                     self.ack_frames.send(now, frame, &mut self.rng);
                 }
                 continue;
