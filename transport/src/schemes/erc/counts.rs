@@ -15,11 +15,15 @@
 //! When the router changes the index, the newest frame fits none of them.
 //! A neighbour of the index in force that fits it is the new index (Gray
 //! neighbours differ in one digit); otherwise the decoder starts again from
-//! that frame. Until the frames since then pin one code, it reports what
-//! the receiver's own decoder would read from the digits that frames tell
-//! one by one (a frame whose packets all counted ECT(0), or none did),
-//! else the fitting index nearest the one it last read, never more than a
-//! step faster.
+//! that frame, which may also acknowledge packets sent before the change:
+//! from a pinned code, it keeps every code the frame fits with its older
+//! packets at the pinned code and the rest at that code. Until the frames since then pin
+//! one code, it reports what the receiver's own decoder would read from the
+//! digits that frames tell one by one (a frame whose packets all counted
+//! ECT(0), or none did), else the fitting index nearest the one it last
+//! pinned; either never more than a step faster than that one. A code pinned from frames across a change, or digits
+//! mixed from both sides, would otherwise tell rates no router advertised
+//! (test `a_frame_across_a_change_reads_no_index_beyond_either_side`).
 
 use std::time::Duration;
 
@@ -29,11 +33,15 @@ use crate::signal::{CountReader, Decoder, Feedback};
 use crate::wire::ack::EcnCounts;
 use crate::wire::ecn::SchemeTag;
 
-/// What one ACK frame tells: how many newly acknowledged packets sat at
-/// each chain position, and how much the peer's ECT(0) and CE counts rose.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// What one ACK frame tells: the chain positions of the packets it newly
+/// acknowledges, in the order they were sent, and how much the peer's
+/// ECT(0) and CE counts rose.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct AckedDigits {
     at: [u32; DIGITS as usize],
+    /// The positions in the order sent, which [`AckedDigits::fits_across`]
+    /// splits.
+    order: Vec<u8>,
     ect0: u64,
     ce: u64,
 }
@@ -49,8 +57,10 @@ impl AckedDigits {
     }
 
     /// Counts one newly acknowledged packet with `hash`.
+    /// Packets are counted in the order they were sent.
     pub fn add(&mut self, hash: u32) {
         self.at[position(hash) as usize] += 1;
+        self.order.push(position(hash) as u8);
     }
 
     /// How many newly acknowledged packets the frame covers.
@@ -71,7 +81,31 @@ impl AckedDigits {
             .filter(|&p| code >> (DIGITS - 1 - p) & 1 == 1)
             .map(|p| u64::from(self.at[p as usize]))
             .sum();
-        self.ect0 <= ones && ones <= self.ect0 + self.ce
+        self.fits_ones(ones..=ones)
+    }
+
+    /// Whether the frame's rise of ECT(0) can be any count of ones in
+    /// `ones` (a CE mark hides the digit it fell on).
+    fn fits_ones(&self, ones: std::ops::RangeInclusive<u64>) -> bool {
+        self.ect0 <= *ones.end() && *ones.start() <= self.ect0 + self.ce
+    }
+
+    /// Whether the frame fits Gray code `old` on the packets sent before
+    /// some point and `new` on the rest: a router that changed its index
+    /// while the frame's packets were on their way. Moving the split by
+    /// one packet changes the count of ones by at most one, so the counts
+    /// over all splits are every value between their least and greatest.
+    fn fits_across(&self, old: u16, new: u16) -> bool {
+        let one = |code: u16, p: u8| u64::from(code >> (DIGITS - 1 - u32::from(p)) & 1);
+        // The split before the first packet: all of them at `new`.
+        let mut ones: u64 = self.order.iter().map(|&p| one(new, p)).sum();
+        let (mut least, mut most) = (ones, ones);
+        for &p in &self.order {
+            ones = ones + one(old, p) - one(new, p);
+            least = least.min(ones);
+            most = most.max(ones);
+        }
+        self.fits_ones(least..=most)
     }
 }
 
@@ -104,13 +138,18 @@ impl Codes {
         self.0.iter().map(|w| w.count_ones()).sum()
     }
 
-    /// The codes of `self` that `frame` fits.
-    fn filter(&self, frame: &AckedDigits) -> Codes {
+    /// The codes of `self` that `keep` keeps.
+    fn retain(&self, keep: impl Fn(u16) -> bool) -> Codes {
         let mut kept = Codes([0; Codes::WORDS]);
-        for code in self.iter().filter(|&c| frame.fits(c)) {
+        for code in self.iter().filter(|&c| keep(c)) {
             kept.0[usize::from(code) / 64] |= 1 << (code % 64);
         }
         kept
+    }
+
+    /// The codes of `self` that `frame` fits.
+    fn filter(&self, frame: &AckedDigits) -> Codes {
+        self.retain(|code| frame.fits(code))
     }
 
     /// The set of one code.
@@ -130,6 +169,20 @@ impl Codes {
     }
 }
 
+/// A code pinned this many steps faster than the last pinned index or more
+/// (18 % more rate) is taken only once a later frame fits it and no index
+/// within [`NEAR`] of the last pinned one: a frame whose marks the sender
+/// placed on the wrong packets can leave a code far from the index in
+/// force, which frames at the index in force go on fitting by chance, and
+/// a sender ramps towards what it reads. A smaller move may be a Gray
+/// walk, which the receiver's decoder makes too (test
+/// `a_misplaced_frame_does_not_pin_a_far_faster_index`).
+const FAR_FASTER: u16 = 10;
+
+/// How far from the index in force a misplaced frame may have moved the
+/// last pinned index (a Gray step or two).
+const NEAR: u16 = 2;
+
 /// The index as the peer's ACK-ECN counts tell it (see the module docs).
 #[derive(Clone, Debug, Default)]
 pub struct ErcCountReader {
@@ -139,6 +192,9 @@ pub struct ErcCountReader {
     fitting: Option<Codes>,
     /// The last index the frames pinned alone; 0 before the first.
     pinned: u16,
+    /// A code the frames pinned [`FAR_FASTER`] or more steps faster than
+    /// `pinned`, until a frame confirms it.
+    unconfirmed: Option<u16>,
     /// The receiver's decoder, fed the digits that frames tell one by
     /// one: it follows an index that moves faster than the frames since
     /// a change can pin one.
@@ -153,19 +209,33 @@ impl ErcCountReader {
         }
         let level = self.level();
         self.read_digits(&frame);
-        let kept = self.fitting.unwrap_or(Codes::ALL).filter(&frame);
+        let before = self.fitting.unwrap_or(Codes::ALL);
+        let kept = before.filter(&frame);
         self.fitting = Some(if !kept.is_empty() {
             kept
         } else if let Some(step) = self.gray_step(&frame) {
             Codes::only(gray(step))
-        } else {
+        } else if let Some(old) = before.single() {
             // Frames from before the change, kept beside the ones after
             // it, would let a code that fits both but is neither pin
-            // itself, so the decoder starts again from this frame.
+            // itself, so the decoder starts again from this frame; and
+            // this frame may hold packets from before the change too, so
+            // it keeps every code it fits from the old one.
+            Codes::ALL.retain(|code| frame.fits_across(old, code))
+        } else {
             Codes::ALL.filter(&frame)
         });
-        if let Some(code) = self.single() {
-            self.pinned = index_of_code(code);
+        if let Some(code) = self.fitting.and_then(|c| c.single()) {
+            let index = index_of_code(code);
+            let near = self.pinned.saturating_sub(NEAR)..=(self.pinned + NEAR).min(MAX_INDEX);
+            let confirms =
+                self.unconfirmed == Some(code) && !near.into_iter().any(|i| frame.fits(gray(i)));
+            if index + FAR_FASTER <= self.pinned && !confirms {
+                self.unconfirmed = Some(code);
+            } else {
+                self.pinned = index;
+                self.unconfirmed = None;
+            }
         }
         self.level() != level
     }
@@ -212,8 +282,11 @@ impl ErcCountReader {
         self.fitting.iter().flat_map(|c| c.iter())
     }
 
+    /// The one code that fits, unless it waits to be confirmed.
     fn single(&self) -> Option<u16> {
-        self.fitting.and_then(|c| c.single())
+        self.fitting
+            .and_then(|c| c.single())
+            .filter(|&code| self.unconfirmed != Some(code))
     }
 
     /// The level a law reads, as the receiver's [`ErcDecoder`] reports it:
@@ -237,16 +310,16 @@ impl ErcCountReader {
 
     /// The index in force: the one code that fits; else what the
     /// receiver's decoder reads from the digits frames told one by one;
-    /// else the fitting index nearest the last pinned one, but no faster
-    /// than one step above it until the frames pin it (a decrease is heard
-    /// at once, an increase once it is certain, as the receiver's decoder
-    /// does).
+    /// else the fitting index nearest the last pinned one.
+    /// Neither is taken more than a step faster than the last pinned index
+    /// until the frames pin it (a decrease is heard at once, an increase
+    /// once it is certain, as the receiver's decoder does).
     fn index(&self) -> u16 {
         if let Some(code) = self.single() {
             return index_of_code(code);
         }
         let digits = self.digits.index();
-        if digits != 0 {
+        if digits != 0 && digits + 1 >= self.pinned {
             return digits;
         }
         let nearest = self
@@ -379,7 +452,7 @@ mod tests {
             let mut sender = ErcCountReader::default();
             let mut send = |index: u16, hashes: &mut Hashes| {
                 let f = frame(hashes, index, per_frame);
-                sender.read(f);
+                sender.read(f.clone());
                 (f, sender.level())
             };
             let mut seen = Vec::new();
@@ -482,6 +555,123 @@ mod tests {
                 "{near_sender} against {near_receiver}"
             );
         }
+    }
+
+    /// A frame that acknowledges packets from both sides of a change of
+    /// the index (the router changed it while the frame's packets were on
+    /// their way) fits neither index, and a code that fits it and the next
+    /// frames may be neither too: read as the others, such frames pinned
+    /// codes over 400 steps faster than both sides, and the sender ramped
+    /// towards rates no router advertised. The reader now stays within
+    /// `GRAY_WALK` steps of the faster side, as the receiver's decoder
+    /// does (in these streams it reads up to 31 steps faster), and ends
+    /// within a step of the new index.
+    #[test]
+    fn a_frame_across_a_change_reads_no_index_beyond_either_side() {
+        /// Steps faster than both sides: a chain whose changed digits
+        /// arrive one at a time spells a Gray neighbour at each of them.
+        const GRAY_WALK: u16 = 4;
+        let from = 427;
+        let (mut streams, mut off) = (0, Vec::new());
+        for to in [
+            from - 60,
+            from - 12,
+            from - 3,
+            from + 3,
+            from + 12,
+            from + 60,
+        ] {
+            for per_frame in [2, 4, 10] {
+                for seed in 1..=200 {
+                    let levels = across_a_change(from, to, per_frame, seed);
+                    let fastest = levels.iter().min().unwrap();
+                    assert!(
+                        fastest + GRAY_WALK >= from.min(to),
+                        "{from} -> {to}, {per_frame} a frame, stream {seed}: {levels:?}"
+                    );
+                    streams += 1;
+                    if levels.last().unwrap().abs_diff(to) > 1 {
+                        off.push((to, per_frame, seed, levels));
+                    }
+                }
+            }
+        }
+        assert!(
+            off.len() * 100 <= streams,
+            "{} of {streams}: {off:?}",
+            off.len()
+        );
+    }
+
+    /// The levels the reader reports, pinned at `from`, for a frame that
+    /// acknowledges packets from both sides of a change to `to` and for
+    /// each of 30 frames after it.
+    fn across_a_change(from: u16, to: u16, per_frame: usize, seed: u32) -> Vec<u16> {
+        let mut hashes = Hashes(seed * 7919);
+        let mut d = ErcCountReader::default();
+        assert!(frames_to_read(&mut d, from, per_frame, seed * 31) < 200);
+        for _ in 0..20 {
+            d.read(frame(&mut hashes, from, per_frame));
+        }
+        let old = 1 + seed as usize % (per_frame - 1);
+        let mut across = AckedDigits::default();
+        for (n, h) in hashes.by_ref().take(per_frame).enumerate() {
+            across.add(h);
+            across.ect0 += u64::from(digit(if n < old { from } else { to }, position(h)));
+        }
+        d.read(across);
+        let mut levels = vec![d.level()];
+        for _ in 0..30 {
+            d.read(frame(&mut hashes, to, per_frame));
+            levels.push(d.level());
+        }
+        levels
+    }
+
+    /// A frame whose counts the sender places on the wrong packets (a
+    /// peer that counted a packet the frame does not acknowledge, one the
+    /// sender kept under another number) fits no code before it, and with
+    /// the frames after it may pin a code far from the index in force. A
+    /// code far faster than the last one is taken once a second frame
+    /// confirms it, so a misplaced frame does not send the sender towards
+    /// a rate no router advertised.
+    #[test]
+    fn a_misplaced_frame_does_not_pin_a_far_faster_index() {
+        let index = 507;
+        let mut worst = Vec::new();
+        for per_frame in [4, 10] {
+            for seed in 1..=1000 {
+                let mut d = ErcCountReader::default();
+                assert!(frames_to_read(&mut d, index, per_frame, seed * 31) < 200);
+                let mut hashes = Hashes(seed * 7919);
+                for _ in 0..20 {
+                    d.read(frame(&mut hashes, index, per_frame));
+                }
+                let mut levels = Vec::new();
+                for n in 0..30 {
+                    let mut f = frame(&mut hashes, index, per_frame);
+                    if n < 2 {
+                        // Marks placed on the wrong packets: two more, or
+                        // two fewer, than the packets carried.
+                        let wrong = if seed % 2 == 0 { 2 } else { f.packets() - 1 };
+                        f.ect0 = (f.ect0 + wrong) % (f.packets() + 1);
+                    }
+                    d.read(f);
+                    levels.push(d.level());
+                }
+                // Never 18 % above the rate in force.
+                let fastest = *levels.iter().min().unwrap();
+                if fastest + 10 < index {
+                    worst.push((per_frame, seed, levels));
+                }
+            }
+        }
+        assert!(
+            worst.is_empty(),
+            "{} streams, first {:?}",
+            worst.len(),
+            worst.first()
+        );
     }
 
     #[test]
