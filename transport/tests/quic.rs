@@ -496,12 +496,40 @@ async fn qlog_files_are_written_when_asked() {
         ecnq::quic::Endpoint::client("[::]:0".parse().unwrap(), cert.roots(), options).unwrap();
     let (c, s) = connect(&client, &server, server.local_addr().unwrap()).await;
     transfer(&c, &s, MB, 11).await;
+    // The client's file is named after the server's address.
+    let server_port = format!("_{}-", server.local_addr().unwrap().port());
+    let (client_mode, server_mode) = (c.congestion_stats().mode, s.congestion_stats().mode);
     c.close(0u32.into(), b"");
     client.wait_idle().await;
     drop((c, s, client, server));
     let files: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
     assert_eq!(files.len(), 2, "one qlog per connection end");
-    assert!(files.iter().all(|f| f.metadata().unwrap().len() > 0));
+    for file in &files {
+        let name = file.file_name().into_string().unwrap();
+        let mode = match name.contains(&server_port) {
+            true => client_mode,
+            false => server_mode,
+        };
+        let text = std::fs::read_to_string(file.path()).unwrap();
+        // JSON-SEQ: every record whole, quinn's and ecnq's.
+        let records: Vec<serde_json::Value> = text
+            .split('\x1e')
+            .filter(|r| !r.is_empty())
+            .map(|r| serde_json::from_str(r).unwrap())
+            .collect();
+        assert!(records.iter().any(|r| r["name"] == "transport:packet_sent"));
+        // Each end's last mode in its trace is the one its stats give.
+        let modes: Vec<_> = records
+            .iter()
+            .filter(|r| r["name"] == "ecnq:mode_updated")
+            .map(|r| r["data"]["new"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(
+            modes.last(),
+            Some(&format!("{mode:?}")),
+            "{name}: {modes:?}"
+        );
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

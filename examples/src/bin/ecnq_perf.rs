@@ -104,7 +104,9 @@ struct PerfArgs {
     /// or two of the writes' without limiting the rate.
     #[arg(long, value_name = "SIZE", value_parser = parse_size, conflicts_with_all = ["server", "reverse"])]
     send_window: Option<u64>,
-    /// Write qlog files into this directory.
+    /// Write one qlog file per connection into this directory: quinn's
+    /// events and ecnq's (`ecnq:mode_updated` names the feedback the
+    /// sender runs on, `ecnq:decrease` its law's cuts).
     #[arg(long, value_name = "DIR")]
     qlog: Option<PathBuf>,
     /// Start tokio-console's subscriber (needs the `console` feature).

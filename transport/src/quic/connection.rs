@@ -99,6 +99,12 @@ impl Prepared {
         Arc::new(EcnqControllerFactory::new(self.peer.clone()))
     }
 
+    /// The connection's shared state.
+    #[cfg(feature = "qlog")]
+    pub(crate) fn peer(&self) -> &Arc<Peer> {
+        &self.peer
+    }
+
     /// Sets this connection's congestion controller in `transport`.
     pub fn configure(&self, transport: &mut TransportConfig) {
         transport.congestion_controller_factory(self.controller_factory());

@@ -101,12 +101,19 @@ impl Options {
             hook(&mut transport);
         }
         prepared.configure(&mut transport);
-        self.qlog(&mut transport, remote)?;
+        self.qlog(&mut transport, prepared, remote)?;
         Ok(transport)
     }
 
+    /// One qlog file for the connection, which quinn and the connection's
+    /// session both write into, timed from the session's epoch.
     #[cfg(feature = "qlog")]
-    fn qlog(&self, transport: &mut TransportConfig, remote: SocketAddr) -> Result<(), Error> {
+    fn qlog(
+        &self,
+        transport: &mut TransportConfig,
+        prepared: &Prepared,
+        remote: SocketAddr,
+    ) -> Result<(), Error> {
         let Some(dir) = &self.qlog_dir else {
             return Ok(());
         };
@@ -118,17 +125,25 @@ impl Options {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_micros())
         );
-        let file = std::fs::File::create(dir.join(name)).map_err(Error::Io)?;
+        let epoch = prepared.peer().epoch();
+        let file = super::qlog::QlogFile::create(&dir.join(name), epoch).map_err(Error::Io)?;
         let mut config = quinn::QlogConfig::default();
         config
-            .writer(Box::new(io::BufWriter::new(file)))
-            .title(Some(format!("ecnq {}", self.cc)));
+            .writer(file.quinn_writer())
+            .title(Some(format!("ecnq {}", self.cc)))
+            .start_time(epoch);
         transport.qlog_stream(config.into_stream());
+        prepared.peer().log_to(file);
         Ok(())
     }
 
     #[cfg(not(feature = "qlog"))]
-    fn qlog(&self, _transport: &mut TransportConfig, _remote: SocketAddr) -> Result<(), Error> {
+    fn qlog(
+        &self,
+        _transport: &mut TransportConfig,
+        _prepared: &Prepared,
+        _remote: SocketAddr,
+    ) -> Result<(), Error> {
         Ok(())
     }
 }

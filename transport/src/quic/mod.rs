@@ -106,6 +106,8 @@ mod demux;
 mod endpoint;
 pub mod header;
 mod peer;
+#[cfg(feature = "qlog")]
+mod qlog;
 mod socket;
 mod tap;
 mod tls;

@@ -33,6 +33,9 @@ pub(crate) struct Peer {
     /// ([`Session::under_rate`]).
     pub under_rate: Notify,
     attached: AtomicBool,
+    /// Where the session's events go besides the logs, if asked.
+    #[cfg(feature = "qlog")]
+    qlog: std::sync::OnceLock<Arc<super::qlog::QlogFile>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -47,6 +50,8 @@ pub(crate) struct Locked<'a> {
     session: MutexGuard<'a, Session>,
     cc: CongestionControl,
     under_rate: &'a Notify,
+    #[cfg(feature = "qlog")]
+    qlog: Option<&'a super::qlog::QlogFile>,
 }
 
 impl Deref for Locked<'_> {
@@ -67,6 +72,10 @@ impl Drop for Locked<'_> {
     fn drop(&mut self) {
         while let Some(event) = self.session.poll_event() {
             log(self.cc, event);
+            #[cfg(feature = "qlog")]
+            if let Some(qlog) = self.qlog {
+                qlog.log(Instant::now(), &event);
+            }
         }
         if self.session.under_rate() {
             self.under_rate.notify_one();
@@ -127,6 +136,8 @@ impl Peer {
             notify: Notify::new(),
             under_rate: Notify::new(),
             attached: AtomicBool::new(false),
+            #[cfg(feature = "qlog")]
+            qlog: std::sync::OnceLock::new(),
         }
     }
 
@@ -157,7 +168,15 @@ impl Peer {
             session: lock(&self.session),
             cc: self.cc,
             under_rate: &self.under_rate,
+            #[cfg(feature = "qlog")]
+            qlog: self.qlog.get().map(|q| &**q),
         }
+    }
+
+    /// Logs the session's events into `qlog` too, from now on.
+    #[cfg(feature = "qlog")]
+    pub fn log_to(&self, qlog: Arc<super::qlog::QlogFile>) {
+        let _ = self.qlog.set(qlog);
     }
 
     /// The window quinn may use at `at`: the published one, or, for a rate
