@@ -2,5 +2,6 @@
 
 pub mod echo;
 pub mod http3;
+pub mod metrics;
 pub mod perf;
 pub mod scale;

@@ -1,12 +1,15 @@
 //! The HTTP/3 file server and client on loopback: files come back byte for
 //! byte, a missing file is a 404, and no path reaches outside the root.
 
-use std::net::SocketAddr;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
+use std::sync::Arc;
 
 use ecnq::quic::{CongestionControl, PeerMode, SelfSigned};
 use ecnq_examples::http3::client::{self, GetConfig, Target};
 use ecnq_examples::http3::server::{FileServer, Served, ServerConfig, SEND_WINDOW};
+use ecnq_examples::metrics::ConnectionBoard;
 use http::StatusCode;
 
 /// `len` bytes that do not repeat within the file (xorshift64, Marsaglia 2003).
@@ -22,7 +25,9 @@ fn noise(len: usize, mut state: u64) -> Vec<u8> {
 }
 
 /// Serves `root` with `cc` on loopback until the returned sender is used
-/// or dropped; each connection's summary arrives on the receiver.
+/// or dropped; each connection's summary arrives on the receiver, and the
+/// connections are listed on the board whose metrics are served at the
+/// last address.
 fn serve(
     root: &Path,
     cert: &SelfSigned,
@@ -31,6 +36,7 @@ fn serve(
     SocketAddr,
     tokio::sync::oneshot::Sender<()>,
     tokio::sync::mpsc::UnboundedReceiver<Served>,
+    SocketAddr,
 ) {
     let server = FileServer::bind(ServerConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
@@ -40,6 +46,9 @@ fn serve(
         send_window: SEND_WINDOW,
     })
     .unwrap();
+    let board = Arc::new(ConnectionBoard::default());
+    let metrics = board.serve("127.0.0.1:0".parse().unwrap()).unwrap();
+    let server = server.track_on(board);
     let addr = server.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
@@ -53,7 +62,20 @@ fn serve(
             })
             .await;
     });
-    (addr, stop, rx)
+    (addr, stop, rx, metrics)
+}
+
+/// The body of a Prometheus scrape of `metrics`, over plain HTTP.
+fn scrape(metrics: SocketAddr) -> String {
+    let mut stream = TcpStream::connect(metrics).unwrap();
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    body.to_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -72,7 +94,7 @@ async fn files_come_back_whole_and_nothing_outside_the_root_is_served() {
 
     let cert = SelfSigned::new(&["localhost"]).unwrap();
     let cc = CongestionControl::DEFAULT;
-    let (addr, stop, mut served) = serve(&root, &cert, cc);
+    let (addr, stop, mut served, metrics) = serve(&root, &cert, cc);
     let paths = [
         "/big.bin",
         "/sub/small.txt",
@@ -138,6 +160,16 @@ async fn files_come_back_whole_and_nothing_outside_the_root_is_served() {
     // Both ends run ecnq, so the server's erc runs on router feedback.
     assert_eq!(summary.stats.controller, cc);
     assert_eq!(summary.stats.mode, PeerMode::Ecnq, "{:?}", summary.stats);
+    // The metrics count it, ended, in that mode, and none open.
+    let text = scrape(metrics);
+    let series = "{cc=\"erc\",mode=\"Ecnq\"}";
+    for (family, value) in [
+        ("ecnq_connections", 0),
+        ("ecnq_connections_closed_total", 1),
+    ] {
+        let line = format!("{family}{series} {value}");
+        assert!(text.lines().any(|l| l == line), "no `{line}` in\n{text}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -145,7 +177,7 @@ async fn the_server_sends_with_the_controller_it_was_given() {
     let scratch = tempfile::tempdir().unwrap();
     std::fs::write(scratch.path().join("a.bin"), noise(100_000, 7)).unwrap();
     let cert = SelfSigned::new(&["localhost"]).unwrap();
-    let (addr, stop, mut served) = serve(scratch.path(), &cert, CongestionControl::Cubic);
+    let (addr, stop, mut served, _) = serve(scratch.path(), &cert, CongestionControl::Cubic);
     let target: Target = format!("https://localhost:{}/a.bin", addr.port())
         .parse()
         .unwrap();

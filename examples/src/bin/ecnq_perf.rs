@@ -112,6 +112,13 @@ struct PerfArgs {
     /// Start tokio-console's subscriber (needs the `console` feature).
     #[arg(long)]
     console: bool,
+    /// Server: serve Prometheus metrics over HTTP on ADDR (host:port):
+    /// ecnq_connections{cc,mode}, the open connections by congestion
+    /// control and mode (EcnqAckCounts, ClassicNoEcnCounts, …), and
+    /// ecnq_connections_closed_total{cc,mode}, the ended ones by the mode
+    /// they ended in.
+    #[arg(long, value_name = "ADDR", conflicts_with = "client")]
+    metrics: Option<SocketAddr>,
     /// Server: handle one test, then exit.
     #[arg(short = '1', long)]
     one_off: bool,
@@ -241,6 +248,7 @@ async fn run_server(args: &PerfArgs) -> Result<(), String> {
     }
     let endpoint = Endpoint::server(bind, identity, options)
         .map_err(|e| format!("cannot listen on {bind}: {e}"))?;
+    let board = ecnq_examples::metrics::serve_if_asked(args.metrics)?;
     // Only once the address is ours: a server that cannot bind leaves the
     // certificate of the one that did alone.
     if let Some(pem) = self_signed {
@@ -259,6 +267,7 @@ async fn run_server(args: &PerfArgs) -> Result<(), String> {
     let serving = server::serve(
         endpoint,
         args.one_off,
+        board,
         shutdown_signal(),
         |finished| match finished {
             Ok(f) => println!(

@@ -39,6 +39,13 @@ pub struct ServerArgs {
     /// as done once written, so it reads high by at most this much.
     #[arg(long, default_value = "2m", value_name = "SIZE", value_parser = size_arg)]
     pub send_window: u64,
+    /// Serve Prometheus metrics over HTTP on ADDR (host:port):
+    /// ecnq_connections{cc,mode}, the open connections by congestion
+    /// control and mode (EcnqAckCounts for clients read through their
+    /// ACK-ECN counts, ClassicNoEcnCounts, …), and
+    /// ecnq_connections_closed_total{cc,mode}, the ended ones.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<SocketAddr>,
 }
 
 /// How to point Chromium at the server, under `h3-server --help`.
@@ -108,6 +115,10 @@ pub async fn run_server(args: ServerArgs) -> Result<(), String> {
         root: args.root.clone(),
         send_window: args.send_window,
     })?;
+    let server = match crate::metrics::serve_if_asked(args.metrics)? {
+        Some(board) => server.track_on(board),
+        None => server,
+    };
     let local = server.local_addr()?;
     if let Some(pem) = self_signed {
         let path = proto::store_cert(&proto::cert_dir(), local, &pem)?;

@@ -13,6 +13,7 @@ use tokio::io::AsyncReadExt;
 use tokio::task::JoinSet;
 
 use super::{relative_path, spki_sha256, ALPN, CHUNK};
+use crate::metrics::ConnectionBoard;
 use crate::perf::server::close_on;
 
 /// The server's send window (quinn's `send_window`: bytes written to a
@@ -104,6 +105,7 @@ pub struct FileServer {
     endpoint: Endpoint,
     root: Arc<PathBuf>,
     spki: String,
+    board: Option<Arc<ConnectionBoard>>,
 }
 
 impl FileServer {
@@ -130,7 +132,15 @@ impl FileServer {
             endpoint,
             root: Arc::new(root),
             spki,
+            board: None,
         })
+    }
+
+    /// Lists every connection on `board` while it is open
+    /// (`h3-server --metrics`).
+    pub fn track_on(mut self, board: Arc<ConnectionBoard>) -> FileServer {
+        self.board = Some(board);
+        self
     }
 
     /// The bound address.
@@ -153,9 +163,13 @@ impl FileServer {
         let accept = async {
             while let Some(incoming) = self.endpoint.accept().await {
                 let (report, root) = (report.clone(), self.root.clone());
+                let board = self.board.clone();
                 tokio::spawn(async move {
                     match incoming {
-                        Ok(connection) => report(Ok(serve_connection(connection, root).await)),
+                        Ok(connection) => {
+                            let _tracked = board.map(|b| b.track(&connection));
+                            report(Ok(serve_connection(connection, root).await))
+                        }
                         Err(e) => report(Err(format!("handshake failed: {e}"))),
                     }
                 });

@@ -97,6 +97,7 @@ impl LoopbackBed {
         let serving = tokio::spawn(super::server::serve(
             endpoint,
             false,
+            None,
             std::future::pending(),
             |_| {},
         ));

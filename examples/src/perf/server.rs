@@ -5,6 +5,8 @@ use std::sync::Arc;
 
 use ecnq::quic::{CongestionStats, Connection, Endpoint};
 
+use crate::metrics::ConnectionBoard;
+
 use super::proto::{self, TestRequest, TestResult, MAX_CONTROL};
 use super::pump::{self, Limit};
 
@@ -30,16 +32,19 @@ const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 /// or `shutdown` completes: then every connection gets an application
 /// close ([`SHUTDOWN`]), so clients stop at once instead of waiting out
 /// the idle timeout. `report` is called for every finished test, `Err`
-/// for a failed one.
+/// for a failed one. With a `board`, every connection is listed on it
+/// while open (`--metrics`).
 pub async fn serve<F>(
     endpoint: Endpoint,
     one_off: bool,
+    board: Option<Arc<ConnectionBoard>>,
     shutdown: impl std::future::Future<Output = ()>,
     report: F,
 ) where
     F: Fn(Result<Finished, String>) + Send + Sync + 'static,
 {
-    close_on(&endpoint, accept(&endpoint, one_off, report), shutdown).await;
+    let serving = accept(&endpoint, one_off, board, report);
+    close_on(&endpoint, serving, shutdown).await;
 }
 
 /// Runs `serving` until it ends or `shutdown` completes; on shutdown every
@@ -59,16 +64,23 @@ pub async fn close_on(
     }
 }
 
-async fn accept<F>(endpoint: &Endpoint, one_off: bool, report: F)
-where
+async fn accept<F>(
+    endpoint: &Endpoint,
+    one_off: bool,
+    board: Option<Arc<ConnectionBoard>>,
+    report: F,
+) where
     F: Fn(Result<Finished, String>) + Send + Sync + 'static,
 {
     let report = Arc::new(report);
     while let Some(incoming) = endpoint.accept().await {
-        let report = report.clone();
+        let (report, board) = (report.clone(), board.clone());
         let task = async move {
             match incoming {
-                Ok(connection) => report(run_test(connection).await),
+                Ok(connection) => {
+                    let _tracked = board.map(|b| b.track(&connection));
+                    report(run_test(connection).await)
+                }
                 Err(e) => report(Err(format!("handshake failed: {e}"))),
             }
         };

@@ -47,52 +47,63 @@ impl SnapshotBoard {
     }
 
     /// Serves [`SnapshotBoard::prometheus`] over HTTP on `addr` from a
-    /// background thread; returns the bound address. Each connection gets
-    /// its own thread, up to [`MAX_SCRAPES`] at once (more are closed
-    /// unanswered), and [`SCRAPE_TIMEOUT`] for reading and for writing, so
-    /// a stalled scraper delays no other.
+    /// background thread ([`serve_text`]); returns the bound address.
     pub fn serve(self: &Arc<Self>, addr: SocketAddr) -> io::Result<SocketAddr> {
-        let listener = TcpListener::bind(addr)?;
-        let local = listener.local_addr()?;
         let board = self.clone();
-        let scrapes = Arc::new(AtomicUsize::new(0));
-        thread::Builder::new()
-            .name("metrics".into())
-            .spawn(move || {
-                for stream in listener.incoming() {
-                    let Ok(stream) = stream else {
-                        // Out of descriptors, say: do not spin.
-                        thread::sleep(Duration::from_millis(10));
-                        continue;
-                    };
-                    let Some(slot) = ScrapeSlot::take(&scrapes) else {
-                        continue;
-                    };
-                    let board = board.clone();
-                    let _ = thread::Builder::new()
-                        .name("metrics-scrape".into())
-                        .spawn(move || {
-                            let _slot = slot;
-                            board.answer(stream);
-                        });
-                }
-            })?;
-        Ok(local)
+        serve_text(addr, move || board.prometheus())
     }
+}
 
-    /// Reads (some of) a request, whatever it is, and answers the metrics.
-    fn answer(&self, mut stream: TcpStream) {
-        let _ = stream.set_read_timeout(Some(SCRAPE_TIMEOUT));
-        let _ = stream.set_write_timeout(Some(SCRAPE_TIMEOUT));
-        let mut request = [0u8; 1024];
-        let _ = stream.read(&mut request);
-        let body = self.prometheus();
-        let _ = write!(
-            stream,
-            "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        );
-    }
+/// Serves the text `body` makes, fresh for each request, as Prometheus text
+/// exposition over HTTP on `addr` from a background thread; returns the
+/// bound address. Each connection gets its own thread, up to
+/// [`MAX_SCRAPES`] at once (more are closed unanswered), and
+/// [`SCRAPE_TIMEOUT`] for reading and for writing, so a stalled scraper
+/// delays no other. Any request is answered with the metrics.
+pub fn serve_text<F>(addr: SocketAddr, body: F) -> io::Result<SocketAddr>
+where
+    F: Fn() -> String + Send + Sync + 'static,
+{
+    let listener = TcpListener::bind(addr)?;
+    let local = listener.local_addr()?;
+    let body = Arc::new(body);
+    let scrapes = Arc::new(AtomicUsize::new(0));
+    thread::Builder::new()
+        .name("metrics".into())
+        .spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else {
+                    // Out of descriptors, say: do not spin.
+                    thread::sleep(Duration::from_millis(10));
+                    continue;
+                };
+                let Some(slot) = ScrapeSlot::take(&scrapes) else {
+                    continue;
+                };
+                let body = body.clone();
+                let _ = thread::Builder::new()
+                    .name("metrics-scrape".into())
+                    .spawn(move || {
+                        let _slot = slot;
+                        answer(stream, &*body);
+                    });
+            }
+        })?;
+    Ok(local)
+}
+
+/// Reads (some of) a request, whatever it is, and answers with `body`.
+fn answer(mut stream: TcpStream, body: &dyn Fn() -> String) {
+    let _ = stream.set_read_timeout(Some(SCRAPE_TIMEOUT));
+    let _ = stream.set_write_timeout(Some(SCRAPE_TIMEOUT));
+    let mut request = [0u8; 1024];
+    let _ = stream.read(&mut request);
+    let body = body();
+    let _ = write!(
+        stream,
+        "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
 }
 
 /// Scrapes served at once.

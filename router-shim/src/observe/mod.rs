@@ -10,7 +10,7 @@ mod metrics;
 mod pcap;
 mod stats;
 
-pub use metrics::{SnapshotBoard, MAX_SCRAPES, SCRAPE_TIMEOUT};
+pub use metrics::{serve_text, SnapshotBoard, MAX_SCRAPES, SCRAPE_TIMEOUT};
 pub use pcap::PcapWriter;
 pub use stats::{LinkSnapshot, SessionCounters, StatsSink};
 

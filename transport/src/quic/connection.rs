@@ -436,6 +436,32 @@ impl Connection {
 
     /// What the congestion controller and the feedback channel are doing.
     pub fn congestion_stats(&self) -> CongestionStats {
+        self.stats_handle().congestion_stats()
+    }
+
+    /// A handle that reads [`Connection::congestion_stats`] from elsewhere
+    /// (a metrics endpoint listing its connections, say). It keeps the
+    /// connection open while held, as a quinn connection handle does.
+    pub fn stats_handle(&self) -> StatsHandle {
+        StatsHandle {
+            inner: self.inner.clone(),
+            peer: self.peer.clone(),
+            dropped: self.dropped.clone(),
+        }
+    }
+}
+
+/// Reads one connection's [`CongestionStats`] ([`Connection::stats_handle`]).
+#[derive(Clone, Debug)]
+pub struct StatsHandle {
+    inner: quinn::Connection,
+    peer: Arc<Peer>,
+    dropped: Arc<AtomicU64>,
+}
+
+impl StatsHandle {
+    /// What the congestion controller and the feedback channel are doing.
+    pub fn congestion_stats(&self) -> CongestionStats {
         let srtt = self.inner.rtt();
         let session = self
             .peer

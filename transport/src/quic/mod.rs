@@ -115,7 +115,7 @@ mod tls;
 pub use crate::session::report;
 pub use crate::session::PeerMode;
 pub use congestion::{CongestionControl, UnknownController};
-pub use connection::{CongestionStats, Connection, DatagramError, Prepared};
+pub use connection::{CongestionStats, Connection, DatagramError, Prepared, StatsHandle};
 pub use controller::EcnqControllerFactory;
 pub use endpoint::{Endpoint, Options, TransportHook, STREAM_RECEIVE_WINDOW};
 pub use socket::{EcnSocket, SocketStats};

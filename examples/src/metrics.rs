@@ -1,0 +1,194 @@
+//! A server's connections by congestion controller and mode, in Prometheus
+//! text format (`ecnq-perf -s --metrics ADDR`, `h3-server --metrics ADDR`):
+//! how many of a server's clients get router feedback, and why the rest
+//! fall back.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt::Write as _;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use ecnq::quic::{CongestionStats, Connection, StatsHandle};
+
+/// The labels of a connection's series: its controller's name and its mode
+/// (`EcnqAckCounts`, as the qlog's `ecnq:mode_updated` names it).
+type Labels = (&'static str, String);
+
+fn labels(stats: &CongestionStats) -> Labels {
+    (stats.controller.name(), format!("{:?}", stats.mode))
+}
+
+/// The live connections of a server, and the modes its ended ones ended in.
+#[derive(Debug, Default)]
+pub struct ConnectionBoard {
+    next: AtomicU64,
+    state: Mutex<BoardState>,
+}
+
+#[derive(Debug, Default)]
+struct BoardState {
+    live: HashMap<u64, StatsHandle>,
+    /// Ended connections by the labels they ended with.
+    closed: BTreeMap<Labels, u64>,
+    /// Every label pair a connection has had at a scrape or at its end, so
+    /// that a gauge that falls to zero reads 0 rather than vanishing.
+    seen: BTreeSet<Labels>,
+}
+
+impl ConnectionBoard {
+    fn state(&self) -> MutexGuard<'_, BoardState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Lists `connection` until the returned guard is dropped; then its
+    /// mode at that moment is counted in `ecnq_connections_closed_total`.
+    pub fn track(self: &Arc<Self>, connection: &Connection) -> Tracked {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        self.state().live.insert(id, connection.stats_handle());
+        Tracked {
+            board: self.clone(),
+            id,
+        }
+    }
+
+    /// The board in Prometheus text exposition format.
+    pub fn prometheus(&self) -> String {
+        let mut state = self.state();
+        let mut live = BTreeMap::<Labels, u64>::new();
+        for handle in state.live.values() {
+            *live.entry(labels(&handle.congestion_stats())).or_default() += 1;
+        }
+        for key in live.keys() {
+            state.seen.insert(key.clone());
+        }
+        let mut out = String::new();
+        family(
+            &mut out,
+            "ecnq_connections",
+            "gauge",
+            "Open connections by the congestion controller of the server's \
+             sending direction and the mode it runs in now.",
+            state
+                .seen
+                .iter()
+                .map(|k| (k, live.get(k).copied().unwrap_or(0))),
+        );
+        family(
+            &mut out,
+            "ecnq_connections_closed_total",
+            "counter",
+            "Ended connections by the congestion controller of the server's \
+             sending direction and the mode it ran in at the end.",
+            state.closed.iter().map(|(k, n)| (k, *n)),
+        );
+        out
+    }
+
+    /// Serves [`ConnectionBoard::prometheus`] over HTTP on `addr` from a
+    /// background thread; returns the bound address.
+    pub fn serve(self: &Arc<Self>, addr: SocketAddr) -> io::Result<SocketAddr> {
+        let board = self.clone();
+        ecnq_shim::observe::serve_text(addr, move || board.prometheus())
+    }
+}
+
+/// For a server's `--metrics ADDR`: a board served on `addr` (the bound
+/// address printed), or none without the flag.
+pub fn serve_if_asked(addr: Option<SocketAddr>) -> Result<Option<Arc<ConnectionBoard>>, String> {
+    let Some(addr) = addr else {
+        return Ok(None);
+    };
+    let board = Arc::new(ConnectionBoard::default());
+    let bound = board
+        .serve(addr)
+        .map_err(|e| format!("cannot serve metrics on {addr}: {e}"))?;
+    println!("Prometheus metrics on http://{bound}/metrics");
+    Ok(Some(board))
+}
+
+/// One metric family: its `# HELP` and `# TYPE` lines and one sample per
+/// label pair.
+fn family<'a>(
+    out: &mut String,
+    name: &str,
+    kind: &str,
+    help: &str,
+    samples: impl Iterator<Item = (&'a Labels, u64)>,
+) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    for ((cc, mode), value) in samples {
+        let _ = writeln!(out, "{name}{{cc=\"{cc}\",mode=\"{mode}\"}} {value}");
+    }
+}
+
+/// A connection listed on a [`ConnectionBoard`] ([`ConnectionBoard::track`]).
+#[derive(Debug)]
+pub struct Tracked {
+    board: Arc<ConnectionBoard>,
+    id: u64,
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        let mut state = self.board.state();
+        if let Some(handle) = state.live.remove(&self.id) {
+            let key = labels(&handle.congestion_stats());
+            state.seen.insert(key.clone());
+            *state.closed.entry(key).or_default() += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ecnq::quic::{CongestionControl, Endpoint, Options, SelfSigned};
+
+    /// The value of the sample whose line starts with `series`.
+    fn sample(text: &str, series: &str) -> Option<u64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+    }
+
+    #[tokio::test]
+    async fn a_connection_is_counted_live_then_closed_in_its_mode() {
+        let cert = SelfSigned::new(&["localhost"]).unwrap();
+        let options = || Options::new(CongestionControl::Cubic).alpn(&[b"test"]);
+        let any = "127.0.0.1:0".parse().unwrap();
+        let server = Endpoint::server(any, cert.identity(), options()).unwrap();
+        let addr = server.local_addr().unwrap();
+        let client = Endpoint::client(any, cert.roots(), options()).unwrap();
+        let board = Arc::new(ConnectionBoard::default());
+        let (accepted, connected) =
+            tokio::join!(async { server.accept().await.unwrap().unwrap() }, async {
+                client.connect(addr, "localhost").await.unwrap()
+            },);
+        let tracked = board.track(&accepted);
+        let series = "{cc=\"cubic\",mode=\"Unassisted\"}";
+        let open = board.prometheus();
+        assert_eq!(
+            sample(&open, &format!("ecnq_connections{series}")),
+            Some(1),
+            "{open}"
+        );
+        assert_eq!(
+            sample(&open, &format!("ecnq_connections_closed_total{series}")),
+            None
+        );
+        drop(tracked);
+        let ended = board.prometheus();
+        assert_eq!(
+            sample(&ended, &format!("ecnq_connections{series}")),
+            Some(0),
+            "{ended}"
+        );
+        assert_eq!(
+            sample(&ended, &format!("ecnq_connections_closed_total{series}")),
+            Some(1),
+            "{ended}"
+        );
+        drop(connected);
+    }
+}
