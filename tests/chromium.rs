@@ -351,19 +351,20 @@ async fn chromium_downloads_over_http3_through_the_shim_from_erc_and_cubic() {
     let stats = &erc.served.stats;
     assert_eq!(stats.mode, ecnq::quic::PeerMode::EcnqAckCounts, "{stats:?}");
     assert!(stats.ack_frames_read > 100, "{stats:?}");
-    // The queue ratio is printed, not asserted: a download this short is
-    // judged mostly on its start, and a single burst during it decides
-    // erc's p99: 4.7 ms in two runs of five, 9.5 to 35 ms in the other
-    // three (docs/design.md, Feedback from ACK-ECN counts).
+    // The goal: erc's queue p99 at most a fifth of Cubic's. A download
+    // this short is judged mostly on its start, so one burst decides it;
+    // the count reader's confirmation of far-faster readings is what keeps
+    // bursts out (`a_misplaced_frame_does_not_pin_a_far_faster_index`).
     let ratio = cubic.queue_p99_ms() / erc.queue_p99_ms();
-    let verdict = if ratio >= QUEUE_RATIO_GOAL {
-        "met"
-    } else {
-        "not met"
-    };
     eprintln!(
-        "  queue-ratio goal (erc ≤ Cubic / {QUEUE_RATIO_GOAL}): Cubic / erc = {ratio:.2}, {verdict}; \
+        "  queue-ratio goal (erc ≤ Cubic / {QUEUE_RATIO_GOAL}): Cubic / erc = {ratio:.2}; \
          {} ACK frames read",
         stats.ack_frames_read
+    );
+    assert!(
+        ratio >= QUEUE_RATIO_GOAL,
+        "erc's queue p99 {:.1} ms against Cubic's {:.1} ms",
+        erc.queue_p99_ms(),
+        cubic.queue_p99_ms()
     );
 }
