@@ -485,8 +485,9 @@ async fn first_packet_tos_read_back_on_ipv6_ipv4_and_dual_stack() {
 #[cfg(feature = "qlog")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn qlog_files_are_written_when_asked() {
+    // Not there yet: the endpoint makes it.
     let dir = std::env::temp_dir().join(format!("ecnq-qlog-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
     let cert = ecnq::quic::SelfSigned::new(&["localhost"]).unwrap();
     let options = common::options(VCP).qlog_dir(&dir);
     let server =

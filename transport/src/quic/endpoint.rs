@@ -83,7 +83,8 @@ impl Options {
         self
     }
 
-    /// Writes qlog traces, one file per connection, into `dir`.
+    /// Writes qlog traces, one file per connection, into `dir` (made, with
+    /// its parents, when the endpoint is).
     #[cfg(feature = "qlog")]
     pub fn qlog_dir(mut self, dir: impl Into<std::path::PathBuf>) -> Options {
         self.qlog_dir = Some(dir.into());
@@ -205,6 +206,16 @@ impl Endpoint {
         server: Option<Arc<QuicServerConfig>>,
         options: Options,
     ) -> Result<Endpoint, Error> {
+        // Here rather than at each connection, whose handshake would fail.
+        #[cfg(feature = "qlog")]
+        if let Some(dir) = &options.qlog_dir {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                Error::Io(std::io::Error::new(
+                    e.kind(),
+                    format!("cannot make the qlog directory {}: {e}", dir.display()),
+                ))
+            })?;
+        }
         let socket = EcnSocket::bind(bind, options.cc).map_err(Error::Io)?;
         let default_server = server
             .clone()
