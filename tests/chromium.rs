@@ -241,6 +241,7 @@ async fn download(browser: &Path, root: &Path, cc: CongestionControl) -> Result<
         cc,
         root: root.to_owned(),
         send_window: SEND_WINDOW,
+        qlog: None,
     })?;
     let (addr, spki) = (server.local_addr()?, server.spki_sha256().to_owned());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

@@ -44,6 +44,7 @@ fn serve(
         cc,
         root: root.to_owned(),
         send_window: SEND_WINDOW,
+        qlog: None,
     })
     .unwrap();
     let board = Arc::new(ConnectionBoard::default());

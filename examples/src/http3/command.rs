@@ -46,6 +46,11 @@ pub struct ServerArgs {
     /// ecnq_connections_closed_total{cc,mode}, the ended ones.
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<SocketAddr>,
+    /// Write one qlog file per connection into this directory: quinn's
+    /// events and ecnq's (`ecnq:mode_updated` names the feedback the
+    /// sender runs on, `ecnq:decrease` its law's cuts).
+    #[arg(long, value_name = "DIR")]
+    pub qlog: Option<PathBuf>,
 }
 
 /// How to point Chromium at the server, under `h3-server --help`.
@@ -114,6 +119,7 @@ pub async fn run_server(args: ServerArgs) -> Result<(), String> {
         cc: args.cc,
         root: args.root.clone(),
         send_window: args.send_window,
+        qlog: args.qlog.clone(),
     })?;
     let server = match crate::metrics::serve_if_asked(args.metrics)? {
         Some(board) => server.track_on(board),

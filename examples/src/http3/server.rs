@@ -36,6 +36,9 @@ pub struct ServerConfig {
     pub root: PathBuf,
     /// quinn's send window per connection, bytes (see [`SEND_WINDOW`]).
     pub send_window: u64,
+    /// A qlog file per connection into this directory (needs the `qlog`
+    /// feature: [`Options::qlog_dir`]).
+    pub qlog: Option<PathBuf>,
 }
 
 /// One request a connection answered.
@@ -123,9 +126,12 @@ impl FileServer {
             .ok_or("the certificate chain is empty")?;
         let spki = spki_sha256(leaf)?;
         let send_window = config.send_window;
-        let options = Options::new(config.cc).alpn(&[ALPN]).transport(move |t| {
+        let mut options = Options::new(config.cc).alpn(&[ALPN]).transport(move |t| {
             t.send_window(send_window);
         });
+        if let Some(dir) = config.qlog {
+            options = options.qlog_dir(dir);
+        }
         let endpoint = Endpoint::server(config.listen, config.identity, options)
             .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
         Ok(FileServer {
