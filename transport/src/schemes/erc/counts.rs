@@ -192,6 +192,9 @@ pub struct ErcCountReader {
     fitting: Option<Codes>,
     /// The last index the frames pinned alone; 0 before the first.
     pinned: u16,
+    /// Before the first pinned index, the slowest index that fitted every
+    /// frame so far (the bound the level reports); 0 while none does.
+    bound: u16,
     /// A code the frames pinned [`FAR_FASTER`] or more steps faster than
     /// `pinned`, until a frame confirms it.
     unconfirmed: Option<u16>,
@@ -225,16 +228,29 @@ impl ErcCountReader {
         } else {
             Codes::ALL.filter(&frame)
         });
+        // A first pin is held to the bound as later ones are to the last
+        // pin: the frames of a first reading are few, and a misplaced one
+        // leaves a far-faster code alone as easily.
+        let reference = if self.pinned != 0 {
+            self.pinned
+        } else {
+            self.bound
+        };
         if let Some(code) = self.fitting.and_then(|c| c.single()) {
             let index = index_of_code(code);
-            let near = self.pinned.saturating_sub(NEAR)..=(self.pinned + NEAR).min(MAX_INDEX);
+            let near = reference.saturating_sub(NEAR)..=(reference + NEAR).min(MAX_INDEX);
             let confirms =
                 self.unconfirmed == Some(code) && !near.into_iter().any(|i| frame.fits(gray(i)));
-            if index + FAR_FASTER <= self.pinned && !confirms {
+            if index + FAR_FASTER <= reference && !confirms {
                 self.unconfirmed = Some(code);
             } else {
                 self.pinned = index;
                 self.unconfirmed = None;
+            }
+        }
+        if self.pinned == 0 {
+            if let Some(bound) = self.level().checked_sub(PARTIAL) {
+                self.bound = bound;
             }
         }
         self.level() != level
@@ -302,7 +318,12 @@ impl ErcCountReader {
             if unmarked(gray(UNSPOKEN)) || unmarked(0) {
                 return 0;
             }
-            let slowest = self.codes().map(index_of_code).max();
+            // A code waiting to be confirmed bounds nothing yet.
+            let slowest = (self.codes())
+                .filter(|&code| self.unconfirmed != Some(code))
+                .map(index_of_code)
+                .max()
+                .or((self.bound != 0).then_some(self.bound));
             return slowest.map_or(0, |index| PARTIAL + index);
         }
         self.index()
@@ -668,6 +689,59 @@ mod tests {
         }
         assert!(
             worst.is_empty(),
+            "{} streams, first {:?}",
+            worst.len(),
+            worst.first()
+        );
+    }
+
+    /// The same before the first pinned index: the router's index moves
+    /// while a flow starts (its share is measured as the flow arrives), so
+    /// the few frames of a first reading may straddle a change, and a code
+    /// that fits both sides but is neither can be left alone (a server
+    /// once read index 5 where the router wrote 506 and 508, and sent half
+    /// a megabyte at once: a law jumps to a reading). Every stream must
+    /// still be read within 200 frames.
+    #[test]
+    fn a_change_during_the_first_reading_pins_no_far_faster_index() {
+        let (before, after) = (506, 508);
+        let (mut worst, mut unread, mut packets) = (Vec::new(), 0, 0);
+        for per_frame in [2, 4, 10] {
+            for seed in 1..=1000u32 {
+                let mut d = ErcCountReader::default();
+                let mut hashes = Hashes(seed * 7919);
+                let change_at = (seed % 16) as usize;
+                let mut levels = Vec::new();
+                let mut read_at = None;
+                for n in 0..200 {
+                    let index = if n < change_at { before } else { after };
+                    d.read(frame(&mut hashes, index, per_frame));
+                    levels.push(d.level());
+                    if read_at.is_none() && d.level() == after {
+                        read_at = Some(n + 1);
+                    }
+                }
+                // A bound caps a start's growth; a reading is jumped to.
+                let fastest = levels.iter().filter(|&&l| l != 0 && l < PARTIAL).min();
+                if fastest.is_some_and(|&f| f + FAR_FASTER <= before) {
+                    worst.push((per_frame, seed, levels[..24].to_vec()));
+                }
+                match read_at {
+                    Some(n) => packets += n * per_frame,
+                    None => unread += 1,
+                }
+            }
+        }
+        println!(
+            "packets to read, mean over 3000 streams: {}",
+            packets / 3000
+        );
+        assert_eq!(unread, 0);
+        // A code that fits both sides by chance and stays alone until the
+        // frames pass it by is still read in under 1 % of streams (2.4 %
+        // without the bound as the reference).
+        assert!(
+            worst.len() * 100 <= 3000,
             "{} streams, first {:?}",
             worst.len(),
             worst.first()
