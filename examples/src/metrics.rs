@@ -146,10 +146,12 @@ mod tests {
     use super::*;
     use ecnq::quic::{CongestionControl, Endpoint, Options, SelfSigned};
 
-    /// The value of the sample whose line starts with `series`.
-    fn sample(text: &str, series: &str) -> Option<u64> {
-        text.lines()
-            .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+    /// Asserts the value of `family`'s sample for `series` in `text`
+    /// (`None`: no such sample).
+    fn assert_sample(text: &str, family: &str, series: &str, value: Option<u64>) {
+        let prefix = format!("{family}{series}");
+        let found = (text.lines()).find_map(|l| l.strip_prefix(&prefix)?.trim().parse().ok());
+        assert_eq!(found, value, "{prefix} in\n{text}");
     }
 
     #[tokio::test]
@@ -168,27 +170,12 @@ mod tests {
         let tracked = board.track(&accepted);
         let series = "{cc=\"cubic\",mode=\"Unassisted\"}";
         let open = board.prometheus();
-        assert_eq!(
-            sample(&open, &format!("ecnq_connections{series}")),
-            Some(1),
-            "{open}"
-        );
-        assert_eq!(
-            sample(&open, &format!("ecnq_connections_closed_total{series}")),
-            None
-        );
+        assert_sample(&open, "ecnq_connections", series, Some(1));
+        assert_sample(&open, "ecnq_connections_closed_total", series, None);
         drop(tracked);
         let ended = board.prometheus();
-        assert_eq!(
-            sample(&ended, &format!("ecnq_connections{series}")),
-            Some(0),
-            "{ended}"
-        );
-        assert_eq!(
-            sample(&ended, &format!("ecnq_connections_closed_total{series}")),
-            Some(1),
-            "{ended}"
-        );
+        assert_sample(&ended, "ecnq_connections", series, Some(0));
+        assert_sample(&ended, "ecnq_connections_closed_total", series, Some(1));
         drop(connected);
     }
 }
