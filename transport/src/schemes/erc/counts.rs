@@ -196,7 +196,8 @@ pub struct ErcCountReader {
     /// frame so far (the bound the level reports); 0 while none does.
     bound: u16,
     /// A code the frames pinned [`FAR_FASTER`] or more steps faster than
-    /// `pinned`, until a frame confirms it.
+    /// `pinned` (before the first pin, than `bound`), until a frame
+    /// confirms it.
     unconfirmed: Option<u16>,
     /// The receiver's decoder, fed the digits that frames tell one by
     /// one: it follows an index that moves faster than the frames since
@@ -229,8 +230,9 @@ impl ErcCountReader {
             Codes::ALL.filter(&frame)
         });
         // A first pin is held to the bound as later ones are to the last
-        // pin: the frames of a first reading are few, and a misplaced one
-        // leaves a far-faster code alone as easily.
+        // pin: the frames of a first reading are few, and a change of the
+        // index during them leaves a far-faster code alone as easily
+        // (`a_change_during_the_first_reading_pins_no_far_faster_index`).
         let reference = if self.pinned != 0 {
             self.pinned
         } else {
