@@ -708,6 +708,7 @@ mod tests {
     fn a_change_during_the_first_reading_pins_no_far_faster_index() {
         let (before, after) = (506, 508);
         let (mut worst, mut unread, mut packets) = (Vec::new(), 0, 0);
+        let mut fast_frames = 0;
         for per_frame in [2, 4, 10] {
             for seed in 1..=1000u32 {
                 let mut d = ErcCountReader::default();
@@ -723,7 +724,12 @@ mod tests {
                         read_at = Some(n + 1);
                     }
                 }
-                // A bound caps a start's growth; a reading is jumped to.
+                // A reading is jumped to; a bound is paced at, so the
+                // frames whose bound or reading is far faster count too.
+                let index = |l: u16| l.checked_sub(PARTIAL).unwrap_or(l);
+                fast_frames += (levels.iter())
+                    .filter(|&&l| l != 0 && index(l) + FAR_FASTER <= before)
+                    .count();
                 let fastest = levels.iter().filter(|&&l| l != 0 && l < PARTIAL).min();
                 if fastest.is_some_and(|&f| f + FAR_FASTER <= before) {
                     worst.push((per_frame, seed, levels[..24].to_vec()));
@@ -735,8 +741,9 @@ mod tests {
             }
         }
         println!(
-            "packets to read, mean over 3000 streams: {}",
-            packets / 3000
+            "packets to read, mean over 3000 streams: {}; far faster in {}, {fast_frames} frames",
+            packets / 3000,
+            worst.len()
         );
         assert_eq!(unread, 0);
         // A code that fits both sides by chance and stays alone until the
@@ -748,6 +755,10 @@ mod tests {
             worst.len(),
             worst.first()
         );
+        // About 336 such frames in 87 streams. A restart that loosened the
+        // bound by at most a third from the one before read 710, and kept
+        // erc's queue behind Chromium at Cubic's in some downloads.
+        assert!(fast_frames <= 400, "{fast_frames} frames");
     }
 
     #[test]
