@@ -10,7 +10,7 @@
 //! reorders) and a blackout; data packets may cross a [`Bottleneck`] whose
 //! router writes the schemes' marks, or one that only queues.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::ops::{Range, RangeInclusive};
 use std::time::Duration;
 
@@ -192,7 +192,8 @@ struct Ack {
 pub(super) struct VanillaPeer {
     pub ack_every: u64,
     pub ecn_counts: bool,
-    received: BTreeSet<u64>,
+    /// The packets received, as ranges: first number → last.
+    received: BTreeMap<u64, u64>,
     counts: EcnCounts,
     unacked: u64,
     /// When the oldest packet not yet acknowledged arrived.
@@ -210,7 +211,7 @@ impl VanillaPeer {
         VanillaPeer {
             ack_every,
             ecn_counts,
-            received: BTreeSet::new(),
+            received: BTreeMap::new(),
             counts: EcnCounts::default(),
             unacked: 0,
             waiting_since: None,
@@ -234,28 +235,37 @@ impl VanillaPeer {
             Ecn::Ect1 => self.counts.ect1 += 1,
             Ecn::Ce => self.counts.ce += 1,
         }
-        self.received.insert(number);
+        self.receive(number);
         self.unacked += 1;
         self.waiting_since.get_or_insert(now);
         (self.unacked >= self.ack_every).then(|| self.ack_frame())
     }
 
-    /// An ACK frame for every packet received so far.
+    /// Adds packet `number` to the ranges received, joining its
+    /// neighbours, so that a frame costs its ranges, not its packets.
+    fn receive(&mut self, number: u64) {
+        let below = self.received.range(..=number).next_back();
+        let (mut first, mut last) = (number, number);
+        match below.map(|(&f, &l)| (f, l)) {
+            Some((_, l)) if l >= number => return,
+            Some((f, l)) if l + 1 == number => first = f,
+            _ => {}
+        }
+        if let Some(l) = self.received.remove(&(number + 1)) {
+            last = l;
+        }
+        self.received.insert(first, last);
+    }
+
+    /// An ACK frame for every packet received so far, in up to
+    /// [`VanillaPeer::MAX_RANGES`] ranges, the highest first.
     fn ack_frame(&mut self) -> Vec<u8> {
         self.unacked = 0;
         self.waiting_since = None;
-        let mut ranges: Vec<RangeInclusive<u64>> = Vec::new();
-        for &n in self.received.iter().rev() {
-            let extends = ranges.last().is_some_and(|r| *r.start() == n + 1);
-            if extends {
-                let last = ranges.len() - 1;
-                ranges[last] = n..=*ranges[last].end();
-            } else if ranges.len() == Self::MAX_RANGES {
-                break;
-            } else {
-                ranges.push(n..=n);
-            }
-        }
+        let ranges: Vec<RangeInclusive<u64>> = (self.received.iter().rev())
+            .take(Self::MAX_RANGES)
+            .map(|(&first, &last)| first..=last)
+            .collect();
         let marked = self.counts != EcnCounts::default();
         let repr = AckRepr {
             largest: *ranges[0].end(),
@@ -621,5 +631,33 @@ impl Pair {
         if let (_, Some(report)) = receiver.poll_report(now, srtt, progress) {
             self.reports.send(now, report, &mut self.rng);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The ranges of the frame a vanilla peer sends on receiving `numbers`.
+    fn ranges_after(numbers: impl IntoIterator<Item = u64>) -> Vec<RangeInclusive<u64>> {
+        let mut peer = VanillaPeer::new(u64::MAX, false);
+        for number in numbers {
+            let _ = peer.on_packet(Duration::ZERO, number, Ecn::Ect0);
+        }
+        let bytes = peer.ack_frame();
+        let frame = ack_frames(&bytes).next().expect("a frame").expect("valid");
+        frame.ranges().collect()
+    }
+
+    /// Packets join their neighbours' ranges whatever their order, a
+    /// duplicate changes nothing, and a frame holds the highest
+    /// [`VanillaPeer::MAX_RANGES`] ranges.
+    #[test]
+    fn a_vanilla_peer_acknowledges_the_ranges_it_received() {
+        assert_eq!(ranges_after([1, 2, 3, 5, 9, 8, 4, 3]), [8..=9, 1..=5]);
+        assert_eq!(ranges_after([7, 5, 6, 1]), [5..=7, 1..=1]);
+        let gaps = ranges_after((0..100).map(|n| 2 * n));
+        assert_eq!(gaps.len(), VanillaPeer::MAX_RANGES);
+        assert_eq!((gaps[0].clone(), gaps[31].clone()), (198..=198, 136..=136));
     }
 }
