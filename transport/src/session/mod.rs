@@ -335,6 +335,16 @@ impl Session {
         self.sending.gated_window(now)
     }
 
+    /// When [`Session::window`] first reaches `window` bytes if nothing but
+    /// time passes (nothing sent, acknowledged or lost): `now` if it
+    /// already does; `None` if time alone never opens it (a window law's
+    /// window, which only acknowledgements move, or beyond a rate law's
+    /// cap). A sender held by a rate law's gate can sleep until then
+    /// rather than ask again and again; the session tests' pair does.
+    pub fn window_reaches_at(&self, now: Duration, window: u64) -> Option<Duration> {
+        self.sending.gated_window_reaches(now, window)
+    }
+
     /// Whether a rate law is short of its rate in flight (a start, a return
     /// from idle; for a law that does not catch up, any time): the
     /// transport should ask for its window again soon rather than wait for

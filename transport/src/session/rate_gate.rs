@@ -142,6 +142,36 @@ impl RateGate {
             window
         }
     }
+
+    /// When [`RateGate::window`], asked with the same arguments, first
+    /// reaches `target` if nothing is sent meanwhile: `now` if it already
+    /// does, `None` if filling never gets it there (beyond `cap` or the
+    /// balances' depth). The balances fill linearly, so the time is exact,
+    /// rounded up to the next nanosecond so that the window has reached
+    /// `target` then. Test: `the_gate_reaches_a_window_when_it_says`.
+    pub fn reaches(
+        &self,
+        now: Duration,
+        pace: Pace,
+        mss: u64,
+        in_flight: u64,
+        cap: u64,
+        target: u64,
+    ) -> Option<Duration> {
+        if self.window(now, pace, mss, in_flight, cap) >= target {
+            return Some(now);
+        }
+        // Here `target` is above what is in flight, which the window never
+        // falls below.
+        let need = (target - in_flight) as f64;
+        if target > cap || need > pace.depth(mss).min(pace.burst_depth(mss)) {
+            return None;
+        }
+        let (balance, burst) = self.balances_at(now, pace, mss);
+        let wait = ((need - balance) / pace.rate).max((need - burst) / pace.burst_rate());
+        let wait = Duration::try_from_secs_f64(wait).ok()?;
+        Some(now + wait + Duration::from_nanos(1))
+    }
 }
 
 #[cfg(test)]
@@ -245,6 +275,46 @@ mod tests {
         let sent = drive(bounded, MS, MS * 10_000, 5 * MSS);
         let expected = 5e6 * 10.0;
         assert!((sent as f64 / expected - 1.0).abs() < 0.01, "{sent}");
+    }
+
+    /// Over gates in many states (fresh, in debt, part full, a bounded
+    /// burst, catching up), the window reaches each target at the time
+    /// `reaches` names and not a microsecond before; a target beyond the
+    /// cap or the depth is never reached.
+    #[test]
+    fn the_gate_reaches_a_window_when_it_says() {
+        let (mut reached, mut never) = (0, 0);
+        for (catch_up, burst) in [(false, None), (false, Some(MS / 4)), (true, Some(MS))] {
+            let pace = Pace {
+                rate: 1.25e6,
+                burst,
+                catch_up,
+            };
+            for debt in [0, MSS, 10 * MSS, 100 * MSS] {
+                let mut gate = RateGate::default();
+                gate.on_sent(MS, debt, pace, MSS);
+                for (in_flight, cap) in [(0, CAP), (5 * MSS, CAP), (5 * MSS, 8 * MSS)] {
+                    for target in (1..=20).map(|n| n * MSS) {
+                        let window = |at| gate.window(at, pace, MSS, in_flight, cap);
+                        let now = 2 * MS;
+                        let Some(at) = gate.reaches(now, pace, MSS, in_flight, cap, target) else {
+                            never += 1;
+                            let hour = Duration::from_secs(3600);
+                            assert!(window(hour) < target, "{pace:?} {debt} {target}");
+                            continue;
+                        };
+                        reached += 1;
+                        assert!(window(at) >= target, "{pace:?} {debt} {target} {at:?}");
+                        let early = at.saturating_sub(Duration::from_micros(1));
+                        assert!(at == now || window(early) < target, "{pace:?} {target}");
+                    }
+                }
+            }
+        }
+        assert!(
+            reached > 100 && never > 100,
+            "{reached} reached, {never} never"
+        );
     }
 
     /// Asked unevenly (three asks a millisecond apart, then one 9 ms

@@ -67,6 +67,13 @@ impl ReportTimeout {
     }
 }
 
+/// The window a law gives the transport: its own, or a rate law's gate
+/// with its pace, its cap and the floor below which it does not go.
+enum Gating {
+    Law(u64),
+    Gate { pace: Pace, cap: u64, floor: u64 },
+}
+
 /// The sending direction: what the congestion controller owns.
 #[derive(Debug)]
 pub(super) struct Sending {
@@ -203,9 +210,34 @@ impl Sending {
     /// 1 ms step) gets no floor: with one, Prague got much less of the
     /// link in the demo (`ecnq-perf demo`).
     pub fn gated_window(&self, now: Duration) -> Option<u64> {
+        Some(match self.gating()? {
+            Gating::Law(window) => window,
+            Gating::Gate { pace, cap, floor } => {
+                let (mss, in_flight) = (self.config.mss, self.in_flight);
+                self.gate.window(now, pace, mss, in_flight, cap).max(floor)
+            }
+        })
+    }
+
+    /// When [`Sending::gated_window`] first reaches `target` if time alone
+    /// passes: `now` if it already does; `None` if time alone never gets it
+    /// there (a window law's, which only acknowledgements move).
+    pub fn gated_window_reaches(&self, now: Duration, target: u64) -> Option<Duration> {
+        match self.gating()? {
+            Gating::Law(window) => (window >= target).then_some(now),
+            Gating::Gate { floor, .. } if floor >= target => Some(now),
+            Gating::Gate { pace, cap, .. } => {
+                let (mss, in_flight) = (self.config.mss, self.in_flight);
+                self.gate.reaches(now, pace, mss, in_flight, cap, target)
+            }
+        }
+    }
+
+    /// What the transport's window is made of ([`Sending::gated_window`]).
+    fn gating(&self) -> Option<Gating> {
         let published = self.law_window()?;
         let Some(pace) = self.law_pace() else {
-            return Some(published);
+            return Some(Gating::Law(published));
         };
         // A law whose own window is tighter than rate × srtt (erc's, whose
         // round trip is bounded by the path's least) caps the flight by it:
@@ -215,17 +247,15 @@ impl Sending {
             .law
             .as_ref()
             .map_or(published, |law| law.window().min(published));
-        let gated = self.gate.window(
-            now,
-            pace,
-            self.config.mss,
-            self.in_flight,
-            window.saturating_mul(GATED_WINDOW_CAP),
-        );
-        Some(if pace.catch_up {
-            gated.max((window as f64 / QUINN_PACING_GAIN) as u64)
+        let floor = if pace.catch_up {
+            (window as f64 / QUINN_PACING_GAIN) as u64
         } else {
-            gated
+            0
+        };
+        Some(Gating::Gate {
+            pace,
+            cap: window.saturating_mul(GATED_WINDOW_CAP),
+            floor,
         })
     }
 

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::pair::{Pair, VanillaPeer, LINK_RATE};
+use super::pair::{Pair, VanillaPeer, LINK_RATE, MSS};
 use super::report::Repr;
 use super::{Event, PeerMode};
 use crate::router::MarkingMode;
@@ -415,4 +415,33 @@ fn once_a_start_knows_its_rate_the_pacer_sends_it() {
         panic!("the start was never short of its rate, or never reached it");
     };
     assert!(to - from < 200 * MS, "{:?} short of its rate", to - from);
+}
+
+/// A sender held by its window can sleep until the time
+/// `window_reaches_at` names: its window lets the next packet out then,
+/// and not a microsecond before, whether its rate law has a floor (erc)
+/// or not (Prague). Only acknowledgements open a window law's window
+/// (Cubic): no time is named.
+#[test]
+fn the_window_opens_when_the_session_says() {
+    for scheme in [Scheme::Erc, Scheme::Prague, Scheme::Classic] {
+        let mut pair = Pair::new(scheme);
+        let mut waits = 0;
+        pair.run_checking(3 * SECOND, |p| {
+            let (now, target) = (p.now, p.in_flight() + MSS);
+            let window = |at| p.sender.window(at).expect("a law");
+            match p.sender.window_reaches_at(now, target) {
+                Some(at) if at > now => {
+                    waits += 1;
+                    assert!(window(at) >= target, "{scheme} at {at:?}");
+                    let early = at - Duration::from_micros(1);
+                    assert!(early < now || window(early) < target, "{scheme} at {at:?}");
+                }
+                Some(_) => assert!(window(now) >= target, "{scheme} at {now:?}"),
+                None => assert!(window(now + SECOND) < target, "{scheme} at {now:?}"),
+            }
+        });
+        let paced = pair.stats().pacing_rate.is_some();
+        assert_eq!(waits > 10, paced, "{scheme}: {waits} waits");
+    }
 }
