@@ -1,6 +1,6 @@
 //! A simulated pair for the session tests, after quinn-proto's `Pair`: a
-//! sending and a receiving [`Session`] over a sans-IO path, in virtual time
-//! stepped a millisecond at a time. No sockets, no clock.
+//! sending and a receiving [`Session`] over a sans-IO path, in virtual time.
+//! No sockets, no clock.
 //!
 //! The sender sends 1200-byte data packets whenever its window and its
 //! pacer (quinn's, modelled by [`Pacer`]) allow; an ecnq receiver
@@ -9,13 +9,23 @@
 //! direction ([`Leg`]) has a delay, a loss rate, jitter (which
 //! reorders) and a blackout; data packets may cross a [`Bottleneck`] whose
 //! router writes the schemes' marks, or one that only queues.
+//!
+//! Time goes from one event to the next, as quinn-proto's pair steps to the
+//! earlier of its endpoints' wake-ups ([`Pair::next_event`]): an arrival on
+//! a leg, a departure from the bottleneck, the sender's next chance to send
+//! (its pacer's, or its gate's: [`Session::window_reaches_at`]), its loss
+//! timer, the receiver's next report poll ([`Next::At`]) or a vanilla
+//! peer's ACK delay. A step handles everything due at its instant, so
+//! every time is exact and a test costs what its events cost. A pair with
+//! no next event, or one that steps at one instant without end, fails
+//! saying so ([`Pair::try_run`]; test: `a_stuck_pair_says_so`).
 
 use std::collections::BTreeMap;
 use std::ops::{Range, RangeInclusive};
 use std::time::Duration;
 
 use super::sending::QUINN_PACING_GAIN;
-use super::{Event, PeerMode, Progress, Session, SessionStats};
+use super::{Event, Next, PeerMode, Progress, Session, SessionStats};
 use crate::router::bottleneck::{Bottleneck, BottleneckConfig, Discipline, QueueLimit, Queued};
 use crate::router::capacity::{CapacitySource, LinkRate};
 use crate::router::{MarkingMode, RouterConfig};
@@ -28,12 +38,13 @@ use crate::wire::hash::fmix32;
 /// The packet unit, and the size of every data packet.
 pub(super) const MSS: u64 = 1200;
 /// IPv4 and UDP headers.
-const HEADERS: u64 = 28;
+pub(super) const HEADERS: u64 = 28;
 /// The bottleneck's rate, bits per second.
 pub(super) const LINK_RATE: u64 = 10_000_000;
-const TICK: Duration = Duration::from_millis(1);
-/// The most packets a sender sends in one tick, whatever its window.
-const BURST: usize = 64;
+/// Steps at one instant beyond which a pair is taken to spin: each step
+/// handles everything due, so only legs without delay chain steps at one
+/// instant, and the pacer bounds what those carry to a few dozen packets.
+const STEPS_PER_INSTANT: u32 = 10_000;
 
 /// quinn's pacer as the pair models it (quinn-proto's `pacing` module):
 /// tokens fill at [`QUINN_PACING_GAIN`] times the window per srtt and hold
@@ -51,20 +62,38 @@ const PACER_SPAN: Duration = Duration::from_millis(2);
 const PACER_MIN_BURST: f64 = 10.0;
 
 impl Pacer {
-    /// Takes `bytes` of tokens at `now` if there are that many.
-    fn take(&mut self, now: Duration, window: u64, srtt: Duration, bytes: u64) -> bool {
+    /// The tokens at `now` for a `window` paced over `srtt`, and their
+    /// fill rate in bytes per second.
+    fn filled(&self, now: Duration, window: u64, srtt: Duration) -> (f64, f64) {
         let rate = QUINN_PACING_GAIN * window as f64 / srtt.as_secs_f64();
         let capacity = (rate * PACER_SPAN.as_secs_f64()).max(PACER_MIN_BURST * MSS as f64);
         let filled = self.at.map_or(capacity, |at| {
             self.tokens + rate * now.saturating_sub(at).as_secs_f64()
         });
-        self.tokens = filled.min(capacity);
+        (filled.min(capacity), rate)
+    }
+
+    /// Takes `bytes` of tokens at `now` if there are that many.
+    fn take(&mut self, now: Duration, window: u64, srtt: Duration, bytes: u64) -> bool {
+        (self.tokens, _) = self.filled(now, window, srtt);
         self.at = Some(now);
         if self.tokens < bytes as f64 {
             return false;
         }
         self.tokens -= bytes as f64;
         true
+    }
+
+    /// When [`Pacer::take`] would next find `bytes` of tokens, at the rate
+    /// `window` gives (quinn's pacer sets its timer so); rounded up to the
+    /// next nanosecond. `None` if the rate is zero.
+    fn ready_at(&self, now: Duration, window: u64, srtt: Duration, bytes: u64) -> Option<Duration> {
+        let (tokens, rate) = self.filled(now, window, srtt);
+        if tokens >= bytes as f64 {
+            return Some(now);
+        }
+        let wait = Duration::try_from_secs_f64((bytes as f64 - tokens) / rate).ok()?;
+        Some(now + wait + Duration::from_nanos(1))
     }
 }
 
@@ -111,10 +140,10 @@ impl Leg {
     }
 }
 
-/// Items crossing one leg, with their arrival times.
+/// Items crossing one leg, by arrival time and then by order sent.
 struct Wire<T> {
     leg: Leg,
-    crossing: Vec<(Duration, u64, T)>,
+    crossing: BTreeMap<(Duration, u64), T>,
     sent: u64,
 }
 
@@ -122,7 +151,7 @@ impl<T> Wire<T> {
     fn new(leg: Leg) -> Wire<T> {
         Wire {
             leg,
-            crossing: Vec::new(),
+            crossing: BTreeMap::new(),
             sent: 0,
         }
     }
@@ -134,16 +163,18 @@ impl<T> Wire<T> {
             return;
         }
         let at = now + self.leg.delay + rng.below(self.leg.jitter);
-        self.crossing.push((at, self.sent, item));
+        self.crossing.insert((at, self.sent), item);
     }
 
-    /// What arrived by `now`, in order of arrival.
-    fn arrived(&mut self, now: Duration) -> Vec<T> {
-        let (mut due, rest): (Vec<_>, Vec<_>) =
-            self.crossing.drain(..).partition(|(at, _, _)| *at <= now);
-        self.crossing = rest;
-        due.sort_by_key(|(at, seq, _)| (*at, *seq));
-        due.into_iter().map(|(_, _, item)| item).collect()
+    /// When the next item arrives.
+    fn next_arrival(&self) -> Option<Duration> {
+        self.crossing.first_key_value().map(|(&(at, _), _)| at)
+    }
+
+    /// The next item that arrived by `now`, in order of arrival.
+    fn arrived(&mut self, now: Duration) -> Option<T> {
+        self.next_arrival().filter(|&at| at <= now)?;
+        self.crossing.pop_first().map(|(_, item)| item)
     }
 }
 
@@ -218,11 +249,14 @@ impl VanillaPeer {
         }
     }
 
+    /// When the delay timer calls for an ACK frame, if a packet waits.
+    fn ack_due(&self) -> Option<Duration> {
+        self.waiting_since.map(|since| since + Self::MAX_ACK_DELAY)
+    }
+
     /// The ACK frame the delay timer calls for at `now`, if any.
-    fn on_tick(&mut self, now: Duration) -> Option<Vec<u8>> {
-        let due = self
-            .waiting_since
-            .is_some_and(|since| now >= since + Self::MAX_ACK_DELAY);
+    fn on_timer(&mut self, now: Duration) -> Option<Vec<u8>> {
+        let due = self.ack_due().is_some_and(|due| now >= due);
         due.then(|| self.ack_frame())
     }
 
@@ -313,6 +347,11 @@ pub(super) struct Pair {
     reports: Wire<Vec<u8>>,
     rng: Rng,
     pacer: Pacer,
+    /// When the receiver's report policy is asked next; `None`: when a
+    /// packet wakes it ([`super::Arrival::wake_reporter`]).
+    report_poll: Option<Duration>,
+    /// Steps taken at `now`, against [`STEPS_PER_INSTANT`].
+    steps_now: u32,
     /// Packets sent and not yet acknowledged or lost, by number: when sent.
     outstanding: BTreeMap<u64, Duration>,
     sent: u64,
@@ -345,6 +384,8 @@ impl Pair {
             reports: Wire::new(leg),
             rng: Rng(1 << 31),
             pacer: Pacer::default(),
+            report_poll: Some(Duration::ZERO),
+            steps_now: 0,
             outstanding: BTreeMap::new(),
             sent: 0,
             received: 0,
@@ -379,16 +420,49 @@ impl Pair {
         self.bottleneck = Some(bottleneck(marking, self.now));
     }
 
-    /// Runs until `end`.
+    /// Runs until `end`: every event due by then, and the clock to `end`.
     pub fn run_until(&mut self, end: Duration) {
-        while self.now < end {
-            self.step();
+        self.run_checking(end, |_| {});
+    }
+
+    /// Runs until `end`, calling `check` after every step (each instant
+    /// something was due); panics if the pair cannot go on
+    /// ([`Pair::try_run`]).
+    pub fn run_checking(&mut self, end: Duration, check: impl FnMut(&Pair)) {
+        if let Err(stuck) = self.try_run(end, check) {
+            panic!("{stuck}");
         }
     }
 
-    /// Runs until `end`, calling `check` after every step.
-    pub fn run_checking(&mut self, end: Duration, mut check: impl FnMut(&Pair)) {
-        while self.now < end {
+    /// [`Pair::run_checking`], or why the pair cannot go on: nothing will
+    /// ever be due, or it steps at one instant without end.
+    pub fn try_run(&mut self, end: Duration, mut check: impl FnMut(&Pair)) -> Result<(), String> {
+        loop {
+            let Some(next) = self.next_event() else {
+                return Err(format!(
+                    "the pair is stuck at {:?}: nothing in transit or queued, no \
+                     timer set, and the sender's window ({:?} bytes) lets nothing \
+                     more out with {} bytes in flight",
+                    self.now,
+                    self.sender.window(self.now),
+                    self.in_flight(),
+                ));
+            };
+            if next > end {
+                self.now = self.now.max(end);
+                return Ok(());
+            }
+            self.steps_now = if next == self.now {
+                self.steps_now + 1
+            } else {
+                0
+            };
+            if self.steps_now == STEPS_PER_INSTANT {
+                return Err(format!(
+                    "the pair spins: {STEPS_PER_INSTANT} steps at {next:?}"
+                ));
+            }
+            self.now = next;
             self.step();
             check(self);
         }
@@ -431,18 +505,50 @@ impl Pair {
             .map(|(_, tos)| *tos)
     }
 
+    /// The earliest time anything is due: an arrival on a leg, the
+    /// bottleneck's next departure, a timer of either end, the sender's
+    /// next chance to send; `None` if nothing ever is.
+    fn next_event(&self) -> Option<Duration> {
+        let report_poll = self.receiver.as_ref().and(self.report_poll);
+        [
+            self.bottleneck.as_ref().and_then(|b| b.next_departure()),
+            self.data.next_arrival(),
+            self.acks.next_arrival(),
+            self.ack_frames.next_arrival(),
+            self.reports.next_arrival(),
+            self.vanilla.as_ref().and_then(VanillaPeer::ack_due),
+            report_poll,
+            self.next_timeout(),
+            self.next_send(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// When the sender may send its next packet: once its window lets one
+    /// more out (only time opens a rate law's gate; otherwise, an
+    /// acknowledgement: `None`) and its pacer has the tokens.
+    fn next_send(&self) -> Option<Duration> {
+        let open = self
+            .sender
+            .window_reaches_at(self.now, self.in_flight() + MSS)?;
+        let window = self.sender.window(open)?;
+        self.pacer.ready_at(open, window, self.srtt(), MSS)
+    }
+
+    /// Handles everything due at `self.now`.
     fn step(&mut self) {
-        self.now += TICK;
         let now = self.now;
         self.forward_data(now);
         self.deliver_data(now);
-        if let Some(frame) = self.vanilla.as_mut().and_then(|v| v.on_tick(now)) {
+        if let Some(frame) = self.vanilla.as_mut().and_then(|v| v.on_timer(now)) {
             self.ack_frames.send(now, frame, &mut self.rng);
         }
         self.deliver_ack_frames(now);
         self.deliver_acks(now);
         self.detect_timeouts(now);
-        for report in self.reports.arrived(now) {
+        while let Some(report) = self.reports.arrived(now) {
             self.sender.on_report(now, &report);
         }
         self.poll_reports(now);
@@ -457,8 +563,11 @@ impl Pair {
     }
 
     fn transmit(&mut self, now: Duration) {
-        for _ in 0..BURST {
-            let window = self.sender.window(now).expect("the sender runs a law");
+        loop {
+            // A sender without a law sends nothing (and the pair is stuck).
+            let Some(window) = self.sender.window(now) else {
+                return;
+            };
             if self.in_flight() + MSS > window || !self.pacer.take(now, window, self.srtt(), MSS) {
                 return;
             }
@@ -493,7 +602,7 @@ impl Pair {
     }
 
     fn deliver_data(&mut self, now: Duration) {
-        for mut packet in self.data.arrived(now) {
+        while let Some(mut packet) = self.data.arrived(now) {
             self.received += 1;
             if self.bleach_ecn {
                 packet.tos &= !0b11;
@@ -507,7 +616,11 @@ impl Pair {
             }
             let tos = match self.receiver.as_mut() {
                 Some(receiver) => {
-                    receiver.on_receive(now, packet.tos, std::iter::once(packet.hash));
+                    let hash = std::iter::once(packet.hash);
+                    let arrival = receiver.on_receive(now, packet.tos, hash);
+                    if arrival.wake_reporter {
+                        self.report_poll = Some(now);
+                    }
                     receiver.send_tos(Ecn::Ect0, 1)
                 }
                 None => SchemeTag::UNTAGGED.tos(Ecn::Ect0),
@@ -522,7 +635,7 @@ impl Pair {
     }
 
     fn deliver_acks(&mut self, now: Duration) {
-        for ack in self.acks.arrived(now) {
+        while let Some(ack) = self.acks.arrived(now) {
             let hash = fmix32(!(ack.number as u32));
             self.sender.on_receive(now, ack.tos, std::iter::once(hash));
             self.acknowledge(now, &[ack.number], ack.ce);
@@ -532,7 +645,7 @@ impl Pair {
     /// A vanilla peer's ACK frames: the session reads each before the
     /// packets it acknowledges are, as the QUIC glue's packet keys do.
     fn deliver_ack_frames(&mut self, now: Duration) {
-        for bytes in self.ack_frames.arrived(now) {
+        while let Some(bytes) = self.ack_frames.arrived(now) {
             let Some(Ok(frame)) = ack_frames(&bytes).next() else {
                 continue;
             };
@@ -581,12 +694,24 @@ impl Pair {
 
     /// Packets unacknowledged for three smoothed RTTs are lost (a tail the
     /// packet threshold cannot catch).
+    fn loss_timeout(&self) -> Duration {
+        (self.srtt() * 3).max(Duration::from_millis(200))
+    }
+
+    /// When the oldest packet outstanding times out.
+    fn next_timeout(&self) -> Option<Duration> {
+        let (_, &sent) = self.outstanding.first_key_value()?;
+        Some(sent + self.loss_timeout())
+    }
+
+    /// Declares lost the packets that timed out by `now`: packets are
+    /// numbered in the order sent, so they are the first ones.
     fn detect_timeouts(&mut self, now: Duration) {
-        let limit = (self.srtt() * 3).max(Duration::from_millis(200));
+        let limit = self.loss_timeout();
         let lost: Vec<_> = self
             .outstanding
             .iter()
-            .filter(|(_, &at)| now.saturating_sub(at) > limit)
+            .take_while(|(_, &at)| now.saturating_sub(at) >= limit)
             .map(|(&n, &at)| (n, at))
             .collect();
         self.declare_lost(now, &lost);
@@ -624,13 +749,21 @@ impl Pair {
         let Some(receiver) = self.receiver.as_mut() else {
             return;
         };
+        if self.report_poll.is_none_or(|at| at > now) {
+            return;
+        }
         let progress = Progress {
             sent: 0,
             received: self.received,
         };
-        if let (_, Some(report)) = receiver.poll_report(now, srtt, progress) {
-            self.reports.send(now, report, &mut self.rng);
-        }
+        // As the QUIC glue does: after a report, ask again at once.
+        self.report_poll = loop {
+            match receiver.poll_report(now, srtt, progress) {
+                (_, Some(report)) => self.reports.send(now, report, &mut self.rng),
+                (Next::At(at), None) => break Some(at),
+                (_, None) => break None,
+            }
+        };
     }
 }
 

@@ -3,13 +3,13 @@
 
 use std::time::Duration;
 
-use super::pair::{Pair, VanillaPeer, LINK_RATE, MSS};
+use super::pair::{Pair, VanillaPeer, HEADERS, LINK_RATE, MSS};
 use super::report::Repr;
-use super::{Event, PeerMode};
+use super::{Event, PeerMode, Session};
 use crate::router::MarkingMode;
 use crate::schemes::registry::Scheme;
 use crate::signal::load::LoadFactor;
-use crate::signal::{Feedback, Mode};
+use crate::signal::{Feedback, LawConfig, Mode};
 use crate::wire::ecn::{Ecn, SchemeTag};
 
 const MS: Duration = Duration::from_millis(1);
@@ -444,4 +444,16 @@ fn the_window_opens_when_the_session_says() {
         let paced = pair.stats().pacing_rate.is_some();
         assert_eq!(waits > 10, paced, "{scheme}: {waits} waits");
     }
+}
+
+/// A pair whose sender can send nothing (it runs no law) and has nothing
+/// in transit has no next event: it fails saying so rather than spin.
+#[test]
+fn a_stuck_pair_says_so() {
+    let mut pair = Pair::new(Scheme::Erc);
+    pair.sender = Session::new(None, LawConfig::with_mss(MSS), HEADERS);
+    let stuck = pair
+        .try_run(SECOND, |_| {})
+        .expect_err("nothing can happen");
+    assert!(stuck.starts_with("the pair is stuck at 0ns"), "{stuck}");
 }
