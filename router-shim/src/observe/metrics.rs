@@ -2,14 +2,18 @@
 //! in Prometheus text format, served over HTTP (`--metrics ADDR`).
 
 use std::fmt;
-use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::io;
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
 use ecnq::router::bottleneck::Class;
+use hyper::header::CONTENT_TYPE;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::Response;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{
     prometheus_text, DescriptorEncoder, EncodeCounterValue, EncodeGaugeValue, EncodeMetric,
@@ -19,6 +23,7 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
+use tokio::sync::Semaphore;
 
 use super::stats::{LinkSnapshot, SessionCounters};
 
@@ -61,78 +66,70 @@ impl SnapshotBoard {
 }
 
 /// Serves the text `body` makes, fresh for each request, as Prometheus text
-/// exposition over HTTP on `addr` from a background thread; returns the
-/// bound address. Each connection gets its own thread, up to
-/// [`MAX_SCRAPES`] at once (more are closed unanswered), and
-/// [`SCRAPE_TIMEOUT`] for reading and for writing, so a stalled scraper
-/// delays no other. Any request is answered with the metrics.
+/// exposition over HTTP/1.1 (hyper) on `addr` from a background thread;
+/// returns the bound address. Up to [`MAX_SCRAPES`] connections are
+/// served at once (more are closed unanswered), each for at most
+/// [`SCRAPE_TIMEOUT`], so a stalled scraper delays no other. Any request
+/// is answered with the metrics. Test: `metrics_over_http`.
 pub fn serve_text<F>(addr: SocketAddr, body: F) -> io::Result<SocketAddr>
 where
     F: Fn() -> String + Send + Sync + 'static,
 {
-    let listener = TcpListener::bind(addr)?;
+    let listener = std::net::TcpListener::bind(addr)?;
+    listener.set_nonblocking(true)?;
     let local = listener.local_addr()?;
-    let body = Arc::new(body);
-    let scrapes = Arc::new(AtomicUsize::new(0));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     thread::Builder::new()
         .name("metrics".into())
-        .spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(stream) = stream else {
-                    // Out of descriptors, say: do not spin.
-                    thread::sleep(Duration::from_millis(10));
-                    continue;
-                };
-                let Some(slot) = ScrapeSlot::take(&scrapes) else {
-                    continue;
-                };
-                let body = body.clone();
-                let _ = thread::Builder::new()
-                    .name("metrics-scrape".into())
-                    .spawn(move || {
-                        let _slot = slot;
-                        answer(stream, &*body);
-                    });
-            }
-        })?;
+        .spawn(move || runtime.block_on(accept(listener, Arc::new(body))))?;
     Ok(local)
 }
 
-/// Reads (some of) a request, whatever it is, and answers with `body`.
-fn answer(mut stream: TcpStream, body: &dyn Fn() -> String) {
-    let _ = stream.set_read_timeout(Some(SCRAPE_TIMEOUT));
-    let _ = stream.set_write_timeout(Some(SCRAPE_TIMEOUT));
-    let mut request = [0u8; 1024];
-    let _ = stream.read(&mut request);
-    let body = body();
-    let _ = write!(
-        stream,
-        "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
+/// Accepts scrapers for ever, each connection on a task of its own.
+async fn accept<F>(listener: std::net::TcpListener, body: Arc<F>)
+where
+    F: Fn() -> String + Send + Sync + 'static,
+{
+    let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
+        return;
+    };
+    let scrapes = Arc::new(Semaphore::new(MAX_SCRAPES));
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            // Out of descriptors, say: do not spin.
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        };
+        let Ok(slot) = scrapes.clone().try_acquire_owned() else {
+            continue;
+        };
+        let body = body.clone();
+        tokio::spawn(async move {
+            let answer = service_fn(move |_request| {
+                let text = body();
+                async move {
+                    Response::builder()
+                        .header(CONTENT_TYPE, prometheus_text::CONTENT_TYPE)
+                        .body(text)
+                }
+            });
+            let connection = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(SCRAPE_TIMEOUT)
+                .keep_alive(false)
+                .serve_connection(TokioIo::new(stream), answer);
+            let _ = tokio::time::timeout(SCRAPE_TIMEOUT, connection).await;
+            drop(slot);
+        });
+    }
 }
 
 /// Scrapes served at once.
 pub const MAX_SCRAPES: usize = 16;
-/// Time a scraper gets to send its request, and to take the answer.
+/// Time a scraper gets to send its request and take the answer.
 pub const SCRAPE_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// One of the [`MAX_SCRAPES`] places, given back when dropped.
-struct ScrapeSlot(Arc<AtomicUsize>);
-
-impl ScrapeSlot {
-    fn take(scrapes: &Arc<AtomicUsize>) -> Option<ScrapeSlot> {
-        let taken = scrapes.fetch_add(1, Ordering::AcqRel);
-        let slot = ScrapeSlot(scrapes.clone());
-        (taken < MAX_SCRAPES).then_some(slot)
-    }
-}
-
-impl Drop for ScrapeSlot {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
 
 /// What a scrape shows: the snapshots on the board when it was asked,
 /// encoded by the Prometheus client library under the `ecnq_shim` prefix
@@ -486,22 +483,34 @@ mod tests {
 
     #[test]
     fn metrics_over_http() {
+        use std::io::{Read, Write};
         let board = Arc::new(SnapshotBoard::default());
         board.publish(snapshot("up", 42));
         let addr = board.serve("127.0.0.1:0".parse().unwrap()).unwrap();
         // A scraper that connects and stalls holds up no other.
-        let _stalled = std::net::TcpStream::connect(addr).unwrap();
+        let mut stalled = std::net::TcpStream::connect(addr).unwrap();
         let started = std::time::Instant::now();
         let mut conn = std::net::TcpStream::connect(addr).unwrap();
         conn.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
             .unwrap();
         let mut response = String::new();
         conn.read_to_string(&mut response).unwrap();
-        assert!(response.starts_with("HTTP/1.1 200 OK"));
+        assert!(response.starts_with("HTTP/1.1 200 OK"), "{response}");
+        let head = response.to_ascii_lowercase();
+        assert!(head.contains("content-type: text/plain; version=0.0.4"));
         assert!(response.contains("ecnq_shim_arrivals_total{dir=\"up\"} 42"));
         assert!(
             started.elapsed() < SCRAPE_TIMEOUT,
             "{:?}",
+            started.elapsed()
+        );
+        // The stalled scraper is let go after its time.
+        stalled.set_read_timeout(Some(SCRAPE_TIMEOUT * 3)).unwrap();
+        // Closed or reset: the read ends well before its own timeout.
+        let closed = stalled.read_to_end(&mut Vec::new());
+        assert!(
+            started.elapsed() < SCRAPE_TIMEOUT * 2,
+            "{closed:?} after {:?}",
             started.elapsed()
         );
     }
