@@ -437,7 +437,7 @@ async fn goal_shortfall(
 
 /// The schemes a goal run covers: every router-assisted one, or those
 /// named in `ECNQ_GOAL_SCHEMES` (comma-separated, e.g. `mcp,tpcp`), to
-/// repeat a few without the 19 minutes of all six.
+/// repeat a few without waiting for all of them.
 fn goal_schemes() -> Vec<Scheme> {
     let Ok(names) = std::env::var("ECNQ_GOAL_SCHEMES") else {
         return Scheme::router_assisted().collect();

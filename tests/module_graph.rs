@@ -1,69 +1,184 @@
-//! No import cycles between the modules of any crate in the workspace.
+//! No import cycles between the modules of any crate in the repository:
+//! every target (library, binary, test, benchmark) of every workspace
+//! package, and of the fuzz crate, which is a workspace of its own so that
+//! `cargo fuzz` can build it. `cargo metadata` names the packages and
+//! their targets' root files.
 //!
-//! Each source file is a module. A `crate::…` or `super::…` path in it (in
-//! `use` lines and in code, outside comments and its test module) is an
-//! edge to the innermost module the path names. Re-exports (`pub use`) are
-//! a facade, not a dependency, and do not count. A cycle fails the test
-//! and is printed module by module; so does one between the crate's
-//! top-level folders (each folder and everything in it as one module).
+//! A crate's modules are its root file and every file a `mod name;`
+//! declaration reaches from it (a `#[path]` attribute followed), outside
+//! comments and test-only items. A `crate::…` or `super::…` path in a
+//! module (in `use` lines and in code) is an edge to the innermost module
+//! the path names. Re-exports (`pub use`) are a facade, not a dependency,
+//! and do not count. A cycle fails the test and is printed module by
+//! module; so does one between the crate's top-level modules (each folder
+//! and everything in it as one module).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 /// A module's path inside its crate: `["router", "link"]`; the crate root is `[]`.
 type ModPath = Vec<String>;
 
-/// Every `.rs` file under `src`, with its module path.
-fn modules(src: &Path) -> BTreeMap<ModPath, PathBuf> {
-    let mut found = BTreeMap::new();
-    let mut dirs = vec![src.to_path_buf()];
-    while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir).expect("read src") {
-            let path = entry.expect("dir entry").path();
-            if path.is_dir() {
-                dirs.push(path);
-                continue;
-            }
-            if path.extension().is_none_or(|e| e != "rs") {
-                continue;
-            }
-            let rel = path.strip_prefix(src).expect("under src");
-            let mut parts: ModPath = rel
-                .iter()
-                .map(|p| p.to_string_lossy().trim_end_matches(".rs").to_owned())
-                .collect();
-            if matches!(
-                parts.last().map(String::as_str),
-                Some("mod" | "lib" | "main")
-            ) {
-                parts.pop();
-            }
-            // Binaries under src/bin are crates of their own.
-            if parts.first().is_some_and(|p| p == "bin") {
-                continue;
-            }
-            found.insert(parts, path);
+/// A crate: its package, its target's name and root file.
+struct Krate {
+    package: String,
+    target: String,
+    root: PathBuf,
+}
+
+/// The manifests whose packages are checked: the workspace's (all its
+/// members) and the fuzz crate's.
+const MANIFESTS: [&str; 2] = ["Cargo.toml", "fuzz/Cargo.toml"];
+
+/// Every target of the packages of the manifest at `manifest`, as cargo
+/// reads it.
+fn crates(manifest: &Path) -> Vec<Krate> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let output = Command::new(cargo)
+        .args([
+            "metadata",
+            "--no-deps",
+            "--format-version",
+            "1",
+            "--offline",
+        ])
+        .arg("--manifest-path")
+        .arg(manifest)
+        .output()
+        .expect("run cargo metadata");
+    assert!(
+        output.status.success(),
+        "cargo metadata for {}: {}",
+        manifest.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let metadata: serde_json::Value =
+        serde_json::from_slice(&output.stdout).expect("cargo metadata's JSON");
+    let text = |v: &serde_json::Value| v.as_str().expect("a string").to_owned();
+    let mut found = Vec::new();
+    for package in metadata["packages"].as_array().expect("packages") {
+        for target in package["targets"].as_array().expect("targets") {
+            found.push(Krate {
+                package: text(&package["name"]),
+                target: text(&target["name"]),
+                root: PathBuf::from(text(&target["src_path"])),
+            });
         }
     }
     found
 }
 
-/// The code of a file without comments, re-export lines and its test module.
+/// The modules of the crate whose root file is `root`, with their files.
+fn modules(root: &Path) -> Result<BTreeMap<ModPath, PathBuf>, String> {
+    let mut found = BTreeMap::new();
+    let mut todo = vec![(ModPath::new(), root.to_path_buf())];
+    while let Some((module, file)) = todo.pop() {
+        let text =
+            std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+        let here = file.parent().expect("a file's directory");
+        // A crate root's and a `mod.rs`'s children sit beside it; another
+        // file's in the folder of its name.
+        let children = if module.is_empty() || file.ends_with("mod.rs") {
+            here.to_path_buf()
+        } else {
+            here.join(file.file_stem().expect("a file name"))
+        };
+        for (name, path) in declarations(&code(&text)) {
+            let candidates = match path {
+                Some(path) => vec![here.join(path)],
+                None => vec![
+                    children.join(format!("{name}.rs")),
+                    children.join(&name).join("mod.rs"),
+                ],
+            };
+            let child = candidates
+                .into_iter()
+                .find(|p| p.is_file())
+                .ok_or_else(|| format!("{}: no file for `mod {name};`", file.display()))?;
+            let mut path = module.clone();
+            path.push(name);
+            todo.push((path, child));
+        }
+        found.insert(module, file);
+    }
+    Ok(found)
+}
+
+/// The `mod name;` declarations of a module's code, each with its
+/// `#[path]` if it has one (inline `mod name { … }` blocks are part of
+/// their file's module).
+fn declarations(code: &str) -> Vec<(String, Option<String>)> {
+    let mut found = Vec::new();
+    let mut path = None;
+    for line in code.lines().map(str::trim) {
+        if let Some(attribute) = line.strip_prefix("#[path") {
+            path = attribute.split('"').nth(1).map(str::to_owned);
+            continue;
+        }
+        let item = line
+            .strip_prefix("pub")
+            .map(|rest| match rest.strip_prefix('(') {
+                Some(scope) => scope.split_once(')').map_or("", |(_, rest)| rest),
+                None => rest,
+            })
+            .unwrap_or(line)
+            .trim_start();
+        let declared = item
+            .strip_prefix("mod ")
+            .and_then(|rest| rest.strip_suffix(';'))
+            .map(|name| name.trim().to_owned());
+        if let Some(name) = declared {
+            found.push((name, path.take()));
+        } else if !line.starts_with("#[") {
+            path = None;
+        }
+    }
+    found
+}
+
+/// The code of a file without comments, re-export lines and test-only
+/// items (what follows `#[cfg(test)]`: one line to its `;`, or a block to
+/// its closing brace).
 fn code(text: &str) -> String {
     let mut out = String::new();
-    for line in text.lines() {
+    let mut lines = text.lines().map(|l| l.split("//").next().unwrap_or(""));
+    while let Some(line) = lines.next() {
         let trimmed = line.trim_start();
         if trimmed.starts_with("#[cfg(test)]") {
-            break;
+            skip_item(&mut lines);
+            continue;
         }
         if trimmed.starts_with("pub use") || trimmed.starts_with("pub(crate) use") {
             continue;
         }
-        let line = line.split("//").next().unwrap_or("");
         out.push_str(line);
         out.push('\n');
     }
     out
+}
+
+/// Consumes the lines of the item that comes next: up to a line ending in
+/// `;` before any brace opens, or up to the brace that closes its block.
+fn skip_item<'a>(lines: &mut impl Iterator<Item = &'a str>) {
+    let mut depth = 0i64;
+    let mut opened = false;
+    for line in lines {
+        for c in line.chars() {
+            match c {
+                '{' => {
+                    depth += 1;
+                    opened = true;
+                }
+                '}' => depth -= 1,
+                _ => {}
+            }
+        }
+        let attribute = line.trim_start().starts_with("#[");
+        if (opened && depth <= 0) || (!opened && !attribute && line.trim_end().ends_with(';')) {
+            return;
+        }
+    }
 }
 
 /// The paths that follow each `anchor` (`crate::` or `super::`) in `code`,
@@ -245,15 +360,25 @@ fn show(group: &[ModPath]) -> String {
 fn no_crate_has_an_import_cycle() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut problems = Vec::new();
-    for krate in ["transport", "router-shim", "sim", "examples"] {
-        let known = modules(&root.join(krate).join("src"));
-        assert!(known.len() > 3, "{krate}: no modules found");
-        let graph = edges(&known);
-        for group in cycles(&graph) {
-            problems.push(format!("{krate}: {}", show(&group)));
-        }
-        for group in cycles(&top_level(&graph)) {
-            problems.push(format!("{krate}, between folders: {}", show(&group)));
+    let mut packages = BTreeSet::new();
+    for manifest in MANIFESTS {
+        for krate in crates(&root.join(manifest)) {
+            let name = format!("{} ({})", krate.package, krate.target);
+            let known = match modules(&krate.root) {
+                Ok(known) => known,
+                Err(e) => {
+                    problems.push(format!("{name}: {e}"));
+                    continue;
+                }
+            };
+            packages.insert(krate.package);
+            let graph = edges(&known);
+            for group in cycles(&graph) {
+                problems.push(format!("{name}: {}", show(&group)));
+            }
+            for group in cycles(&top_level(&graph)) {
+                problems.push(format!("{name}, between folders: {}", show(&group)));
+            }
         }
     }
     assert!(
@@ -261,6 +386,42 @@ fn no_crate_has_an_import_cycle() {
         "modules that import each other:\n{}",
         problems.join("\n")
     );
+    for package in [
+        "ecnq",
+        "ecnq-shim",
+        "ecnq-sim",
+        "ecnq-charts",
+        "ecnq-examples",
+        "ecnq-e2e",
+        "ecnq-interop",
+        "ecnq-fuzz",
+    ] {
+        assert!(packages.contains(package), "{package} was not read");
+    }
+}
+
+/// The module tree follows `mod` declarations into folders, through
+/// `#[path]`, and past test-only modules; a binary's modules are its own.
+#[test]
+fn the_checker_reads_each_crates_modules() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let names = |file: &str| -> BTreeSet<String> {
+        let known = modules(&root.join(file)).expect("modules");
+        known.keys().map(|m| m.join("::")).collect()
+    };
+    let core = names("transport/src/lib.rs");
+    for module in [
+        "router::bottleneck::codel",
+        "schemes::erc::router::share",
+        "quic",
+    ] {
+        assert!(core.contains(module), "{module} missing: {core:?}");
+    }
+    assert!(!core.contains("router::bottleneck::tests"), "a test module");
+    assert!(names("tests/fuzz_smoke.rs").contains("targets"), "#[path]");
+    let shim = names("router-shim/src/main.rs");
+    assert!(shim.contains("cli::options"), "{shim:?}");
+    assert!(!names("router-shim/src/lib.rs").contains("cli"));
 }
 
 #[test]

@@ -4,13 +4,19 @@
 //! fall back.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::fmt::Write as _;
+use std::fmt;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use ecnq::quic::{CongestionStats, Connection, StatsHandle};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{prometheus_text, DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
 
 /// The labels of a connection's series: its controller's name and its mode
 /// (`EcnqAckCounts`, as the qlog's `ecnq:mode_updated` names it).
@@ -63,27 +69,16 @@ impl ConnectionBoard {
         for key in live.keys() {
             state.seen.insert(key.clone());
         }
-        let mut out = String::new();
-        family(
-            &mut out,
-            "ecnq_connections",
-            "gauge",
-            "Open connections by the congestion controller of the server's \
-             sending direction and the mode it runs in now.",
-            state
-                .seen
-                .iter()
-                .map(|k| (k, live.get(k).copied().unwrap_or(0))),
-        );
-        family(
-            &mut out,
-            "ecnq_connections_closed_total",
-            "counter",
-            "Ended connections by the congestion controller of the server's \
-             sending direction and the mode it ran in at the end.",
-            state.closed.iter().map(|(k, n)| (k, *n)),
-        );
-        out
+        let open = (state.seen.iter())
+            .map(|k| (k.clone(), live.get(k).copied().unwrap_or(0)))
+            .collect();
+        let closed = state.closed.clone().into_iter().collect();
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(Scrape { open, closed }));
+        let mut text = String::new();
+        // Writing into a String cannot fail, nor can the collector.
+        let _ = prometheus_text::encode(&mut text, &registry);
+        text
     }
 
     /// Serves [`ConnectionBoard::prometheus`] over HTTP on `addr` from a
@@ -108,18 +103,44 @@ pub fn serve_if_asked(addr: Option<SocketAddr>) -> Result<Option<Arc<ConnectionB
     Ok(Some(board))
 }
 
-/// One metric family: its `# HELP` and `# TYPE` lines and one sample per
-/// label pair.
-fn family<'a>(
-    out: &mut String,
-    name: &str,
-    kind: &str,
-    help: &str,
-    samples: impl Iterator<Item = (&'a Labels, u64)>,
-) {
-    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-    for ((cc, mode), value) in samples {
-        let _ = writeln!(out, "{name}{{cc=\"{cc}\",mode=\"{mode}\"}} {value}");
+/// What a scrape shows: the open connections' and the ended ones' counts
+/// by their labels, encoded by the Prometheus client library.
+#[derive(Debug)]
+struct Scrape {
+    open: Vec<(Labels, u64)>,
+    closed: Vec<(Labels, u64)>,
+}
+
+impl Collector for Scrape {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> fmt::Result {
+        let families = [
+            (
+                "ecnq_connections",
+                MetricType::Gauge,
+                "Open connections by the congestion controller of the server's \
+                 sending direction and the mode it runs in now.",
+                &self.open,
+            ),
+            (
+                "ecnq_connections_closed",
+                MetricType::Counter,
+                "Ended connections by the congestion controller of the server's \
+                 sending direction and the mode it ran in at the end.",
+                &self.closed,
+            ),
+        ];
+        for (name, kind, help, samples) in families {
+            let mut family = encoder.encode_descriptor(name, help, None, kind)?;
+            for ((cc, mode), value) in samples {
+                let labels = [("cc", *cc), ("mode", mode.as_str())];
+                let sample = family.encode_family(&labels)?;
+                match kind {
+                    MetricType::Counter => ConstCounter::new(*value).encode(sample)?,
+                    _ => ConstGauge::new(*value).encode(sample)?,
+                }
+            }
+        }
+        Ok(())
     }
 }
 

@@ -113,6 +113,10 @@ pub fn main_from(stack: &mut dyn Stack, args: impl IntoIterator<Item = OsString>
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
+    if let Some(listing) = stack.listing(&matches) {
+        println!("{listing}");
+        return ExitCode::SUCCESS;
+    }
     let config = match config(&matches) {
         Ok(Outcome::Run(c)) => c,
         Ok(Outcome::Unsupported(name)) => {

@@ -2,12 +2,10 @@
 //! directory, over as many connections as the test case calls for.
 
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use quinn::crypto::rustls::QuicClientConfig;
 use quinn::{Connection, Endpoint, VarInt};
-use tokio::task::JoinSet;
 
 use crate::contract::{Config, Request, TestCase};
 use crate::{hq, http3, tls, Stack, Summary};
@@ -78,12 +76,12 @@ impl Client<'_> {
                 // The first file on a full handshake, which leaves a session
                 // ticket; the rest on a resumed connection (with 0-RTT data).
                 let link = self.connect(false).await?;
-                fetch_all(&link.conn, &paths[..1], downloads, false).await?;
+                hq::fetch_all(&link.conn, &paths[..1], downloads, false).await?;
                 link.close(name).await;
                 let link = self
                     .connect(self.config.testcase == TestCase::ZeroRtt)
                     .await?;
-                fetch_all(&link.conn, &paths[1..], downloads, false).await?;
+                hq::fetch_all(&link.conn, &paths[1..], downloads, false).await?;
                 link.close(name).await;
             }
             TestCase::Http3 => {
@@ -95,13 +93,13 @@ impl Client<'_> {
             t if t.connection_per_request() => {
                 for path in &paths {
                     let link = self.connect(false).await?;
-                    fetch_all(&link.conn, std::slice::from_ref(path), downloads, false).await?;
+                    hq::fetch_all(&link.conn, std::slice::from_ref(path), downloads, false).await?;
                     link.close(name).await;
                 }
             }
             t => {
                 let link = self.connect(false).await?;
-                fetch_all(&link.conn, &paths, downloads, t == TestCase::KeyUpdate).await?;
+                hq::fetch_all(&link.conn, &paths, downloads, t == TestCase::KeyUpdate).await?;
                 link.close(name).await;
             }
         }
@@ -165,45 +163,4 @@ async fn resolve(request: &Request) -> Result<SocketAddr, String> {
         .map_err(|e| format!("cannot resolve {}: {e}", request.host))?
         .next()
         .ok_or_else(|| format!("{} has no address", request.host))
-}
-
-/// Fetches `paths` concurrently on `conn`. With `key_update`, forces a key
-/// update once the first response bytes arrive: by then the server's
-/// HANDSHAKE_DONE has come too, so the handshake is confirmed (RFC 9001 §6).
-async fn fetch_all(
-    conn: &Connection,
-    paths: &[String],
-    downloads: &std::path::Path,
-    key_update: bool,
-) -> Result<(), String> {
-    let mut tasks = JoinSet::new();
-    for (i, path) in paths.iter().enumerate() {
-        let conn = conn.clone();
-        let path = path.clone();
-        let downloads: PathBuf = downloads.to_path_buf();
-        let update = key_update && i == 0;
-        tasks.spawn(async move {
-            let trigger = conn.clone();
-            let force = move || trigger.force_key_update();
-            let on_data: Option<&(dyn Fn() + Sync)> = if update { Some(&force) } else { None };
-            hq::fetch(&conn, &path, &downloads, on_data).await
-        });
-    }
-    join_all(tasks).await
-}
-
-/// Waits for every request task; the first error, if any.
-pub(crate) async fn join_all<T: 'static>(
-    mut tasks: JoinSet<Result<T, String>>,
-) -> Result<(), String> {
-    let mut first_error = None;
-    while let Some(joined) = tasks.join_next().await {
-        let outcome = joined
-            .map_err(|e| format!("request task failed: {e}"))
-            .and_then(|r| r);
-        if let Err(e) = outcome {
-            first_error.get_or_insert(e);
-        }
-    }
-    first_error.map_or(Ok(()), Err)
 }

@@ -7,6 +7,7 @@ use std::path::{Component, Path, PathBuf};
 use quinn::{Connection, RecvStream, SendStream, VarInt};
 use tokio::fs::File;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::task::JoinSet;
 
 /// Longest request line the server reads.
 const MAX_REQUEST: usize = 4096;
@@ -140,6 +141,47 @@ pub async fn fetch(
         .await
         .map_err(|e| format!("{}: {e}", target.display()))?;
     Ok(total)
+}
+
+/// Fetches `paths` concurrently on `conn`. With `key_update`, forces a key
+/// update once the first response bytes arrive: by then the server's
+/// HANDSHAKE_DONE has come too, so the handshake is confirmed (RFC 9001 §6).
+pub async fn fetch_all(
+    conn: &Connection,
+    paths: &[String],
+    downloads: &Path,
+    key_update: bool,
+) -> Result<(), String> {
+    let mut tasks = JoinSet::new();
+    for (i, path) in paths.iter().enumerate() {
+        let conn = conn.clone();
+        let path = path.clone();
+        let downloads: PathBuf = downloads.to_path_buf();
+        let update = key_update && i == 0;
+        tasks.spawn(async move {
+            let trigger = conn.clone();
+            let force = move || trigger.force_key_update();
+            let on_data: Option<&(dyn Fn() + Sync)> = if update { Some(&force) } else { None };
+            fetch(&conn, &path, &downloads, on_data).await
+        });
+    }
+    join_all(tasks).await
+}
+
+/// Waits for every request task; the first error, if any.
+pub(crate) async fn join_all<T: 'static>(
+    mut tasks: JoinSet<Result<T, String>>,
+) -> Result<(), String> {
+    let mut first_error = None;
+    while let Some(joined) = tasks.join_next().await {
+        let outcome = joined
+            .map_err(|e| format!("request task failed: {e}"))
+            .and_then(|r| r);
+        if let Err(e) = outcome {
+            first_error.get_or_insert(e);
+        }
+    }
+    first_error.map_or(Ok(()), Err)
 }
 
 #[cfg(test)]

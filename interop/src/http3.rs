@@ -11,7 +11,7 @@ use tokio::fs::File;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::task::JoinSet;
 
-use crate::{client, hq};
+use crate::hq;
 
 /// Bytes read from disk per DATA frame.
 const CHUNK: usize = 64 * 1024;
@@ -99,7 +99,7 @@ pub async fn fetch_all(
         tasks.spawn(fetch(send.clone(), uri, target));
     }
     drop(send);
-    let done = client::join_all(tasks).await;
+    let done = hq::join_all(tasks).await;
     driving.abort();
     done
 }

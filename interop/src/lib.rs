@@ -33,6 +33,11 @@ pub trait Stack: Send + Sync + 'static {
     fn configure(&mut self, _matches: &clap::ArgMatches) -> Result<(), String> {
         Ok(())
     }
+    /// What to print instead of running, if one of this stack's options
+    /// asks for a listing (ecnq's `--list-schemes`).
+    fn listing(&self, _matches: &clap::ArgMatches) -> Option<String> {
+        None
+    }
     /// A quinn endpoint on `bind`, with `server` as its default server
     /// configuration if given, and the hooks of its connections.
     fn bind(

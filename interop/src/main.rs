@@ -9,8 +9,9 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use clap::{Arg, ArgMatches};
+use clap::{Arg, ArgAction, ArgMatches};
 use ecnq::quic::{CongestionControl, EcnSocket, Prepared};
+use ecnq::Scheme;
 use ecnq_interop::{cli, Hooks, Pending, Stack, Summary};
 
 /// The ecnq stack: one [`EcnSocket`] per endpoint, an ecnq controller and
@@ -30,14 +31,29 @@ impl Stack for Ecnq {
     }
 
     fn args(&self) -> Vec<Arg> {
-        vec![Arg::new("cc")
-            .long("cc")
-            .value_name("CONTROLLER")
-            .help(format!(
-                "Congestion controller [env: ECNQ_CC] [default: {}]:\n{}",
-                CongestionControl::DEFAULT,
-                CongestionControl::help()
-            ))]
+        vec![
+            Arg::new("cc")
+                .long("cc")
+                .value_name("CONTROLLER")
+                .help(format!(
+                    "Congestion controller [env: ECNQ_CC] [default: {}]:\n{}",
+                    CongestionControl::DEFAULT,
+                    CongestionControl::help()
+                )),
+            Arg::new("list-schemes")
+                .long("list-schemes")
+                .action(ArgAction::SetTrue)
+                .help(
+                    "Print the name of every ecnq scheme, one a line, and exit \
+                     (interop/run-matrix runs each as ecnq-<scheme>)",
+                ),
+        ]
+    }
+
+    fn listing(&self, matches: &ArgMatches) -> Option<String> {
+        matches
+            .get_flag("list-schemes")
+            .then(|| Scheme::ALL.map(Scheme::name).join("\n"))
     }
 
     fn configure(&mut self, matches: &ArgMatches) -> Result<(), String> {

@@ -246,3 +246,26 @@ fn ecnq_endpoint_turns_schemes_on_only_with_ecnq() {
         assert!(&copy == data, "{name} differs");
     }
 }
+
+/// `--list-schemes` prints the registry's schemes, one a line, with no
+/// runner environment needed: interop/run-matrix takes its default
+/// schemes from it.
+#[test]
+fn ecnq_endpoint_lists_every_scheme() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ecnq-interop"))
+        .arg("--list-schemes")
+        .env_remove("ROLE")
+        .output()
+        .expect("ecnq-interop");
+    assert!(out.status.success(), "{out:?}");
+    let listed: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let registry: Vec<String> = ecnq::Scheme::ALL
+        .iter()
+        .map(|s| s.name().to_owned())
+        .collect();
+    assert_eq!(listed, registry);
+    assert!(listed.iter().any(|s| s == "prague"));
+}

@@ -63,6 +63,13 @@ pub fn histogram_percentile(histogram: &[u64], p: f64) -> Option<usize> {
 /// gives the packets of a window from two of them. As text
 /// ([`fmt::Display`] and [`FromStr`]) it is the non-zero buckets as a JSON
 /// array of `[bucket,count]` pairs, e.g. `[[0,12],[3,1]]`.
+///
+/// Linear buckets held up to the last one used, not an HdrHistogram: its
+/// buckets are exact at every length (an HdrHistogram of three
+/// significant digits widens them past 2048), which the stats lines'
+/// bucket numbers and the simulator's snapshot figures rely on, and a
+/// queue that stays empty or short, the one ecnq is built for, costs a
+/// few bytes where an HdrHistogram allocates its first 2048 counters.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SojournHistogram {
     /// Count per bucket; no trailing zeros.

@@ -138,7 +138,7 @@ impl<P: LinkPacket, E: Egress<P>> Driver<P, E> {
     pub fn resumed(&mut self, due: Duration) {
         let now = self.now();
         if now.saturating_sub(due) > STALL {
-            self.link.router_mut().disregard(due, now);
+            self.link.disregard(due, now);
         }
     }
 
@@ -154,7 +154,7 @@ impl<P: LinkPacket, E: Egress<P>> Driver<P, E> {
     pub fn enqueue(&mut self, at: Duration, packet: P) {
         let now = self.epoch.elapsed();
         if now.saturating_sub(at) > STALL {
-            self.link.router_mut().disregard(at, now);
+            self.link.disregard(at, now);
         }
         self.last_now = at.max(self.last_now);
         let _ = self.link.enqueue(self.last_now, packet);
@@ -179,7 +179,7 @@ impl<P: LinkPacket, E: Egress<P>> Driver<P, E> {
             self.batch.clear();
         }
         if let Some(due) = self.next_stats.as_mut().filter(|due| now >= **due) {
-            self.link.router_mut().advance(now);
+            self.link.advance(now);
             let snapshot = LinkSnapshot::of(self.name, now, &self.link, self.send_errors);
             self.observers.report(&snapshot, false);
             while *due <= now {
@@ -205,7 +205,7 @@ impl<P: LinkPacket, E: Egress<P>> Driver<P, E> {
     /// The final snapshot (also reported to the observers).
     pub fn finish(mut self) -> LinkSnapshot {
         let now = self.now();
-        self.link.router_mut().advance(now);
+        self.link.advance(now);
         let snapshot = LinkSnapshot::of(self.name, now, &self.link, self.send_errors);
         self.observers.report(&snapshot, true);
         snapshot
@@ -324,10 +324,7 @@ mod tests {
             );
             let now = driver.now();
             driver.resumed(now - late);
-            driver
-                .link
-                .router_mut()
-                .advance(now + Duration::from_secs(1));
+            driver.link.advance(now + Duration::from_secs(1));
             driver.link.router().meter().disregarded()
         };
         assert_eq!(intervals_disregarded(STALL / 2), 0);

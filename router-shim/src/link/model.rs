@@ -14,10 +14,10 @@ use std::collections::BinaryHeap;
 use std::time::Duration;
 
 use ecnq::router::bottleneck::{
-    Bottleneck, BottleneckConfig, Class, Discipline, Dropped, QueueLimit, Queued,
+    Bottleneck, BottleneckConfig, Discipline, Dropped, QueueLimit, Queued,
 };
 use ecnq::router::{MarkingMode, RouterConfig, RouterLink};
-use ecnq::{Ecn, PacketMarks, SchemeTag, WireScheme};
+use ecnq::{PacketMarks, WireScheme};
 
 use super::classify::{PassCounters, PassReason};
 use super::impair::{Corruption, Rng, Strikes};
@@ -188,15 +188,6 @@ pub fn router_config(spec: &LinkSpec) -> RouterConfig {
     config
 }
 
-/// What the meter is told about a packet lost before the router: Not-ECT,
-/// which no marker rewrites.
-const UNMARKED: PacketMarks = PacketMarks {
-    ecn: Ecn::NotEct,
-    tag: SchemeTag::UNTAGGED,
-    hash: 0,
-    flow: 0,
-};
-
 /// One direction of an emulated link.
 pub struct Link<P> {
     spec: LinkSpec,
@@ -300,10 +291,7 @@ impl<P: LinkPacket> Link<P> {
         if let Some(cause) = cause {
             // Lost before the queue: still load its class's meter counts.
             let marks = packet.marks().ok();
-            if self.bottleneck.class_of(marks.as_ref()) == Class::Ecnq {
-                let router = self.bottleneck.router_mut();
-                router.on_arrival(now, len, &mut UNMARKED.clone());
-            }
+            self.bottleneck.lost_on_arrival(now, len, marks.as_ref());
             self.counters.drop(cause);
             return Err(cause);
         }
@@ -417,9 +405,17 @@ impl<P: LinkPacket> Link<P> {
         self.bottleneck.router()
     }
 
-    /// The router, to take completed intervals.
-    pub fn router_mut(&mut self) -> &mut RouterLink {
-        self.bottleneck.router_mut()
+    /// Nobody watched the link from `from` to `to` (the link's thread
+    /// stalled): the router's meter disregards that time
+    /// ([`Bottleneck::disregard`]).
+    pub fn disregard(&mut self, from: Duration, to: Duration) {
+        self.bottleneck.disregard(from, to);
+    }
+
+    /// Closes the router's measurement intervals up to `now`, so that an
+    /// idle link's figures are current ([`Bottleneck::advance`]).
+    pub fn advance(&mut self, now: Duration) {
+        self.bottleneck.advance(now);
     }
 
     /// The spec this link emulates.
@@ -432,7 +428,8 @@ impl<P: LinkPacket> Link<P> {
 pub(crate) mod tests {
     use super::*;
     use crate::link::CORRUPT_SPAN;
-    use ecnq::Scheme;
+    use ecnq::router::bottleneck::Class;
+    use ecnq::{Ecn, Scheme, SchemeTag};
 
     /// A test packet: a size, an id, VCP-tagged marks and a UDP payload.
     #[derive(Clone, Debug, PartialEq)]

@@ -1,15 +1,29 @@
 //! The latest snapshot of every link (and the relay's session counters)
 //! in Prometheus text format, served over HTTP (`--metrics ADDR`).
 
-use std::fmt::Write as _;
-use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::fmt;
+use std::io;
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
 use ecnq::router::bottleneck::Class;
+use hyper::header::CONTENT_TYPE;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::Response;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{
+    prometheus_text, DescriptorEncoder, EncodeCounterValue, EncodeGaugeValue, EncodeMetric,
+    MetricEncoder,
+};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+use tokio::sync::Semaphore;
 
 use super::stats::{LinkSnapshot, SessionCounters};
 
@@ -39,11 +53,8 @@ impl SnapshotBoard {
     /// All links (and sessions) in Prometheus text exposition format.
     pub fn prometheus(&self) -> String {
         let links = self.links.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let mut text = prometheus_text(&links);
-        if let Some(c) = *self.sessions.lock().unwrap_or_else(|p| p.into_inner()) {
-            session_text(&mut text, &c);
-        }
-        text
+        let sessions = *self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        prometheus_text(links, sessions)
     }
 
     /// Serves [`SnapshotBoard::prometheus`] over HTTP on `addr` from a
@@ -55,132 +66,143 @@ impl SnapshotBoard {
 }
 
 /// Serves the text `body` makes, fresh for each request, as Prometheus text
-/// exposition over HTTP on `addr` from a background thread; returns the
-/// bound address. Each connection gets its own thread, up to
-/// [`MAX_SCRAPES`] at once (more are closed unanswered), and
-/// [`SCRAPE_TIMEOUT`] for reading and for writing, so a stalled scraper
-/// delays no other. Any request is answered with the metrics.
+/// exposition over HTTP/1.1 (hyper) on `addr` from a background thread;
+/// returns the bound address. Up to [`MAX_SCRAPES`] connections are
+/// served at once (more are closed unanswered), each for at most
+/// [`SCRAPE_TIMEOUT`], so a stalled scraper delays no other. Any request
+/// is answered with the metrics. Test: `metrics_over_http`.
 pub fn serve_text<F>(addr: SocketAddr, body: F) -> io::Result<SocketAddr>
 where
     F: Fn() -> String + Send + Sync + 'static,
 {
-    let listener = TcpListener::bind(addr)?;
+    let listener = std::net::TcpListener::bind(addr)?;
+    listener.set_nonblocking(true)?;
     let local = listener.local_addr()?;
-    let body = Arc::new(body);
-    let scrapes = Arc::new(AtomicUsize::new(0));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     thread::Builder::new()
         .name("metrics".into())
-        .spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(stream) = stream else {
-                    // Out of descriptors, say: do not spin.
-                    thread::sleep(Duration::from_millis(10));
-                    continue;
-                };
-                let Some(slot) = ScrapeSlot::take(&scrapes) else {
-                    continue;
-                };
-                let body = body.clone();
-                let _ = thread::Builder::new()
-                    .name("metrics-scrape".into())
-                    .spawn(move || {
-                        let _slot = slot;
-                        answer(stream, &*body);
-                    });
-            }
-        })?;
+        .spawn(move || runtime.block_on(accept(listener, Arc::new(body))))?;
     Ok(local)
 }
 
-/// Reads (some of) a request, whatever it is, and answers with `body`.
-fn answer(mut stream: TcpStream, body: &dyn Fn() -> String) {
-    let _ = stream.set_read_timeout(Some(SCRAPE_TIMEOUT));
-    let _ = stream.set_write_timeout(Some(SCRAPE_TIMEOUT));
-    let mut request = [0u8; 1024];
-    let _ = stream.read(&mut request);
-    let body = body();
-    let _ = write!(
-        stream,
-        "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
+/// Accepts scrapers for ever, each connection on a task of its own.
+async fn accept<F>(listener: std::net::TcpListener, body: Arc<F>)
+where
+    F: Fn() -> String + Send + Sync + 'static,
+{
+    let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
+        return;
+    };
+    let scrapes = Arc::new(Semaphore::new(MAX_SCRAPES));
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            // Out of descriptors, say: do not spin.
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        };
+        let Ok(slot) = scrapes.clone().try_acquire_owned() else {
+            continue;
+        };
+        let body = body.clone();
+        tokio::spawn(async move {
+            let answer = service_fn(move |_request| {
+                let text = body();
+                async move {
+                    Response::builder()
+                        .header(CONTENT_TYPE, prometheus_text::CONTENT_TYPE)
+                        .body(text)
+                }
+            });
+            let connection = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(SCRAPE_TIMEOUT)
+                .keep_alive(false)
+                .serve_connection(TokioIo::new(stream), answer);
+            let _ = tokio::time::timeout(SCRAPE_TIMEOUT, connection).await;
+            drop(slot);
+        });
+    }
 }
 
 /// Scrapes served at once.
 pub const MAX_SCRAPES: usize = 16;
-/// Time a scraper gets to send its request, and to take the answer.
+/// Time a scraper gets to send its request and take the answer.
 pub const SCRAPE_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// One of the [`MAX_SCRAPES`] places, given back when dropped.
-struct ScrapeSlot(Arc<AtomicUsize>);
+/// What a scrape shows: the snapshots on the board when it was asked,
+/// encoded by the Prometheus client library under the `ecnq_shim` prefix
+/// (a counter's samples take the `_total` suffix from it).
+#[derive(Debug)]
+struct Scrape {
+    links: Vec<LinkSnapshot>,
+    sessions: Option<SessionCounters>,
+}
 
-impl ScrapeSlot {
-    fn take(scrapes: &Arc<AtomicUsize>) -> Option<ScrapeSlot> {
-        let taken = scrapes.fetch_add(1, Ordering::AcqRel);
-        let slot = ScrapeSlot(scrapes.clone());
-        (taken < MAX_SCRAPES).then_some(slot)
+/// The labels of one sample: the link's direction first, then the
+/// family's own (`cause="loss"`).
+type Labels = Vec<(&'static str, String)>;
+
+/// One family: its name (without the `ecnq_shim_` prefix or a counter's
+/// `_total`), type and help.
+type Descriptor = (&'static str, MetricType, &'static str);
+
+/// Encodes one sample of a family of `kind` with `labels`.
+fn sample<V>(family: &mut MetricEncoder, kind: MetricType, labels: &Labels, value: V) -> fmt::Result
+where
+    V: EncodeCounterValue + EncodeGaugeValue,
+{
+    let encoder = family.encode_family(labels)?;
+    match kind {
+        MetricType::Counter => ConstCounter::new(value).encode(encoder),
+        _ => ConstGauge::new(value).encode(encoder),
     }
 }
 
-impl Drop for ScrapeSlot {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-/// The `# HELP` and `# TYPE` lines of a metric family.
-fn header(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(
-        out,
-        "# HELP ecnq_shim_{name} {help}\n# TYPE ecnq_shim_{name} {kind}"
-    );
-}
-
-/// One metric family: name, type, help, and a value per link.
-fn family(
-    out: &mut String,
-    name: &str,
-    kind: &str,
-    help: &str,
+/// One family with a sample per link and per `(labels, value)` that
+/// `values` reads from the link's snapshot.
+fn labelled<V>(
+    encoder: &mut DescriptorEncoder,
+    (name, kind, help): Descriptor,
     links: &[LinkSnapshot],
-    value: impl Fn(&LinkSnapshot) -> f64,
-) {
-    header(out, name, kind, help);
+    values: impl Fn(&LinkSnapshot) -> Vec<(Labels, V)>,
+) -> fmt::Result
+where
+    V: EncodeCounterValue + EncodeGaugeValue,
+{
+    let mut family = encoder.encode_descriptor(name, help, None, kind)?;
     for s in links {
-        let _ = writeln!(
-            out,
-            "ecnq_shim_{name}{{dir=\"{}\"}} {}",
-            s.direction,
-            value(s)
-        );
-    }
-}
-
-/// One metric family with labels beyond the direction: per link, the
-/// values with their labels (`cause="loss"`).
-fn labelled<T: std::fmt::Display>(
-    out: &mut String,
-    (name, kind, help): (&str, &str, &str),
-    links: &[LinkSnapshot],
-    values: impl Fn(&LinkSnapshot) -> Vec<(String, T)>,
-) {
-    header(out, name, kind, help);
-    for s in links {
-        for (labels, value) in values(s) {
-            let _ = writeln!(
-                out,
-                "ecnq_shim_{name}{{dir=\"{}\",{labels}}} {value}",
-                s.direction
-            );
+        for (extra, value) in values(s) {
+            let mut labels = vec![("dir", s.direction.to_owned())];
+            labels.extend(extra);
+            sample(&mut family, kind, &labels, value)?;
         }
     }
+    Ok(())
+}
+
+/// One family with one sample per link, labelled by its direction alone.
+fn family<V>(
+    encoder: &mut DescriptorEncoder,
+    descriptor: Descriptor,
+    links: &[LinkSnapshot],
+    value: impl Fn(&LinkSnapshot) -> V,
+) -> fmt::Result
+where
+    V: EncodeCounterValue + EncodeGaugeValue,
+{
+    labelled(encoder, descriptor, links, |s| vec![(Vec::new(), value(s))])
 }
 
 /// `label="name"` for each name, with its value.
-fn by<T>(label: &str, values: impl IntoIterator<Item = (&'static str, T)>) -> Vec<(String, T)> {
+fn by<T>(
+    label: &'static str,
+    values: impl IntoIterator<Item = (&'static str, T)>,
+) -> Vec<(Labels, T)> {
     values
         .into_iter()
-        .map(|(name, value)| (format!("{label}=\"{name}\""), value))
+        .map(|(name, value)| (vec![(label, name.to_owned())], value))
         .collect()
 }
 
@@ -191,61 +213,74 @@ type Plain<T> = (&'static str, &'static str, fn(&LinkSnapshot) -> T);
 /// The link counters without labels beyond the direction.
 const COUNTERS: [Plain<u64>; 10] = [
     (
-        "arrivals_total",
+        "arrivals",
         "Packets offered to the link (before drops).",
         |s| s.counters.arrivals,
     ),
-    ("arrival_bytes_total", "Bytes offered to the link.", |s| {
+    ("arrival_bytes", "Bytes offered to the link.", |s| {
         s.counters.arrival_bytes
     }),
-    ("departures_total", "Packets that left the link.", |s| {
+    ("departures", "Packets that left the link.", |s| {
         s.counters.departures
     }),
-    ("departure_bytes_total", "Bytes that left the link.", |s| {
+    ("departure_bytes", "Bytes that left the link.", |s| {
         s.counters.departure_bytes
     }),
-    ("duplicates_total", "Emulated duplicates.", |s| {
+    ("duplicates", "Emulated duplicates.", |s| {
         s.counters.duplicates
     }),
-    ("reordered_total", "Packets that skipped the delay.", |s| {
+    ("reordered", "Packets that skipped the delay.", |s| {
         s.counters.reordered
     }),
-    ("corrupted_total", "Emulated corruptions.", |s| {
+    ("corrupted", "Emulated corruptions.", |s| {
         s.counters.corrupted
     }),
     (
-        "rewritten_total",
+        "rewritten",
         "Packets whose marks the router changed.",
         |s| s.marks.rewritten,
     ),
+    ("send_errors", "Packets the shim failed to write.", |s| {
+        s.send_errors
+    }),
     (
-        "send_errors_total",
-        "Packets the shim failed to write.",
-        |s| s.send_errors,
-    ),
-    (
-        "intervals_disregarded_total",
+        "intervals_disregarded",
         "Measurement intervals that kept the previous load because the shim was stalled.",
         |s| s.intervals_disregarded,
     ),
 ];
 
-/// The Prometheus text for a set of link snapshots.
-fn prometheus_text(links: &[LinkSnapshot]) -> String {
-    let mut out = String::new();
-    for (name, help, get) in COUNTERS {
-        family(&mut out, name, "counter", help, links, |s| get(s) as f64);
+impl Collector for Scrape {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> fmt::Result {
+        let links = &self.links[..];
+        for (name, help, get) in COUNTERS {
+            family(&mut encoder, (name, MetricType::Counter, help), links, get)?;
+        }
+        drops_passed_and_marks(&mut encoder, links)?;
+        queue_and_load(&mut encoder, links)?;
+        if let Some(c) = &self.sessions {
+            sessions(&mut encoder, c)?;
+        }
+        Ok(())
     }
-    drops_passed_and_marks(&mut out, links);
-    queue_and_load(&mut out, links);
-    out
+}
+
+/// The Prometheus text (format 0.0.4) of a set of link snapshots and the
+/// relay's session counters.
+fn prometheus_text(links: Vec<LinkSnapshot>, sessions: Option<SessionCounters>) -> String {
+    let mut registry = Registry::with_prefix("ecnq_shim");
+    registry.register_collector(Box::new(Scrape { links, sessions }));
+    let mut text = String::new();
+    // Writing into a String cannot fail, nor can the collector.
+    let _ = prometheus_text::encode(&mut text, &registry);
+    text
 }
 
 /// Drops by cause, packets passed unmarked by reason, and marks by scheme
 /// and codepoint.
-fn drops_passed_and_marks(out: &mut String, links: &[LinkSnapshot]) {
-    let drops = ("drops_total", "counter", "Packets dropped, by cause.");
-    labelled(out, drops, links, |s| {
+fn drops_passed_and_marks(encoder: &mut DescriptorEncoder, links: &[LinkSnapshot]) -> fmt::Result {
+    let drops = ("drops", MetricType::Counter, "Packets dropped, by cause.");
+    labelled(encoder, drops, links, |s| {
         let c = &s.counters;
         by(
             "cause",
@@ -257,13 +292,13 @@ fn drops_passed_and_marks(out: &mut String, links: &[LinkSnapshot]) {
                 ("policed", c.drops_policed),
             ],
         )
-    });
+    })?;
     let passed = (
-        "passed_total",
-        "counter",
+        "passed",
+        MetricType::Counter,
         "Packets forwarded unmarked, by reason.",
     );
-    labelled(out, passed, links, |s| {
+    labelled(encoder, passed, links, |s| {
         let p = &s.counters.passed;
         by(
             "reason",
@@ -273,107 +308,109 @@ fn drops_passed_and_marks(out: &mut String, links: &[LinkSnapshot]) {
                 ("malformed", p.malformed),
             ],
         )
-    });
+    })?;
     let marks = (
-        "marks_total",
-        "counter",
+        "marks",
+        MetricType::Counter,
         "Packets by the scheme that marked them and the ECN codepoint they left with.",
     );
-    labelled(out, marks, links, |s| {
+    labelled(encoder, marks, links, |s| {
         let mut values = Vec::new();
         for (wire, row) in s.marks.iter() {
-            let scheme = wire.name();
             for (ecn, n) in ["00", "01", "10", "11"].iter().zip(row) {
-                values.push((format!("scheme=\"{scheme}\",ecn=\"{ecn}\""), *n));
+                let labels = vec![("scheme", wire.name().to_owned()), ("ecn", ecn.to_string())];
+                values.push((labels, *n));
             }
         }
         values
-    });
+    })
 }
 
 /// Queue, flows, utilization and load-factor gauges.
-fn queue_and_load(out: &mut String, links: &[LinkSnapshot]) {
-    let gauges: [Plain<f64>; 3] = [
+fn queue_and_load(encoder: &mut DescriptorEncoder, links: &[LinkSnapshot]) -> fmt::Result {
+    let gauges: [Plain<u64>; 3] = [
         ("queue_bytes", "Bytes waiting for serialization.", |s| {
-            s.queue_bytes as f64
+            s.queue_bytes
         }),
         ("queue_packets", "Packets waiting for serialization.", |s| {
-            s.queue_packets as f64
+            s.queue_packets as u64
         }),
         (
             "policed_flows",
             "Flows of the ecnq queue held to their fair share for sending over it.",
-            |s| s.policed_flows as f64,
+            |s| s.policed_flows as u64,
         ),
     ];
     for (name, help, get) in gauges {
-        family(out, name, "gauge", help, links, get);
+        family(encoder, (name, MetricType::Gauge, help), links, get)?;
     }
     let active = (
         "active_flows",
-        "gauge",
+        MetricType::Gauge,
         "Flows active in the last interval, by queue.",
     );
-    labelled(out, active, links, |s| {
+    labelled(encoder, active, links, |s| {
         by(
             "queue",
-            Class::ALL.map(|class| (class.name(), s.active_flows[class as usize])),
+            Class::ALL.map(|class| (class.name(), s.active_flows[class as usize] as u64)),
         )
-    });
-    family(
-        out,
+    })?;
+    let utilization = (
         "utilization",
-        "gauge",
+        MetricType::Gauge,
         "Departures over capacity in the last interval.",
-        links,
-        |s| s.interval.map_or(0.0, |iv| iv.utilization(s.capacity)),
     );
+    family(encoder, utilization, links, |s| {
+        s.interval.map_or(0.0, |iv| iv.utilization(s.capacity))
+    })?;
     let load = (
         "load_factor",
-        "gauge",
+        MetricType::Gauge,
         "Load factor of the last interval, by formula.",
     );
-    labelled(out, load, links, |s| {
+    labelled(encoder, load, links, |s| {
         by(
             "formula",
             s.load
                 .iter()
                 .map(|(formula, load)| (formula.name, load.get())),
         )
-    });
+    })
 }
 
-/// The relay's session counters in Prometheus text.
-fn session_text(out: &mut String, c: &SessionCounters) {
+/// The relay's session counters.
+fn sessions(encoder: &mut DescriptorEncoder, c: &SessionCounters) -> fmt::Result {
+    use MetricType::{Counter, Gauge};
     for (name, kind, help, value) in [
-        ("sessions_active", "gauge", "Relay sessions open.", c.active),
+        ("sessions_active", Gauge, "Relay sessions open.", c.active),
         (
-            "sessions_opened_total",
-            "counter",
+            "sessions_opened",
+            Counter,
             "Relay sessions opened.",
             c.opened,
         ),
         (
-            "sessions_evicted_total",
-            "counter",
+            "sessions_evicted",
+            Counter,
             "Idlest sessions closed to make room for a new one.",
             c.evicted,
         ),
         (
-            "sessions_expired_total",
-            "counter",
+            "sessions_expired",
+            Counter,
             "Sessions closed after the idle time.",
             c.expired,
         ),
     ] {
-        header(out, name, kind, help);
-        let _ = writeln!(out, "ecnq_shim_{name} {value}");
+        let mut family = encoder.encode_descriptor(name, help, None, kind)?;
+        sample(&mut family, kind, &Vec::new(), value)?;
     }
-    let refused = "sessions_refused_total";
-    header(out, refused, "counter", "New sessions refused, by cause.");
+    let refused = "New sessions refused, by cause.";
+    let mut family = encoder.encode_descriptor("sessions_refused", refused, None, Counter)?;
     for (cause, n) in [("source", c.refused_source), ("sockets", c.refused_sockets)] {
-        let _ = writeln!(out, "ecnq_shim_{refused}{{cause=\"{cause}\"}} {n}");
+        sample(&mut family, Counter, &vec![("cause", cause.to_owned())], n)?;
     }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -446,22 +483,34 @@ mod tests {
 
     #[test]
     fn metrics_over_http() {
+        use std::io::{Read, Write};
         let board = Arc::new(SnapshotBoard::default());
         board.publish(snapshot("up", 42));
         let addr = board.serve("127.0.0.1:0".parse().unwrap()).unwrap();
         // A scraper that connects and stalls holds up no other.
-        let _stalled = std::net::TcpStream::connect(addr).unwrap();
+        let mut stalled = std::net::TcpStream::connect(addr).unwrap();
         let started = std::time::Instant::now();
         let mut conn = std::net::TcpStream::connect(addr).unwrap();
         conn.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
             .unwrap();
         let mut response = String::new();
         conn.read_to_string(&mut response).unwrap();
-        assert!(response.starts_with("HTTP/1.1 200 OK"));
+        assert!(response.starts_with("HTTP/1.1 200 OK"), "{response}");
+        let head = response.to_ascii_lowercase();
+        assert!(head.contains("content-type: text/plain; version=0.0.4"));
         assert!(response.contains("ecnq_shim_arrivals_total{dir=\"up\"} 42"));
         assert!(
             started.elapsed() < SCRAPE_TIMEOUT,
             "{:?}",
+            started.elapsed()
+        );
+        // The stalled scraper is let go after its time.
+        stalled.set_read_timeout(Some(SCRAPE_TIMEOUT * 3)).unwrap();
+        // Closed or reset: the read ends well before its own timeout.
+        let closed = stalled.read_to_end(&mut Vec::new());
+        assert!(
+            started.elapsed() < SCRAPE_TIMEOUT * 2,
+            "{closed:?} after {:?}",
             started.elapsed()
         );
     }

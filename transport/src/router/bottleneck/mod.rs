@@ -461,6 +461,30 @@ impl<P: Queued> Bottleneck<P> {
         }
     }
 
+    /// A packet with `marks` (none if they cannot be read) was lost on its
+    /// way into the link at `now` (an emulated loss, an outage): if it
+    /// would have queued in the ecnq queue, that queue's meter still
+    /// counts it as load, unmarked, as a router counts what reaches it
+    /// before its queue. Test: `a_packet_lost_on_its_way_in_loads_the_meter`.
+    pub fn lost_on_arrival(&mut self, now: Duration, len: u32, marks: Option<&PacketMarks>) {
+        if self.class_of(marks) == Class::Ecnq {
+            self.router.on_arrival(now, len, &mut UNMARKABLE.clone());
+        }
+    }
+
+    /// Nobody watched the link from `from` to `to` (the caller's thread
+    /// stalled): the router's meter disregards the intervals it touches
+    /// ([`RouterLink::disregard`]).
+    pub fn disregard(&mut self, from: Duration, to: Duration) {
+        self.router.disregard(from, to);
+    }
+
+    /// Closes the router's measurement intervals up to `now`, for a link
+    /// that went idle ([`RouterLink::advance`]).
+    pub fn advance(&mut self, now: Duration) {
+        self.router.advance(now);
+    }
+
     /// The router restarts at `now` (its process, say): the flow tables,
     /// meters, advertised shares, policing and AQM state are lost; the
     /// packets already queued stay, and the counters carry on.

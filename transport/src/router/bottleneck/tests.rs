@@ -42,6 +42,31 @@ fn a_restarted_router_marks_as_a_new_one_does() {
     assert_eq!(total(&restarted), total(&fresh) + before.len() as u64);
 }
 
+/// A packet lost before the queue counts at the ecnq queue's router if
+/// it would have waited there (every packet in a FIFO, only tagged ones
+/// in a dual queue), and nothing is queued for it.
+#[test]
+fn a_packet_lost_on_its_way_in_loads_the_meter() {
+    let counted =
+        |b: &Bottleneck<Pkt>| -> u64 { b.router().counters().by_scheme.iter().flatten().sum() };
+    for (discipline, classic_counts) in [(Discipline::Dual, 0), (Discipline::Fifo, 1)] {
+        let mut b = link(discipline);
+        let erc = pkt(1, ERC, Ecn::NotEct).0;
+        b.lost_on_arrival(MS, 1000, Some(&erc));
+        assert_eq!(counted(&b), 1, "{discipline:?}");
+        let classic = pkt(2, SchemeTag::UNTAGGED, Ecn::NotEct).0;
+        b.lost_on_arrival(MS, 1000, Some(&classic));
+        assert_eq!(counted(&b), 1 + classic_counts, "{discipline:?}");
+        assert_eq!(b.queue_packets(), 0);
+        b.advance(b.router().interval());
+        let first = b
+            .router
+            .take_completed()
+            .expect("the first interval closed");
+        assert_eq!(first.arrived_packets, 1 + classic_counts, "{discipline:?}");
+    }
+}
+
 #[test]
 fn departures_are_exact_at_the_link_rate() {
     let mut b = link(Discipline::Fifo);

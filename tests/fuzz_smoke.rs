@@ -1,8 +1,8 @@
 //! A short, deterministic run of every fuzz target on stable Rust, for CI
 //! machines without nightly or cargo-fuzz: each target's own body
-//! (`router-shim/fuzz/src/lib.rs`, included below) gets its seeds and
-//! `ROUNDS` inputs made from them by seeded random mutation, and some
-//! purely random ones. A failing input is printed before the panic goes on.
+//! (`fuzz/src/lib.rs`, included below) gets its seeds and `ROUNDS` inputs
+//! made from them by seeded random mutation, and some purely random ones.
+//! A failing input is printed before the panic goes on.
 //!
 //! `FUZZ_SMOKE_ROUNDS=N` changes the number of inputs per target.
 

@@ -1,6 +1,6 @@
 //! The bodies of the fuzz targets, one function per target: each
 //! `fuzz_targets/*.rs` is a one-line libFuzzer wrapper around its function,
-//! and `router-shim/tests/fuzz_smoke.rs` runs the same functions on stable
+//! and `tests/fuzz_smoke.rs` runs the same functions on stable
 //! Rust with seeded pseudo-random and mutated inputs (it includes this file
 //! by path). Every function takes arbitrary bytes and panics only when a
 //! property fails.

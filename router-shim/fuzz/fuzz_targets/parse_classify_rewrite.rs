@@ -1,7 +1,0 @@
-//! Parse + classify + rewrite of raw IP packets: the body and its properties are
-//! [`ecnq_shim_fuzz::parse_classify_rewrite`].
-//!
-//! Run: `cd router-shim/fuzz && cargo +nightly fuzz run parse_classify_rewrite`.
-#![no_main]
-
-libfuzzer_sys::fuzz_target!(|input: &[u8]| ecnq_shim_fuzz::parse_classify_rewrite(input));
