@@ -325,6 +325,59 @@ impl<'de> serde::Deserialize<'de> for Case {
     }
 }
 
+/// The arrival benchmarks' line-up (issue 70): erc beside the deployed
+/// schemes (Cubic, BBR, Prague), BMCC, and the explicit-rate anchors RCP
+/// and XCP.
+const ARRIVALS: [Protocol; 7] = [
+    Protocol::Ecnq(Scheme::Erc),
+    Protocol::Baseline(Baseline::Cubic),
+    Protocol::Baseline(Baseline::Bbr),
+    Protocol::Ecnq(Scheme::Prague),
+    Protocol::Ecnq(Scheme::Bmcc),
+    Protocol::Baseline(Baseline::Rcp),
+    Protocol::Baseline(Baseline::Xcp),
+];
+
+/// Line-ups a list of cases names in one word: `--schemes arrivals`, or
+/// `compare = ["arrivals"]` in a scenario file.
+const LINEUPS: [(&str, &[Protocol]); 1] = [("arrivals", &ARRIVALS)];
+
+/// One item of a list of cases (`--schemes`, a scenario's `compare`): a
+/// case, or a line-up's name, which stands for its cases.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Cases(pub Vec<Case>);
+
+impl FromStr for Cases {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Cases, String> {
+        let lineup = LINEUPS
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case(s.trim()));
+        match lineup {
+            Some((_, protocols)) => Ok(Cases(protocols.iter().map(|&p| Case::from(p)).collect())),
+            None => s.parse().map(|case| Cases(vec![case])).map_err(|e| {
+                let names: Vec<&str> = LINEUPS.iter().map(|(name, _)| *name).collect();
+                format!("{e}, or a line-up: {}", names.join(", "))
+            }),
+        }
+    }
+}
+
+impl Cases {
+    /// The cases of every item, in order.
+    pub fn flatten(items: Vec<Cases>) -> Vec<Case> {
+        items.into_iter().flat_map(|c| c.0).collect()
+    }
+}
+
+/// Reads a scenario file's list of cases, line-ups expanded.
+pub fn deserialize_cases<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Case>, D::Error> {
+    let items: Vec<String> = serde::Deserialize::deserialize(d)?;
+    let items: Result<Vec<Cases>, String> = items.iter().map(|s| s.parse()).collect();
+    items.map(Cases::flatten).map_err(serde::de::Error::custom)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -365,5 +418,20 @@ mod tests {
         let err = "tcp@fifo".parse::<Case>().unwrap_err();
         assert!(err.contains("unknown scheme `tcp`"), "{err}");
         assert_eq!(Case::every_protocol().len(), Protocol::ALL.len());
+    }
+
+    #[test]
+    fn a_line_up_names_its_cases() {
+        let arrivals: Cases = " Arrivals".parse().unwrap();
+        let names: Vec<String> = arrivals.0.iter().map(Case::to_string).collect();
+        assert_eq!(
+            names,
+            ["erc", "cubic", "bbr", "prague", "bmcc", "rcp", "xcp"]
+        );
+        let one: Cases = "cubic@fifo".parse().unwrap();
+        assert_eq!(Cases::flatten(vec![one, arrivals]).len(), 8);
+        let err = "arrival".parse::<Cases>().unwrap_err();
+        assert!(err.contains("unknown scheme `arrival`"), "{err}");
+        assert!(err.contains("or a line-up: arrivals"), "{err}");
     }
 }
