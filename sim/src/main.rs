@@ -8,8 +8,8 @@ use std::time::Instant;
 use clap::{Parser, Subcommand};
 use ecnq::units::UNITS_HELP;
 use ecnq_sim::engine::{FeedbackPath, Sim};
-use ecnq_sim::protocol::Case;
 use ecnq_sim::protocol::Protocol;
+use ecnq_sim::protocol::{Case, Cases};
 use ecnq_sim::report::text::{self, Row};
 use ecnq_sim::report::{files, plot};
 use ecnq_sim::runner;
@@ -93,10 +93,12 @@ enum Command {
         #[command(flatten)]
         args: RunArgs,
         /// Comma-separated cases to compare: a scheme, or a scheme and the
-        /// queue every link takes, e.g. `erc,cubic@fifo,cubic@dual,bbr`
-        /// (default: the scenario's `compare` list, else every scheme).
+        /// queue every link takes, e.g. `erc,cubic@fifo,cubic@dual,bbr`, or
+        /// `arrivals`, the arrival benchmarks' line-up (erc, cubic, bbr,
+        /// prague, bmcc, rcp, xcp) (default: the scenario's `compare`
+        /// list, else every scheme).
         #[arg(long, value_delimiter = ',', value_name = "SCHEME[@QUEUE],..")]
-        schemes: Vec<Case>,
+        schemes: Vec<Cases>,
         /// Directory for one summary JSON per run and the throughput
         /// against delay plot (goodput-delay.svg).
         #[arg(long)]
@@ -118,7 +120,7 @@ enum Command {
         /// Comma-separated cases to sweep over, as for `compare` (default:
         /// the scenario's scheme or --scheme).
         #[arg(long, value_delimiter = ',', value_name = "SCHEME[@QUEUE],..")]
-        schemes: Vec<Case>,
+        schemes: Vec<Cases>,
         /// Directory for one summary JSON per run (named by scheme and values).
         #[arg(long)]
         out: Option<PathBuf>,
@@ -202,7 +204,7 @@ fn real_main(cli: Cli) -> Result<(), String> {
                 }
             }
             let cases = match (schemes.is_empty(), scenario.file.compare.is_empty()) {
-                (false, _) => schemes,
+                (false, _) => Cases::flatten(schemes),
                 (true, false) => scenario.file.compare.clone(),
                 (true, true) => Case::every_protocol(),
             };
@@ -228,7 +230,13 @@ fn real_main(cli: Cli) -> Result<(), String> {
             schemes,
             out,
             markdown,
-        } => sweep(&args, &vary, &schemes, out.as_deref(), Table { markdown }),
+        } => sweep(
+            &args,
+            &vary,
+            &Cases::flatten(schemes),
+            out.as_deref(),
+            Table { markdown },
+        ),
         Command::Bench { scenario, duration } => bench(&scenario, Some(duration.0)),
     }
 }

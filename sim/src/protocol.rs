@@ -1,7 +1,7 @@
 //! The protocols a simulated flow can run: every ecnq scheme (the core's
 //! sans-IO laws and decoders) plus the simulator's NewReno and Cubic models,
 //! each with drop-tail (Not-ECT) or classic ECN (ECT(0), CE = congestion),
-//! and its BBR model.
+//! its BBR model, and the explicit-rate anchors RCP and XCP.
 
 use std::fmt;
 use std::str::FromStr;
@@ -11,6 +11,9 @@ use ecnq::signal::{CountReader, Decoder, Law, LawConfig};
 use ecnq::{Ecn, Scheme};
 
 use crate::bbr::Bbr;
+use crate::explicit::SenderLaw;
+use crate::rcp::RcpLaw;
+use crate::xcp::XcpLaw;
 
 /// The NewReno baseline is the core's classic law (RFC 6582 window
 /// arithmetic, loss and CE as congestion), the same one ecnq senders fall
@@ -22,7 +25,8 @@ pub type NewReno = ecnq::schemes::classic::ClassicLaw;
 pub type Cubic = ecnq::schemes::cubic::CubicLaw;
 
 /// A baseline model: one of the loss-based laws, with drop-tail (Not-ECT)
-/// or classic ECN (ECT(0), CE read as loss), or BBR.
+/// or classic ECN (ECT(0), CE read as loss), BBR, or one of the
+/// explicit-rate protocols whose headers the simulator's routers rewrite.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Baseline {
     /// NewReno, Not-ECT.
@@ -35,16 +39,22 @@ pub enum Baseline {
     CubicEcn,
     /// BBR v1, Not-ECT ([`crate::bbr`]).
     Bbr,
+    /// RCP, Not-ECT, with its rate header ([`crate::rcp`]).
+    Rcp,
+    /// XCP, Not-ECT, with its window header ([`crate::xcp`]).
+    Xcp,
 }
 
 impl Baseline {
     /// Every baseline, in the order `compare` prints them.
-    const ALL: [Baseline; 5] = [
+    const ALL: [Baseline; 7] = [
         Baseline::Reno,
         Baseline::RenoEcn,
         Baseline::Cubic,
         Baseline::CubicEcn,
         Baseline::Bbr,
+        Baseline::Rcp,
+        Baseline::Xcp,
     ];
 
     /// Whether its packets are ECT(0).
@@ -89,12 +99,19 @@ impl Protocol {
             Protocol::Baseline(Baseline::Cubic) => "cubic",
             Protocol::Baseline(Baseline::CubicEcn) => "cubic-ecn",
             Protocol::Baseline(Baseline::Bbr) => "bbr",
+            Protocol::Baseline(Baseline::Rcp) => "rcp",
+            Protocol::Baseline(Baseline::Xcp) => "xcp",
         }
     }
 
     /// Whether the flow's sender reads router feedback (else CE is congestion).
     pub fn router_assisted(self) -> bool {
         matches!(self, Protocol::Ecnq(s) if s.is_router_assisted())
+    }
+
+    /// Whether its packets carry RCP's or XCP's header ([`crate::explicit`]).
+    pub fn explicit(self) -> bool {
+        matches!(self, Protocol::Baseline(Baseline::Rcp | Baseline::Xcp))
     }
 
     /// Whether the sender sends presence probes ([`ecnq::session::presence`]).
@@ -141,7 +158,16 @@ impl Protocol {
     /// The sender's law: the core's for ecnq schemes, the simulator's models
     /// for the baselines.
     pub fn law(self, config: LawConfig) -> Box<dyn Law> {
-        match self {
+        match self.sender_law(config) {
+            SenderLaw::Plain(law) => law,
+            SenderLaw::Explicit(law) => law,
+        }
+    }
+
+    /// The law a flow's sender runs: for RCP and XCP, one that also writes
+    /// and reads their header.
+    pub fn sender_law(self, config: LawConfig) -> SenderLaw {
+        SenderLaw::Plain(match self {
             Protocol::Ecnq(s) => s.law(config),
             Protocol::Baseline(Baseline::Reno | Baseline::RenoEcn) => {
                 Box::new(NewReno::new(config))
@@ -150,7 +176,13 @@ impl Protocol {
                 Box::new(Cubic::new(config))
             }
             Protocol::Baseline(Baseline::Bbr) => Box::new(Bbr::new(config)),
-        }
+            Protocol::Baseline(Baseline::Rcp) => {
+                return SenderLaw::Explicit(Box::new(RcpLaw::new(config)))
+            }
+            Protocol::Baseline(Baseline::Xcp) => {
+                return SenderLaw::Explicit(Box::new(XcpLaw::new(config)))
+            }
+        })
     }
 
     /// The sender's reader of the receiver's ACK-ECN counts, for the schemes
@@ -178,6 +210,12 @@ impl Protocol {
             Protocol::Ecnq(s) => s.summary(),
             Protocol::Baseline(Baseline::Bbr) => {
                 "the simulator's BBR v1 model (the 2017 IETF draft), Not-ECT, loss and CE ignored"
+            }
+            Protocol::Baseline(Baseline::Rcp) => {
+                "the simulator's RCP (IWQoS 2005): routers write a rate into a header, senders pace at it"
+            }
+            Protocol::Baseline(Baseline::Xcp) => {
+                "the simulator's XCP (SIGCOMM 2002): routers write window feedback into a header"
             }
             Protocol::Baseline(b) if b.ecn() => "the simulator's model, ECT(0), CE read as loss",
             Protocol::Baseline(_) => "the simulator's model, Not-ECT (drop-tail only)",
@@ -287,6 +325,59 @@ impl<'de> serde::Deserialize<'de> for Case {
     }
 }
 
+/// The arrival benchmarks' line-up (issue 70): erc beside the deployed
+/// schemes (Cubic, BBR, Prague), BMCC, and the explicit-rate anchors RCP
+/// and XCP.
+const ARRIVALS: [Protocol; 7] = [
+    Protocol::Ecnq(Scheme::Erc),
+    Protocol::Baseline(Baseline::Cubic),
+    Protocol::Baseline(Baseline::Bbr),
+    Protocol::Ecnq(Scheme::Prague),
+    Protocol::Ecnq(Scheme::Bmcc),
+    Protocol::Baseline(Baseline::Rcp),
+    Protocol::Baseline(Baseline::Xcp),
+];
+
+/// Line-ups a list of cases names in one word: `--schemes arrivals`, or
+/// `compare = ["arrivals"]` in a scenario file.
+const LINEUPS: [(&str, &[Protocol]); 1] = [("arrivals", &ARRIVALS)];
+
+/// One item of a list of cases (`--schemes`, a scenario's `compare`): a
+/// case, or a line-up's name, which stands for its cases.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Cases(pub Vec<Case>);
+
+impl FromStr for Cases {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Cases, String> {
+        let lineup = LINEUPS
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case(s.trim()));
+        match lineup {
+            Some((_, protocols)) => Ok(Cases(protocols.iter().map(|&p| Case::from(p)).collect())),
+            None => s.parse().map(|case| Cases(vec![case])).map_err(|e| {
+                let names: Vec<&str> = LINEUPS.iter().map(|(name, _)| *name).collect();
+                format!("{e}, or a line-up: {}", names.join(", "))
+            }),
+        }
+    }
+}
+
+impl Cases {
+    /// The cases of every item, in order.
+    pub fn flatten(items: Vec<Cases>) -> Vec<Case> {
+        items.into_iter().flat_map(|c| c.0).collect()
+    }
+}
+
+/// Reads a scenario file's list of cases, line-ups expanded.
+pub fn deserialize_cases<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Case>, D::Error> {
+    let items: Vec<String> = serde::Deserialize::deserialize(d)?;
+    let items: Result<Vec<Cases>, String> = items.iter().map(|s| s.parse()).collect();
+    items.map(Cases::flatten).map_err(serde::de::Error::custom)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -327,5 +418,20 @@ mod tests {
         let err = "tcp@fifo".parse::<Case>().unwrap_err();
         assert!(err.contains("unknown scheme `tcp`"), "{err}");
         assert_eq!(Case::every_protocol().len(), Protocol::ALL.len());
+    }
+
+    #[test]
+    fn a_line_up_names_its_cases() {
+        let arrivals: Cases = " Arrivals".parse().unwrap();
+        let names: Vec<String> = arrivals.0.iter().map(Case::to_string).collect();
+        assert_eq!(
+            names,
+            ["erc", "cubic", "bbr", "prague", "bmcc", "rcp", "xcp"]
+        );
+        let one: Cases = "cubic@fifo".parse().unwrap();
+        assert_eq!(Cases::flatten(vec![one, arrivals]).len(), 8);
+        let err = "arrival".parse::<Cases>().unwrap_err();
+        assert!(err.contains("unknown scheme `arrival`"), "{err}");
+        assert!(err.contains("or a line-up: arrivals"), "{err}");
     }
 }

@@ -54,6 +54,25 @@ const CASES: &[Case] = &[
     ("session-feedback", &["duration=8s"]),
 ];
 
+/// The explicit-rate anchors' scenarios: one snapshot file each, with a
+/// run per protocol of the scenario's `compare` line-up.
+const ANCHOR_CASES: &[Case] = &[
+    (
+        "rcp-afct",
+        &["links.0.rate=100Mbit", "pareto.0.stop=3s", "duration=5s"],
+    ),
+    (
+        "xcp-fig4",
+        &[
+            "links.0.rate=20Mbit",
+            "flows.0.count=10",
+            "flows.1.count=10",
+            "duration=6s",
+            "measure_from=2s",
+        ],
+    ),
+];
+
 fn snapshot_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots")
 }
@@ -67,14 +86,25 @@ fn optional(x: Option<f64>) -> String {
     x.map_or("-".to_owned(), fixed)
 }
 
-/// The case's file: a header, then one block per protocol.
-fn render(&(name, set): &Case) -> String {
+/// The case's file: a header, then one block per protocol: the
+/// registry's schemes and the loss- and delay-based baselines (the
+/// explicit-rate anchors, RCP and XCP, have scenarios of their own), or
+/// with `own`, the scenario's `compare` line-up.
+fn render(&(name, set): &Case, own: bool) -> String {
     let scenario = common::scenario(name, set);
+    let (protocols, which): (Vec<Protocol>, String) = if own {
+        let own: Vec<Protocol> = scenario.file.compare.iter().map(|c| c.protocol).collect();
+        let names: Vec<&str> = own.iter().map(|p| p.name()).collect();
+        (own, format!("its line-up {}", names.join(", ")))
+    } else {
+        let every = Protocol::ALL.into_iter().filter(|p| !p.explicit());
+        (every.collect(), "every protocol".to_owned())
+    };
     let mut out = format!(
-        "# {name} --set {}\n# every protocol; regenerate with: {BLESS_COMMAND}\n",
+        "# {name} --set {}\n# {which}; regenerate with: {BLESS_COMMAND}\n",
         set.join(" --set ")
     );
-    let blocks: Vec<String> = Protocol::ALL
+    let blocks: Vec<String> = protocols
         .par_iter()
         .map(|&p| {
             let o = Overrides {
@@ -272,9 +302,13 @@ fn differences(expected: &str, actual: &str) -> String {
 fn scenario_runs_match_their_snapshot_files() {
     let dir = snapshot_dir();
     let bless = std::env::var_os(BLESS).is_some_and(|v| !v.is_empty() && v != "0");
-    let rendered: Vec<(PathBuf, String)> = CASES
+    let cases = CASES.iter().map(|c| (c, false));
+    let cases: Vec<(&Case, bool)> = cases
+        .chain(ANCHOR_CASES.iter().map(|c| (c, true)))
+        .collect();
+    let rendered: Vec<(PathBuf, String)> = cases
         .par_iter()
-        .map(|case| (dir.join(format!("{}.txt", case.0)), render(case)))
+        .map(|&(case, own)| (dir.join(format!("{}.txt", case.0)), render(case, own)))
         .collect();
     let mut failures = Vec::new();
     for (path, actual) in &rendered {

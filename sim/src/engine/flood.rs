@@ -16,6 +16,7 @@ use super::config::NewcomerFloodSpec;
 use super::flow::FlowState;
 use super::packet::{EcnTally, Packet, PacketKind};
 use super::Sim;
+use crate::explicit::Header;
 
 /// Fake flow ids start here, above every engine flow's index (a `u32`), so
 /// no fake flow shares an id with a real one.
@@ -148,6 +149,7 @@ impl Sim {
             unraised: 0,
             also: None,
             counts: EcnTally::default(),
+            explicit: Header::None,
         });
     }
 

@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 use std::iter;
 
 use ecnq::session::idle_gap;
-use ecnq::signal::{Congestion, CountReader, Decoder, Law, LawConfig, PacketMarks, RttSample};
+use ecnq::signal::{Congestion, CountReader, Decoder, LawConfig, PacketMarks, RttSample};
 use ecnq::wire::ack::EcnCounts;
 use ecnq::Ecn;
 
@@ -17,6 +17,7 @@ use super::packet::{EcnTally, Packet};
 use super::probes::Probes;
 use super::rtt::RttEstimator;
 use super::session::{FeedbackRecord, FlowSession};
+use crate::explicit::SenderLaw;
 use crate::protocol::Protocol;
 
 /// What became of a sent data packet.
@@ -55,7 +56,7 @@ pub enum FlowState {
 pub struct Flow {
     /// The configuration.
     pub spec: FlowSpec,
-    pub(super) law: Box<dyn Law>,
+    pub(super) law: SenderLaw,
     pub(super) decoder: Option<Box<dyn Decoder>>,
     /// With ACK-count feedback, the sender's reader of the receiver's
     /// counts, which stands in for `decoder`.
@@ -126,7 +127,7 @@ impl Flow {
             .then(|| spec.protocol.count_reader())
             .flatten();
         Flow {
-            law: spec.protocol.law(config),
+            law: spec.protocol.sender_law(config),
             decoder: spec
                 .protocol
                 .decoder()
@@ -181,8 +182,8 @@ impl Flow {
             return;
         };
         let protocol = self.spec.protocol;
-        if let Some((law, ecn)) = probes.on_echo(acked, unraised, self.law.as_ref(), protocol) {
-            self.law = law;
+        if let Some((law, ecn)) = probes.on_echo(acked, unraised, &*self.law, protocol) {
+            self.law = SenderLaw::Plain(law);
             self.data_ecn = ecn;
         }
     }
@@ -264,6 +265,7 @@ impl Flow {
         if self.router_assisted {
             self.law.on_feedback(t, ack.feedback, &rtt);
         }
+        self.law.on_echo(t, ack.explicit, &rtt);
         if ack.ce && (self.spec.protocol.ce_is_congestion() || self.fallen_back()) {
             self.law.on_congestion(t, dur(sent), Congestion::Ce, &rtt);
         }

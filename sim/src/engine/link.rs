@@ -13,7 +13,10 @@ use ecnq::LinkLoad;
 
 use super::clock::{dur, Nanos};
 use super::config::LinkSpec;
-use super::packet::Packet;
+use super::packet::{Packet, PacketKind};
+use crate::explicit::{Header, LinkState};
+use crate::rcp::RcpRouter;
+use crate::xcp::XcpRouter;
 
 /// Counters over a link's measured period.
 #[derive(Clone, Debug, Default)]
@@ -53,6 +56,8 @@ pub struct Link {
     pub spec: LinkSpec,
     pub(super) bottleneck: Option<Bottleneck<Packet>>,
     pub(super) pipe: VecDeque<(Nanos, Packet)>,
+    /// RCP's and XCP's routers, for the packets that carry their headers.
+    explicit: ExplicitRouters,
     last_queue_change: Nanos,
     pub(super) sample_departed: u64,
     /// Counters since `measure_from`.
@@ -87,6 +92,7 @@ impl Link {
             spec,
             bottleneck,
             pipe: VecDeque::new(),
+            explicit: ExplicitRouters::default(),
             last_queue_change: 0,
             sample_departed: 0,
             stats: LinkStats::default(),
@@ -155,6 +161,32 @@ impl Link {
         if let Some(b) = self.bottleneck.as_mut() {
             b.restart_router(dur(now));
         }
+        self.explicit = ExplicitRouters::default();
+    }
+
+    /// `pkt` arrives at the link at `now` (or, with `departs`, leaves it):
+    /// RCP's and XCP's routers count it, and read or write the header of
+    /// a data packet. An ACK's header is the echo of its data packet's,
+    /// which no router on the way back touches. A pure delay has no router.
+    pub(super) fn explicit(&mut self, now: Nanos, pkt: &mut Packet, departs: bool) {
+        let Some(b) = self.bottleneck.as_ref() else {
+            return;
+        };
+        let state = LinkState {
+            capacity: b.capacity(),
+            queue_bytes: b.queue_bytes(),
+        };
+        let mut echo = Header::None;
+        let header = match pkt.kind {
+            PacketKind::Data => &mut pkt.explicit,
+            _ => &mut echo,
+        };
+        let (now, routers) = (dur(now), &mut self.explicit);
+        if departs {
+            routers.on_departure(now, header, pkt.len, state);
+        } else {
+            routers.on_arrival(now, header, pkt.len, state);
+        }
     }
 
     /// Adds the queue since the last change to the integrals and peaks.
@@ -166,6 +198,46 @@ impl Link {
         self.last_queue_change = now;
         self.stats.peak_queue_packets = self.stats.peak_queue_packets.max(packets);
         self.stats.peak_queue_bytes = self.stats.peak_queue_bytes.max(bytes);
+    }
+}
+
+/// The RCP and XCP routers of one link, each made when the first packet
+/// with its header reaches the link, so that a link that carries neither
+/// does nothing more. Once made, a router counts every packet that
+/// arrives as its link's input traffic, whatever its header.
+#[derive(Debug, Default)]
+struct ExplicitRouters {
+    rcp: Option<RcpRouter>,
+    xcp: Option<XcpRouter>,
+}
+
+impl ExplicitRouters {
+    /// A packet of `len` bytes with header `header` arrives at the link at
+    /// `now` (before its queue takes or drops it).
+    fn on_arrival(&mut self, now: Duration, header: &mut Header, len: u32, link: LinkState) {
+        match header {
+            Header::Rcp { .. } if self.rcp.is_none() => {
+                self.rcp = Some(RcpRouter::new(now, link.capacity));
+            }
+            Header::Xcp { .. } if self.xcp.is_none() => self.xcp = Some(XcpRouter::new(now)),
+            _ => {}
+        }
+        if let Some(rcp) = self.rcp.as_mut() {
+            rcp.on_arrival(now, header, len, link);
+        }
+        if let Some(xcp) = self.xcp.as_mut() {
+            xcp.on_arrival(now, header, len, link);
+        }
+    }
+
+    /// A packet of `len` bytes with header `header` leaves the link at `now`.
+    fn on_departure(&mut self, now: Duration, header: &mut Header, len: u32, link: LinkState) {
+        if let Some(rcp) = self.rcp.as_mut() {
+            rcp.on_departure(now, header, link);
+        }
+        if let Some(xcp) = self.xcp.as_mut() {
+            xcp.on_departure(now, header, len, link);
+        }
     }
 }
 

@@ -31,7 +31,7 @@ impl Sim {
 
     /// A packet arrives at link `l`: it queues (or is dropped), or enters
     /// the pipe of a pure delay.
-    fn link_arrive(&mut self, l: usize, pkt: Packet) {
+    fn link_arrive(&mut self, l: usize, mut pkt: Packet) {
         let now = self.clock.now();
         let link = &mut self.links[l];
         let Some(bottleneck) = link.bottleneck.as_mut() else {
@@ -55,6 +55,7 @@ impl Sim {
         }
         histogram[seen] += 1;
         link.account_queue(now);
+        link.explicit(now, &mut pkt, false);
         let Some(bottleneck) = link.bottleneck.as_mut() else {
             return;
         };
@@ -106,9 +107,10 @@ impl Sim {
         let Some(bottleneck) = link.bottleneck.as_mut() else {
             return;
         };
-        let Some((_, pkt)) = bottleneck.depart(dur(now)) else {
+        let Some((_, mut pkt)) = bottleneck.depart(dur(now)) else {
             return;
         };
+        link.explicit(now, &mut pkt, true);
         link.stats.departed_packets += 1;
         link.stats.departed_bytes += u64::from(pkt.len);
         link.sample_departed += u64::from(pkt.len);

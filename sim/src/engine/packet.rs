@@ -6,6 +6,7 @@ use ecnq::signal::{Feedback, PacketMarks};
 use ecnq::Ecn;
 
 use super::clock::Nanos;
+use crate::explicit::Header;
 
 /// Size of an ACK packet in bytes (a 40-byte TCP/IP header, as in ns-2).
 pub const ACK_LEN: u32 = 40;
@@ -76,6 +77,8 @@ pub struct Packet {
     pub also: Option<u64>,
     /// ACK: the receiver's cumulative ECN counts.
     pub counts: EcnTally,
+    /// RCP's or XCP's header (data: as the routers left it; ACK: echoed).
+    pub explicit: Header,
 }
 
 impl Queued for Packet {

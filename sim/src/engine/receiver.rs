@@ -119,6 +119,7 @@ impl Sim {
             unraised: unraised(data) + earlier.map_or(0, unraised),
             also: earlier.map(|p| p.pn),
             counts: flow.tally,
+            explicit: data.explicit,
         });
     }
 }

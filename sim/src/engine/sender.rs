@@ -81,6 +81,7 @@ impl Sim {
         flow.last_sent = Some(now);
         flow.packets_sent += 1;
         let marks = flow.data_marks(now, len, hash, f as u64);
+        let explicit = flow.law.header();
         self.arm_rto(f);
         self.inject(Packet {
             id: 0,
@@ -96,6 +97,7 @@ impl Sim {
             unraised: 0,
             also: None,
             counts: EcnTally::default(),
+            explicit,
         });
     }
 

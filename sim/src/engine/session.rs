@@ -18,6 +18,7 @@ use ecnq::{Ecn, Scheme, SchemeTag};
 use super::clock::{dur, Event as Timer, Nanos};
 use super::packet::{EcnTally, Packet, PacketKind};
 use super::Sim;
+use crate::explicit::Header;
 
 /// A report packet's bytes beyond the report: IPv4 and UDP headers (28), a
 /// QUIC short header (flags, an 8-byte connection ID, a 2-byte packet
@@ -232,6 +233,7 @@ impl FlowSession {
             unraised: 0,
             also: None,
             counts: EcnTally::default(),
+            explicit: Header::None,
         }
     }
 

@@ -252,9 +252,10 @@ pub struct ScenarioFile {
     /// Default scheme for flows that do not fix one.
     pub scheme: Protocol,
     /// What `compare` runs when not told (`--schemes`): cases such as
-    /// `"erc"` or `"cubic@fifo"` (a scheme and the queue every link takes);
-    /// default: every scheme in the scenario's queues.
-    #[serde(default)]
+    /// `"erc"` or `"cubic@fifo"` (a scheme and the queue every link takes),
+    /// or a line-up such as `"arrivals"`; default: every scheme in the
+    /// scenario's queues.
+    #[serde(default, deserialize_with = "crate::protocol::deserialize_cases")]
     pub compare: Vec<Case>,
     /// How ecnq flows' feedback reaches their senders: `"ack"` (default:
     /// every ACK carries the receiver's estimate, as in the papers' ns-2
