@@ -22,6 +22,11 @@ pub enum PacketKind {
     /// A fake newcomer's packet, on its flood's path: delivered, never
     /// acknowledged.
     Fake,
+    /// The client's handshake packet (its Initial, or its Finished with the
+    /// request), on the flow's ACK path.
+    ClientHandshake,
+    /// A datagram of the server's handshake flight, on the flow's path.
+    ServerHandshake,
 }
 
 /// A receiver's cumulative counts of the data packets it got, as a QUIC
@@ -76,6 +81,35 @@ pub struct Packet {
     pub also: Option<u64>,
     /// ACK: the receiver's cumulative ECN counts.
     pub counts: EcnTally,
+}
+
+impl Packet {
+    /// Handshake packet `pn` of flow `f`, `len` bytes of `kind`, sent at
+    /// `sent` with `marks`.
+    pub(super) fn handshake(
+        f: usize,
+        kind: PacketKind,
+        len: u32,
+        marks: PacketMarks,
+        pn: u64,
+        sent: Nanos,
+    ) -> Packet {
+        Packet {
+            id: 0,
+            flow: f as u32,
+            hop: 0,
+            kind,
+            len,
+            marks,
+            pn,
+            sent,
+            feedback: Feedback::default(),
+            ce: false,
+            unraised: 0,
+            also: None,
+            counts: EcnTally::default(),
+        }
+    }
 }
 
 impl Queued for Packet {
