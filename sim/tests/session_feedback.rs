@@ -109,9 +109,7 @@ fn session_feedback_matches_ack_feedback() {
 
 /// 30 % of the reports lost on the reverse path (ACKs pass): the next
 /// report replaces a lost one well within the timeout, so no sender falls
-/// back and erc's figures hold. Jain's mean is held to 0.985: the
-/// handshake flight's digits, written a round trip before the data's,
-/// slow each newcomer's first reading by about two samples here.
+/// back and erc's figures hold.
 #[test]
 fn report_loss_causes_no_fallback() {
     let set = [
@@ -126,7 +124,7 @@ fn report_loss_causes_no_fallback() {
         let arrived = r.reports_arrived as f64 / r.reports_sent as f64;
         assert!((0.6..0.8).contains(&arrived), "{arrived}");
     }
-    assert!(utilization(s) >= 0.97 && s.jain.mean >= 0.985);
+    assert!(utilization(s) >= 0.97 && s.jain.mean >= 0.99);
 }
 
 /// Reports stop from 8 s to 10 s while ACKs still arrive: every sender

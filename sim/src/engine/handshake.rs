@@ -4,9 +4,10 @@
 //! data path; once the whole flight is in, the client sends its Finished
 //! with the request, and the server starts the data when that arrives.
 //! Every handshake packet crosses the links as data does, tagged as its
-//! end's other packets are, so routers queue, count and mark it, and the
-//! receiver's decoder reads the flight's marks as the QUIC stack's socket
-//! does. Lost packets are sent again on the client's probe timeout (RFC
+//! end's other packets are, so routers queue, count and mark it. The
+//! receiver's decoder reads only the data's marks: the flight's digits
+//! are written a round trip before the data's, and a chain mixing the two
+//! spelled an unrelated rate (docs/design.md §2, Arrivals). Lost packets are sent again on the client's probe timeout (RFC
 //! 9002 §6.2): its Initial while the flight is incomplete, else its
 //! Finished; the server answers every Initial with its whole flight.
 //! Tests: `sim/tests/engine.rs`, `a_flow_starts_with_the_handshake`.
@@ -132,10 +133,6 @@ impl Sim {
             let complete = hs.flight_complete();
             hs.client_rtt.get_or_insert(now - hs.initial_sent);
             hs.flight |= 1 << pkt.pn;
-            let report = flow.on_arrival(now, &pkt.marks);
-            if report {
-                self.poll_report(f);
-            }
             if !complete && self.flows[f].handshake.flight_complete() {
                 self.client_sends(f, FINISHED_PN, FINISHED_LEN);
             }
