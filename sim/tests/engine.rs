@@ -194,14 +194,102 @@ delayed_ack = {delayed}
             sim.links[1].stats.departed_packets,
         )
     };
+    // Beside the data and its ACKs, the server's handshake flight crosses
+    // the data link and the client's Initial and Finished the ACK link.
     let (data, acks) = run(false);
     let (data_d, acks_d) = run(true);
+    let (data, data_d) = (data - HANDSHAKE_FLIGHT, data_d - HANDSHAKE_FLIGHT);
+    let (acks, acks_d) = (acks - CLIENT_HANDSHAKE, acks_d - CLIENT_HANDSHAKE);
     assert_eq!(acks, data, "one ACK per data packet");
     assert_eq!(data_d, data);
     assert!(
         acks_d * 2 <= data_d + 2 && acks_d * 2 >= data_d,
         "{acks_d} ACKs for {data_d} packets"
     );
+}
+
+/// The server's handshake flight: three datagrams (RFC 9000 §8.1).
+const HANDSHAKE_FLIGHT: u64 = 3;
+/// The client's handshake packets: its Initial, then its Finished.
+const CLIENT_HANDSHAKE: u64 = 2;
+
+/// A flow on an idle path `rtt` long, run with `set` edits and traced.
+fn handshake_sim(set: &[&str]) -> Sim {
+    let text = r#"
+title = "handshake"
+scheme = "erc"
+duration = "4s"
+[[links]]
+name = "L"
+rate = "10Mbit"
+delay = "5ms"
+buffer = "50pkt"
+[[flows]]
+rtt = "40ms"
+size = "100000b"
+start = "100ms"
+"#;
+    let set: Vec<String> = set.iter().map(|s| (*s).to_owned()).collect();
+    let scenario = Scenario::parse("handshake", "handshake", text, &set).unwrap();
+    let mut config = scenario.build(&Overrides::default()).unwrap();
+    config.trace = true;
+    let mut sim = Sim::new(config).unwrap();
+    sim.run();
+    sim
+}
+
+/// When the data's first packet reached the bottleneck, and the bytes and
+/// marks of every packet of flow 0 that reached it before.
+fn before_the_data(sim: &Sim) -> (u64, Vec<(u32, ecnq::signal::PacketMarks)>) {
+    let mss = sim.flows[0].spec.mss;
+    let arrivals: Vec<_> = (sim.trace.as_ref().unwrap().iter())
+        .filter(|r| r.link == 0 && r.flow == 0 && r.kind == TraceKind::Enqueue)
+        .collect();
+    let first = arrivals.iter().position(|r| r.len == mss).unwrap();
+    let before = arrivals[..first].iter().map(|r| (r.len, r.marks)).collect();
+    (arrivals[first].time, before)
+}
+
+/// Every flow starts with QUIC's handshake: the client's Initial, the
+/// server's flight of three 1200-byte datagrams through the bottleneck,
+/// tagged with the flow's scheme as its data is, and the data a round trip
+/// and a half after the start, once the client's Finished is in. A lost
+/// Initial is sent again on the client's probe timeout, 999 ms before any
+/// RTT sample (RFC 9002 §6.2.2); completion counts from the first Initial.
+#[test]
+fn a_flow_starts_with_the_handshake() {
+    let ms = SECOND / 1000;
+    let sim = handshake_sim(&[]);
+    let (data_at, flight) = before_the_data(&sim);
+    let erc: ecnq::Scheme = "erc".parse().unwrap();
+    assert_eq!(flight.len(), HANDSHAKE_FLIGHT as usize);
+    for (len, marks) in &flight {
+        assert_eq!(*len, 1200);
+        assert_eq!(marks.tag.wire_id, erc.wire().id());
+        assert_eq!(marks.ecn, erc.wire().base_ecn());
+    }
+    // The data leaves about 64 ms after the start (the Initial's, the
+    // flight's and the Finished's 20 ms one way, and 4 ms to serialize
+    // them at 10 Mbit/s) and takes the 15 ms access delay to the
+    // bottleneck.
+    let start = 100 * ms;
+    assert!(
+        (start + 78 * ms..start + 80 * ms).contains(&data_at),
+        "{data_at}"
+    );
+    let done = sim.flows[0].completion().unwrap();
+    assert!(done > 60 * ms, "{done}");
+
+    let lost = handshake_sim(&["links.0.reverse_blackout=[\"0s\", \"110ms\"]"]);
+    let (data_at, flight) = before_the_data(&lost);
+    assert_eq!(flight.len(), HANDSHAKE_FLIGHT as usize);
+    let again = start + 999 * ms;
+    assert!(
+        (again + 78 * ms..again + 80 * ms).contains(&data_at),
+        "{data_at}"
+    );
+    let late = lost.flows[0].completion().unwrap();
+    assert!(late > done + 990 * ms, "{late} after {done}");
 }
 
 /// Two-way traffic: ACKs queue behind data and come back in bursts (ACK

@@ -67,23 +67,37 @@ fn losses_count_over_the_measured_period_as_drops_do() {
 }
 
 /// Prague through DualPI2: the link busy, the L4S queue short, and the
-/// coupling giving Prague and Cubic comparable shares.
+/// coupling giving Prague and Cubic comparable shares. The split is the
+/// median over seeds 1–3: where Cubic's few losses fall in a 30 s run moves
+/// it by half (1.1–2.2 over seeds 1–5), so one seed says little.
 #[test]
 fn prague_through_dualpi2_keeps_the_l4s_queue_short_and_shares_with_cubic() {
-    let s = run("l4s-dualpi2", Scheme::Prague, &[]);
-    let (prague, cubic) = (group_mbit(&s, "ecnq"), group_mbit(&s, "cubic"));
-    let l = link(&s, "L");
+    let runs: Vec<Summary> = std::thread::scope(|scope| {
+        let seeds: Vec<_> = (1..=3)
+            .map(|seed| {
+                let set = format!("seed={seed}");
+                scope.spawn(move || run("l4s-dualpi2", Scheme::Prague, &[&set]))
+            })
+            .collect();
+        seeds.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let split = |s: &Summary| group_mbit(s, "ecnq") / group_mbit(s, "cubic");
+    let mut splits: Vec<f64> = runs.iter().map(split).collect();
+    splits.sort_by(f64::total_cmp);
+    let s = &runs[0];
+    let (prague, cubic) = (group_mbit(s, "ecnq"), group_mbit(s, "cubic"));
+    let l = link(s, "L");
     let l4s_p99 = l.p99_class_queue_ms.l4s.unwrap();
     println!(
-        "Prague {prague:.2} / Cubic {cubic:.2} Mbit/s, utilization {:.3}, L4S queue p99 {l4s_p99:.2} ms, classic p99 {:.2} ms",
+        "Prague {prague:.2} / Cubic {cubic:.2} Mbit/s (seed 1; over seeds 1-3 {splits:.2?}), utilization {:.3}, L4S queue p99 {l4s_p99:.2} ms, classic p99 {:.2} ms",
         l.utilization,
         l.p99_class_queue_ms.classic.unwrap_or(0.0)
     );
     assert!(l.utilization >= 0.95, "utilization {:.3}", l.utilization);
     assert!(l4s_p99 <= 2.0, "L4S queue p99 {l4s_p99:.2} ms");
     assert!(
-        (0.5..=2.0).contains(&(prague / cubic)),
-        "{prague:.2} / {cubic:.2}"
+        (0.5..=2.0).contains(&splits[1]),
+        "Prague / Cubic over seeds 1-3: {splits:?}"
     );
 }
 

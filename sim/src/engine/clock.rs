@@ -31,6 +31,7 @@ pub(super) enum Event {
     Rto(u32),
     DelayedAck(u32),
     Report(u32),
+    Handshake(u32),
     Arrival(u32),
     Flood(u32),
     Sample,

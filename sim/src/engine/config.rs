@@ -163,12 +163,12 @@ impl LinkSpec {
 }
 
 impl FlowSpec {
-    /// The links a packet of `kind` takes: data the path, ACKs and reports
-    /// the ACK path.
+    /// The links a packet of `kind` takes: data and the server's handshake
+    /// the path, ACKs, reports and the client's handshake the ACK path.
     pub fn path_of(&self, kind: PacketKind) -> &[usize] {
         match kind {
-            PacketKind::Data | PacketKind::Fake => &self.path,
-            PacketKind::Ack | PacketKind::Report => &self.ack_path,
+            PacketKind::Data | PacketKind::Fake | PacketKind::ServerHandshake => &self.path,
+            PacketKind::Ack | PacketKind::Report | PacketKind::ClientHandshake => &self.ack_path,
         }
     }
 }

@@ -9,10 +9,11 @@ use std::iter;
 use ecnq::session::idle_gap;
 use ecnq::signal::{Congestion, CountReader, Decoder, LawConfig, PacketMarks, RttSample};
 use ecnq::wire::ack::EcnCounts;
-use ecnq::Ecn;
+use ecnq::{Ecn, SchemeTag};
 
 use super::clock::{dur, Nanos};
 use super::config::{FeedbackPath, FlowSpec};
+use super::handshake::Handshake;
 use super::packet::{EcnTally, Packet};
 use super::probes::Probes;
 use super::rtt::RttEstimator;
@@ -43,6 +44,8 @@ pub(super) struct SentPacket {
 pub enum FlowState {
     /// Not started yet.
     Pending,
+    /// In its handshake: no data yet.
+    Connecting,
     /// Sending.
     Active,
     /// Past its stop time: no new data.
@@ -74,6 +77,7 @@ pub struct Flow {
     pub(super) session: Option<Box<FlowSession>>,
     /// Life stage.
     pub state: FlowState,
+    pub(super) handshake: Handshake,
     pub(super) next_pn: u64,
     pub(super) base_pn: u64,
     pub(super) sent: VecDeque<SentPacket>,
@@ -143,6 +147,7 @@ impl Flow {
             new_bytes_left: spec.size.unwrap_or(u64::MAX),
             spec,
             state: FlowState::Pending,
+            handshake: Handshake::default(),
             next_pn: 0,
             base_pn: 0,
             sent: VecDeque::new(),
@@ -252,6 +257,58 @@ impl Flow {
             probes.mark(self.packets_sent, &mut marks);
         }
         marks
+    }
+
+    /// The marks of a handshake datagram the sender sends: a data packet's,
+    /// as before any presence verdict, and counted nowhere.
+    pub(super) fn handshake_marks(&self, hash: u32, id: u64) -> PacketMarks {
+        if let Some(s) = self.session.as_deref() {
+            return s.handshake_marks(hash, id);
+        }
+        let mut marks = PacketMarks {
+            ecn: self.data_ecn,
+            tag: self.law.tag(),
+            hash,
+            flow: id,
+        };
+        if let Some(probes) = self.probes.as_ref() {
+            probes.probe_marks(&mut marks);
+        }
+        marks
+    }
+
+    /// The marks of a packet the receiver of flow `id` sends (an ACK, its
+    /// handshake) for data tagged `tag`.
+    pub(super) fn reply_marks(&self, tag: SchemeTag, id: u64) -> PacketMarks {
+        match self.session.as_deref() {
+            Some(session) => session.reply_marks(id),
+            // An ecnq receiver tags its packets too (QUIC tags every
+            // packet), so ACKs queue with their connection's class.
+            None => PacketMarks {
+                ecn: Ecn::NotEct,
+                tag: SchemeTag::new(tag.wire_id),
+                hash: 0,
+                flow: id,
+            },
+        }
+    }
+
+    /// A packet of the sender's reached the receiver with `marks`: its
+    /// decoder, or its session, reads them. Returns whether to poll for a
+    /// report.
+    pub(super) fn on_arrival(&mut self, now: Nanos, marks: &PacketMarks) -> bool {
+        if let Some(d) = self.decoder.as_mut() {
+            d.on_packet(dur(now), marks.ecn, marks.tag, marks.hash);
+        }
+        (self.session.as_deref_mut()).is_some_and(|s| s.on_data(now, marks))
+    }
+
+    /// A packet of the receiver's reached the sender with `marks`: its
+    /// session sees them.
+    pub(super) fn on_reply(&mut self, now: Nanos, marks: &PacketMarks) {
+        if let Some(session) = self.session.as_deref_mut() {
+            session.on_reply(now, marks);
+        }
     }
 
     /// Packet `ack` acknowledged `len` bytes sent at `sent`: feedback, a CE

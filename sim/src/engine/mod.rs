@@ -21,6 +21,7 @@
 //! | `sender`, `receiver` | sending, loss detection and the law; decoding and ACKs |
 //! | `session` | session feedback: each end's session, and reports as packets |
 //! | `sources` | flow starts and stops, Pareto arrivals |
+//! | `handshake` | QUIC's handshake ahead of every flow's data |
 //! | `flood` | floods of fake newcomers: short flows that never answer |
 //! | `measure`, `trace` | time series and measured-period counters; conservation counters and the queue trace |
 
@@ -28,6 +29,7 @@ mod clock;
 mod config;
 mod flood;
 mod flow;
+mod handshake;
 mod link;
 mod measure;
 mod network;
@@ -222,6 +224,7 @@ impl Sim {
             Event::Rto(f) => self.rto(f as usize),
             Event::DelayedAck(f) => self.delayed_ack(f as usize),
             Event::Report(f) => self.report_timer(f as usize),
+            Event::Handshake(f) => self.handshake_timer(f as usize),
             Event::Arrival(s) => self.pareto_arrival(s as usize),
             Event::Flood(s) => self.flood(s as usize),
             Event::Sample => self.take_sample(),

@@ -152,6 +152,9 @@ impl Sim {
                     PacketKind::Ack => self.on_ack(pkt),
                     PacketKind::Report => self.on_report(pkt),
                     PacketKind::Fake => self.on_fake(pkt),
+                    PacketKind::ClientHandshake | PacketKind::ServerHandshake => {
+                        self.on_handshake(pkt)
+                    }
                 }
             }
         }

@@ -23,6 +23,11 @@ pub enum PacketKind {
     /// A fake newcomer's packet, on its flood's path: delivered, never
     /// acknowledged.
     Fake,
+    /// The client's handshake packet (its Initial, or its Finished with the
+    /// request), on the flow's ACK path.
+    ClientHandshake,
+    /// A datagram of the server's handshake flight, on the flow's path.
+    ServerHandshake,
 }
 
 /// A receiver's cumulative counts of the data packets it got, as a QUIC
@@ -79,6 +84,35 @@ pub struct Packet {
     pub counts: EcnTally,
     /// RCP's or XCP's header (data: as the routers left it; ACK: echoed).
     pub explicit: Header,
+}
+
+impl Packet {
+    /// Handshake packet `pn` of flow `f`, `len` bytes of `kind`, sent at
+    /// `sent` with `marks`.
+    pub(super) fn handshake(
+        f: usize,
+        kind: PacketKind,
+        len: u32,
+        marks: PacketMarks,
+        pn: u64,
+        sent: Nanos,
+    ) -> Packet {
+        Packet {
+            id: 0,
+            flow: f as u32,
+            hop: 0,
+            kind,
+            len,
+            marks,
+            pn,
+            sent,
+            feedback: Feedback::default(),
+            ce: false,
+            unraised: 0,
+            also: None,
+            counts: EcnTally::default(),
+        }
+    }
 }
 
 impl Queued for Packet {

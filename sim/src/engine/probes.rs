@@ -46,13 +46,20 @@ impl Probes {
     /// also while Cubic (untagged) stands in for its law, and the scheme's
     /// probe marks on a probe.
     pub(super) fn mark(&mut self, packets_sent: u64, marks: &mut PacketMarks) {
+        if is_probe(packets_sent, self.presence.decided()) {
+            self.probe_marks(marks);
+            self.sent += 1;
+        } else if marks.tag.is_untagged() {
+            marks.tag = self.tag;
+        }
+    }
+
+    /// Marks a packet as a probe of the scheme, uncounted.
+    pub(super) fn probe_marks(&self, marks: &mut PacketMarks) {
         if marks.tag.is_untagged() {
             marks.tag = self.tag;
         }
-        if is_probe(packets_sent, self.presence.decided()) {
-            (marks.tag, marks.ecn) = self.tag.wire().probe(marks.tag, marks.ecn);
-            self.sent += 1;
-        }
+        (marks.tag, marks.ecn) = self.tag.wire().probe(marks.tag, marks.ecn);
     }
 
     /// An ACK of `acked` packets echoed `unraised` probes that arrived

@@ -6,8 +6,8 @@
 //! (`session`). A delayed-ACK receiver acknowledges every second packet, or
 //! after 40 ms.
 
-use ecnq::signal::{Feedback, PacketMarks};
-use ecnq::{Ecn, SchemeTag};
+use ecnq::signal::Feedback;
+use ecnq::Ecn;
 
 use super::clock::{dur, Event, Nanos};
 use super::packet::{Packet, PacketKind, ACK_LEN};
@@ -26,13 +26,7 @@ impl Sim {
         flow.received_bytes += u64::from(pkt.len);
         flow.sample_received += u64::from(pkt.len);
         flow.tally.count(pkt.marks.ecn);
-        if let Some(d) = flow.decoder.as_mut() {
-            d.on_packet(dur(now), pkt.marks.ecn, pkt.marks.tag, pkt.marks.hash);
-        }
-        let report = flow
-            .session
-            .as_deref_mut()
-            .is_some_and(|s| s.on_data(now, &pkt.marks));
+        let report = flow.on_arrival(now, &pkt.marks);
         self.acknowledge(pkt);
         if report {
             self.poll_report(f);
@@ -89,17 +83,7 @@ impl Sim {
             .decoder
             .as_ref()
             .map_or(Feedback::default(), |d| d.estimate(t));
-        let marks = match flow.session.as_deref() {
-            Some(session) => session.reply_marks(u64::from(data.flow)),
-            // An ecnq receiver tags its packets too (QUIC tags every
-            // packet), so ACKs queue with their connection's class.
-            None => PacketMarks {
-                ecn: Ecn::NotEct,
-                tag: SchemeTag::new(data.marks.tag.wire_id),
-                hash: 0,
-                flow: u64::from(data.flow),
-            },
-        };
+        let marks = flow.reply_marks(data.marks.tag, u64::from(data.flow));
         let ce = |p: &Packet| p.marks.ecn == Ecn::Ce;
         let unraised = |p: &Packet| {
             let (tag, ecn) = (p.marks.tag, p.marks.ecn);

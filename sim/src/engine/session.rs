@@ -119,6 +119,12 @@ impl FlowSession {
         marks(self.sender.send_tos(Ecn::Ect0, 1), hash, flow)
     }
 
+    /// The marks of a handshake datagram the sender sends, as the session
+    /// picks its TOS byte, counted as no data packet.
+    pub(super) fn handshake_marks(&self, hash: u32, flow: u64) -> PacketMarks {
+        marks(self.sender.send_tos(Ecn::Ect0, 1), hash, flow)
+    }
+
     /// The marks of an ACK or report the receiver sends.
     pub(super) fn reply_marks(&self, flow: u64) -> PacketMarks {
         marks(self.receiver.send_tos(Ecn::Ect0, 1), 0, flow)

@@ -6,20 +6,21 @@ use super::flow::{Flow, FlowState};
 use super::Sim;
 
 impl Sim {
-    /// Flow `f` starts sending (unless it was stopped before it started).
+    /// Flow `f` opens its connection, and sends once its handshake is done
+    /// (unless it was stopped before it started).
     pub(super) fn start(&mut self, f: usize) {
-        let flow = &mut self.flows[f];
-        if flow.state == FlowState::Pending {
-            flow.state = FlowState::Active;
-            flow.pace_next = self.clock.now();
-            self.try_send(f);
+        if self.flows[f].state == FlowState::Pending {
+            self.open(f);
         }
     }
 
     /// Flow `f` sends no new data from now on.
     pub(super) fn stop(&mut self, f: usize) {
         let flow = &mut self.flows[f];
-        if matches!(flow.state, FlowState::Active | FlowState::Pending) {
+        if matches!(
+            flow.state,
+            FlowState::Active | FlowState::Pending | FlowState::Connecting
+        ) {
             flow.state = FlowState::Stopped;
         }
     }

@@ -641,9 +641,12 @@ fn size_bands(finished: &[(u64, f64, f64)]) -> Vec<SizeBand> {
 }
 
 /// What each finite flow's completion time would be with processor sharing
-/// at its path's slowest link (flows meeting there share it): its base
-/// round trip, in which the first byte goes out and the last ACK comes back,
-/// plus its sojourn at that link.
+/// at its path's slowest link (flows meeting there share it): QUIC's
+/// handshake at the paths' propagation delays (the client's Initial, the
+/// server's flight, the client's Finished with the request, as the engine
+/// runs it), then its base round trip, in which the first byte goes out and
+/// the last ACK comes back, plus its sojourn at that link from the end of
+/// the handshake.
 fn sharing_reference(sim: &Sim, finite: &[&Flow]) -> Vec<f64> {
     let slowest = |f: &Flow| {
         f.spec.path.iter().copied().min_by(|&a, &b| {
@@ -651,10 +654,9 @@ fn sharing_reference(sim: &Sim, finite: &[&Flow]) -> Vec<f64> {
             rate(a).total_cmp(&rate(b))
         })
     };
-    let base_rtt = |f: &Flow| {
-        let delays = f.spec.path.iter().chain(&f.spec.ack_path);
-        secs(delays.map(|&l| sim.links[l].spec.delay).sum())
-    };
+    let delay = |links: &[usize]| secs(links.iter().map(|&l| sim.links[l].spec.delay).sum());
+    let base_rtt = |f: &Flow| delay(&f.spec.path) + delay(&f.spec.ack_path);
+    let handshake = |f: &Flow| base_rtt(f) + delay(&f.spec.ack_path);
     let mut reference = vec![0.0; finite.len()];
     let bottleneck: Vec<Option<usize>> = finite.iter().map(|f| slowest(f)).collect();
     let mut links = bottleneck.clone();
@@ -667,7 +669,7 @@ fn sharing_reference(sim: &Sim, finite: &[&Flow]) -> Vec<f64> {
         let jobs: Vec<Job> = members
             .iter()
             .map(|&i| Job {
-                start: secs(finite[i].spec.start),
+                start: secs(finite[i].spec.start) + handshake(finite[i]),
                 bytes: finite[i].spec.size.unwrap_or(0) as f64,
             })
             .collect();
@@ -676,7 +678,7 @@ fn sharing_reference(sim: &Sim, finite: &[&Flow]) -> Vec<f64> {
             .unwrap_or(f64::INFINITY)
             / 8.0;
         for (&i, sojourn) in members.iter().zip(sojourn_times(&jobs, capacity)) {
-            reference[i] = base_rtt(finite[i]) + sojourn;
+            reference[i] = handshake(finite[i]) + base_rtt(finite[i]) + sojourn;
         }
     }
     reference

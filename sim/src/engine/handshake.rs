@@ -1,0 +1,153 @@
+//! QUIC's handshake ahead of every flow's data (RFC 9000 §7, RFC 9001
+//! §4.1): the client (the flow's receiver) sends its Initial on the ACK
+//! path; the server (the flow's sender) answers with its flight on the
+//! data path; once the whole flight is in, the client sends its Finished
+//! with the request, and the server starts the data when that arrives.
+//! Every handshake packet crosses the links as data does, tagged as its
+//! end's other packets are, so routers queue, count and mark it. The
+//! receiver's decoder reads only the data's marks: the flight's digits
+//! are written a round trip before the data's, and a chain mixing the two
+//! spelled an unrelated rate (docs/design.md §2, Arrivals). Lost packets are sent again on the client's probe timeout (RFC
+//! 9002 §6.2): its Initial while the flight is incomplete, else its
+//! Finished; the server answers every Initial with its whole flight.
+//! Tests: `sim/tests/engine.rs`, `a_flow_starts_with_the_handshake`.
+
+use super::clock::{Event, Nanos};
+use super::flow::FlowState;
+use super::packet::{Packet, PacketKind};
+use super::Sim;
+
+/// The client's Initial datagram: padded to QUIC's smallest datagram (RFC
+/// 9000 §14.1).
+const INITIAL_LEN: u32 = 1200;
+/// The server's first flight: at most three times what the client sent
+/// before the client's address is validated (RFC 9000 §8.1), so three
+/// datagrams of the Initial's size (Initial and Handshake packets
+/// coalesced, the certificate chain inside).
+const FLIGHT: u8 = 3;
+/// The client's Finished with the request: IPv4 and UDP headers (28), a
+/// Handshake packet with an ACK and the 36-byte Finished (RFC 8446 §4.4.4)
+/// and a 1-RTT packet with a short request, each with its 16-byte AEAD tag.
+const FINISHED_LEN: u32 = 160;
+/// The client's packet numbers for its Initial and its Finished.
+const INITIAL_PN: u64 = 0;
+const FINISHED_PN: u64 = 1;
+/// The probe timeout before any RTT sample: RFC 9002 §6.2.2's initial RTT
+/// of 333 ms plus four times half of it (§5.3, §6.2.1).
+const FIRST_PTO: Nanos = 999_000_000;
+
+/// Where a flow's handshake is.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Handshake {
+    /// The flight's datagrams the client got, one bit each.
+    flight: u8,
+    /// The client's first RTT sample: its Initial to the flight's first
+    /// datagram.
+    client_rtt: Option<Nanos>,
+    /// When the client last sent its Initial, and its last packet.
+    initial_sent: Nanos,
+    client_sent: Nanos,
+    /// Probe timeouts so far; each doubles the next (RFC 9002 §6.2.1).
+    backoff: u32,
+}
+
+impl Handshake {
+    fn flight_complete(&self) -> bool {
+        self.flight == (1 << FLIGHT) - 1
+    }
+
+    /// The client's probe timeout: 3 × its first RTT sample (srtt plus four
+    /// times rttvar = sample / 2, RFC 9002 §5.3), doubled per timeout.
+    fn pto(&self) -> Nanos {
+        self.client_rtt.map_or(FIRST_PTO, |r| 3 * r) << self.backoff.min(6)
+    }
+}
+
+impl Sim {
+    /// Flow `f` opens its connection: the client's Initial goes out.
+    pub(super) fn open(&mut self, f: usize) {
+        self.flows[f].state = FlowState::Connecting;
+        self.client_sends(f, INITIAL_PN, INITIAL_LEN);
+    }
+
+    /// The client of flow `f` sends packet `pn` of `len` bytes and arms its
+    /// probe timer.
+    fn client_sends(&mut self, f: usize, pn: u64, len: u32) {
+        let now = self.clock.now();
+        let flow = &mut self.flows[f];
+        if pn == INITIAL_PN {
+            flow.handshake.initial_sent = now;
+        }
+        flow.handshake.client_sent = now;
+        let marks = flow.reply_marks(flow.law.tag(), f as u64);
+        let pto = flow.handshake.pto();
+        self.inject(Packet::handshake(
+            f,
+            PacketKind::ClientHandshake,
+            len,
+            marks,
+            pn,
+            now,
+        ));
+        self.clock
+            .schedule_at(now + pto, Event::Handshake(f as u32));
+    }
+
+    /// The server of flow `f` sends its whole flight.
+    fn server_sends_flight(&mut self, f: usize) {
+        let now = self.clock.now();
+        for pn in 0..u64::from(FLIGHT) {
+            let hash = self.rng.next_u32();
+            let marks = self.flows[f].handshake_marks(hash, f as u64);
+            let kind = PacketKind::ServerHandshake;
+            self.inject(Packet::handshake(f, kind, INITIAL_LEN, marks, pn, now));
+        }
+    }
+
+    /// Flow `f`'s client probe timer fired: while the server has not begun
+    /// the data, the client sends again what the server may lack.
+    pub(super) fn handshake_timer(&mut self, f: usize) {
+        let now = self.clock.now();
+        let flow = &mut self.flows[f];
+        let due = flow.handshake.client_sent + flow.handshake.pto();
+        if flow.state != FlowState::Connecting || now < due {
+            return;
+        }
+        flow.handshake.backoff += 1;
+        match flow.handshake.flight_complete() {
+            false => self.client_sends(f, INITIAL_PN, INITIAL_LEN),
+            true => self.client_sends(f, FINISHED_PN, FINISHED_LEN),
+        }
+    }
+
+    /// A handshake packet reached its end.
+    pub(super) fn on_handshake(&mut self, pkt: Packet) {
+        let now = self.clock.now();
+        let f = pkt.flow as usize;
+        let flow = &mut self.flows[f];
+        if flow.state != FlowState::Connecting {
+            return;
+        }
+        if pkt.kind == PacketKind::ServerHandshake {
+            let hs = &mut flow.handshake;
+            let complete = hs.flight_complete();
+            hs.client_rtt.get_or_insert(now - hs.initial_sent);
+            hs.flight |= 1 << pkt.pn;
+            if !complete && self.flows[f].handshake.flight_complete() {
+                self.client_sends(f, FINISHED_PN, FINISHED_LEN);
+            }
+            return;
+        }
+        flow.on_reply(now, &pkt.marks);
+        if pkt.pn == INITIAL_PN {
+            self.server_sends_flight(f);
+            return;
+        }
+        // The sender takes no RTT sample from the handshake: its first
+        // window goes out as it did without one (quinn paces it from the
+        // handshake's RTT; the simulator's laws start from their ACKs).
+        flow.state = FlowState::Active;
+        flow.pace_next = now;
+        self.try_send(f);
+    }
+}
