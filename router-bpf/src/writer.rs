@@ -75,12 +75,17 @@ mod tests {
                 .lines()
                 .find_map(|l| l.strip_prefix(&format!("#define {name} ")))
                 .unwrap_or_else(|| panic!("no #define {name}"));
-            line.trim().parse().unwrap_or_else(|_| panic!("{name}: {line}"))
+            line.trim()
+                .parse()
+                .unwrap_or_else(|_| panic!("{name}: {line}"))
         };
         assert_eq!(define("DIGITS"), DIGITS);
         assert_eq!(define("UNSPOKEN"), u32::from(erc::UNSPOKEN));
         assert_eq!(define("ERC_TAG"), u32::from(erc::WIRE.id()));
-        assert_eq!(define("HASHED_TAIL") as usize, ecnq::wire::hash::HASHED_TAIL);
+        assert_eq!(
+            define("HASHED_TAIL") as usize,
+            ecnq::wire::hash::HASHED_TAIL
+        );
         assert_eq!(define("CLASSES"), crate::maps::CLASS_COUNT);
     }
 

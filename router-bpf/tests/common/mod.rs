@@ -60,6 +60,16 @@ impl Netns {
         ns
     }
 
+    /// A new namespace that the calling thread has entered, where the
+    /// kernel path can be tested ([`can_test`]).
+    pub fn for_test(name: &str) -> Option<Netns> {
+        can_test(name).then(|| {
+            let ns = Netns::new();
+            ns.enter();
+            ns
+        })
+    }
+
     /// Moves the calling thread into the namespace.
     pub fn enter(&self) {
         ecnq_shim::testbed::enter(&self.name).expect("setns");
