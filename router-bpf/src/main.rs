@@ -77,7 +77,12 @@ fn main() {
                 capacity: rate,
                 stats_every: (stats > 0.0).then(|| Duration::from_secs_f64(stats)),
             };
-            run::run(&options, &stop)
+            run::run(&options, &stop).map(|c| {
+                eprintln!(
+                    "ecnq-bpf: detached; {} packets, {} marked, {} stale, {} GSO",
+                    c.packets, c.marked, c.stale, c.gso
+                );
+            })
         }
         Command::Detach { dev } => ecnq_bpf::tc::detach(&dev),
     };

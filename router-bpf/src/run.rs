@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::control::{lease, period, ControlLoop};
-use crate::maps::{Control, Maps};
+use crate::maps::{ClassCounters, Control, Maps};
 use crate::{qdisc, tc};
 
 /// What `ecnq-bpf attach` runs with.
@@ -47,9 +47,9 @@ fn capacity(options: &Options) -> Result<f64, String> {
 }
 
 /// Attaches the program to `options.dev` and runs the control loop until
-/// `stop` is set; then detaches. Returns an error (after detaching) when a
-/// step fails.
-pub fn run(options: &Options, stop: &AtomicBool) -> Result<(), String> {
+/// `stop` is set; then detaches, and returns the program's counters over
+/// every class. Returns an error (after detaching) when a step fails.
+pub fn run(options: &Options, stop: &AtomicBool) -> Result<ClassCounters, String> {
     let capacity = capacity(options)?;
     let l3 = tc::link_header(&options.dev)?;
     let prog = tc::attach(&options.dev)?;
@@ -57,7 +57,7 @@ pub fn run(options: &Options, stop: &AtomicBool) -> Result<(), String> {
         .map_err(|e| format!("the program's maps: {e}"))
         .and_then(|maps| control_loop(options, &maps, (capacity, l3), stop));
     let detached = tc::detach(&options.dev);
-    result.and(detached)
+    detached.and(result)
 }
 
 /// Steps until `stop`; `link` is the capacity (bytes per second) and the
@@ -67,7 +67,7 @@ fn control_loop(
     maps: &Maps,
     (capacity, l3): (f64, u8),
     stop: &AtomicBool,
-) -> Result<(), String> {
+) -> Result<ClassCounters, String> {
     let mut control = ControlLoop::default();
     let start = Instant::now();
     let mut next = start;
@@ -103,5 +103,6 @@ fn control_loop(
         }
     }
     // Marks end with the loop: the index is withdrawn, not left to expire.
-    maps.set_control(Control::default()).map_err(step_error)
+    maps.set_control(Control::default()).map_err(step_error)?;
+    maps.all_classes().map_err(step_error)
 }
