@@ -6,6 +6,7 @@
 use std::ffi::CString;
 use std::io;
 use std::mem::size_of;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 // rtnetlink: include/uapi/linux/{netlink,rtnetlink,pkt_sched,gen_stats}.h.
 const RTM_NEWQDISC: u16 = 36;
@@ -36,73 +37,93 @@ pub struct QdiscState {
     pub rate: Option<f64>,
 }
 
-/// Reads the root qdisc of `dev` (in this process's network namespace).
-pub fn root(dev: &str) -> io::Result<QdiscState> {
-    let name = CString::new(dev).map_err(|_| io::Error::other("device name with a NUL"))?;
-    // SAFETY: a valid C string.
-    let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
-    if ifindex == 0 {
-        return Err(io::Error::other(format!("no device `{dev}`")));
-    }
-    let replies = dump(ifindex as i32)?;
-    let mut found = None;
-    for msg in replies.iter() {
-        if let Some(state) = parse_qdisc(msg, ifindex as i32) {
-            found = Some(state);
-        }
-    }
-    found.ok_or_else(|| io::Error::other(format!("{dev} has no root qdisc")))
+/// Reads the root qdisc of one device, over a netlink socket it keeps
+/// (the control loop reads it every period).
+#[derive(Debug)]
+pub struct QdiscReader {
+    socket: OwnedFd,
+    ifindex: i32,
+    dev: String,
+    buf: Vec<u8>,
 }
 
-/// Sends an RTM_GETQDISC dump request and collects the RTM_NEWQDISC
-/// messages of the reply.
-fn dump(ifindex: i32) -> io::Result<Vec<Vec<u8>>> {
-    // SAFETY: plain socket(2); the descriptor is owned below.
-    let fd = unsafe { libc::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a new descriptor nothing else owns.
-    let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
-    let raw = std::os::fd::AsRawFd::as_raw_fd(&fd);
-    let mut req = Vec::with_capacity(NLMSG_HDR + TCMSG);
-    req.extend_from_slice(&((NLMSG_HDR + TCMSG) as u32).to_ne_bytes());
-    req.extend_from_slice(&RTM_GETQDISC.to_ne_bytes());
-    req.extend_from_slice(&(NLM_F_REQUEST | NLM_F_DUMP).to_ne_bytes());
-    req.extend_from_slice(&1u32.to_ne_bytes()); // sequence
-    req.extend_from_slice(&0u32.to_ne_bytes()); // port id: the kernel's
-    req.extend_from_slice(&[libc::AF_UNSPEC as u8, 0, 0, 0]);
-    req.extend_from_slice(&ifindex.to_ne_bytes());
-    req.extend_from_slice(&[0; 12]); // handle, parent, info
-                                     // SAFETY: sends `req`, a live buffer of its length.
-    if unsafe { libc::send(raw, req.as_ptr().cast(), req.len(), 0) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let mut out = Vec::new();
-    let mut buf = vec![0u8; 32 * 1024];
-    loop {
-        // SAFETY: receives into `buf`, a live buffer of its length.
-        let n = unsafe { libc::recv(raw, buf.as_mut_ptr().cast(), buf.len(), 0) };
-        if n < 0 {
+impl QdiscReader {
+    /// A reader of `dev` (in the calling thread's network namespace).
+    pub fn new(dev: &str) -> io::Result<QdiscReader> {
+        let name = CString::new(dev).map_err(|_| io::Error::other("device name with a NUL"))?;
+        // SAFETY: a valid C string.
+        let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
+        if ifindex == 0 {
+            return Err(io::Error::other(format!("no device `{dev}`")));
+        }
+        // SAFETY: plain socket(2); the descriptor is owned at once.
+        let fd = unsafe { libc::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+        if fd < 0 {
             return Err(io::Error::last_os_error());
         }
-        let mut rest = &buf[..n as usize];
-        while rest.len() >= NLMSG_HDR {
-            let len = u32::from_ne_bytes(rest[..4].try_into().expect("4")) as usize;
-            let kind = u16::from_ne_bytes(rest[4..6].try_into().expect("2"));
-            if len < NLMSG_HDR || len > rest.len() {
-                return Err(io::Error::other("truncated netlink message"));
+        Ok(QdiscReader {
+            // SAFETY: a new descriptor nothing else owns.
+            socket: unsafe { OwnedFd::from_raw_fd(fd) },
+            ifindex: ifindex as i32,
+            dev: dev.to_owned(),
+            buf: vec![0u8; 32 * 1024],
+        })
+    }
+
+    /// The device's root qdisc now.
+    pub fn read(&mut self) -> io::Result<QdiscState> {
+        let mut found = None;
+        let ifindex = self.ifindex;
+        self.dump(|msg| {
+            if let Some(state) = parse_qdisc(msg, ifindex) {
+                found = Some(state);
             }
-            match kind {
-                NLMSG_DONE => return Ok(out),
-                NLMSG_ERROR => {
-                    let errno = i32::from_ne_bytes(rest[16..20].try_into().expect("4"));
-                    return Err(io::Error::from_raw_os_error(-errno));
+        })?;
+        found.ok_or_else(|| io::Error::other(format!("{} has no root qdisc", self.dev)))
+    }
+
+    /// Sends an RTM_GETQDISC dump request and hands each RTM_NEWQDISC
+    /// message of the reply to `each`.
+    fn dump(&mut self, mut each: impl FnMut(&[u8])) -> io::Result<()> {
+        let raw = self.socket.as_raw_fd();
+        let mut req = Vec::with_capacity(NLMSG_HDR + TCMSG);
+        req.extend_from_slice(&((NLMSG_HDR + TCMSG) as u32).to_ne_bytes());
+        req.extend_from_slice(&RTM_GETQDISC.to_ne_bytes());
+        req.extend_from_slice(&(NLM_F_REQUEST | NLM_F_DUMP).to_ne_bytes());
+        req.extend_from_slice(&1u32.to_ne_bytes()); // sequence
+        req.extend_from_slice(&0u32.to_ne_bytes()); // port id: the kernel's
+        req.extend_from_slice(&[libc::AF_UNSPEC as u8, 0, 0, 0]);
+        req.extend_from_slice(&self.ifindex.to_ne_bytes());
+        req.extend_from_slice(&[0; 12]); // handle, parent, info
+                                         // SAFETY: sends `req`, a live buffer of its length.
+        if unsafe { libc::send(raw, req.as_ptr().cast(), req.len(), 0) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        loop {
+            let buf = &mut self.buf;
+            // SAFETY: receives into `buf`, a live buffer of its length.
+            let n = unsafe { libc::recv(raw, buf.as_mut_ptr().cast(), buf.len(), 0) };
+            if n < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let mut rest = &buf[..n as usize];
+            while rest.len() >= NLMSG_HDR {
+                let len = u32::from_ne_bytes(rest[..4].try_into().expect("4")) as usize;
+                let kind = u16::from_ne_bytes(rest[4..6].try_into().expect("2"));
+                if len < NLMSG_HDR || len > rest.len() {
+                    return Err(io::Error::other("truncated netlink message"));
                 }
-                RTM_NEWQDISC => out.push(rest[NLMSG_HDR..len].to_vec()),
-                _ => {}
+                match kind {
+                    NLMSG_DONE => return Ok(()),
+                    NLMSG_ERROR => {
+                        let errno = i32::from_ne_bytes(rest[16..20].try_into().expect("4"));
+                        return Err(io::Error::from_raw_os_error(-errno));
+                    }
+                    RTM_NEWQDISC => each(&rest[NLMSG_HDR..len]),
+                    _ => {}
+                }
+                rest = &rest[align(len).min(rest.len())..];
             }
-            rest = &rest[align(len).min(rest.len())..];
         }
     }
 }
@@ -203,9 +224,12 @@ mod tests {
     #[test]
     fn the_loopback_devices_root_qdisc_is_read() {
         // Every namespace has `lo`; its root qdisc is `noqueue`, empty.
-        let state = root("lo").expect("lo's qdisc");
-        assert_eq!(state.backlog, 0);
-        assert!(!state.kind.is_empty());
-        assert!(root("no-such-device").is_err());
+        let mut reader = QdiscReader::new("lo").expect("lo");
+        for _ in 0..3 {
+            let state = reader.read().expect("lo's qdisc");
+            assert_eq!(state.backlog, 0);
+            assert!(!state.kind.is_empty());
+        }
+        assert!(QdiscReader::new("no-such-device").is_err());
     }
 }

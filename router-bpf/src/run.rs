@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use crate::control::{lease, period, ControlLoop};
 use crate::maps::{ClassCounters, Control, Maps};
-use crate::{qdisc, tc};
+use crate::qdisc::QdiscReader;
+use crate::tc;
 
 /// What `ecnq-bpf attach` runs with.
 #[derive(Clone, Debug)]
@@ -33,11 +34,11 @@ pub fn monotonic_ns() -> u64 {
 }
 
 /// The capacity to meter against: the option, else the root tbf's rate.
-fn capacity(options: &Options) -> Result<f64, String> {
+fn capacity(options: &Options, qdisc: &mut QdiscReader) -> Result<f64, String> {
     if let Some(c) = options.capacity {
         return Ok(c);
     }
-    let root = qdisc::root(&options.dev).map_err(|e| format!("{}: {e}", options.dev))?;
+    let root = qdisc.read().map_err(|e| format!("{}: {e}", options.dev))?;
     root.rate.ok_or_else(|| {
         format!(
             "{}'s root qdisc is {}, not tbf: give the link's rate with --rate",
@@ -50,12 +51,13 @@ fn capacity(options: &Options) -> Result<f64, String> {
 /// `stop` is set; then detaches, and returns the program's counters over
 /// every class. Returns an error (after detaching) when a step fails.
 pub fn run(options: &Options, stop: &AtomicBool) -> Result<ClassCounters, String> {
-    let capacity = capacity(options)?;
+    let mut qdisc = QdiscReader::new(&options.dev).map_err(|e| format!("{}: {e}", options.dev))?;
+    let capacity = capacity(options, &mut qdisc)?;
     let l3 = tc::link_header(&options.dev)?;
     let prog = tc::attach(&options.dev)?;
     let result = Maps::open(prog)
         .map_err(|e| format!("the program's maps: {e}"))
-        .and_then(|maps| control_loop(options, &maps, (capacity, l3), stop));
+        .and_then(|maps| control_loop(options, &maps, &mut qdisc, (capacity, l3), stop));
     let detached = tc::detach(&options.dev);
     detached.and(result)
 }
@@ -65,6 +67,7 @@ pub fn run(options: &Options, stop: &AtomicBool) -> Result<ClassCounters, String
 fn control_loop(
     options: &Options,
     maps: &Maps,
+    qdisc: &mut QdiscReader,
     (capacity, l3): (f64, u8),
     stop: &AtomicBool,
 ) -> Result<ClassCounters, String> {
@@ -79,7 +82,7 @@ fn control_loop(
             std::thread::sleep(wait);
         }
         let flows = maps.flows().map_err(step_error)?;
-        let backlog = qdisc::root(&options.dev).map_err(step_error)?.backlog;
+        let backlog = qdisc.read().map_err(step_error)?.backlog;
         let index = control.step(start.elapsed(), &flows, backlog, capacity);
         let expires_ns = monotonic_ns() + lease().as_nanos() as u64;
         let control_state = Control {
