@@ -11,6 +11,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 const BPF_MAP_LOOKUP_ELEM: libc::c_long = 1;
 const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
 const BPF_MAP_GET_NEXT_KEY: libc::c_long = 4;
+const BPF_PROG_TEST_RUN: libc::c_long = 10;
 const BPF_PROG_GET_FD_BY_ID: libc::c_long = 13;
 const BPF_MAP_GET_FD_BY_ID: libc::c_long = 14;
 const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
@@ -26,6 +27,20 @@ struct ElemAttr {
     key: u64,
     value: u64,
     flags: u64,
+}
+
+/// `union bpf_attr` for BPF_PROG_TEST_RUN.
+#[repr(C)]
+#[derive(Default)]
+struct TestRunAttr {
+    prog_fd: u32,
+    retval: u32,
+    data_size_in: u32,
+    data_size_out: u32,
+    data_in: u64,
+    data_out: u64,
+    repeat: u32,
+    duration: u32,
 }
 
 /// `union bpf_attr` for BPF_*_GET_FD_BY_ID.
@@ -157,6 +172,27 @@ pub fn maps_of_program(prog_id: u32) -> io::Result<Vec<Map>> {
             })
         })
         .collect()
+}
+
+/// Runs the loaded program `prog_id` on `packet` (a whole frame, link
+/// header first) `repeat` times in the kernel (BPF_PROG_TEST_RUN) and
+/// returns its verdict, its mean time per run in nanoseconds, and the
+/// packet as it left the last run.
+pub fn test_run(prog_id: u32, packet: &[u8], repeat: u32) -> io::Result<(u32, u32, Vec<u8>)> {
+    let prog = fd_by_id(BPF_PROG_GET_FD_BY_ID, prog_id)?;
+    let mut out = vec![0u8; packet.len() + 256];
+    let mut attr = TestRunAttr {
+        prog_fd: prog.as_raw_fd() as u32,
+        data_size_in: packet.len() as u32,
+        data_size_out: out.len() as u32,
+        data_in: packet.as_ptr() as u64,
+        data_out: out.as_mut_ptr() as u64,
+        repeat,
+        ..TestRunAttr::default()
+    };
+    bpf(BPF_PROG_TEST_RUN, &mut attr)?;
+    out.truncate(attr.data_size_out as usize);
+    Ok((attr.retval, attr.duration, out))
 }
 
 impl Map {
