@@ -33,6 +33,27 @@ pub fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// The real-time priority the control loop asks for (SCHED_FIFO, the
+/// lowest): on a router whose cores are busy forwarding, a loop at the
+/// normal priority woke late, its lease ran out and packets went
+/// unmarked. It sleeps most of each period, so it takes little.
+const PRIORITY: libc::c_int = 1;
+
+/// Moves the calling thread to [`PRIORITY`], or says why not.
+fn realtime() {
+    let param = libc::sched_param {
+        sched_priority: PRIORITY,
+    };
+    // SAFETY: changes the calling thread's policy (pid 0) with a valid param.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
+        eprintln!(
+            "ecnq-bpf: the control loop runs at normal priority ({}): on a busy router it may \
+             wake late, and packets pass unmarked while its lease has run out",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
 /// The capacity to meter against: the option, else the root tbf's rate.
 fn capacity(options: &Options, qdisc: &mut QdiscReader) -> Result<f64, String> {
     if let Some(c) = options.capacity {
@@ -71,6 +92,7 @@ fn control_loop(
     (capacity, l3): (f64, u8),
     stop: &AtomicBool,
 ) -> Result<ClassCounters, String> {
+    realtime();
     let mut control = ControlLoop::default();
     let start = Instant::now();
     let mut next = start;
