@@ -36,8 +36,11 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #define HASHED_TAIL 16
 #define FNV_OFFSET 0x811c9dc5u
 #define FNV_PRIME 0x01000193u
-// Per-flow entries: an LRU table forgets the least recently seen flows.
+// Per-flow entries: an LRU table forgets the least recently seen flows
+// (as many as the shim's router keeps, FlowTableConfig's default).
 #define MAX_FLOWS 65536
+// Flows that join between two of the control loop's reads, at most.
+#define NEW_FLOWS 4096
 // Per-class counters, one per DSCP pool tag (0: untagged).
 #define CLASSES 16
 
@@ -109,6 +112,16 @@ struct {
 	__type(key, struct flow_key);
 	__type(value, struct flow_value);
 } ecnq_flows SEC(".maps");
+
+// Flows new to the table, for the control loop, which reads the
+// counters of the flows it knows one by one instead of walking the
+// whole table every period. When it is full, the loop's periodic walk
+// finds the flows it missed.
+struct {
+	__uint(type, BPF_MAP_TYPE_QUEUE);
+	__uint(max_entries, NEW_FLOWS);
+	__type(value, struct flow_key);
+} ecnq_new_flows SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -323,7 +336,8 @@ int ecnq_egress(struct __sk_buff *skb)
 	}
 	flow = bpf_map_lookup_elem(&ecnq_flows, &p.key);
 	if (!flow) {
-		bpf_map_update_elem(&ecnq_flows, &p.key, &fresh, BPF_NOEXIST);
+		if (bpf_map_update_elem(&ecnq_flows, &p.key, &fresh, BPF_NOEXIST) == 0)
+			bpf_map_push_elem(&ecnq_new_flows, &p.key, 0);
 		flow = bpf_map_lookup_elem(&ecnq_flows, &p.key);
 		if (!flow)
 			return TC_ACT_OK;

@@ -2,6 +2,7 @@
 //! `bpf/ecnq.bpf.c` (`struct control`, `flow_key`, `flow_value`,
 //! `class_counters`), read and written in host byte order.
 
+use std::collections::HashSet;
 use std::io;
 use std::net::IpAddr;
 
@@ -11,6 +12,7 @@ use crate::sys::{self, Map};
 const CONTROL: &str = "ecnq_ctl";
 const FLOWS: &str = "ecnq_flows";
 const CLASSES: &str = "ecnq_class";
+const NEW_FLOWS: &str = "ecnq_new_flows";
 /// Per-class counters, one per DSCP pool tag (`CLASSES` in the C source).
 pub const CLASS_COUNT: u32 = 16;
 
@@ -123,6 +125,7 @@ pub struct Maps {
     control: Map,
     flows: Map,
     classes: Map,
+    new_flows: Map,
     cpus: usize,
 }
 
@@ -149,6 +152,7 @@ impl Maps {
             control: take(CONTROL, 4, Control::SIZE)?,
             flows: take(FLOWS, FlowKey::SIZE, FlowValue::SIZE)?,
             classes: take(CLASSES, 4, ClassCounters::SIZE)?,
+            new_flows: take(NEW_FLOWS, 0, FlowKey::SIZE)?,
             cpus: sys::possible_cpus()?,
         })
     }
@@ -158,7 +162,17 @@ impl Maps {
         self.control.update(&0u32.to_ne_bytes(), &control.bytes())
     }
 
-    /// Every flow the program counts.
+    /// The counters of one flow, if the table still holds it.
+    fn flow(&self, key: &FlowKey) -> io::Result<Option<FlowValue>> {
+        let mut value = [0u8; FlowValue::SIZE];
+        Ok(self
+            .flows
+            .lookup(&key.0, &mut value)?
+            .then(|| FlowValue::parse(&value)))
+    }
+
+    /// Every flow the program counts, by a walk over the whole table
+    /// (its every bucket: about as long with two flows as with many).
     pub fn flows(&self) -> io::Result<Vec<(FlowKey, FlowValue)>> {
         let mut out = Vec::new();
         let mut key = [0u8; FlowKey::SIZE];
@@ -203,5 +217,48 @@ impl Maps {
                 gso: sum.gso + c.gso,
             })
         })
+    }
+}
+
+/// Reads the program's flow counters every period: the flows it knows,
+/// one lookup each, and the new ones the program queued for it; a walk
+/// over the whole table every [`FlowReader::WALK_EVERY`] reads finds the
+/// flows that joined while the queue was full.
+#[derive(Debug, Default)]
+pub struct FlowReader {
+    known: Vec<FlowKey>,
+    reads: u32,
+}
+
+impl FlowReader {
+    /// Reads between two walks over the whole table: one a second at the
+    /// control loop's period (`control::period`).
+    pub const WALK_EVERY: u32 = 200;
+
+    /// Every flow the program counts.
+    pub fn read(&mut self, maps: &Maps) -> io::Result<Vec<(FlowKey, FlowValue)>> {
+        let mut new = [0u8; FlowKey::SIZE];
+        while maps.new_flows.pop(&mut new)? {
+            self.known.push(FlowKey(new));
+        }
+        self.reads = (self.reads + 1) % Self::WALK_EVERY;
+        if self.reads == 0 {
+            let all = maps.flows()?;
+            self.known = all.iter().map(|(key, _)| *key).collect();
+            return Ok(all);
+        }
+        let mut out = Vec::with_capacity(self.known.len());
+        let mut read = HashSet::with_capacity(self.known.len());
+        // A flow the table forgot is dropped; one queued twice (forgotten
+        // and back) is read once.
+        for key in std::mem::take(&mut self.known) {
+            if read.insert(key) {
+                if let Some(value) = maps.flow(&key)? {
+                    out.push((key, value));
+                }
+            }
+        }
+        self.known = out.iter().map(|(key, _)| *key).collect();
+        Ok(out)
     }
 }

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::control::{lease, period, ControlLoop};
-use crate::maps::{ClassCounters, Control, Maps};
+use crate::maps::{ClassCounters, Control, FlowReader, Maps};
 use crate::qdisc::QdiscReader;
 use crate::tc;
 
@@ -94,6 +94,7 @@ fn control_loop(
 ) -> Result<ClassCounters, String> {
     realtime();
     let mut control = ControlLoop::default();
+    let mut reader = FlowReader::default();
     let start = Instant::now();
     let mut next = start;
     let mut next_stats = start;
@@ -103,7 +104,7 @@ fn control_loop(
         if let Some(wait) = next.checked_duration_since(Instant::now()) {
             std::thread::sleep(wait);
         }
-        let flows = maps.flows().map_err(step_error)?;
+        let flows = reader.read(maps).map_err(step_error)?;
         let backlog = qdisc.read().map_err(step_error)?.backlog;
         let index = control.step(start.elapsed(), &flows, backlog, capacity);
         let expires_ns = monotonic_ns() + lease().as_nanos() as u64;

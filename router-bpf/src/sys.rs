@@ -15,6 +15,7 @@ const BPF_PROG_TEST_RUN: libc::c_long = 10;
 const BPF_PROG_GET_FD_BY_ID: libc::c_long = 13;
 const BPF_MAP_GET_FD_BY_ID: libc::c_long = 14;
 const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
+const BPF_MAP_LOOKUP_AND_DELETE_ELEM: libc::c_long = 21;
 /// Name lengths in `bpf_prog_info` / `bpf_map_info` (BPF_OBJ_NAME_LEN).
 const OBJ_NAME_LEN: usize = 16;
 
@@ -196,10 +197,17 @@ pub fn test_run(prog_id: u32, packet: &[u8], repeat: u32) -> io::Result<(u32, u3
 }
 
 impl Map {
-    fn elem(&self, cmd: libc::c_long, key: &[u8], value: u64, flags: u64) -> io::Result<()> {
+    /// One element command; a queue's commands take no key.
+    fn elem(
+        &self,
+        cmd: libc::c_long,
+        key: Option<&[u8]>,
+        value: u64,
+        flags: u64,
+    ) -> io::Result<()> {
         let mut attr = ElemAttr {
             map_fd: self.fd.as_raw_fd() as u32,
-            key: key.as_ptr() as u64,
+            key: key.map_or(0, |k| k.as_ptr() as u64),
             value,
             flags,
             ..ElemAttr::default()
@@ -210,7 +218,22 @@ impl Map {
     /// The value under `key` into `value` (for a per-CPU map, one value per
     /// possible CPU, each rounded up to 8 bytes); false if there is none.
     pub fn lookup(&self, key: &[u8], value: &mut [u8]) -> io::Result<bool> {
-        match self.elem(BPF_MAP_LOOKUP_ELEM, key, value.as_mut_ptr() as u64, 0) {
+        match self.elem(BPF_MAP_LOOKUP_ELEM, Some(key), value.as_mut_ptr() as u64, 0) {
+            Ok(()) => Ok(true),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Takes the oldest value out of a queue map into `value`; false when
+    /// it is empty.
+    pub fn pop(&self, value: &mut [u8]) -> io::Result<bool> {
+        match self.elem(
+            BPF_MAP_LOOKUP_AND_DELETE_ELEM,
+            None,
+            value.as_mut_ptr() as u64,
+            0,
+        ) {
             Ok(()) => Ok(true),
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(false),
             Err(e) => Err(e),
@@ -219,7 +242,7 @@ impl Map {
 
     /// Writes `value` under `key` (BPF_ANY).
     pub fn update(&self, key: &[u8], value: &[u8]) -> io::Result<()> {
-        self.elem(BPF_MAP_UPDATE_ELEM, key, value.as_ptr() as u64, 0)
+        self.elem(BPF_MAP_UPDATE_ELEM, Some(key), value.as_ptr() as u64, 0)
     }
 
     /// The key after `key` (the first one for `None`) into `next`; false

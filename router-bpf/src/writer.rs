@@ -66,9 +66,10 @@ mod tests {
         SchemeTag::new(erc::WIRE.id())
     }
 
-    /// The C source's copies of erc's wire constants are erc's.
+    /// The C source's copies of erc's wire constants are erc's, and its
+    /// flow table is as large as the shim router's.
     #[test]
-    fn the_programs_constants_are_the_wires() {
+    fn the_programs_constants_are_the_routers() {
         let source = include_str!("../bpf/ecnq.bpf.c");
         let define = |name: &str| -> u32 {
             let line = source
@@ -87,6 +88,8 @@ mod tests {
             ecnq::wire::hash::HASHED_TAIL
         );
         assert_eq!(define("CLASSES"), crate::maps::CLASS_COUNT);
+        let flows = ecnq::signal::flow_table::FlowTableConfig::default().capacity;
+        assert_eq!(define("MAX_FLOWS") as usize, flows);
     }
 
     #[test]

@@ -22,7 +22,7 @@ use ecnq::schemes::erc::{self, digit, digit_of, ecn_of, position, rate_of, Digit
 use ecnq::wire::ecn::{Ecn, SchemeTag};
 use ecnq::wire::hash::packet_hash;
 use ecnq_bpf::control::lease;
-use ecnq_bpf::maps::{Control, Maps};
+use ecnq_bpf::maps::{Control, FlowKey, FlowReader, FlowValue, Maps};
 use ecnq_bpf::run::monotonic_ns;
 use ecnq_bpf::tc;
 use ecnq_bpf::writer::Writer;
@@ -227,6 +227,14 @@ fn the_kernel_path_marks_as_the_router_code_does() {
             "flow {i}'s tag"
         );
     }
+    // The control loop's reader finds the same flows (the program queued
+    // each new one for it) without walking the table.
+    let by_key = |mut flows: Vec<(FlowKey, FlowValue)>| {
+        flows.sort_by_key(|(key, _)| key.0);
+        flows
+    };
+    let read = FlowReader::default().read(&maps).unwrap();
+    assert_eq!(by_key(read), by_key(counted));
     let classes = maps.all_classes().unwrap();
     assert_eq!(classes.marked, rewritten);
     assert_eq!(classes.packets, 4 * 700);
