@@ -92,6 +92,75 @@ mod tests {
         assert_eq!(define("MAX_FLOWS") as usize, flows);
     }
 
+    /// Where every flow is past its first chain and sends at least a
+    /// quarter of its share, erc's own router (`ErcMarker::mark`, the
+    /// shim's) and this rule with the router's index write the same ECN
+    /// into every packet, upstream chains above and below its index
+    /// included, while the share moves as the flows' rates do.
+    #[test]
+    fn past_their_start_flows_get_the_marks_erc_s_router_writes() {
+        use ecnq::schemes::erc::{ErcConfig, ErcMarker};
+        use ecnq::signal::flow_table::FlowTableConfig;
+        use ecnq::signal::{LinkState, Marker, PacketMarks};
+        use std::time::Duration;
+
+        let capacity = 1.25e6;
+        let mut router = ErcMarker::new(ErcConfig::default(), FlowTableConfig::default());
+        let mut writer = Writer::default();
+        // Flow i's upstream index (0: none, the sender's ECT(0)) and rate.
+        let flows: [(u16, f64); 4] = [(0, 0.6e6), (0, 0.5e6), (250, 0.5e6), (900, 0.4e6)];
+        let mut next = [Duration::ZERO; 4];
+        let mut seed = 0x5eed_u32;
+        let (mut compared, mut differ) = (0, 0);
+        let mut indices = std::collections::BTreeSet::new();
+        let end = Duration::from_secs(12);
+        loop {
+            let (i, &now) = next.iter().enumerate().min_by_key(|(_, t)| **t).unwrap();
+            if now >= end {
+                break;
+            }
+            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            let hash = seed;
+            let (upstream, rate) = flows[i];
+            // From 6 s on, flow 0 halves its rate: the share moves.
+            let rate = if now >= Duration::from_secs(6) && i == 0 {
+                rate / 2.0
+            } else {
+                rate
+            };
+            next[i] += Duration::from_secs_f64(1_200.0 / rate);
+            let came = if upstream == 0 {
+                Ecn::Ect0
+            } else {
+                ecn_of(digit(upstream, position(hash)))
+            };
+            let link = LinkState {
+                capacity,
+                packet_len: 1_200,
+                ..LinkState::default()
+            };
+            let mut pkt = PacketMarks {
+                ecn: came,
+                tag: erc(),
+                hash,
+                flow: i as u64,
+            };
+            router.mark(now, &link, &mut pkt);
+            // The index in force for the packet: the router closes a due
+            // interval before it marks.
+            let ours = writer.write(Some(router.index()), i as u64, erc(), came, hash);
+            // Past the flows' first chains and the router's start.
+            if now >= Duration::from_secs(5) {
+                compared += 1;
+                differ += usize::from(ours != pkt.ecn);
+                indices.insert(router.index());
+            }
+        }
+        assert!(compared > 10_000, "{compared}");
+        assert!(indices.len() > 2, "the share did not move: {indices:?}");
+        assert_eq!(differ, 0, "{differ} of {compared} packets marked otherwise");
+    }
+
     #[test]
     fn a_larger_incoming_index_is_kept() {
         let mut w = Writer::default();
