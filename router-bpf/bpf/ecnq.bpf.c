@@ -199,87 +199,100 @@ static __always_inline __u8 pool_tag(__u8 tos)
 	return (dscp & POOL) == POOL ? (dscp >> 2) & 0xf : 0;
 }
 
+// The headers the program reads, at most: IPv4 with options and the
+// ports (IPv6 needs 44).
+#define HEADERS_MAX (60 + 4)
+
+// Reads the headers in place (direct packet access, no helper call per
+// field): a forwarded packet's headers are in the linear part of its
+// buffer; where they are not, they are pulled in first.
 static __always_inline int parse(struct __sk_buff *skb, __u32 l3, struct parsed *p)
 {
+	void *data = (void *)(long)skb->data;
+	void *data_end = (void *)(long)skb->data_end;
+	__u8 *ip = data + l3, *l4;
 	__u8 proto;
 
-	if (skb->protocol == bpf_htons(ETH_P_IP)) {
-		struct iphdr ip;
+	if ((void *)(ip + HEADERS_MAX) > data_end && skb->len > l3) {
+		__u32 want = l3 + HEADERS_MAX;
 
-		if (bpf_skb_load_bytes(skb, l3, &ip, sizeof(ip)) || ip.ihl < 5)
+		bpf_skb_pull_data(skb, want < skb->len ? want : skb->len);
+		data = (void *)(long)skb->data;
+		data_end = (void *)(long)skb->data_end;
+		ip = data + l3;
+	}
+	if (skb->protocol == bpf_htons(ETH_P_IP)) {
+		struct iphdr *iph = (void *)ip;
+
+		if ((void *)(iph + 1) > data_end || iph->ihl < 5)
 			return -1;
 		// A fragment other than the first carries no ports.
-		if (ip.frag_off & bpf_htons(0x1fff))
+		if (iph->frag_off & bpf_htons(0x1fff))
 			return -1;
-		__builtin_memcpy(p->key.saddr, &ip.saddr, 4);
-		__builtin_memcpy(p->key.daddr, &ip.daddr, 4);
+		__builtin_memcpy(p->key.saddr, &iph->saddr, 4);
+		__builtin_memcpy(p->key.daddr, &iph->daddr, 4);
 		p->key.family = 4;
-		p->tos = ip.tos;
+		p->tos = iph->tos;
 		p->ipv4 = 1;
-		proto = ip.protocol;
-		p->l4_off = l3 + ip.ihl * 4;
-		p->l4_len = bpf_ntohs(ip.tot_len) - ip.ihl * 4;
+		proto = iph->protocol;
+		l4 = ip + iph->ihl * 4;
+		p->l4_len = bpf_ntohs(iph->tot_len) - iph->ihl * 4;
 	} else if (skb->protocol == bpf_htons(ETH_P_IPV6)) {
-		struct ipv6hdr ip6;
+		struct ipv6hdr *ip6 = (void *)ip;
 
-		if (bpf_skb_load_bytes(skb, l3, &ip6, sizeof(ip6)))
+		if ((void *)(ip6 + 1) > data_end)
 			return -1;
-		__builtin_memcpy(p->key.saddr, &ip6.saddr, 16);
-		__builtin_memcpy(p->key.daddr, &ip6.daddr, 16);
+		__builtin_memcpy(p->key.saddr, &ip6->saddr, 16);
+		__builtin_memcpy(p->key.daddr, &ip6->daddr, 16);
 		p->key.family = 6;
-		p->tos = (ip6.priority << 4) | (ip6.flow_lbl[0] >> 4);
+		p->tos = (ip6->priority << 4) | (ip6->flow_lbl[0] >> 4);
 		p->ipv4 = 0;
-		proto = ip6.nexthdr;
-		p->l4_off = l3 + sizeof(ip6);
-		p->l4_len = bpf_ntohs(ip6.payload_len);
+		proto = ip6->nexthdr;
+		l4 = ip + sizeof(*ip6);
+		p->l4_len = bpf_ntohs(ip6->payload_len);
 	} else {
 		return -1;
 	}
 	if (proto != IPPROTO_UDP && proto != IPPROTO_TCP)
 		return -1;
-	p->key.proto = proto;
-	if (bpf_skb_load_bytes(skb, p->l4_off, &p->key.sport, 4))
+	if ((void *)(l4 + 4) > data_end)
 		return -1;
+	p->key.proto = proto;
+	__builtin_memcpy(&p->key.sport, l4, 4);
+	p->l4_off = l4 - (__u8 *)data;
 	p->tag = pool_tag(p->tos);
 	return 0;
 }
 
-// Rewrites the ECN field to `ecn`: for IPv4 with an incremental update of
-// the header checksum (RFC 1624, eqn. 3: HC' = ~(~HC + ~m + m')), over the
-// header's first 16-bit word, which holds the TOS byte.
+// Rewrites the ECN field to `ecn` in place: for IPv4 with an incremental
+// update of the header checksum (RFC 1624, eqn. 3: HC' = ~(~HC + ~m +
+// m')), over the header's first 16-bit word, which holds the TOS byte.
 static __always_inline int write_ecn(struct __sk_buff *skb, __u32 l3, struct parsed *p, __u8 ecn)
 {
-	__u8 tos = (p->tos & ~ECN_MASK) | ecn;
+	void *data = (void *)(long)skb->data;
+	void *data_end = (void *)(long)skb->data_end;
+	__u8 *ip = data + l3;
 
 	if (p->ipv4) {
-		__u16 words[1];
-		__u16 check;
-		__u32 sum;
+		struct iphdr *iph = (void *)ip;
 		__u16 old_word, new_word;
+		__u32 sum;
 
-		if (bpf_skb_load_bytes(skb, l3, words, 2) ||
-		    bpf_skb_load_bytes(skb, l3 + offsetof(struct iphdr, check), &check, 2))
+		if ((void *)(iph + 1) > data_end)
 			return -1;
-		old_word = words[0];
-		((__u8 *)words)[1] = tos;
-		new_word = words[0];
-		sum = (__u16)~check + (__u16)~old_word + new_word;
+		old_word = *(__u16 *)iph;
+		iph->tos = (p->tos & ~ECN_MASK) | ecn;
+		new_word = *(__u16 *)iph;
+		sum = (__u16)~iph->check + (__u16)~old_word + new_word;
 		sum = (sum & 0xffff) + (sum >> 16);
 		sum = (sum & 0xffff) + (sum >> 16);
-		check = ~sum;
-		if (bpf_skb_store_bytes(skb, l3 + 1, &tos, 1, 0) ||
-		    bpf_skb_store_bytes(skb, l3 + offsetof(struct iphdr, check), &check, 2, 0))
-			return -1;
+		iph->check = ~sum;
 	} else {
 		// The traffic class straddles the first two bytes: ECN is bits
 		// 4-5 of byte 1 (RFC 8200 §3).
-		__u8 b1;
-
-		if (bpf_skb_load_bytes(skb, l3 + 1, &b1, 1))
+		if ((void *)(ip + 2) > data_end)
 			return -1;
-		b1 = (b1 & ~(ECN_MASK << 4)) | (ecn << 4);
-		if (bpf_skb_store_bytes(skb, l3 + 1, &b1, 1, 0))
-			return -1;
+		ip[1] = (ip[1] & ~(ECN_MASK << 4)) | (ecn << 4);
 	}
 	return 0;
 }
