@@ -1,48 +1,83 @@
 //! UDP forwarding between network namespaces, in one run: through the shim
-//! (`ecnq-shim tun`, unlimited link) and through plain kernel forwarding in
-//! the same router namespace, at 64 B and 1200 B payloads; packets/s and
-//! Gbit/s (IP bytes) as received, and the shim/kernel ratio (goal ≥ 0.8).
+//! (`ecnq-shim tun`, unlimited link), through plain kernel forwarding in
+//! the same router namespace, and through kernel forwarding with ecnq's tc
+//! program marking erc on the router's egress (`ecnq-bpf`, its control
+//! loop running), at 64 B and 1200 B payloads; packets/s and Gbit/s (IP
+//! bytes) forwarded, CPU per packet, and each path's ratio to the kernel's
+//! (goals: the kernel router ≥ 0.9× plain forwarding, and its own CPU per
+//! packet ≤ 0.3 µs).
 //!
-//! Method: a sender thread blasts datagrams for one second; a receiver thread
-//! counts what arrives between its first and last packet. The host is shared
-//! with other work, so a single trial can swing by a factor of two. The bench
-//! therefore runs several rounds; each round measures both paths back to back
-//! at each payload, the path that goes first alternating between rounds, and
-//! switches paths by adding or removing the router's policy rules (the shim
-//! keeps running). It prints each path's median packets/s with the range, and
-//! the median and range of the per-round ratio shim / kernel: each ratio
-//! comes from two trials a second apart, which saw about the same load.
+//! Load: [`SENDERS`] sender threads, each sending its datagrams in UDP GSO
+//! batches (one `send` per batch), tagged erc with ECT(0) so that the
+//! routers mark them. The sender's device has GSO off (`gso_max_segs 1`),
+//! so the batches are cut into packets as they leave the sender and the
+//! router forwards and marks single packets, as a router does traffic
+//! from a network. What the receiver's device took in over the trial is
+//! what the path forwarded; the receiving socket is never read (it drops
+//! what it cannot hold, at the same cost on every path).
 //!
-//! It also prints the CPU time each path costs per packet received: the
-//! bench's own (sender and receiver threads) plus the shim process's, from
-//! /proc (tick-sampled; softirq work counts for the thread it ran on). The
-//! host has two cores: when the path needs more CPU per packet than the
-//! kernel's, it forwards fewer packets/s as soon as the cores are busy.
+//! The host is shared with other work, so a single trial can swing by a
+//! factor of two. The bench therefore runs several rounds; each round
+//! measures every path back to back at each payload, the order turning
+//! between rounds, and switches paths by adding or removing the router's
+//! policy rules (the shim keeps running) and by attaching or detaching the
+//! tc program. It prints each path's median packets/s with the range, and
+//! the median and range of the per-round ratios to the kernel's: each
+//! comes from trials a second apart, which saw about the same load.
 //!
-//! Needs root; prints "skipped" otherwise.
+//! It also prints the CPU time each path costs per packet forwarded: the
+//! bench's own (sender threads and the tc program's control loop) plus the
+//! shim process's, from /proc (tick-sampled; softirq work, where the
+//! kernel forwards and the tc program runs, counts for the thread it ran
+//! on). The host has two cores: with the senders on both, the path that
+//! needs more CPU per packet forwards fewer packets/s. A path's own CPU per
+//! packet is its figure less plain forwarding's.
+//!
+//! Needs root; prints "skipped" otherwise, and runs without the tc path
+//! where ecnq-bpf was built without its program.
 //! Run: `cargo bench -p ecnq-shim --bench forwarding`.
 
 use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
 use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use ecnq::schemes::registry::Scheme;
+use ecnq::wire::ecn::{Ecn, SchemeTag};
+use ecnq_bpf::maps::ClassCounters;
 use ecnq_shim::testbed::{self, namespace, Shape, Topology};
 
 /// Rounds of trials (odd: the median is one of them).
 const ROUNDS: usize = 7;
-/// How long the sender blasts in one trial.
+/// How long the senders send in one trial.
 const TRIAL: Duration = Duration::from_secs(1);
-/// The receiver's silence that ends a trial.
+/// How long the last packets of a trial take to arrive, at most.
 const DRAIN: Duration = Duration::from_millis(300);
 const PAYLOADS: [usize; 2] = [64, 1200];
 /// IPv4 and UDP headers: the Gbit/s count IP bytes.
 const HEADERS: usize = 28;
+/// Sender threads: one per core of the host.
+const SENDERS: u16 = 2;
+/// Datagrams per GSO batch, at most (the kernel's UDP_MAX_SEGMENTS).
+const BATCH: usize = 64;
+/// A GSO batch is one UDP datagram of at most 64 KiB.
+const BATCH_BYTES: usize = 65_000;
+/// The router's interface towards the receiver, where the tc program
+/// marks (the testbed names a router's interface after the host on it).
+const EGRESS: &str = "r1";
+/// The rate the tc program's control loop meters against: more than the
+/// path carries, as the shim's link is unlimited.
+const BPF_CAPACITY: f64 = 100e9 / 8.0;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Route {
     Shim,
     Kernel,
+    Bpf,
 }
 
 impl Route {
@@ -50,6 +85,7 @@ impl Route {
         match self {
             Route::Shim => "shim",
             Route::Kernel => "kernel",
+            Route::Bpf => "bpf",
         }
     }
 }
@@ -93,41 +129,135 @@ fn cpu_used(router_ns: &str) -> f64 {
     cpu_seconds("self") + shims
 }
 
-/// One sender blasting `payload`-byte datagrams for [`TRIAL`]; the receiver
-/// counts what arrives between its first and last packet. Each datagram
-/// starts with the trial's number, so a straggler from an earlier trial is
-/// not counted. Returns (sent, received, packets/s).
-fn blast(tx: &UdpSocket, rx: &UdpSocket, payload: usize, trial: u32) -> (u64, u64, f64) {
-    let to = rx.local_addr().unwrap();
-    let rx = rx.try_clone().unwrap();
-    rx.set_read_timeout(Some(DRAIN)).unwrap();
-    let receiver = thread::spawn(move || {
-        let mut buf = vec![0u8; 2048];
-        let (mut n, mut first, mut last) = (0u64, None, Instant::now());
-        while let Ok(len) = rx.recv(&mut buf) {
-            if len != payload || buf[..4] != trial.to_be_bytes() {
-                continue;
-            }
-            n += 1;
-            last = Instant::now();
-            first.get_or_insert(last);
-        }
-        (n, first.map(|f| last - f))
-    });
-    let mut data = vec![0u8; payload];
-    data[..4].copy_from_slice(&trial.to_be_bytes());
+/// Packets `dev` in namespace `ns` has received so far.
+fn rx_packets(ns: &str, dev: &str) -> u64 {
+    let out = Command::new("ip")
+        .args(["-n", ns, "-s", "link", "show", "dev", dev])
+        .output()
+        .expect("ip runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    // The line after "RX: bytes packets ..." holds the figures.
+    let mut lines = text
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("RX:"));
+    lines
+        .nth(1)
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no RX packets for {dev} in {ns}: {text}"))
+}
+
+/// Sets an integer socket option, or panics.
+fn set_option(socket: &UdpSocket, level: i32, option: i32, value: i32) {
+    // SAFETY: a valid socket and an int option.
+    let r = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            level,
+            option,
+            (&value as *const i32).cast(),
+            4,
+        )
+    };
+    assert_eq!(r, 0, "setsockopt: {}", std::io::Error::last_os_error());
+}
+
+/// The senders send `payload`-byte datagrams to `to` for [`TRIAL`], in
+/// GSO batches; what `rx_dev` took in, from the first send to [`DRAIN`]
+/// after the last, is what the path forwarded. Returns (sent, received,
+/// packets/s over the sending time).
+fn blast(senders: &[UdpSocket], to: SocketAddr, payload: usize, rx_ns: &str) -> (u64, u64, f64) {
+    let segments = BATCH.min(BATCH_BYTES / payload);
+    let before = rx_packets(rx_ns, "eth0");
     let start = Instant::now();
-    let mut sent = 0u64;
-    while start.elapsed() < TRIAL {
-        for _ in 0..64 {
-            if tx.send_to(&data, to).is_ok() {
-                sent += 1;
-            }
+    let sent: u64 = thread::scope(|scope| {
+        let threads: Vec<_> = senders
+            .iter()
+            .map(|tx| {
+                scope.spawn(move || {
+                    set_option(tx, libc::SOL_UDP, libc::UDP_SEGMENT, payload as i32);
+                    // Payloads that differ as ciphertext does, so that
+                    // their hashes spread over erc's chain positions.
+                    let data: Vec<u8> = (0..payload * segments)
+                        .map(|i| (i as u32).wrapping_mul(2_654_435_761).to_be_bytes()[0])
+                        .collect();
+                    let mut sent = 0u64;
+                    while start.elapsed() < TRIAL {
+                        if tx.send_to(&data, to).is_ok() {
+                            sent += segments as u64;
+                        }
+                    }
+                    sent
+                })
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap()).sum()
+    });
+    let span = start.elapsed();
+    thread::sleep(DRAIN);
+    let received = rx_packets(rx_ns, "eth0") - before;
+    (sent, received, received as f64 / span.as_secs_f64())
+}
+
+/// ecnq's tc program on the router's egress, with its control loop on a
+/// thread of this process: attached on `start`, detached on drop.
+struct BpfRouter {
+    stop: Arc<AtomicBool>,
+    thread: Option<thread::JoinHandle<Result<ClassCounters, String>>>,
+}
+
+impl BpfRouter {
+    fn start(router_ns: &str) -> BpfRouter {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (ns, flag) = (router_ns.to_owned(), Arc::clone(&stop));
+        let thread = thread::spawn(move || {
+            testbed::enter(&ns).map_err(|e| e.to_string())?;
+            let options = ecnq_bpf::run::Options {
+                dev: EGRESS.to_owned(),
+                capacity: Some(BPF_CAPACITY),
+                stats_every: None,
+            };
+            ecnq_bpf::run::run(&options, &flag)
+        });
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !bpf_attached(router_ns) {
+            assert!(
+                !thread.is_finished(),
+                "ecnq-bpf stopped: {:?}",
+                thread.join()
+            );
+            assert!(Instant::now() < deadline, "ecnq-bpf did not attach");
+            thread::sleep(Duration::from_millis(20));
+        }
+        BpfRouter {
+            stop,
+            thread: Some(thread),
         }
     }
-    let (received, span) = receiver.join().unwrap();
-    let secs = span.map_or(f64::NAN, |s| s.as_secs_f64());
-    (sent, received, received.saturating_sub(1) as f64 / secs)
+
+    /// Detaches; returns the program's counters.
+    fn stop(mut self) -> ClassCounters {
+        self.stop.store(true, Ordering::Relaxed);
+        let counters = self.thread.take().unwrap().join().unwrap();
+        counters.expect("the control loop ran")
+    }
+}
+
+impl Drop for BpfRouter {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn bpf_attached(router_ns: &str) -> bool {
+    let out = Command::new("tc")
+        .args(["-n", router_ns, "filter", "show", "dev", EGRESS, "egress"])
+        .output()
+        .expect("tc runs");
+    String::from_utf8_lossy(&out.stdout).contains("ecnq_egress")
 }
 
 /// Median, minimum and maximum.
@@ -141,23 +271,23 @@ fn gbps(pps: f64, payload: usize) -> f64 {
     pps * (payload + HEADERS) as f64 * 8.0 / 1e9
 }
 
-fn report(trials: &[Trial]) {
+fn report(trials: &[Trial], paths: &[Route]) {
     println!(
-        "{ROUNDS} rounds of {} s per path and payload; medians [min–max]",
+        "{ROUNDS} rounds of {} s per path and payload, {SENDERS} senders; medians [min–max]",
         TRIAL.as_secs_f64()
     );
     println!("path    payload      sent  received   loss            pkt/s                  Gbit/s  CPU µs/pkt");
+    let of = |path: Route, payload: usize| {
+        trials
+            .iter()
+            .filter(move |t| t.path == path && t.payload == payload)
+    };
     for payload in PAYLOADS {
-        for path in [Route::Kernel, Route::Shim] {
-            let of = || {
-                trials
-                    .iter()
-                    .filter(|t| t.path == path && t.payload == payload)
-            };
-            let sent: u64 = of().map(|t| t.sent).sum();
-            let received: u64 = of().map(|t| t.received).sum();
-            let (pps, lo, hi) = spread(of().map(|t| t.pps).collect());
-            let (cpu, _, _) = spread(of().map(|t| t.cpu_per_packet * 1e6).collect());
+        for &path in paths {
+            let sent: u64 = of(path, payload).map(|t| t.sent).sum();
+            let received: u64 = of(path, payload).map(|t| t.received).sum();
+            let (pps, lo, hi) = spread(of(path, payload).map(|t| t.pps).collect());
+            let (cpu, _, _) = spread(of(path, payload).map(|t| t.cpu_per_packet * 1e6).collect());
             println!(
                 "{:<7} {payload:>5} B {sent:>9} {received:>9} {:>5.1} % {pps:>8.0} [{lo:>6.0}–{hi:>6.0}] {:>6.3} [{:.3}–{:.3}] {cpu:>6.2}",
                 path.name(),
@@ -169,17 +299,32 @@ fn report(trials: &[Trial]) {
         }
     }
     for payload in PAYLOADS {
-        let pps = |path, round| {
-            trials
-                .iter()
-                .find(|t| t.path == path && t.payload == payload && t.round == round)
-                .map_or(f64::NAN, |t| t.pps)
+        let per_round = |path, value: fn(&Trial) -> f64| -> Vec<f64> {
+            (0..ROUNDS)
+                .map(|r| {
+                    of(path, payload)
+                        .find(|t| t.round == r)
+                        .map_or(f64::NAN, value)
+                })
+                .collect()
         };
-        let ratios = (0..ROUNDS)
-            .map(|r| pps(Route::Shim, r) / pps(Route::Kernel, r))
-            .collect();
-        let (ratio, lo, hi) = spread(ratios);
-        println!("{payload:>5} B: shim / kernel = {ratio:.2} [{lo:.2}–{hi:.2}] (goal ≥ 0.8)");
+        let kernel_pps = per_round(Route::Kernel, |t| t.pps);
+        let kernel_cpu = per_round(Route::Kernel, |t| t.cpu_per_packet);
+        for (&path, goal) in paths.iter().zip(["", "", "(goal ≥ 0.9)"]).skip(1) {
+            let pps = per_round(path, |t| t.pps);
+            let (ratio, lo, hi) = spread(pps.iter().zip(&kernel_pps).map(|(p, k)| p / k).collect());
+            let cpu = per_round(path, |t| t.cpu_per_packet);
+            let own = cpu
+                .iter()
+                .zip(&kernel_cpu)
+                .map(|(c, k)| (c - k) * 1e6)
+                .collect();
+            let (own, own_lo, own_hi) = spread(own);
+            println!(
+                "{payload:>5} B: {0} / kernel = {ratio:.2} [{lo:.2}–{hi:.2}] {goal}; {0}'s own CPU {own:.2} µs/pkt [{own_lo:.2}–{own_hi:.2}]",
+                path.name()
+            );
+        }
     }
 }
 
@@ -189,6 +334,13 @@ fn main() {
         println!("forwarding bench skipped: needs root (network namespaces)");
         return;
     }
+    let paths: &[Route] = match ecnq_bpf::tc::object() {
+        Ok(_) => &[Route::Kernel, Route::Shim, Route::Bpf],
+        Err(why) => {
+            println!("the tc path is left out: {why}");
+            &[Route::Kernel, Route::Shim]
+        }
+    };
     let name = format!("fwd{}", std::process::id());
     let topology = Topology::new(&name, Shape::Dumbbell(1)).unwrap();
     let shim = Path::new(env!("CARGO_BIN_EXE_ecnq-shim"));
@@ -199,27 +351,58 @@ fn main() {
                 .parse()
                 .unwrap()
         };
-        let tx = testbed::udp_socket_in(&namespace(&name, "s1"), addr("s1", 4000)).unwrap();
-        let rx = testbed::udp_socket_in(&namespace(&name, "r1"), addr("r1", 5000)).unwrap();
-        ecnq::tos_io::set_buffers(&rx, 16 << 20);
+        let sender_ns = namespace(&name, "s1");
+        // GSO batches leave the sender as single packets.
+        let status = Command::new("ip")
+            .args([
+                "-n",
+                &sender_ns,
+                "link",
+                "set",
+                "dev",
+                "eth0",
+                "gso_max_segs",
+                "1",
+            ])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let tos = i32::from(SchemeTag::new(Scheme::Erc.wire().id()).tos(Ecn::Ect0));
+        let senders: Vec<UdpSocket> = (0..SENDERS)
+            .map(|i| {
+                let tx = testbed::udp_socket_in(&sender_ns, addr("s1", 4000 + i)).unwrap();
+                set_option(&tx, libc::IPPROTO_IP, libc::IP_TOS, tos);
+                tx
+            })
+            .collect();
+        let receiver_ns = namespace(&name, "r1");
+        let rx = testbed::udp_socket_in(&receiver_ns, addr("r1", 5000)).unwrap();
+        let to = rx.local_addr().unwrap();
         let router_ns = namespace(&name, "rt");
         // `up` leaves transit traffic going through the shim.
         let mut current = Route::Shim;
         let mut trials = Vec::new();
+        let mut bpf_counts = ClassCounters::default();
         for round in 0..ROUNDS {
-            let order = if round % 2 == 0 {
-                [Route::Shim, Route::Kernel]
-            } else {
-                [Route::Kernel, Route::Shim]
-            };
+            let mut order = paths.to_vec();
+            order.rotate_left(round % paths.len());
             for payload in PAYLOADS {
-                for path in order {
-                    if path != current {
-                        testbed::route_through_shims(&topology, path == Route::Shim).unwrap();
-                        current = path;
+                for &path in &order {
+                    let through_shim = path == Route::Shim;
+                    if through_shim != (current == Route::Shim) {
+                        testbed::route_through_shims(&topology, through_shim).unwrap();
                     }
+                    current = path;
+                    let bpf = (path == Route::Bpf).then(|| BpfRouter::start(&router_ns));
                     let cpu = cpu_used(&router_ns);
-                    let (sent, received, pps) = blast(&tx, &rx, payload, trials.len() as u32);
+                    let (sent, received, pps) = blast(&senders, to, payload, &receiver_ns);
+                    let cpu_per_packet = (cpu_used(&router_ns) - cpu) / received as f64;
+                    if let Some(c) = bpf.map(BpfRouter::stop) {
+                        bpf_counts.packets += c.packets;
+                        bpf_counts.marked += c.marked;
+                        bpf_counts.stale += c.stale;
+                        bpf_counts.gso += c.gso;
+                    }
                     trials.push(Trial {
                         path,
                         payload,
@@ -227,12 +410,20 @@ fn main() {
                         sent,
                         received,
                         pps,
-                        cpu_per_packet: (cpu_used(&router_ns) - cpu) / received as f64,
+                        cpu_per_packet,
                     });
                 }
             }
         }
-        report(&trials);
+        report(&trials, paths);
+        if paths.contains(&Route::Bpf) {
+            let c = bpf_counts;
+            println!(
+                "the tc program saw {} packets: {} marked, {} unmarked with a stale index, {} GSO",
+                c.packets, c.marked, c.stale, c.gso
+            );
+            assert!(c.marked > 0, "the tc path forwarded without marking");
+        }
     });
     testbed::down(&name).unwrap();
     if let Err(panic) = result {

@@ -1,0 +1,235 @@
+//! The control loop: every period it reads the program's flow counters and
+//! the kernel queue's backlog, runs erc's sans-IO router (`ErcMarker`, the
+//! code the TUN shim runs) on them, and leaves the router's index for the
+//! program with a lease. A loop that stops renewing the lease stops the
+//! marks when it runs out (tests/marks.rs,
+//! `marks_stop_when_the_control_loop_dies_and_nothing_is_lost`).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use ecnq::schemes::erc::{ErcConfig, ErcMarker};
+use ecnq::schemes::registry::Scheme;
+use ecnq::signal::flow_table::FlowTableConfig;
+use ecnq::signal::{LinkState, Marker, PacketMarks};
+use ecnq::wire::ecn::{Ecn, SchemeTag};
+
+use crate::maps::{FlowKey, FlowValue};
+
+/// How long the index the loop leaves stays valid: erc's shortest
+/// measurement interval (`ErcConfig::min_interval`), so marks from a dead
+/// loop stop within one interval.
+pub fn lease() -> Duration {
+    ErcConfig::default().min_interval
+}
+
+/// How often the loop runs: twice per lease, so that one late wake-up
+/// does not let the lease run out.
+pub fn period() -> Duration {
+    lease() / 2
+}
+
+/// The most packets a flow's traffic of one period is handed to the
+/// router as: the router sums bytes per flow and counts a flow's first
+/// ten data packets, so a few packets of the period's average size tell
+/// it the same at a bounded cost per flow.
+const MOST_PACKETS: u64 = 32;
+
+/// erc's router run from counters.
+#[derive(Debug)]
+pub struct ControlLoop {
+    router: ErcMarker,
+    /// Each flow's counters at the last step.
+    last: HashMap<FlowKey, FlowValue>,
+    /// The time of the last step.
+    then: Option<Duration>,
+}
+
+impl Default for ControlLoop {
+    fn default() -> ControlLoop {
+        ControlLoop {
+            router: ErcMarker::new(ErcConfig::default(), FlowTableConfig::default()),
+            last: HashMap::new(),
+            then: None,
+        }
+    }
+}
+
+/// One flow's traffic since the last step.
+struct Delta {
+    flow: u64,
+    tag: SchemeTag,
+    bytes: u64,
+    packets: u64,
+}
+
+impl ControlLoop {
+    /// One step at `now`: the flows' counters as the program holds them,
+    /// the queue's `backlog` (bytes) and the link's `capacity` (bytes per
+    /// second). Returns the index the program is to write.
+    pub fn step(
+        &mut self,
+        now: Duration,
+        flows: &[(FlowKey, FlowValue)],
+        backlog: u64,
+        capacity: f64,
+    ) -> u16 {
+        let mut deltas = Vec::new();
+        let mut current = HashMap::with_capacity(flows.len());
+        for &(key, value) in flows {
+            let before = self.last.get(&key).copied().unwrap_or_default();
+            // A flow the LRU table dropped and saw again starts from zero.
+            let (bytes, packets) = if value.packets >= before.packets {
+                (value.bytes - before.bytes, value.packets - before.packets)
+            } else {
+                (value.bytes, value.packets)
+            };
+            if packets > 0 {
+                deltas.push(Delta {
+                    flow: key.flow_id(),
+                    tag: SchemeTag::from_dscp(value.tag << 2 | 0b11),
+                    bytes,
+                    packets,
+                });
+            }
+            current.insert(key, value);
+        }
+        self.last = current;
+        let since = self.then.unwrap_or(now.saturating_sub(period()));
+        self.then = Some(now);
+        self.feed(since, now, &deltas, backlog, capacity);
+        self.router.index()
+    }
+
+    /// Hands the router each flow's traffic as up to [`MOST_PACKETS`]
+    /// packets of its average size, spread evenly over the period and
+    /// interleaved in time, as they came.
+    fn feed(
+        &mut self,
+        since: Duration,
+        now: Duration,
+        deltas: &[Delta],
+        backlog: u64,
+        capacity: f64,
+    ) {
+        let span = now.saturating_sub(since);
+        let mut packets: Vec<(Duration, usize, u32)> = Vec::new();
+        for (i, d) in deltas.iter().enumerate() {
+            let n = d.packets.min(MOST_PACKETS);
+            for k in 0..n {
+                let at = since + span.mul_f64((k + 1) as f64 / n as f64);
+                let len = (d.bytes / n + u64::from(k < d.bytes % n)) as u32;
+                packets.push((at, i, len));
+            }
+        }
+        packets.sort_by_key(|&(at, i, _)| (at, i));
+        for (k, (at, i, len)) in packets.into_iter().enumerate() {
+            let d = &deltas[i];
+            let link = LinkState {
+                queue_bytes: backlog,
+                packet_len: len,
+                capacity,
+                ..LinkState::default()
+            };
+            // ECT(1) carries no digit: the router learns no incoming chain
+            // from these packets, which only meter the flow.
+            let mut pkt = PacketMarks {
+                ecn: Ecn::Ect1,
+                tag: d.tag,
+                hash: k as u32,
+                flow: d.flow,
+            };
+            if d.tag.wire() == Scheme::Erc.wire() {
+                self.router.mark(at, &link, &mut pkt);
+            } else {
+                self.router.observe(at, &link, &pkt);
+            }
+        }
+    }
+
+    /// The fair share the router advertises, bytes per second.
+    pub fn share(&self) -> f64 {
+        self.router.share()
+    }
+
+    /// Flows in the router's computation.
+    pub fn flows(&self) -> usize {
+        self.router.flows()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ecnq::schemes::erc::{index_of, rate_of};
+
+    fn key(n: u8) -> FlowKey {
+        let mut k = [0u8; FlowKey::SIZE];
+        k[0] = n;
+        k[37] = 4;
+        FlowKey(k)
+    }
+
+    /// Two erc flows that each send more than the link: the router the
+    /// counters drive advertises half of 98 % of it, as the shim's would.
+    #[test]
+    fn counters_of_two_greedy_flows_give_each_half_the_link() {
+        let mut control = ControlLoop::default();
+        let capacity = 1.25e6; // 10 Mbit/s
+        let erc_tag = Scheme::Erc.wire().id();
+        let mut totals = [FlowValue {
+            tag: erc_tag,
+            ..FlowValue::default()
+        }; 2];
+        let mut index = 0;
+        for step in 1..=400u32 {
+            let now = period() * step;
+            for t in &mut totals {
+                // 1 MB/s each, 1200-byte packets.
+                t.bytes += (1e6 * period().as_secs_f64()) as u64;
+                t.packets += (1e6 * period().as_secs_f64() / 1200.0) as u64;
+            }
+            let flows = [(key(1), totals[0]), (key(2), totals[1])];
+            index = control.step(now, &flows, 0, capacity);
+        }
+        assert_eq!(control.flows(), 2);
+        let expected = 0.98 * capacity / 2.0;
+        let advertised = rate_of(index).expect("a rate");
+        assert!(
+            (advertised / expected - 1.0).abs() < 0.05,
+            "advertised {advertised}, expected about {expected} (index {index} vs {})",
+            index_of(expected)
+        );
+    }
+
+    /// An untagged flow beside an erc flow counts as a flow (erc's
+    /// `observe`): the erc flow is told half the link, not all of it.
+    #[test]
+    fn an_untagged_flow_counts_as_a_flow() {
+        let mut control = ControlLoop::default();
+        let capacity = 1.25e6;
+        let mut erc = FlowValue {
+            tag: Scheme::Erc.wire().id(),
+            ..FlowValue::default()
+        };
+        let mut other = FlowValue::default();
+        for step in 1..=400u32 {
+            for t in [&mut erc, &mut other] {
+                t.bytes += 6_000;
+                t.packets += 5;
+            }
+            control.step(
+                period() * step,
+                &[(key(1), erc), (key(2), other)],
+                0,
+                capacity,
+            );
+        }
+        assert_eq!(control.flows(), 2);
+        assert!(
+            (control.share() / (0.98 * capacity / 2.0) - 1.0).abs() < 0.05,
+            "{}",
+            control.share()
+        );
+    }
+}

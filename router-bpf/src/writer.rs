@@ -1,0 +1,201 @@
+//! erc's per-packet decision in the kernel path, in Rust: what the tc
+//! program does to each packet, from the index the control loop leaves it
+//! and the digits it has seen of the flow. `bpf/ecnq.bpf.c` (`erc_digit`)
+//! does the same; tests/marks.rs replays a trace through both and compares
+//! every packet.
+//!
+//! It is the incoming-chain half of erc's router (`ErcMarker::mark`): the
+//! digit of the router's index at the packet's position, unless the
+//! upstream routers' whole chain spells an index at least as large (the
+//! path minimum of the rate). The index comes from `ErcMarker` itself,
+//! computed by the control loop every period. Two parts of the shim's
+//! per-packet rule stay out of the kernel path, as they need per-packet
+//! work the program cannot do within the verifier's and the speed budget:
+//! the newcomer's index for a flow's first ten packets (the kernel path
+//! counts a newcomer from the next period on), and the rule that keeps a
+//! lagging flow on its last index until it has passed every position
+//! (`WrittenIndex`): a flow hears a change at the next packet.
+
+use std::collections::HashMap;
+
+use ecnq::schemes::erc::{self, digit, digit_of, ecn_of, position, Digits};
+use ecnq::wire::ecn::{Ecn, SchemeTag};
+
+/// The per-flow state the writer keeps, as the program's `flow_value` does.
+#[derive(Clone, Debug, Default)]
+pub struct Writer {
+    incoming: HashMap<u64, Digits>,
+}
+
+impl Writer {
+    /// The ECN a packet of `flow` leaves with: `ecn`, its tag and hash as it
+    /// came, the router's `index` (0 or stale: none).
+    pub fn write(
+        &mut self,
+        index: Option<u16>,
+        flow: u64,
+        tag: SchemeTag,
+        ecn: Ecn,
+        hash: u32,
+    ) -> Ecn {
+        let Some(index) = index.filter(|&i| i != 0) else {
+            return ecn;
+        };
+        if tag.wire() != erc::WIRE {
+            return ecn;
+        }
+        let Some(incoming) = digit_of(ecn) else {
+            return ecn;
+        };
+        let position = position(hash);
+        let chain = self.incoming.entry(flow).or_default();
+        chain.set(position, incoming);
+        if chain.complete() && chain.index() >= index {
+            return ecn;
+        }
+        ecn_of(digit(index, position))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ecnq::schemes::erc::DIGITS;
+
+    fn erc() -> SchemeTag {
+        SchemeTag::new(erc::WIRE.id())
+    }
+
+    /// The C source's copies of erc's wire constants are erc's, and its
+    /// flow table is as large as the shim router's.
+    #[test]
+    fn the_programs_constants_are_the_routers() {
+        let source = include_str!("../bpf/ecnq.bpf.c");
+        let define = |name: &str| -> u32 {
+            let line = source
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("#define {name} ")))
+                .unwrap_or_else(|| panic!("no #define {name}"));
+            line.trim()
+                .parse()
+                .unwrap_or_else(|_| panic!("{name}: {line}"))
+        };
+        assert_eq!(define("DIGITS"), DIGITS);
+        assert_eq!(define("UNSPOKEN"), u32::from(erc::UNSPOKEN));
+        assert_eq!(define("ERC_TAG"), u32::from(erc::WIRE.id()));
+        assert_eq!(
+            define("HASHED_TAIL") as usize,
+            ecnq::wire::hash::HASHED_TAIL
+        );
+        assert_eq!(define("CLASSES"), crate::maps::CLASS_COUNT);
+        let flows = ecnq::signal::flow_table::FlowTableConfig::default().capacity;
+        assert_eq!(define("MAX_FLOWS") as usize, flows);
+    }
+
+    /// Where every flow is past its first chain and sends at least a
+    /// quarter of its share, erc's own router (`ErcMarker::mark`, the
+    /// shim's) and this rule with the router's index write the same ECN
+    /// into every packet, upstream chains above and below its index
+    /// included, while the share moves as the flows' rates do.
+    #[test]
+    fn past_their_start_flows_get_the_marks_erc_s_router_writes() {
+        use ecnq::schemes::erc::{ErcConfig, ErcMarker};
+        use ecnq::signal::flow_table::FlowTableConfig;
+        use ecnq::signal::{LinkState, Marker, PacketMarks};
+        use std::time::Duration;
+
+        let capacity = 1.25e6;
+        let mut router = ErcMarker::new(ErcConfig::default(), FlowTableConfig::default());
+        let mut writer = Writer::default();
+        // Flow i's upstream index (0: none, the sender's ECT(0)) and rate.
+        let flows: [(u16, f64); 4] = [(0, 0.6e6), (0, 0.5e6), (250, 0.5e6), (900, 0.4e6)];
+        let mut next = [Duration::ZERO; 4];
+        let mut seed = 0x5eed_u32;
+        let (mut compared, mut differ) = (0, 0);
+        let mut indices = std::collections::BTreeSet::new();
+        let end = Duration::from_secs(12);
+        loop {
+            let (i, &now) = next.iter().enumerate().min_by_key(|(_, t)| **t).unwrap();
+            if now >= end {
+                break;
+            }
+            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            let hash = seed;
+            let (upstream, rate) = flows[i];
+            // From 6 s on, flow 0 halves its rate: the share moves.
+            let rate = if now >= Duration::from_secs(6) && i == 0 {
+                rate / 2.0
+            } else {
+                rate
+            };
+            next[i] += Duration::from_secs_f64(1_200.0 / rate);
+            let came = if upstream == 0 {
+                Ecn::Ect0
+            } else {
+                ecn_of(digit(upstream, position(hash)))
+            };
+            let link = LinkState {
+                capacity,
+                packet_len: 1_200,
+                ..LinkState::default()
+            };
+            let mut pkt = PacketMarks {
+                ecn: came,
+                tag: erc(),
+                hash,
+                flow: i as u64,
+            };
+            router.mark(now, &link, &mut pkt);
+            // The index in force for the packet: the router closes a due
+            // interval before it marks.
+            let ours = writer.write(Some(router.index()), i as u64, erc(), came, hash);
+            // Past the flows' first chains and the router's start.
+            if now >= Duration::from_secs(5) {
+                compared += 1;
+                differ += usize::from(ours != pkt.ecn);
+                indices.insert(router.index());
+            }
+        }
+        assert!(compared > 10_000, "{compared}");
+        assert!(indices.len() > 2, "the share did not move: {indices:?}");
+        assert_eq!(differ, 0, "{differ} of {compared} packets marked otherwise");
+    }
+
+    #[test]
+    fn a_larger_incoming_index_is_kept() {
+        let mut w = Writer::default();
+        let (own, upstream) = (300, 500);
+        // The upstream chain, one packet per position: the first nine are
+        // rewritten (the chain is not whole yet), then the router leaves
+        // the flow's packets as upstream wrote them.
+        for round in 0..2 {
+            for p in 0..DIGITS {
+                let came = ecn_of(digit(upstream, p));
+                let out = w.write(Some(own), 1, erc(), came, p);
+                let whole = round == 1 || p == DIGITS - 1;
+                assert_eq!(out, if whole { came } else { ecn_of(digit(own, p)) });
+            }
+        }
+    }
+
+    #[test]
+    fn a_smaller_incoming_index_is_overwritten() {
+        let mut w = Writer::default();
+        for p in 0..2 * DIGITS {
+            let position = p % DIGITS;
+            let out = w.write(Some(500), 1, erc(), ecn_of(digit(300, position)), p);
+            assert_eq!(out, ecn_of(digit(500, position)));
+        }
+    }
+
+    #[test]
+    fn other_schemes_ce_and_stale_state_pass() {
+        let mut w = Writer::default();
+        let untagged = SchemeTag::UNTAGGED;
+        assert_eq!(w.write(Some(500), 1, untagged, Ecn::Ect0, 3), Ecn::Ect0);
+        assert_eq!(w.write(Some(500), 1, erc(), Ecn::Ce, 3), Ecn::Ce);
+        assert_eq!(w.write(Some(500), 1, erc(), Ecn::Ect1, 3), Ecn::Ect1);
+        assert_eq!(w.write(None, 1, erc(), Ecn::Ect0, 3), Ecn::Ect0);
+        assert_eq!(w.write(Some(0), 1, erc(), Ecn::Ect0, 3), Ecn::Ect0);
+    }
+}

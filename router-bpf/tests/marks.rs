@@ -1,0 +1,375 @@
+//! The kernel path against the router code, packet by packet: a trace of
+//! erc, other-scheme and untagged packets (IPv4 and IPv6, UDP and TCP,
+//! upstream chains larger and smaller than this router's, CE and ECT(1),
+//! payloads shorter than the hashed tail) goes through the tc program on a
+//! veth in a namespace of its own, and through `ecnq_bpf::writer`, with
+//! the same index; every packet leaves both with the same ECN, its IPv4
+//! checksum valid, its DSCP and payload untouched, and the program's
+//! counters count it. Then the control loop: marks stop when it dies, and
+//! detaching leaves forwarding with nothing lost.
+//!
+//! Needs root (skipped otherwise, failed where CI is set and the program
+//! was not built).
+
+mod common;
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use common::{read, Lcg, Netns, PacketSocket, Seen, Spec};
+use ecnq::schemes::erc::{self, digit, digit_of, ecn_of, position, rate_of, Digits, DIGITS};
+use ecnq::wire::ecn::{Ecn, SchemeTag};
+use ecnq::wire::hash::packet_hash;
+use ecnq_bpf::control::lease;
+use ecnq_bpf::maps::{Control, FlowKey, FlowReader, FlowValue, Maps};
+use ecnq_bpf::run::monotonic_ns;
+use ecnq_bpf::tc;
+use ecnq_bpf::writer::Writer;
+
+/// The DSCP of a scheme's pool tag (docs/design.md §2).
+fn dscp(tag: u8) -> u8 {
+    tag << 2 | 0b11
+}
+
+/// The flows of the trace.
+#[derive(Clone, Copy, Debug)]
+enum Upstream {
+    /// The sender's own ECT(0), all digits 1.
+    Sender,
+    /// An upstream erc router wrote this index.
+    Index(u16),
+}
+
+struct Flow {
+    src: IpAddr,
+    dst: IpAddr,
+    sport: u16,
+    tcp: bool,
+    dscp: u8,
+    upstream: Upstream,
+    /// CE or ECT(1) now and then (an AQM upstream, an L4S sender).
+    others: bool,
+    payload: (u32, u32),
+}
+
+fn flows() -> Vec<Flow> {
+    let v4 = |a: u8| IpAddr::from([10, 0, 0, a]);
+    let v6 = |a: u16| IpAddr::from([0xfd00, 0, 0, 0, 0, 0, 0, a]);
+    let erc = dscp(erc::WIRE.id());
+    let flow = |src, dst, sport, dscp, upstream| Flow {
+        src,
+        dst,
+        sport,
+        tcp: false,
+        dscp,
+        upstream,
+        others: false,
+        payload: (4, 1200),
+    };
+    vec![
+        Flow {
+            others: true,
+            ..flow(v4(1), v4(2), 40_000, erc, Upstream::Sender)
+        },
+        flow(v4(1), v4(2), 40_001, erc, Upstream::Index(550)),
+        flow(v4(3), v4(2), 40_002, erc, Upstream::Index(250)),
+        Flow {
+            others: true,
+            ..flow(v6(1), v6(2), 40_003, erc, Upstream::Sender)
+        },
+        flow(v4(1), v4(2), 40_004, 0, Upstream::Sender),
+        Flow {
+            tcp: true,
+            ..flow(v4(1), v4(2), 40_005, erc, Upstream::Sender)
+        },
+        flow(v4(1), v4(2), 40_006, 46, Upstream::Sender),
+        Flow {
+            payload: (4, 20),
+            ..flow(v4(4), v4(2), 40_007, erc, Upstream::Sender)
+        },
+        flow(v6(3), v6(2), 40_008, erc, Upstream::Index(550)),
+    ]
+}
+
+const PORT: u16 = 443;
+
+/// The trace: `n` packets of the flows in a seeded order, each payload
+/// starting with its sequence number.
+fn trace(n: u32, flows: &[Flow], rng: &mut Lcg) -> Vec<(usize, Spec)> {
+    (0..n)
+        .map(|seq| {
+            let i = rng.below(flows.len() as u32) as usize;
+            let f = &flows[i];
+            let len = f.payload.0 + rng.below(f.payload.1 - f.payload.0 + 1);
+            let mut payload: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+            payload[..4].copy_from_slice(&seq.to_be_bytes());
+            let ecn = match (f.upstream, f.others && rng.below(10) == 0) {
+                (_, true) => [Ecn::Ce, Ecn::Ect1][rng.below(2) as usize],
+                (Upstream::Sender, false) => Ecn::Ect0,
+                (Upstream::Index(index), false) => {
+                    ecn_of(digit(index, position(packet_hash(&payload))))
+                }
+            };
+            let spec = Spec {
+                src: f.src,
+                dst: f.dst,
+                sport: f.sport,
+                dport: PORT,
+                tcp: f.tcp,
+                tos: f.dscp << 2 | ecn.bits(),
+                payload,
+            };
+            (i, spec)
+        })
+        .collect()
+}
+
+/// Sends `packets` out of `va` and collects what `vb` receives of them,
+/// by sequence number.
+fn replay(tx: &PacketSocket, rx: &PacketSocket, packets: &[(usize, Spec)]) -> HashMap<u32, Seen> {
+    let mut seen = HashMap::new();
+    for (_, spec) in packets {
+        tx.send(&spec.build());
+        // Drain as we go: the receive buffer holds the rest.
+        while let Some(p) = rx.recv(Duration::ZERO) {
+            keep(&mut seen, &p);
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while seen.len() < packets.len() && Instant::now() < deadline {
+        if let Some(p) = rx.recv(Duration::from_millis(100)) {
+            keep(&mut seen, &p);
+        }
+    }
+    seen
+}
+
+fn keep(seen: &mut HashMap<u32, Seen>, packet: &[u8]) {
+    if let Some(s) = read(packet).filter(|s| s.dport == PORT && s.payload.len() >= 4) {
+        let seq = u32::from_be_bytes(s.payload[..4].try_into().unwrap());
+        assert!(seen.insert(seq, s).is_none(), "packet {seq} arrived twice");
+    }
+}
+
+#[test]
+fn the_kernel_path_marks_as_the_router_code_does() {
+    let Some(_ns) = Netns::for_test("the_kernel_path_marks_as_the_router_code_does") else {
+        return;
+    };
+    let prog = tc::attach("va").expect("attach");
+    let maps = Maps::open(prog).expect("maps");
+    let (tx, rx) = (PacketSocket::open("va"), PacketSocket::open("vb"));
+    let flows = flows();
+    let mut rng = Lcg(0x65_63_6e_71);
+    let mut model = Writer::default();
+    let mut sent: HashMap<usize, (u64, u64)> = HashMap::new();
+    let mut rewritten = 0;
+    // No index yet, two indices on either side of the upstream chains'
+    // (kept under 550 and 250, overwritten above), then a stale one.
+    let far = monotonic_ns() + 3_600_000_000_000;
+    for (index, expires_ns) in [(0, far), (400, far), (700, far), (400, 1)] {
+        maps.set_control(Control {
+            expires_ns,
+            index,
+            l3: 14,
+            ready: true,
+        })
+        .unwrap();
+        let packets = trace(700, &flows, &mut rng);
+        let seen = replay(&tx, &rx, &packets);
+        assert_eq!(seen.len(), packets.len(), "packets lost at index {index}");
+        let live = (expires_ns > 1).then_some(index);
+        for (i, spec) in &packets {
+            let seq = u32::from_be_bytes(spec.payload[..4].try_into().unwrap());
+            let got = &seen[&seq];
+            let came = Ecn::from_tos(spec.tos);
+            let expected = if spec.tcp {
+                came
+            } else {
+                let tag = SchemeTag::from_tos(spec.tos);
+                model.write(live, *i as u64, tag, came, packet_hash(&spec.payload))
+            };
+            let f = &flows[*i];
+            assert_eq!(
+                Ecn::from_tos(got.tos),
+                expected,
+                "packet {seq} of flow {i} ({:?}, index {index}): came {came:?}",
+                f.upstream
+            );
+            assert_eq!(got.tos >> 2, spec.tos >> 2, "packet {seq}: DSCP changed");
+            assert!(got.checksum_ok, "packet {seq}: IPv4 checksum");
+            assert_eq!(got.payload, spec.payload, "packet {seq}: payload");
+            rewritten += u64::from(expected != came);
+            let count = sent.entry(*i).or_default();
+            count.0 += spec.build().len() as u64;
+            count.1 += 1;
+        }
+    }
+    assert!(rewritten > 300, "only {rewritten} packets rewritten");
+    // The counters: every flow by its 5-tuple, every mark by its class.
+    let counted = maps.flows().unwrap();
+    for (i, f) in flows.iter().enumerate() {
+        let (_, value) = counted
+            .iter()
+            .find(|(key, _)| {
+                key.parts() == (f.src, f.sport, f.dst, PORT, if f.tcp { 6 } else { 17 })
+            })
+            .unwrap_or_else(|| panic!("flow {i} not counted"));
+        assert_eq!(
+            (value.bytes, value.packets),
+            sent[&i],
+            "flow {i}'s counters"
+        );
+        assert_eq!(
+            value.tag,
+            f.dscp >> 2 & if f.dscp & 3 == 3 { 0xf } else { 0 },
+            "flow {i}'s tag"
+        );
+    }
+    // The control loop's reader finds the same flows (the program queued
+    // each new one for it) without walking the table.
+    let by_key = |mut flows: Vec<(FlowKey, FlowValue)>| {
+        flows.sort_by_key(|(key, _)| key.0);
+        flows
+    };
+    let read = FlowReader::default().read(&maps).unwrap();
+    assert_eq!(by_key(read), by_key(counted));
+    let classes = maps.all_classes().unwrap();
+    assert_eq!(classes.marked, rewritten);
+    assert_eq!(classes.packets, 4 * 700);
+    tc::detach("va").unwrap();
+    assert_eq!(tc::program_id("va").unwrap(), None);
+}
+
+/// One flow's packets sent at a steady rate for `span`, each carrying its
+/// sequence number and send time; calls `at` once, halfway, and returns
+/// what arrived with its send time, and how many were sent.
+fn steady(
+    tx: &PacketSocket,
+    rx: &PacketSocket,
+    span: Duration,
+    at: impl FnOnce(),
+) -> (u32, Vec<(u64, Seen)>) {
+    let mut rng = Lcg(7);
+    let mut got = HashMap::new();
+    let mut at = Some(at);
+    let start = Instant::now();
+    let mut seq = 0u32;
+    while start.elapsed() < span {
+        if start.elapsed() >= span / 2 {
+            if let Some(f) = at.take() {
+                f();
+            }
+        }
+        let mut payload: Vec<u8> = (0..1200).map(|_| rng.next() as u8).collect();
+        payload[..4].copy_from_slice(&seq.to_be_bytes());
+        payload[4..12].copy_from_slice(&monotonic_ns().to_be_bytes());
+        let f = &flows()[0];
+        let spec = Spec {
+            src: f.src,
+            dst: f.dst,
+            sport: f.sport,
+            dport: PORT,
+            tcp: false,
+            tos: f.dscp << 2 | Ecn::Ect0.bits(),
+            payload,
+        };
+        tx.send(&spec.build());
+        seq += 1;
+        while let Some(p) = rx.recv(Duration::ZERO) {
+            keep(&mut got, &p);
+        }
+        // About 2000 packets a second: 19 Mbit/s, under the tbf's rate.
+        std::thread::sleep(Duration::from_micros(500));
+    }
+    while let Some(p) = rx.recv(Duration::from_millis(300)) {
+        keep(&mut got, &p);
+    }
+    let seen = got
+        .into_values()
+        .map(|s| (u64::from_be_bytes(s.payload[4..12].try_into().unwrap()), s))
+        .collect();
+    (seq, seen)
+}
+
+/// The control loop (`ecnq-bpf attach`, a process of its own) marks a
+/// flow through a tbf it reads the rate of; killed, it leaves the program
+/// attached, which stops marking when the lease runs out; stopped, it
+/// withdraws the index and detaches. No packet is lost either way.
+#[test]
+fn marks_stop_when_the_control_loop_dies_and_nothing_is_lost() {
+    let Some(ns) = Netns::for_test("marks_stop_when_the_control_loop_dies_and_nothing_is_lost")
+    else {
+        return;
+    };
+    let status = std::process::Command::new("tc")
+        .args(["qdisc", "add", "dev", "va", "root", "tbf", "rate", "50mbit"])
+        .args(["burst", "32k", "latency", "100ms"])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let (tx, rx) = (PacketSocket::open("va"), PacketSocket::open("vb"));
+    let bin = env!("CARGO_BIN_EXE_ecnq-bpf");
+    // A lease runs out within this of the loop's end: its length, and the
+    // time a packet takes from the send call to the program.
+    let slack = lease() + Duration::from_millis(2);
+    for (signal, attached_after) in [(libc::SIGKILL, true), (libc::SIGTERM, false)] {
+        let mut child = std::process::Command::new("ip")
+            .args([
+                "netns", "exec", &ns.name, bin, "attach", "--dev", "va", "--stats", "0",
+            ])
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while tc::program_id("va").unwrap().is_none() {
+            assert!(Instant::now() < deadline, "ecnq-bpf attach did not attach");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // Let it step a few times.
+        std::thread::sleep(Duration::from_millis(200));
+        let mut ended = 0;
+        let (sent, seen) = steady(&tx, &rx, Duration::from_millis(1_200), || {
+            // SAFETY: signals the child this test started.
+            unsafe { libc::kill(child.id() as i32, signal) };
+            child.wait().unwrap();
+            ended = monotonic_ns();
+        });
+        assert_eq!(seen.len() as u32, sent, "packets lost ({signal})");
+        let marked = |s: &Seen| Ecn::from_tos(s.tos) != Ecn::Ect0;
+        let before = seen.iter().filter(|(t, s)| *t < ended && marked(s)).count();
+        let late = seen
+            .iter()
+            .filter(|(t, s)| *t > ended + slack.as_nanos() as u64 && marked(s))
+            .count();
+        assert!(
+            before > 100,
+            "only {before} marks while the loop ran ({signal})"
+        );
+        // The marks spell the rate erc's router advertises for the link:
+        // at least its 98 % target, with one flow limited elsewhere (at
+        // most the spare gain's 8 times over it).
+        // Each position's digit is the one most of its packets carry: a
+        // late wake-up of the loop on a busy host lets a packet or two
+        // through unmarked.
+        let mut ones = [(0u32, 0u32); DIGITS as usize];
+        for (_, s) in seen.iter().filter(|(t, _)| *t < ended) {
+            let digit = digit_of(Ecn::from_tos(s.tos)).expect("a digit");
+            let count = &mut ones[position(packet_hash(&s.payload)) as usize];
+            *count = (count.0 + u32::from(digit), count.1 + 1);
+        }
+        let mut chain = Digits::default();
+        for (p, (one, all)) in (0..).zip(ones) {
+            if all > 0 {
+                chain.set(p, 2 * one > all);
+            }
+        }
+        let rate = rate_of(chain.index()).expect("an index") * 8.0;
+        eprintln!("advertised {:.1} Mbit/s", rate / 1e6);
+        assert!(chain.complete());
+        assert!((0.98 * 50e6 * 0.98..=8.0 * 50e6).contains(&rate), "{rate}");
+        assert_eq!(late, 0, "marks after the loop ended ({signal})");
+        assert!(seen.iter().all(|(_, s)| s.checksum_ok));
+        assert_eq!(tc::program_id("va").unwrap().is_some(), attached_after);
+    }
+}
