@@ -19,6 +19,8 @@ use ecnq::signal::{Law, RttSample};
 
 /// A packet's explicit congestion header, as its sender wrote it and the
 /// routers on its path rewrote it; an ACK carries its data packet's back.
+/// Its fields are `f32`, as a real header's would be narrow: every
+/// simulated packet carries one, and a smaller packet runs faster.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub enum Header {
     /// No header: every protocol but RCP and XCP.
@@ -28,27 +30,27 @@ pub enum Header {
     /// offers, the smallest of its routers' R, and the sender's RTT.
     Rcp {
         /// Bytes per second; the sender writes infinity ("any rate").
-        rate: f64,
+        rate: f32,
         /// The sender's smoothed RTT, seconds; 0 before it has one.
-        rtt: f64,
+        rtt: f32,
     },
     /// XCP's (Katabi, Handley, Rohrs, SIGCOMM 2002, §3.1): the sender's
     /// window and RTT, and the change of window the routers allow.
     Xcp {
         /// H_cwnd, bytes.
-        cwnd: f64,
+        cwnd: f32,
         /// H_rtt, seconds; 0 before the sender has one.
-        rtt: f64,
+        rtt: f32,
         /// H_feedback, bytes; the sender writes infinity (no limit of its
         /// own), and each router lowers it to its own feedback.
-        feedback: f64,
+        feedback: f32,
     },
 }
 
 /// The RTT a sender writes into a header, seconds: its smoothed RTT, or 0
 /// before it has one (routers leave such a packet out of their averages).
-pub fn header_rtt(srtt: Option<Duration>) -> f64 {
-    srtt.map_or(0.0, |d| d.as_secs_f64())
+pub fn header_rtt(srtt: Option<Duration>) -> f32 {
+    srtt.map_or(0.0, |d| d.as_secs_f32())
 }
 
 /// What a router reads of its link as a packet arrives or departs.

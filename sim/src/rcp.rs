@@ -85,7 +85,7 @@ impl RcpRouter {
         self.input += len;
         if let Header::Rcp { rtt, .. } = *header {
             if rtt > 0.0 {
-                self.rtt_bytes += rtt * len;
+                self.rtt_bytes += f64::from(rtt) * len;
                 self.rtt_weight += len;
             }
         }
@@ -96,7 +96,7 @@ impl RcpRouter {
     pub fn on_departure(&mut self, now: Duration, header: &mut Header, link: LinkState) {
         self.advance(now, link);
         if let Header::Rcp { rate, .. } = header {
-            *rate = rate.min(self.rate);
+            *rate = rate.min(self.rate as f32);
         }
     }
 
@@ -184,7 +184,7 @@ impl Law for RcpLaw {
 impl ExplicitLaw for RcpLaw {
     fn header(&self) -> Header {
         Header::Rcp {
-            rate: f64::INFINITY,
+            rate: f32::INFINITY,
             rtt: header_rtt(self.srtt),
         }
     }
@@ -193,7 +193,7 @@ impl ExplicitLaw for RcpLaw {
         self.srtt = Some(rtt.smoothed);
         if let Header::Rcp { rate, .. } = header {
             if rate.is_finite() {
-                self.rate = Some(rate);
+                self.rate = Some(f64::from(rate));
             }
         }
     }
@@ -205,9 +205,9 @@ mod tests {
 
     const MS: Duration = Duration::from_millis(1);
 
-    fn packet(rtt: f64) -> Header {
+    fn packet(rtt: f32) -> Header {
         Header::Rcp {
-            rate: f64::INFINITY,
+            rate: f32::INFINITY,
             rtt,
         }
     }
@@ -244,7 +244,7 @@ mod tests {
         assert_eq!(
             header,
             Header::Rcp {
-                rate: router.rate(),
+                rate: router.rate() as f32,
                 rtt: 0.04
             }
         );
@@ -284,7 +284,7 @@ mod tests {
         assert_eq!(
             law.header(),
             Header::Rcp {
-                rate: f64::INFINITY,
+                rate: f32::INFINITY,
                 rtt: 0.04
             }
         );

@@ -102,13 +102,10 @@ impl XcpRouter {
         self.advance(now, link);
         let s = f64::from(len);
         self.input += s;
-        if let Header::Xcp { cwnd, rtt, .. } = *header {
-            if rtt > 0.0 && cwnd > 0.0 {
-                let rtt = rtt.min(MAX_INTERVAL.as_secs_f64());
-                self.bytes += s;
-                self.inverse_rate += rtt * s / cwnd;
-                self.rtt_inverse_rate += rtt * rtt * s / cwnd;
-            }
+        if let Some((cwnd, rtt)) = window_and_rtt(header) {
+            self.bytes += s;
+            self.inverse_rate += rtt * s / cwnd;
+            self.rtt_inverse_rate += rtt * rtt * s / cwnd;
         }
     }
 
@@ -117,23 +114,19 @@ impl XcpRouter {
     /// where it is less; a packet with no RTT yet gets none.
     pub fn on_departure(&mut self, now: Duration, header: &mut Header, len: u32, link: LinkState) {
         self.advance(now, link);
-        if let Header::Xcp {
-            cwnd,
-            rtt,
-            feedback,
-        } = header
-        {
-            let s = f64::from(len);
-            if *rtt > 0.0 && *cwnd > 0.0 {
-                let rtt = rtt.min(MAX_INTERVAL.as_secs_f64());
-                let p = (self.xi_p * rtt * rtt * s / *cwnd).min(self.residue.0);
+        let mine = match window_and_rtt(header) {
+            Some((cwnd, rtt)) => {
+                let s = f64::from(len);
+                let p = (self.xi_p * rtt * rtt * s / cwnd).min(self.residue.0);
                 let n = (self.xi_n * rtt * s).min(self.residue.1);
                 self.residue.0 -= p;
                 self.residue.1 -= n;
-                *feedback = feedback.min(p - n);
-            } else {
-                *feedback = feedback.min(0.0);
+                p - n
             }
+            None => 0.0,
+        };
+        if let Header::Xcp { feedback, .. } = header {
+            *feedback = feedback.min(mine as f32);
         }
     }
 
@@ -192,6 +185,16 @@ impl XcpRouter {
     }
 }
 
+/// An XCP header's window (bytes) and RTT (seconds, at most
+/// [`MAX_INTERVAL`]), if its sender has an RTT yet.
+fn window_and_rtt(header: &Header) -> Option<(f64, f64)> {
+    let Header::Xcp { cwnd, rtt, .. } = *header else {
+        return None;
+    };
+    let (cwnd, rtt) = (f64::from(cwnd), f64::from(rtt));
+    (rtt > 0.0 && cwnd > 0.0).then(|| (cwnd, rtt.min(MAX_INTERVAL.as_secs_f64())))
+}
+
 /// XCP's sender: a window that moves by the feedback its ACKs echo.
 #[derive(Clone, Debug)]
 pub struct XcpLaw {
@@ -219,9 +222,9 @@ impl XcpLaw {
 impl ExplicitLaw for XcpLaw {
     fn header(&self) -> Header {
         Header::Xcp {
-            cwnd: self.cwnd,
+            cwnd: self.cwnd as f32,
             rtt: header_rtt(self.srtt),
-            feedback: f64::INFINITY,
+            feedback: f32::INFINITY,
         }
     }
 
@@ -232,7 +235,8 @@ impl ExplicitLaw for XcpLaw {
         if let Header::Xcp { feedback, .. } = header {
             if feedback.is_finite() {
                 let mss = self.config.mss as f64;
-                self.cwnd = (self.cwnd + feedback).clamp(mss, self.config.max_window as f64);
+                let cwnd = self.cwnd + f64::from(feedback);
+                self.cwnd = cwnd.clamp(mss, self.config.max_window as f64);
             }
         }
     }
@@ -274,11 +278,11 @@ mod tests {
 
     /// One millisecond of a 40 ms-RTT flow with window `cwnd` sending
     /// `bytes` in one packet at `ms`; returns the packet's feedback.
-    fn packet(router: &mut XcpRouter, ms: u64, cwnd: f64, bytes: u32, queue: u64) -> f64 {
+    fn packet(router: &mut XcpRouter, ms: u64, cwnd: f32, bytes: u32, queue: u64) -> f64 {
         let mut header = Header::Xcp {
             cwnd,
             rtt: 0.04,
-            feedback: f64::INFINITY,
+            feedback: f32::INFINITY,
         };
         router.on_arrival(
             Duration::from_millis(ms),
@@ -293,7 +297,7 @@ mod tests {
             LinkState::ten_mbit(queue),
         );
         match header {
-            Header::Xcp { feedback, .. } => feedback,
+            Header::Xcp { feedback, .. } => f64::from(feedback),
             _ => unreachable!(),
         }
     }
@@ -337,7 +341,7 @@ mod tests {
         };
         law.on_echo(MS, echo(500.0), &rtt);
         assert_eq!(law.window(), 10_500);
-        law.on_echo(MS, echo(f64::INFINITY), &rtt);
+        law.on_echo(MS, echo(f32::INFINITY), &rtt);
         assert_eq!(law.window(), 10_500);
         law.on_echo(MS, echo(-1e9), &rtt);
         assert_eq!(law.window(), 1000);

@@ -169,6 +169,9 @@ impl Link {
     /// a data packet. An ACK's header is the echo of its data packet's,
     /// which no router on the way back touches. A pure delay has no router.
     pub(super) fn explicit(&mut self, now: Nanos, pkt: &mut Packet, departs: bool) {
+        if self.explicit.idle() && pkt.explicit == Header::None {
+            return;
+        }
         let Some(b) = self.bottleneck.as_ref() else {
             return;
         };
@@ -212,6 +215,11 @@ struct ExplicitRouters {
 }
 
 impl ExplicitRouters {
+    /// Whether neither router runs yet.
+    fn idle(&self) -> bool {
+        self.rcp.is_none() && self.xcp.is_none()
+    }
+
     /// A packet of `len` bytes with header `header` arrives at the link at
     /// `now` (before its queue takes or drops it).
     fn on_arrival(&mut self, now: Duration, header: &mut Header, len: u32, link: LinkState) {
