@@ -25,6 +25,10 @@ const INITIAL_LEN: u32 = 1200;
 /// datagrams of the Initial's size (Initial and Handshake packets
 /// coalesced, the certificate chain inside).
 const FLIGHT: u8 = 3;
+/// The bytes of the server's flight, which cross the data path ahead of
+/// the data and take their part of its bottleneck (the processor-sharing
+/// reference counts them too).
+pub const FLIGHT_BYTES: u32 = FLIGHT as u32 * INITIAL_LEN;
 /// The client's Finished with the request: IPv4 and UDP headers (28), a
 /// Handshake packet with an ACK and the 36-byte Finished (RFC 8446 §4.4.4)
 /// and a 1-RTT packet with a short request, each with its 16-byte AEAD tag.

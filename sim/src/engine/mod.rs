@@ -48,6 +48,7 @@ pub use config::{
     SimConfig,
 };
 pub use flow::{Flow, FlowSample, FlowState};
+pub use handshake::FLIGHT_BYTES;
 pub use link::{Link, LinkSample, LinkStats};
 pub use packet::{Packet, PacketKind, ACK_LEN};
 pub use session::FeedbackRecord;

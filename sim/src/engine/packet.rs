@@ -111,6 +111,7 @@ impl Packet {
             unraised: 0,
             also: None,
             counts: EcnTally::default(),
+            explicit: Header::None,
         }
     }
 }

@@ -7,7 +7,9 @@ use ecnq::statistics::{histogram_percentile, jain_index, SojournHistogram};
 use serde::Serialize;
 
 use super::sharing::{sojourn_times, Job};
-use crate::engine::{FeedbackRecord, Flow, FlowSample, FlowSpec, FlowState, Link, Nanos, Sim};
+use crate::engine::{
+    FeedbackRecord, Flow, FlowSample, FlowSpec, FlowState, Link, Nanos, Sim, FLIGHT_BYTES,
+};
 
 /// Jain's index at which rates count as fair: issue 19's goal (0.99).
 pub const JAIN_FAIR: f64 = 0.99;
@@ -646,7 +648,10 @@ fn size_bands(finished: &[(u64, f64, f64)]) -> Vec<SizeBand> {
 /// server's flight, the client's Finished with the request, as the engine
 /// runs it), then its base round trip, in which the first byte goes out and
 /// the last ACK comes back, plus its sojourn at that link from the end of
-/// the handshake.
+/// the handshake. The server's flight shares that link as a job of its own
+/// from when the client's Initial reaches the server: on short flows it is
+/// a tenth of the bytes, and a reference without it would put the link's
+/// load that much under what the flows meet (`rcp-afct`).
 fn sharing_reference(sim: &Sim, finite: &[&Flow]) -> Vec<f64> {
     let slowest = |f: &Flow| {
         f.spec.path.iter().copied().min_by(|&a, &b| {
@@ -666,13 +671,15 @@ fn sharing_reference(sim: &Sim, finite: &[&Flow]) -> Vec<f64> {
         let members: Vec<usize> = (0..finite.len())
             .filter(|&i| bottleneck[i] == link)
             .collect();
-        let jobs: Vec<Job> = members
-            .iter()
-            .map(|&i| Job {
-                start: secs(finite[i].spec.start) + handshake(finite[i]),
-                bytes: finite[i].spec.size.unwrap_or(0) as f64,
-            })
-            .collect();
+        let data = members.iter().map(|&i| Job {
+            start: secs(finite[i].spec.start) + handshake(finite[i]),
+            bytes: finite[i].spec.size.unwrap_or(0) as f64,
+        });
+        let flights = members.iter().map(|&i| Job {
+            start: secs(finite[i].spec.start) + delay(&finite[i].spec.ack_path),
+            bytes: f64::from(FLIGHT_BYTES),
+        });
+        let jobs: Vec<Job> = data.chain(flights).collect();
         let capacity = link
             .and_then(|l| sim.links[l].spec.rate)
             .unwrap_or(f64::INFINITY)
