@@ -84,6 +84,13 @@ pub trait ExplicitLaw: Law {
     /// [`Law::on_ack`], so the law takes the RTT here and has nothing to
     /// do in `on_ack` or `on_feedback` (no ecnq decoder runs).
     fn on_echo(&mut self, now: Duration, header: Header, rtt: &RttSample);
+
+    /// The header the server's handshake flight carries, which the routers
+    /// fill in as a data packet's and the client's Finished echoes; none
+    /// for a law that learns only from its data's ACKs.
+    fn handshake_header(&self) -> Header {
+        Header::None
+    }
 }
 
 /// A flow's law: the core's or a baseline's, or one that speaks an
@@ -102,6 +109,15 @@ impl SenderLaw {
         match self {
             SenderLaw::Plain(_) => Header::None,
             SenderLaw::Explicit(law) => law.header(),
+        }
+    }
+
+    /// The header of the server's handshake flight
+    /// ([`ExplicitLaw::handshake_header`]; none for a plain law).
+    pub fn handshake_header(&self) -> Header {
+        match self {
+            SenderLaw::Plain(_) => Header::None,
+            SenderLaw::Explicit(law) => law.handshake_header(),
         }
     }
 

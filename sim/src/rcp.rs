@@ -10,11 +10,12 @@
 //! the header already holds less, so the header arrives with the path's
 //! smallest R, and the receiver echoes it. In the paper a flow's SYN
 //! picks up R, and the flow sends at R from its first round trip of data.
-//! The simulator's flows have no handshake, so an RCP sender's first
-//! packet goes alone and plays the SYN's part (newcomers that sent an
-//! initial window of unpaced packets instead raised the queue, and the
-//! queue term lowered R for every flow); from its ACK on the sender paces
-//! at the rate each ACK echoes. It keeps that rate through loss (the
+//! In the simulator the server's handshake flight plays the SYN's part: it
+//! carries the header, the client's Finished echoes it, and the sender
+//! paces its first data at that rate (newcomers that sent an initial
+//! window of unpaced packets instead raised the queue, and the queue term
+//! lowered R for every flow); a sender that has no rate yet sends one
+//! packet alone. From then on it paces at the rate each ACK echoes. It keeps that rate through loss (the
 //! authors' ns-2 sender retransmits and keeps the router's rate). Test:
 //! `rcp_finishes_flows_close_to_processor_sharing` (tests/anchor_goals.rs).
 
@@ -187,6 +188,11 @@ impl ExplicitLaw for RcpLaw {
             rate: f32::INFINITY,
             rtt: header_rtt(self.srtt),
         }
+    }
+
+    /// The SYN's header: the handshake picks up the path's rate.
+    fn handshake_header(&self) -> Header {
+        self.header()
     }
 
     fn on_echo(&mut self, _now: Duration, header: Header, rtt: &RttSample) {

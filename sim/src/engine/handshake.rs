@@ -7,15 +7,24 @@
 //! end's other packets are, so routers queue, count and mark it. The
 //! receiver's decoder reads only the data's marks: the flight's digits
 //! are written a round trip before the data's, and a chain mixing the two
-//! spelled an unrelated rate (docs/design.md §2, Arrivals). Lost packets are sent again on the client's probe timeout (RFC
-//! 9002 §6.2): its Initial while the flight is incomplete, else its
-//! Finished; the server answers every Initial with its whole flight.
+//! spelled an unrelated rate (docs/design.md §2, Arrivals). An explicit
+//! baseline's flight carries its header ([`SenderLaw::handshake_header`]),
+//! which the routers fill in and the Finished echoes, so RCP's sender
+//! learns the path's rate as its SYN does (`rcp-afct`). Lost packets are
+//! sent again on the client's probe timeout (RFC 9002 §6.2): its Initial
+//! while the flight is incomplete, else its Finished; the server answers
+//! every Initial with its whole flight.
 //! Tests: `sim/tests/engine.rs`, `a_flow_starts_with_the_handshake`.
 
-use super::clock::{Event, Nanos};
+use ecnq::signal::RttSample;
+
+use super::clock::{dur, Event, Nanos};
 use super::flow::FlowState;
 use super::packet::{Packet, PacketKind};
 use super::Sim;
+use crate::explicit::Header;
+#[cfg(doc)]
+use crate::explicit::SenderLaw;
 
 /// The client's Initial datagram: padded to QUIC's smallest datagram (RFC
 /// 9000 §14.1).
@@ -53,6 +62,11 @@ pub(super) struct Handshake {
     client_sent: Nanos,
     /// Probe timeouts so far; each doubles the next (RFC 9002 §6.2.1).
     backoff: u32,
+    /// The flight's header as the routers left it, which the client's
+    /// Finished echoes.
+    echo: Header,
+    /// When the server last sent its flight.
+    flight_sent: Nanos,
 }
 
 impl Handshake {
@@ -85,14 +99,11 @@ impl Sim {
         flow.handshake.client_sent = now;
         let marks = flow.reply_marks(flow.law.tag(), f as u64);
         let pto = flow.handshake.pto();
-        self.inject(Packet::handshake(
-            f,
-            PacketKind::ClientHandshake,
-            len,
-            marks,
-            pn,
-            now,
-        ));
+        let mut pkt = Packet::handshake(f, PacketKind::ClientHandshake, len, marks, pn, now);
+        if pn == FINISHED_PN {
+            pkt.explicit = flow.handshake.echo;
+        }
+        self.inject(pkt);
         self.clock
             .schedule_at(now + pto, Event::Handshake(f as u32));
     }
@@ -100,11 +111,15 @@ impl Sim {
     /// The server of flow `f` sends its whole flight.
     fn server_sends_flight(&mut self, f: usize) {
         let now = self.clock.now();
+        self.flows[f].handshake.flight_sent = now;
+        let header = self.flows[f].law.handshake_header();
         for pn in 0..u64::from(FLIGHT) {
             let hash = self.rng.next_u32();
             let marks = self.flows[f].handshake_marks(hash, f as u64);
             let kind = PacketKind::ServerHandshake;
-            self.inject(Packet::handshake(f, kind, INITIAL_LEN, marks, pn, now));
+            let mut pkt = Packet::handshake(f, kind, INITIAL_LEN, marks, pn, now);
+            pkt.explicit = header;
+            self.inject(pkt);
         }
     }
 
@@ -137,6 +152,7 @@ impl Sim {
             let complete = hs.flight_complete();
             hs.client_rtt.get_or_insert(now - hs.initial_sent);
             hs.flight |= 1 << pkt.pn;
+            hs.echo = pkt.explicit;
             if !complete && self.flows[f].handshake.flight_complete() {
                 self.client_sends(f, FINISHED_PN, FINISHED_LEN);
             }
@@ -150,6 +166,12 @@ impl Sim {
         // The sender takes no RTT sample from the handshake: its first
         // window goes out as it did without one (quinn paces it from the
         // handshake's RTT; the simulator's laws start from their ACKs).
+        // Only an explicit header's echo comes with the handshake's round
+        // trip, as an RCP SYN's does.
+        if pkt.explicit != Header::None {
+            let rtt = RttSample::uniform(dur(now - flow.handshake.flight_sent));
+            flow.law.on_echo(dur(now), pkt.explicit, &rtt);
+        }
         flow.state = FlowState::Active;
         flow.pace_next = now;
         self.try_send(f);

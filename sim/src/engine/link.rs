@@ -166,7 +166,7 @@ impl Link {
 
     /// `pkt` arrives at the link at `now` (or, with `departs`, leaves it):
     /// RCP's and XCP's routers count it, and read or write the header of
-    /// a data packet. An ACK's header is the echo of its data packet's,
+    /// a data packet or of the server's handshake flight (RCP's SYN). An ACK's header is the echo of its data packet's,
     /// which no router on the way back touches. A pure delay has no router.
     pub(super) fn explicit(&mut self, now: Nanos, pkt: &mut Packet, departs: bool) {
         if self.explicit.idle() && pkt.explicit == Header::None {
@@ -181,7 +181,7 @@ impl Link {
         };
         let mut echo = Header::None;
         let header = match pkt.kind {
-            PacketKind::Data => &mut pkt.explicit,
+            PacketKind::Data | PacketKind::ServerHandshake => &mut pkt.explicit,
             _ => &mut echo,
         };
         let (now, routers) = (dur(now), &mut self.explicit);
