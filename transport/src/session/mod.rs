@@ -34,6 +34,8 @@ pub mod report;
 mod sending;
 
 #[cfg(test)]
+mod ack_patterns;
+#[cfg(test)]
 mod pair;
 #[cfg(test)]
 mod tests;

@@ -4,7 +4,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use super::ack_counts::{AckCounts, Reading, NO_COUNTS_AFTER};
+use super::ack_counts::{AckCounts, Reading};
 use super::mode::{PeerMode, Signal};
 use super::rate_gate::{Pace, RateGate};
 use super::report::{ReportFilter, Repr};
@@ -85,8 +85,6 @@ pub(super) struct Sending {
     presence: Option<RouterPresence>,
     /// The peer's ACK-ECN counts, read for a scheme whose marks they carry.
     pub counts: Option<AckCounts>,
-    /// Packets acknowledged since the last ACK frame with ECN counts.
-    acked_since_counts: u64,
     timeout: ReportTimeout,
     pub decreases: u64,
     /// Holds a rate law to its rate (none of the other laws use it).
@@ -132,7 +130,6 @@ impl Sending {
             counts: assisted
                 .and_then(|s| s.wire().count_reader())
                 .map(AckCounts::new),
-            acked_since_counts: 0,
             timeout: ReportTimeout::default(),
             decreases: 0,
             gate: RateGate::default(),
@@ -289,12 +286,6 @@ impl Sending {
         if self.timeout.on_ack(now, rtt.smoothed) {
             self.signal(Signal::ReportsStopped, events);
         }
-        if self.mode == PeerMode::EcnqAckCounts {
-            self.acked_since_counts += 1;
-            if self.acked_since_counts >= NO_COUNTS_AFTER {
-                self.signal(Signal::EcnCountsStopped, events);
-            }
-        }
         if !app_limited {
             self.update_law(Cause::Ack, events, |law, rtt| law.on_ack(now, bytes, rtt));
         }
@@ -348,7 +339,11 @@ impl Sending {
     /// reading the peer's ACK-ECN counts: its scheme's marks are in them,
     /// and the peer may not, or does not, run ecnq.
     pub fn reads_counts(&self) -> bool {
-        self.counts.is_some() && matches!(self.mode, PeerMode::Probing | PeerMode::EcnqAckCounts)
+        self.counts.is_some()
+            && matches!(
+                self.mode,
+                PeerMode::Probing | PeerMode::EcnqAckCounts | PeerMode::ClassicNoEcnCounts
+            )
     }
 
     /// A 1-RTT packet sent at `now`: its number and packet hash.
@@ -362,26 +357,39 @@ impl Sending {
 
     /// An ACK frame from the peer: read for the routers' marks while the
     /// law runs on the peer's counts, and a CE mark among them is
-    /// congestion.
+    /// congestion. Whether the peer sends counts at all is judged here,
+    /// frame by frame ([`super::NO_COUNTS_AFTER`]), never per packet
+    /// acknowledged: the transport acknowledges a frame's packets after
+    /// the frame is read.
     pub fn on_ack_frame(
         &mut self,
         now: Duration,
         frame: &AckFrame<'_>,
         events: &mut VecDeque<Event>,
     ) {
-        if self.mode != PeerMode::EcnqAckCounts {
+        if !matches!(
+            self.mode,
+            PeerMode::EcnqAckCounts | PeerMode::ClassicNoEcnCounts
+        ) {
             return;
         }
         let Some(counts) = self.counts.as_mut() else {
             return;
         };
         let reading = counts.on_frame(frame);
-        if reading != Reading::Nothing {
-            self.acked_since_counts = 0;
-        }
+        let signal = match reading {
+            Reading::Nothing | Reading::NoCounts { stopped: false } => return,
+            Reading::NoCounts { stopped: true } => Signal::EcnCountsStopped,
+            Reading::Invalid => Signal::EcnCountsInvalid,
+            Reading::Unplaced | Reading::Read { .. } => Signal::EcnCountsSeen,
+        };
+        self.signal(signal, events);
         let Reading::Read { feedback, ce_sent } = reading else {
             return;
         };
+        if self.mode != PeerMode::EcnqAckCounts {
+            return;
+        }
         self.update_law(Cause::Feedback, events, |law, rtt| {
             law.on_feedback(now, feedback, rtt)
         });
@@ -558,9 +566,11 @@ fn law_level(law: &dyn Law) -> (Mode, f64) {
 mod tests {
     use super::*;
     use crate::schemes::mcp::McpLaw;
+    use crate::session::ack_counts::frame_bytes;
     use crate::session::rate_gate::IDLE_WINDOW;
     use crate::signal::load::LoadFactor;
     use crate::signal::{Feedback, Law};
+    use crate::wire::ack::{ack_frames, EcnCounts};
 
     #[test]
     fn a_rate_law_gets_a_window_of_one_rate_times_rtt() {
@@ -679,6 +689,90 @@ mod tests {
         sending.on_report(ms(100), &report(2, 10, 10), 10, &mut events);
         assert_eq!(sending.mode, PeerMode::ClassicNoRouter);
         assert_eq!(sending.law().expect("a law").mode(), Mode::SlowStart);
+    }
+
+    /// An erc sender in [`PeerMode::EcnqAckCounts`] with packets
+    /// `0..packets` sent, 1 ms apart.
+    fn reading_counts(packets: u64) -> (Sending, VecDeque<Event>) {
+        use crate::wire::hash::fmix32;
+        let mut sending = Sending::new(Some(Scheme::Erc), LawConfig::with_mss(1200), 28);
+        let mut events = VecDeque::new();
+        sending.on_peer_packet(false, &mut events);
+        assert_eq!(sending.mode, PeerMode::EcnqAckCounts);
+        for n in 0..packets {
+            let at = Duration::from_millis(n);
+            sending.on_sent(at, 1200);
+            sending.on_packet_sent(at, n, fmix32(n as u32));
+        }
+        (sending, events)
+    }
+
+    /// The ACK frame of `ranges` (highest first) with counts `ecn`, read,
+    /// then each packet it acknowledges, as quinn acknowledges them after
+    /// the packet keys have read the frame.
+    fn ack_frame(
+        sending: &mut Sending,
+        ranges: &[std::ops::RangeInclusive<u64>],
+        ecn: Option<EcnCounts>,
+        events: &mut VecDeque<Event>,
+    ) {
+        let now = Duration::from_secs(1);
+        let bytes = frame_bytes(ranges, ecn);
+        let frame = ack_frames(&bytes).next().expect("a frame").expect("valid");
+        sending.on_ack_frame(now, &frame, events);
+        let rtt = RttSample::uniform(Duration::from_millis(40));
+        for _ in ranges.iter().flat_map(|r| r.clone()) {
+            sending.on_ack(now, 1200, false, rtt, events);
+        }
+    }
+
+    /// A loaded client once acknowledged 144 packets in one frame with its
+    /// counts: the counts mode must hold, whatever the frame's size, since
+    /// a frame with counts never counts towards the verdict.
+    #[test]
+    fn one_large_frame_with_counts_keeps_the_counts_mode() {
+        for packets in [144, 1000] {
+            let (mut sending, mut events) = reading_counts(packets);
+            let counts = EcnCounts {
+                ect0: packets / 2,
+                ect1: 0,
+                ce: 0,
+            };
+            ack_frame(&mut sending, &[0..=packets - 1], Some(counts), &mut events);
+            assert_eq!(
+                sending.mode,
+                PeerMode::EcnqAckCounts,
+                "{packets}: {events:?}"
+            );
+        }
+    }
+
+    /// A peer that stops sending counts loses the counts mode, and gets
+    /// it back when they return; counts that fall end it for good.
+    #[test]
+    fn counts_that_stop_return_and_fall_move_the_mode() {
+        let (mut sending, mut events) = reading_counts(1000);
+        let counts = |ect0| {
+            Some(EcnCounts {
+                ect0,
+                ect1: 0,
+                ce: 0,
+            })
+        };
+        ack_frame(&mut sending, &[0..=99], counts(50), &mut events);
+        ack_frame(&mut sending, &[0..=199], None, &mut events);
+        assert_eq!(sending.mode, PeerMode::EcnqAckCounts);
+        ack_frame(&mut sending, &[0..=299], None, &mut events);
+        assert_eq!(sending.mode, PeerMode::ClassicNoEcnCounts);
+        assert!(sending.reads_counts());
+        ack_frame(&mut sending, &[0..=399], counts(200), &mut events);
+        assert_eq!(sending.mode, PeerMode::EcnqAckCounts);
+        assert_eq!(sending.law().map(|l| l.tag()), Some(sending.scheme_tag));
+        ack_frame(&mut sending, &[0..=499], counts(100), &mut events);
+        assert_eq!(sending.mode, PeerMode::ClassicEcnInvalid);
+        assert!(!sending.reads_counts());
+        ack_frame(&mut sending, &[0..=599], counts(300), &mut events);
+        assert_eq!(sending.mode, PeerMode::ClassicEcnInvalid);
     }
 
     #[test]

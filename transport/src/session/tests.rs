@@ -194,8 +194,9 @@ fn erc_reads_the_router_from_a_vanilla_peers_ack_ecn_counts() {
 }
 
 /// A vanilla peer whose ACKs carry no ECN counts (aioquic), or a path
-/// that bleaches ECN (the peer then has none to report): Cubic, untagged,
-/// once the peer has acknowledged enough packets to be sure.
+/// that bleaches ECN (the peer then has none to report): Cubic once the
+/// peer has acknowledged enough packets to be sure, still tagged with
+/// erc's codepoint so that counts can come back.
 #[test]
 fn a_vanilla_peer_without_ecn_counts_gets_classic_congestion_control() {
     for bleached in [false, true] {
@@ -218,8 +219,8 @@ fn a_vanilla_peer_without_ecn_counts_gets_classic_congestion_control() {
         assert!(at < SECOND, "bleached {bleached}: {at:?}");
         let stats = pair.stats();
         assert!(is_classic(stats.law_mode), "{stats:?}");
-        let untagged = SchemeTag::UNTAGGED.tos(Ecn::Ect0);
-        assert!(pair.tos_sent(at + MS..pair.now).all(|tos| tos == untagged));
+        let tagged = scheme_tag(Scheme::Erc).tos(Ecn::Ect0);
+        assert!(pair.tos_sent(at + MS..pair.now).all(|tos| tos == tagged));
         assert!(goodput(&mut pair, 2 * SECOND) > 0.5 * LINK_RATE as f64 / 8.0);
     }
 }
