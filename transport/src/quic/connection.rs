@@ -18,7 +18,7 @@ use super::peer::Peer;
 use super::socket::EcnSocket;
 use super::tap::{Tap, TappedClient, TappedServer};
 use crate::session::report::{self, Next};
-use crate::session::{PeerMode, Progress};
+use crate::session::{PeerEvent, PeerMode, Progress};
 use crate::signal::{Feedback, Mode};
 
 /// Application datagrams waiting for [`Connection::read_datagram`] at most;
@@ -322,7 +322,7 @@ async fn read_datagrams(
 ) {
     while let Ok(datagram) = connection.read_datagram().await {
         if report::is_report(&datagram) {
-            peer.on_report(Instant::now(), &datagram);
+            peer.on_peer(Instant::now(), PeerEvent::Report(&datagram));
             continue;
         }
         app.received.fetch_add(1, Ordering::Relaxed);

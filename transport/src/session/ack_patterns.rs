@@ -8,7 +8,7 @@ use std::ops::RangeInclusive;
 use std::time::Duration;
 
 use super::ack_counts::frame_bytes;
-use super::{PeerMode, Session};
+use super::{PeerEvent, PeerMode, Session};
 use crate::schemes::erc::{digit, ecn_of, index_of, position};
 use crate::schemes::registry::Scheme;
 use crate::signal::{LawConfig, RttSample};
@@ -102,9 +102,16 @@ fn connection(
         let now = MS * sent as u32;
         let mut deliver = |bytes: &[u8], session: &mut Session| {
             let frame = ack_frames(bytes).next().expect("a frame").expect("valid");
-            session.on_ack_frame(now, &frame);
+            session.on_peer(now, PeerEvent::AckFrame(frame));
+            let bytes = 1200;
             while acked <= frame.largest() {
-                session.on_ack(now, 1200, false, rtt);
+                let app_limited = false;
+                let event = PeerEvent::Acked {
+                    bytes,
+                    app_limited,
+                    rtt,
+                };
+                session.on_peer(now, event);
                 acked += 1;
             }
         };

@@ -8,11 +8,11 @@ use super::ack_counts::{AckCounts, Reading};
 use super::mode::{PeerMode, Signal};
 use super::rate_gate::{Pace, RateGate};
 use super::report::{ReportFilter, Repr};
-use super::{Cause, Event};
+use super::{Cause, Event, PeerEvent, SessionStats};
 use crate::schemes::cubic::CubicLaw;
 use crate::schemes::registry::Scheme;
 use crate::session::presence::RouterPresence;
-use crate::signal::{Congestion, Law, LawConfig, Mode, RttSample};
+use crate::signal::{Congestion, Feedback, Law, LawConfig, Mode, RttSample};
 use crate::wire::ack::AckFrame;
 use crate::wire::ecn::{Ecn, SchemeTag};
 
@@ -34,6 +34,25 @@ pub const GATED_WINDOW_CAP: u64 = 2;
 /// quinn's pacer sends at this times its congestion window per smoothed
 /// RTT (quinn-proto's `pacing` module).
 pub(crate) const QUINN_PACING_GAIN: f64 = 1.25;
+
+/// What the law may be told, from whichever feedback carried it;
+/// [`Sending::hears`] decides whether it does.
+#[derive(Clone, Copy, Debug)]
+enum Told {
+    /// The transport acknowledged `bytes`.
+    Ack { bytes: u64, app_limited: bool },
+    /// An accepted report; `arrived`: packets it counts beyond those sent
+    /// before the peer was known to run ecnq.
+    Report { feedback: Feedback, arrived: u64 },
+    /// A reading of the peer's ACK-ECN counts; `ce_sent`: when the newest
+    /// packet of a frame whose CE count rose was sent.
+    Counts {
+        feedback: Feedback,
+        ce_sent: Option<Duration>,
+    },
+    /// The transport saw a loss or a CE mark of a packet sent at `sent`.
+    Congestion { sent: Duration, kind: Congestion },
+}
 
 /// When reports are overdue. Reports are due only while data flows: while
 /// this end sends no data (perhaps only its own reports), or after a pause,
@@ -75,18 +94,18 @@ pub(super) struct Sending {
     scheme: Option<Scheme>,
     /// The active law: the scheme's, or the classic law after a fallback.
     law: Option<Box<dyn Law>>,
-    pub mode: PeerMode,
+    mode: PeerMode,
     /// The scheme's own tag, kept while fallen back.
-    pub scheme_tag: SchemeTag,
-    pub config: LawConfig,
+    scheme_tag: SchemeTag,
+    config: LawConfig,
     rtt: RttSample,
-    pub filter: Option<ReportFilter>,
+    filter: Option<ReportFilter>,
     /// Whether an ecnq router is on the path, for schemes that probe.
     presence: Option<RouterPresence>,
     /// The peer's ACK-ECN counts, read for a scheme whose marks they carry.
-    pub counts: Option<AckCounts>,
+    counts: Option<AckCounts>,
     timeout: ReportTimeout,
-    pub decreases: u64,
+    decreases: u64,
     /// Holds a rate law to its rate (none of the other laws use it).
     gate: RateGate,
     /// IP and UDP header bytes of every packet: routers meter whole packets
@@ -137,6 +156,46 @@ impl Sending {
             in_flight: 0,
             probing_packets: 0,
             last_sent: None,
+        }
+    }
+
+    /// Whether router feedback is in use, and if not why.
+    pub fn mode(&self) -> PeerMode {
+        self.mode
+    }
+
+    /// The scheme's own tag, kept while fallen back.
+    pub fn scheme_tag(&self) -> SchemeTag {
+        self.scheme_tag
+    }
+
+    pub fn config(&self) -> &LawConfig {
+        &self.config
+    }
+
+    /// The sender's part of a session's stats; the receiver's fields are
+    /// left empty for the session to fill.
+    pub fn stats(&self) -> SessionStats {
+        let law = self.law();
+        let filter = self.filter.as_ref();
+        let counts = self.counts.as_ref();
+        SessionStats {
+            mode: self.mode,
+            law_mode: law.map(|l| l.mode()),
+            window: self.law_window(),
+            pacing_rate: law.and_then(|l| l.pacing_rate()),
+            last_report: filter.and_then(|f| f.last()).copied(),
+            reports_accepted: filter.map_or(0, |f| f.accepted()),
+            reports_rejected: filter.map_or(0, |f| f.rejected()),
+            decreases: self.decreases,
+            local_estimate: None,
+            ecn_received: [0; 4],
+            reports_sent: 0,
+            counts_estimate: counts
+                .filter(|_| self.mode == PeerMode::EcnqAckCounts)
+                .map(|c| c.estimate()),
+            ack_frames_read: counts.map_or(0, |c| c.frames_read),
+            ack_frames_unread: counts.map_or(0, |c| c.frames_skipped),
         }
     }
 
@@ -271,7 +330,37 @@ impl Sending {
         }
     }
 
-    pub fn on_ack(
+    /// What the peer said about this end's packets, in whichever form it
+    /// came: the one way feedback enters the sender. `probes_sent` counts
+    /// the presence probe packets sent so far.
+    pub fn on_peer(
+        &mut self,
+        now: Duration,
+        event: PeerEvent<'_>,
+        probes_sent: u64,
+        events: &mut VecDeque<Event>,
+    ) {
+        match event {
+            PeerEvent::Report(datagram) => self.on_report(now, datagram, probes_sent, events),
+            PeerEvent::AckFrame(frame) => self.on_ack_frame(now, &frame, events),
+            PeerEvent::Acked {
+                bytes,
+                app_limited,
+                rtt,
+            } => self.on_ack(now, bytes, app_limited, rtt, events),
+            PeerEvent::AcksDone { in_flight } => self.in_flight = in_flight,
+            PeerEvent::Congestion { sent, lost_bytes } => {
+                self.in_flight = self.in_flight.saturating_sub(lost_bytes);
+                let kind = match lost_bytes {
+                    0 => Congestion::Ce,
+                    _ => Congestion::Loss,
+                };
+                self.tell(now, Told::Congestion { sent, kind }, events);
+            }
+        }
+    }
+
+    fn on_ack(
         &mut self,
         now: Duration,
         bytes: u64,
@@ -286,41 +375,7 @@ impl Sending {
         if self.timeout.on_ack(now, rtt.smoothed) {
             self.signal(Signal::ReportsStopped, events);
         }
-        if !app_limited {
-            self.update_law(Cause::Ack, events, |law, rtt| law.on_ack(now, bytes, rtt));
-        }
-    }
-
-    pub fn on_end_acks(&mut self, in_flight: u64) {
-        self.in_flight = in_flight;
-    }
-
-    pub fn on_congestion(
-        &mut self,
-        now: Duration,
-        sent: Duration,
-        lost_bytes: u64,
-        events: &mut VecDeque<Event>,
-    ) {
-        self.in_flight = self.in_flight.saturating_sub(lost_bytes);
-        let ce = lost_bytes == 0;
-        // CE on an ecnq path is the scheme's own overload code (the
-        // receiver's report carries it to the law), unless the scheme
-        // never uses CE as a code.
-        let ce_is_congestion = self.scheme.is_none_or(|s| s.ce_is_congestion());
-        if ce && self.mode == PeerMode::Ecnq && !ce_is_congestion {
-            return;
-        }
-        // Read from the peer's counts, CE reaches the law from there
-        // ([`Sending::on_ack_frame`]): quinn's ECN validation fails on the
-        // routers' Not-ECT digits, and then tells of no CE at all.
-        if ce && self.mode == PeerMode::EcnqAckCounts {
-            return;
-        }
-        let kind = if ce { Congestion::Ce } else { Congestion::Loss };
-        self.update_law(Cause::Congestion, events, |law, rtt| {
-            law.on_congestion(now, sent, kind, rtt)
-        });
+        self.tell(now, Told::Ack { bytes, app_limited }, events);
     }
 
     /// A packet from the peer arrived, tagged or not.
@@ -361,12 +416,7 @@ impl Sending {
     /// frame by frame ([`super::NO_COUNTS_AFTER`]), never per packet
     /// acknowledged: the transport acknowledges a frame's packets after
     /// the frame is read.
-    pub fn on_ack_frame(
-        &mut self,
-        now: Duration,
-        frame: &AckFrame<'_>,
-        events: &mut VecDeque<Event>,
-    ) {
+    fn on_ack_frame(&mut self, now: Duration, frame: &AckFrame<'_>, events: &mut VecDeque<Event>) {
         if !matches!(
             self.mode,
             PeerMode::EcnqAckCounts | PeerMode::ClassicNoEcnCounts
@@ -384,25 +434,13 @@ impl Sending {
             Reading::Unplaced | Reading::Read { .. } => Signal::EcnCountsSeen,
         };
         self.signal(signal, events);
-        let Reading::Read { feedback, ce_sent } = reading else {
-            return;
-        };
-        if self.mode != PeerMode::EcnqAckCounts {
-            return;
-        }
-        self.update_law(Cause::Feedback, events, |law, rtt| {
-            law.on_feedback(now, feedback, rtt)
-        });
-        if let Some(sent) = ce_sent {
-            self.update_law(Cause::Congestion, events, |law, rtt| {
-                law.on_congestion(now, sent, Congestion::Ce, rtt)
-            });
+        if let Reading::Read { feedback, ce_sent } = reading {
+            self.tell(now, Told::Counts { feedback, ce_sent }, events);
         }
     }
 
     /// A report datagram from the peer: checked, then handed to the law.
-    /// `probes_sent` counts the presence probe packets sent so far.
-    pub fn on_report(
+    fn on_report(
         &mut self,
         now: Duration,
         datagram: &[u8],
@@ -433,22 +471,83 @@ impl Sending {
             let present = presence.on_report(repr.unraised_probes, probes_sent, arrived);
             self.signal(Signal::RouterPresent(present), events);
         }
-        // VCP, MPCP and MCP read ECT(0) as a load code ("high load"), so a
-        // report of only those packets would hand the law a load no router
-        // measured, and a starting VCP sender would leave multiplicative
-        // increase for additive increase.
-        //
-        // A probing law (those same schemes) hears no report at all before
-        // its first presence verdict: the receiver's decoder may still hold
-        // the level of those ECT(0) packets when its report first counts a
-        // probe, and with no ecnq router, Cubic must take over from a law
-        // still starting. Once it has a verdict, probes have arrived, so the
-        // first rule is left for the schemes that do not probe.
-        let heard = self.presence.as_ref().is_none_or(RouterPresence::decided);
-        if heard && (arrived > 0 || self.scheme_tag.wire().base_ecn() == Ecn::Ect0) {
-            self.update_law(Cause::Feedback, events, |law, rtt| {
-                law.on_feedback(now, repr.feedback, rtt)
-            });
+        let feedback = repr.feedback;
+        self.tell(now, Told::Report { feedback, arrived }, events);
+    }
+
+    /// Whether the law hears `told`: the one place that decides, whatever
+    /// the feedback came in.
+    fn hears(&self, told: &Told) -> bool {
+        match *told {
+            Told::Ack { app_limited, .. } => !app_limited,
+            // VCP, MPCP and MCP read ECT(0) as a load code ("high load"),
+            // so a report of only those packets would hand the law a load
+            // no router measured, and a starting VCP sender would leave
+            // multiplicative increase for additive increase.
+            //
+            // A probing law (those same schemes) hears no report at all
+            // before its first presence verdict: the receiver's decoder
+            // may still hold the level of those ECT(0) packets when its
+            // report first counts a probe, and with no ecnq router, Cubic
+            // must take over from a law still starting. Once it has a
+            // verdict, probes have arrived, so the first rule is left for
+            // the schemes that do not probe
+            // (`before_its_first_verdict_a_law_hears_no_report`).
+            Told::Report { arrived, .. } => {
+                self.presence_decided()
+                    && (arrived > 0 || self.scheme_tag.wire().base_ecn() == Ecn::Ect0)
+            }
+            // Counts are read only for the scheme's own law.
+            Told::Counts { .. } => self.mode == PeerMode::EcnqAckCounts,
+            Told::Congestion {
+                kind: Congestion::Loss,
+                ..
+            } => true,
+            Told::Congestion {
+                kind: Congestion::Ce,
+                ..
+            } => match self.mode {
+                // CE on an ecnq path is the scheme's own overload code (the
+                // receiver's report carries it to the law), unless the
+                // scheme never uses CE as a code.
+                PeerMode::Ecnq => self.scheme.is_none_or(|s| s.ce_is_congestion()),
+                // Read from the peer's counts, CE reaches the law from
+                // there ([`Told::Counts`]): quinn's ECN validation fails on
+                // the routers' Not-ECT digits, and then tells of no CE.
+                PeerMode::EcnqAckCounts => false,
+                _ => true,
+            },
+        }
+    }
+
+    /// Tells the law `told`, if it [hears](Sending::hears) it.
+    fn tell(&mut self, now: Duration, told: Told, events: &mut VecDeque<Event>) {
+        if !self.hears(&told) {
+            return;
+        }
+        let congestion = |sent, kind| {
+            move |law: &mut dyn Law, rtt: &RttSample| law.on_congestion(now, sent, kind, rtt)
+        };
+        match told {
+            Told::Ack { bytes, .. } => {
+                self.update_law(Cause::Ack, events, |law, rtt| law.on_ack(now, bytes, rtt))
+            }
+            Told::Report { feedback, .. } | Told::Counts { feedback, .. } => {
+                self.update_law(Cause::Feedback, events, |law, rtt| {
+                    law.on_feedback(now, feedback, rtt)
+                });
+                if let Told::Counts {
+                    ce_sent: Some(sent),
+                    ..
+                } = told
+                {
+                    let update = congestion(sent, Congestion::Ce);
+                    self.update_law(Cause::Congestion, events, update);
+                }
+            }
+            Told::Congestion { sent, kind } => {
+                self.update_law(Cause::Congestion, events, congestion(sent, kind))
+            }
         }
     }
 
@@ -815,7 +914,8 @@ mod tests {
         // The writer pauses after a packet; a PING goes out once it is
         // acknowledged, and the last ACKs come.
         sending.on_sent(ms(1_000), 1_200);
-        sending.on_end_acks(0);
+        let done = PeerEvent::AcksDone { in_flight: 0 };
+        sending.on_peer(ms(1_000), done, 0, &mut VecDeque::new());
         sending.on_sent(ms(1_100), 37);
         sending.on_ack(ms(1_200), 1_200, false, rtt, &mut VecDeque::new());
         assert!(

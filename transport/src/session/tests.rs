@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::pair::{Pair, VanillaPeer, LINK_RATE};
 use super::report::Repr;
-use super::{Event, PeerMode};
+use super::{Event, PeerEvent, PeerMode};
 use crate::router::MarkingMode;
 use crate::schemes::registry::Scheme;
 use crate::signal::load::LoadFactor;
@@ -325,16 +325,19 @@ fn reordered_reports_never_move_the_law_backwards() {
 
     // A newer report says low load, then an older one says overload: the
     // law keeps the newer word.
-    pair.sender.on_report(pair.now, &report_after(&pair, 2, 0));
+    let report = |pair: &mut Pair, ahead, level| {
+        let datagram = report_after(pair, ahead, level);
+        pair.sender.on_peer(pair.now, PeerEvent::Report(&datagram));
+    };
+    report(&mut pair, 2, 0);
     let before = pair.stats();
-    pair.sender
-        .on_report(pair.now, &report_after(&pair, u32::MAX, 2));
+    report(&mut pair, u32::MAX, 2);
     let after = pair.stats();
     assert_eq!(after.reports_rejected, before.reports_rejected + 1);
     assert_eq!(after.decreases, before.decreases);
     assert_eq!(after.window, before.window);
     // The same overload report, newer, is a decrease.
-    pair.sender.on_report(pair.now, &report_after(&pair, 1, 2));
+    report(&mut pair, 1, 2);
     let newer = pair.stats();
     assert_eq!(newer.decreases, before.decreases + 1);
     assert!(newer.window < before.window);
