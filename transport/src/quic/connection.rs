@@ -145,6 +145,7 @@ impl Prepared {
         addr: SocketAddr,
         server_name: &str,
     ) -> Result<quinn::Connecting, quinn::ConnectError> {
+        self.routes.opened_here(self.key);
         issuing_for(self.key, || {
             endpoint.connect_with(config, addr, server_name)
         })
