@@ -26,6 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod ack_counts;
+mod ack_gap;
 mod mode;
 pub mod presence;
 mod rate_gate;

@@ -5,6 +5,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use super::ack_counts::{AckCounts, Reading};
+use super::ack_gap::AckGap;
 use super::mode::{PeerMode, Signal};
 use super::rate_gate::{Pace, RateGate};
 use super::report::{ReportFilter, Repr};
@@ -108,6 +109,8 @@ pub(super) struct Sending {
     decreases: u64,
     /// Holds a rate law to its rate (none of the other laws use it).
     gate: RateGate,
+    /// The time between the peer's ACKs.
+    ack_gap: AckGap,
     /// IP and UDP header bytes of every packet: routers meter whole packets
     /// and advertise rates in those bytes, while quinn counts UDP payload,
     /// so the gate debits both.
@@ -152,6 +155,7 @@ impl Sending {
             timeout: ReportTimeout::default(),
             decreases: 0,
             gate: RateGate::default(),
+            ack_gap: AckGap::default(),
             header_bytes,
             in_flight: 0,
             probing_packets: 0,
@@ -234,6 +238,24 @@ impl Sending {
         self.config.clamp(rate * self.rtt.smoothed.as_secs_f64()) as u64
     }
 
+    /// What a flow sends between two of the peer's ACKs, bytes: its bytes
+    /// per ACK, beyond its window's round trip (docs/design.md §3, "The
+    /// ACK pattern").
+    fn ack_room(&self) -> u64 {
+        self.ack_gap.bytes()
+    }
+
+    /// Whether each of the peer's ACKs acknowledges more than the gate
+    /// lets out at one ask, and less than what the `pace` needs until the
+    /// next ACK is in flight: the transport asks for its window only as
+    /// ACKs come, so it must be asked between them to keep pacing
+    /// (`a_rate_law_keeps_pacing_between_sparse_acks`).
+    fn short_until_next_ack(&self, pace: Pace) -> bool {
+        let room = self.ack_room();
+        room as f64 > pace.burst_depth(self.config.mss)
+            && self.in_flight < self.rate_window(pace.rate) + room
+    }
+
     /// The window published for the law. For a rate law it is rate × srtt,
     /// what stats show; the transport gets the gate's window
     /// ([`Sending::gated_window`]), which this caps.
@@ -271,13 +293,13 @@ impl Sending {
             .law
             .as_ref()
             .map_or(published, |law| law.window().min(published));
-        let gated = self.gate.window(
-            now,
-            pace,
-            self.config.mss,
-            self.in_flight,
-            window.saturating_mul(GATED_WINDOW_CAP),
-        );
+        // What the rate sends between two ACKs comes on top: the law's
+        // window rule bounds the flight's round trip, the peer's pattern
+        // adds its gap to it.
+        let cap = window.saturating_mul(GATED_WINDOW_CAP) + self.ack_room();
+        let gated = self
+            .gate
+            .window(now, pace, self.config.mss, self.in_flight, cap);
         Some(if pace.catch_up {
             gated.max((window as f64 / QUINN_PACING_GAIN) as u64)
         } else {
@@ -294,7 +316,8 @@ impl Sending {
     /// and what its gate accrues beyond one burst between asks is lost, so
     /// it is short with less than rate × srtt in flight: asked only as the
     /// ACKs come once it has half of that out, Prague flows on a long fat
-    /// path send well under their pacing rates.
+    /// path send well under their pacing rates. Either is also short while
+    /// the peer's ACKs come far apart ([`Sending::short_until_next_ack`]).
     pub fn under_rate(&self) -> bool {
         self.law_pace().is_some_and(|pace| {
             let in_flight = if pace.catch_up {
@@ -302,7 +325,7 @@ impl Sending {
             } else {
                 self.in_flight
             };
-            in_flight < self.rate_window(pace.rate)
+            in_flight < self.rate_window(pace.rate) || self.short_until_next_ack(pace)
         })
     }
 
@@ -348,7 +371,10 @@ impl Sending {
                 app_limited,
                 rtt,
             } => self.on_ack(now, bytes, app_limited, rtt, events),
-            PeerEvent::AcksDone { in_flight } => self.in_flight = in_flight,
+            PeerEvent::AcksDone { in_flight } => {
+                self.in_flight = in_flight;
+                self.ack_gap.on_ack_end();
+            }
             PeerEvent::Congestion { sent, lost_bytes } => {
                 self.in_flight = self.in_flight.saturating_sub(lost_bytes);
                 let kind = match lost_bytes {
@@ -369,6 +395,7 @@ impl Sending {
         events: &mut VecDeque<Event>,
     ) {
         self.rtt = rtt;
+        self.ack_gap.on_acked(bytes, app_limited);
         if let Some(law) = self.law.as_mut() {
             law.on_rtt(&rtt);
         }
@@ -874,6 +901,60 @@ mod tests {
         assert_eq!(sending.mode, PeerMode::ClassicEcnInvalid);
     }
 
+    /// An erc sender on a path of `rtt`, told `rate` by its router.
+    fn erc_told(rate: f64, rtt: RttSample) -> Sending {
+        let mut sending = Sending::new(Some(Scheme::Erc), LawConfig::with_mss(1200), 28);
+        sending.rtt = rtt;
+        let told = Feedback {
+            level: crate::schemes::erc::index_of(rate),
+            ..Feedback::default()
+        };
+        let law = sending.law.as_mut().expect("a law");
+        law.on_feedback(Duration::ZERO, told, &rtt);
+        sending
+    }
+
+    /// Behind a peer that acknowledges every tenth packet, the gaps between
+    /// ACKs (12 ms at 10 Mbit/s) outlast what the gate holds: the flow is
+    /// short of its rate, so asked between ACKs, until what its rate sends
+    /// up to the next ACK is in flight; its cap leaves room for that. With
+    /// an ACK every two packets it is not.
+    #[test]
+    fn a_rate_law_keeps_pacing_between_sparse_acks() {
+        let ms = Duration::from_millis;
+        let rate = 1.25e6;
+        let rtt = RttSample::uniform(ms(40));
+        for (every, asked) in [(10, true), (2, false)] {
+            let mut sending = erc_told(rate, rtt);
+            let mut events = VecDeque::new();
+            // A second of ACKs, one per `every` packets of 1200 bytes.
+            let gap = Duration::from_secs_f64(every as f64 * 1200.0 / rate);
+            let mut now = ms(1);
+            while now < ms(1_000) {
+                for _ in 0..every {
+                    sending.on_ack(now, 1200, false, rtt, &mut events);
+                }
+                // Nothing new: a repeated ACK frame.
+                let done = PeerEvent::AcksDone { in_flight: 60_000 };
+                sending.on_peer(now, done, 0, &mut events);
+                let in_flight = 60_000;
+                let done = PeerEvent::AcksDone { in_flight };
+                sending.on_peer(now, done, 0, &mut events);
+                now += gap;
+            }
+            let paced = sending.law_rate().expect("erc paces");
+            let through_gap = paced * (0.040 + gap.as_secs_f64());
+            assert_eq!(sending.under_rate(), asked, "every {every}");
+            if asked {
+                sending.in_flight = through_gap as u64 + 1200;
+                assert!(!sending.under_rate(), "every {every}");
+                let window = sending.law().expect("a law").window();
+                let cap = window * GATED_WINDOW_CAP + sending.ack_room();
+                assert!(cap as f64 > through_gap, "every {every}: {cap}");
+            }
+        }
+    }
+
     #[test]
     fn an_idle_gap_needs_no_data_in_flight_and_a_round_trip_of_silence() {
         let ms = Duration::from_millis;
@@ -896,18 +977,11 @@ mod tests {
     /// hears the restart when data comes again.
     #[test]
     fn control_packets_do_not_hide_a_pause_from_the_law() {
-        use crate::schemes::erc;
         let ms = Duration::from_millis;
         let rtt = RttSample::uniform(ms(40));
         let advertised = 3e6;
-        let mut sending = Sending::new(Some(Scheme::Erc), LawConfig::with_mss(1200), 28);
-        sending.rtt = rtt;
+        let mut sending = erc_told(advertised, rtt);
         let law = sending.law.as_mut().expect("a law");
-        let feedback = Feedback {
-            level: erc::index_of(advertised),
-            ..Feedback::default()
-        };
-        law.on_feedback(ms(0), feedback, &rtt);
         law.on_ack(ms(1_000), 1_200, &rtt);
         let before = sending.law_rate().expect("erc paces");
         assert!(before > 0.9 * advertised, "{before}");
