@@ -632,9 +632,23 @@ async fn upload(
     cc: CongestionControl,
     bytes: u64,
 ) -> (client::StreamRun, LinkSeries) {
+    upload_acked(server, roots, spec, cc, bytes, None).await
+}
+
+/// [`upload`], asking the receiver to acknowledge every `ack_every`
+/// packets ([`client::ClientConfig::ack_every`]).
+async fn upload_acked(
+    server: std::net::SocketAddr,
+    roots: rustls::RootCertStore,
+    spec: &str,
+    cc: CongestionControl,
+    bytes: u64,
+    ack_every: Option<u32>,
+) -> (client::StreamRun, LinkSeries) {
     let chain =
         ecnq_examples::perf::loopback::RelayChain::start(&[link(spec)], server).expect("relay");
     let config = client::ClientConfig {
+        ack_every,
         server: chain.entry,
         server_name: "localhost".into(),
         roots,
@@ -701,6 +715,42 @@ async fn erc_reads_the_router_from_a_vanilla_peers_ack_ecn_counts() {
         "{util_counts} vs {util_reports}"
     );
     assert!(p99(&by_counts) <= 2.0 * p99(&by_reports) + 2.0);
+}
+
+/// erc behind a vanilla quinn receiver that acknowledges only every tenth
+/// packet (as Chromium does): the sender keeps pacing between the ACKs,
+/// so it fills the link about as well as with an ACK every two packets,
+/// where it used to send a burst per ACK and wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn erc_keeps_the_link_full_behind_a_peer_that_acknowledges_every_tenth_packet() {
+    let _machine = MACHINE.lock().await;
+    const SPEC: &str = "rate 20mbit delay 20ms limit 200";
+    const BYTES: u64 = 15_000_000;
+    let (from, to) = (2.0, 5.0);
+    let vanilla = LoopbackBed::vanilla().await.expect("vanilla server");
+    let erc = CongestionControl::Ecnq(Scheme::Erc);
+    let mut util = Vec::new();
+    for every in [2, 10] {
+        let roots = vanilla.roots().clone();
+        let (run, link) =
+            upload_acked(vanilla.server(), roots, SPEC, erc, BYTES, Some(every)).await;
+        let p99 = percentile(&link.queue_ms(from, to), 99.0).unwrap_or(f64::INFINITY);
+        let used = link.utilization(from, to);
+        eprintln!(
+            "every {every}: {:?} util {used:.3} p99 {p99:.2} ms loss {:.4}, {} frames read",
+            run.stats.mode,
+            link.loss(),
+            run.stats.ack_frames_read,
+        );
+        assert_eq!(run.stats.mode, PeerMode::EcnqAckCounts, "{:?}", run.stats);
+        util.push(used);
+    }
+    assert!(
+        util[1] >= 0.9 * util[0],
+        "every 10: {} of every 2: {}",
+        util[1],
+        util[0]
+    );
 }
 
 /// Flows started together through relay shims, judged at the last link
