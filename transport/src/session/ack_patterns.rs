@@ -161,3 +161,95 @@ fn counts_that_stop_and_restart_fall_back_and_come_back() {
     let modes = connection(7, 3000, 100, |_| false);
     assert_eq!(modes, [EcnqAckCounts, ClassicNoEcnCounts]);
 }
+
+mod pair {
+    //! The same patterns through the simulated pair: a bottleneck whose
+    //! router writes erc's marks, and a vanilla peer's ACK frames.
+
+    use std::time::Duration;
+
+    use crate::schemes::registry::Scheme;
+    use crate::session::pair::{Pair, VanillaPeer, LINK_RATE};
+    use crate::session::PeerMode;
+
+    const SECOND: Duration = Duration::from_secs(1);
+    const MS: Duration = Duration::from_millis(1);
+
+    /// An erc sender behind a vanilla peer that acknowledges every
+    /// `every` packets with its counts.
+    fn behind(every: u64) -> Pair {
+        let mut pair = Pair::new(Scheme::Erc);
+        pair.receiver = None;
+        pair.vanilla = Some(VanillaPeer::new(every, true));
+        pair
+    }
+
+    /// Bytes per second acknowledged over the next `span`.
+    fn goodput(pair: &mut Pair, span: Duration) -> f64 {
+        let before = pair.acked_bytes;
+        pair.run_until(pair.now + span);
+        (pair.acked_bytes - before) as f64 / span.as_secs_f64()
+    }
+
+    fn modes(pair: &Pair) -> Vec<PeerMode> {
+        pair.mode_changes().iter().map(|c| c.1).collect()
+    }
+
+    /// An ACK every packet, every two, every ten (a fifth of the frames
+    /// lost, the rest reordered by up to 5 ms), or every 25 ms (the
+    /// delay timer alone, as a receiver acknowledging by time): the
+    /// counts mode holds from the first packet to the last, and the link
+    /// stays mostly full.
+    #[test]
+    fn every_ack_pattern_keeps_the_counts_mode_and_the_link() {
+        for (every, loss) in [(1, 0.0), (2, 0.0), (10, 0.2), (1_000, 0.0)] {
+            let mut pair = behind(every);
+            let leg = pair.ack_frame_leg();
+            leg.loss = loss;
+            leg.jitter = 5 * MS;
+            pair.run_until(3 * SECOND);
+            let full = goodput(&mut pair, 3 * SECOND);
+            assert_eq!(modes(&pair), [PeerMode::EcnqAckCounts], "every {every}");
+            let link = LINK_RATE as f64 / 8.0;
+            assert!(full > 0.7 * link, "every {every}: {full} B/s");
+        }
+    }
+
+    /// A peer that stops sending counts for two seconds gets Cubic, and
+    /// erc back when its counts return.
+    #[test]
+    fn a_peer_that_stops_and_restarts_its_counts_gets_erc_back() {
+        let mut pair = behind(2);
+        pair.run_until(2 * SECOND);
+        pair.vanilla.as_mut().expect("a vanilla peer").ecn_counts = false;
+        pair.run_until(4 * SECOND);
+        pair.vanilla.as_mut().expect("a vanilla peer").ecn_counts = true;
+        pair.run_until(6 * SECOND);
+        use PeerMode::*;
+        assert_eq!(
+            modes(&pair),
+            [EcnqAckCounts, ClassicNoEcnCounts, EcnqAckCounts]
+        );
+        let fell = pair.entered(ClassicNoEcnCounts, SECOND).expect("fell back");
+        assert!(fell > 2 * SECOND && fell < 2500 * MS, "{fell:?}");
+        let back = pair.entered(EcnqAckCounts, fell).expect("came back");
+        assert!(back > 4 * SECOND && back < 4200 * MS, "{back:?}");
+        let stats = pair.stats();
+        assert!(stats.pacing_rate.is_some(), "erc's rate again: {stats:?}");
+    }
+
+    /// A path that starts bleaching ECN mid-connection: the counts stop
+    /// rising, which reads as no router, and the flow keeps the link
+    /// under erc's own Cubic rather than starving.
+    #[test]
+    fn a_path_that_bleaches_ecn_mid_connection_does_not_starve_the_flow() {
+        let mut pair = behind(2);
+        pair.run_until(2 * SECOND);
+        pair.bleach_ecn = true;
+        pair.run_until(4 * SECOND);
+        let after = goodput(&mut pair, 2 * SECOND);
+        assert!(after > 0.5 * LINK_RATE as f64 / 8.0, "{after} B/s");
+        let stats = pair.stats();
+        assert!(stats.pacing_rate.is_none(), "no router read: {stats:?}");
+    }
+}
