@@ -672,6 +672,13 @@ async fn upload_acked(
     (run, series)
 }
 
+/// The link of the tests of erc read from ACK-ECN counts.
+const COUNTS_LINK: &str = "rate 20mbit delay 20ms limit 200";
+/// Their uploads: about six seconds of the link.
+const COUNTS_BYTES: u64 = 15_000_000;
+/// The seconds of their runs that are judged: the middle.
+const COUNTS_JUDGED: (f64, f64) = (2.0, 5.0);
+
 /// erc from the sender alone: to a vanilla quinn server, which reports
 /// only its standard ACK-ECN counts, an ecnq client reads the router's
 /// rate from them, and fills the link with a queue close to the one it
@@ -679,10 +686,9 @@ async fn upload_acked(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn erc_reads_the_router_from_a_vanilla_peers_ack_ecn_counts() {
     let _machine = MACHINE.lock().await;
-    const SPEC: &str = "rate 20mbit delay 20ms limit 200";
-    // About six seconds of the link; the middle of the run is judged.
-    const BYTES: u64 = 15_000_000;
-    let (from, to) = (2.0, 5.0);
+    const SPEC: &str = COUNTS_LINK;
+    const BYTES: u64 = COUNTS_BYTES;
+    let (from, to) = COUNTS_JUDGED;
     let bed = LoopbackBed::ecnq().await.expect("ecnq server");
     let erc = CongestionControl::Ecnq(Scheme::Erc);
     let (reports, by_reports) = upload(bed.server(), bed.roots().clone(), SPEC, erc, BYTES).await;
@@ -724,16 +730,19 @@ async fn erc_reads_the_router_from_a_vanilla_peers_ack_ecn_counts() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn erc_keeps_the_link_full_behind_a_peer_that_acknowledges_every_tenth_packet() {
     let _machine = MACHINE.lock().await;
-    const SPEC: &str = "rate 20mbit delay 20ms limit 200";
-    const BYTES: u64 = 15_000_000;
-    let (from, to) = (2.0, 5.0);
     let vanilla = LoopbackBed::vanilla().await.expect("vanilla server");
-    let erc = CongestionControl::Ecnq(Scheme::Erc);
     let mut util = Vec::new();
     for every in [2, 10] {
-        let roots = vanilla.roots().clone();
-        let (run, link) =
-            upload_acked(vanilla.server(), roots, SPEC, erc, BYTES, Some(every)).await;
+        let (run, link) = upload_acked(
+            vanilla.server(),
+            vanilla.roots().clone(),
+            COUNTS_LINK,
+            CongestionControl::Ecnq(Scheme::Erc),
+            COUNTS_BYTES,
+            Some(every),
+        )
+        .await;
+        let (from, to) = COUNTS_JUDGED;
         let p99 = percentile(&link.queue_ms(from, to), 99.0).unwrap_or(f64::INFINITY);
         let used = link.utilization(from, to);
         eprintln!(
