@@ -632,9 +632,23 @@ async fn upload(
     cc: CongestionControl,
     bytes: u64,
 ) -> (client::StreamRun, LinkSeries) {
+    upload_acked(server, roots, spec, cc, bytes, None).await
+}
+
+/// [`upload`], asking the receiver to acknowledge every `ack_every`
+/// packets ([`client::ClientConfig::ack_every`]).
+async fn upload_acked(
+    server: std::net::SocketAddr,
+    roots: rustls::RootCertStore,
+    spec: &str,
+    cc: CongestionControl,
+    bytes: u64,
+    ack_every: Option<u32>,
+) -> (client::StreamRun, LinkSeries) {
     let chain =
         ecnq_examples::perf::loopback::RelayChain::start(&[link(spec)], server).expect("relay");
     let config = client::ClientConfig {
+        ack_every,
         server: chain.entry,
         server_name: "localhost".into(),
         roots,
@@ -658,6 +672,13 @@ async fn upload(
     (run, series)
 }
 
+/// The link of the tests of erc read from ACK-ECN counts.
+const COUNTS_LINK: &str = "rate 20mbit delay 20ms limit 200";
+/// Their uploads: about six seconds of the link.
+const COUNTS_BYTES: u64 = 15_000_000;
+/// The seconds of their runs that are judged: the middle.
+const COUNTS_JUDGED: (f64, f64) = (2.0, 5.0);
+
 /// erc from the sender alone: to a vanilla quinn server, which reports
 /// only its standard ACK-ECN counts, an ecnq client reads the router's
 /// rate from them, and fills the link with a queue close to the one it
@@ -665,10 +686,9 @@ async fn upload(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn erc_reads_the_router_from_a_vanilla_peers_ack_ecn_counts() {
     let _machine = MACHINE.lock().await;
-    const SPEC: &str = "rate 20mbit delay 20ms limit 200";
-    // About six seconds of the link; the middle of the run is judged.
-    const BYTES: u64 = 15_000_000;
-    let (from, to) = (2.0, 5.0);
+    const SPEC: &str = COUNTS_LINK;
+    const BYTES: u64 = COUNTS_BYTES;
+    let (from, to) = COUNTS_JUDGED;
     let bed = LoopbackBed::ecnq().await.expect("ecnq server");
     let erc = CongestionControl::Ecnq(Scheme::Erc);
     let (reports, by_reports) = upload(bed.server(), bed.roots().clone(), SPEC, erc, BYTES).await;
@@ -701,6 +721,45 @@ async fn erc_reads_the_router_from_a_vanilla_peers_ack_ecn_counts() {
         "{util_counts} vs {util_reports}"
     );
     assert!(p99(&by_counts) <= 2.0 * p99(&by_reports) + 2.0);
+}
+
+/// erc behind a vanilla quinn receiver that acknowledges only every tenth
+/// packet (as Chromium does): the sender keeps pacing between the ACKs,
+/// so it fills the link about as well as with an ACK every two packets,
+/// where it used to send a burst per ACK and wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn erc_keeps_the_link_full_behind_a_peer_that_acknowledges_every_tenth_packet() {
+    let _machine = MACHINE.lock().await;
+    let vanilla = LoopbackBed::vanilla().await.expect("vanilla server");
+    let mut util = Vec::new();
+    for every in [2, 10] {
+        let (run, link) = upload_acked(
+            vanilla.server(),
+            vanilla.roots().clone(),
+            COUNTS_LINK,
+            CongestionControl::Ecnq(Scheme::Erc),
+            COUNTS_BYTES,
+            Some(every),
+        )
+        .await;
+        let (from, to) = COUNTS_JUDGED;
+        let p99 = percentile(&link.queue_ms(from, to), 99.0).unwrap_or(f64::INFINITY);
+        let used = link.utilization(from, to);
+        eprintln!(
+            "every {every}: {:?} util {used:.3} p99 {p99:.2} ms loss {:.4}, {} frames read",
+            run.stats.mode,
+            link.loss(),
+            run.stats.ack_frames_read,
+        );
+        assert_eq!(run.stats.mode, PeerMode::EcnqAckCounts, "{:?}", run.stats);
+        util.push(used);
+    }
+    assert!(
+        util[1] >= 0.9 * util[0],
+        "every 10: {} of every 2: {}",
+        util[1],
+        util[0]
+    );
 }
 
 /// Flows started together through relay shims, judged at the last link

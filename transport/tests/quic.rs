@@ -718,6 +718,33 @@ async fn one_server_decodes_each_client_by_its_own_tag() {
     }
 }
 
+/// A corruption that turns the unprotected type bits of a client's long
+/// header packet into Retry: only a server sends one, so the server's
+/// socket discards the datagram before quinn (which would close the
+/// connection with PROTOCOL_VIOLATION), and the client's retransmission
+/// completes the handshake. The client's second long header datagram is
+/// the one corrupted: it reaches a connection the server already has.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_initial_corrupted_to_retry_is_discarded() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let (client, server) = endpoints(VCP, VCP, "127.0.0.1:0");
+    let long_headers = AtomicU32::new(0);
+    let mangle = move |dir, datagram: &mut [u8]| {
+        let long = datagram.first().is_some_and(|b| b & 0x80 != 0);
+        if dir == Dir::ToServer && long && long_headers.fetch_add(1, Ordering::Relaxed) == 1 {
+            datagram[0] |= 0x30;
+        }
+    };
+    let relay = Relay::start_with(server.local_addr().unwrap(), |_, tos| tos, mangle);
+    let connected = connect(&client, &server, relay.addr);
+    let (c, s) = tokio::time::timeout(Duration::from_secs(20), connected)
+        .await
+        .expect("the handshake completes");
+    transfer(&c, &s, MB, 7).await;
+    let socket = server.socket().stats();
+    assert_eq!(socket.discarded, 1, "{socket:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn servers_are_verified_against_the_client_roots() {
     let (client, _) = endpoints(VCP, VCP, "[::1]:0");

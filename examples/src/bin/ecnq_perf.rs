@@ -380,6 +380,7 @@ async fn client_config(host: &str, args: &PerfArgs) -> Result<ClientConfig, Stri
         qlog: args.qlog.clone(),
         pause: args.pause,
         send_window: args.send_window,
+        ack_every: None,
     })
 }
 

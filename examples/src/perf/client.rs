@@ -43,6 +43,10 @@ pub struct ClientConfig {
     /// slow path). Small, a pause stops the flow on the wire soon after
     /// the writes.
     pub send_window: Option<u64>,
+    /// Ask the receiver to acknowledge only every this many packets, with
+    /// QUIC's ack-frequency extension (quinn's `AckFrequencyConfig`; every
+    /// quinn receiver supports it). `None`: the receiver's own rule.
+    pub ack_every: Option<u32>,
 }
 
 /// One connection's whole test.
@@ -70,6 +74,16 @@ enum NotConnected {
     Failed(String),
 }
 
+/// What asks a receiver to acknowledge every `every` ack-eliciting
+/// packets: it may receive `every - 1` without acknowledging them
+/// (draft-ietf-quic-ack-frequency's Ack-Eliciting Threshold), and waits at
+/// most its own `max_ack_delay`.
+fn ack_frequency(every: u32) -> quinn::AckFrequencyConfig {
+    let mut config = quinn::AckFrequencyConfig::default();
+    config.ack_eliciting_threshold(every.saturating_sub(1).into());
+    config
+}
+
 /// A client endpoint and its connection to the server, or why not, waiting
 /// at most `timeout` for the handshake.
 async fn connect(
@@ -80,9 +94,15 @@ async fn connect(
     if let Some(dir) = &config.qlog {
         options = options.qlog_dir(dir.clone());
     }
-    if let Some(window) = config.send_window {
+    let (send_window, ack_every) = (config.send_window, config.ack_every);
+    if send_window.is_some() || ack_every.is_some() {
         options = options.transport(move |transport| {
-            transport.send_window(window);
+            if let Some(window) = send_window {
+                transport.send_window(window);
+            }
+            if let Some(every) = ack_every {
+                transport.ack_frequency_config(Some(ack_frequency(every)));
+            }
         });
     }
     let bind: SocketAddr = if config.server.is_ipv4() {

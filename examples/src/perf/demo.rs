@@ -19,6 +19,7 @@ use ecnq::units::{parse_duration, Rate, Size, UNITS_HELP};
 use ecnq_shim::link::spec::LinkSpec;
 use serde::Serialize;
 
+use super::client::ClientConfig;
 use super::fake_newcomers;
 use super::host::steal_note;
 use super::loopback::{Flow, LinkSeries, LoopbackBed, RelayLink, RunSummary, FLOW_INTERVAL};
@@ -93,6 +94,12 @@ pub struct DemoCommand {
         long_help = FAKE_NEWCOMERS_HELP
     )]
     pub fake_newcomers: Option<Vec<f64>>,
+    /// The receiver acknowledges only every N-th packet (2 to 1000),
+    /// as Chromium does with 10: the senders ask it to, with QUIC's
+    /// ack-frequency extension, which every quinn receiver supports
+    /// [default: the receiver's own rule, every second packet].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(2..=1000))]
+    pub ack_every: Option<u32>,
 }
 
 /// The options `--link`, `--link-down` and `--link-up` replace: a link in
@@ -301,8 +308,12 @@ pub async fn run(command: DemoCommand) -> Result<(), String> {
             buffer / 1000
         ),
     };
+    let acks = match command.ack_every {
+        Some(every) => format!(", acknowledging every {every} packets"),
+        None => String::new(),
+    };
     println!(
-        "ecnq-perf demo: {path}, {} s per controller, {receiver} receiver; plots in {}",
+        "ecnq-perf demo: {path}, {} s per controller, {receiver} receiver{acks}; plots in {}",
         args.duration,
         args.out.display()
     );
@@ -310,13 +321,13 @@ pub async fn run(command: DemoCommand) -> Result<(), String> {
     for &cc in &args.cc {
         eprint!("  running {cc:<8} …");
         let (summary, modes) =
-            run_plotted(&bed, cc.name(), &args.single(cc), &link, &args.out).await?;
+            run_plotted(&bed, cc.name(), &args.single(cc), &link, &command).await?;
         eprintln!(" {:.1} Mbit/s, {modes}", summary.goodput_mbit);
         summaries.push(summary);
     }
     if let Some(flows) = args.mixed() {
         eprint!("  running mixed …");
-        let (summary, modes) = run_plotted(&bed, "mixed", &flows, &link, &args.out).await?;
+        let (summary, modes) = run_plotted(&bed, "mixed", &flows, &link, &command).await?;
         eprintln!(" {:.1} Mbit/s, {modes}", summary.goodput_mbit);
         summaries.push(summary);
     }
@@ -378,9 +389,13 @@ async fn run_plotted(
     name: &str,
     flows: &[Flow],
     link: &RelayLink,
-    out: &Path,
+    command: &DemoCommand,
 ) -> Result<(RunSummary, String), String> {
-    let result = bed.run(flows, std::slice::from_ref(link)).await?;
+    let out = &command.args.out;
+    let ack_every = command.ack_every;
+    let configure = move |_: usize, config: &mut ClientConfig| config.ack_every = ack_every;
+    let links = std::slice::from_ref(link);
+    let result = bed.run_configured(flows, links, &configure, None).await?;
     let labels: Vec<String> = flows.iter().map(|f| f.cc.to_string()).collect();
     plot_run(name, &labels, &result.series, &result.links[0], out)?;
     // What each sender ran on at its end: router feedback (by reports or

@@ -246,6 +246,7 @@ pub fn client_config(
         qlog: None,
         pause: None,
         send_window: None,
+        ack_every: None,
     }
 }
 

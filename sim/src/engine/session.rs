@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 use std::iter;
 
 use ecnq::session::report;
-use ecnq::session::{Event, Next, PeerMode, Progress, Session};
+use ecnq::session::{Event, Next, PeerEvent, PeerMode, Progress, Session};
 use ecnq::signal::{LawConfig, PacketMarks, RttSample};
 use ecnq::{Ecn, Scheme, SchemeTag};
 
@@ -147,15 +147,22 @@ impl FlowSession {
 
     /// A packet sent at `sent` was acknowledged with or without CE.
     pub(super) fn on_acked(&mut self, now: Nanos, len: u64, sent: Nanos, ce: bool, rtt: RttSample) {
-        self.sender.on_ack(dur(now), len, false, rtt);
+        let acked = PeerEvent::Acked {
+            bytes: len,
+            app_limited: false,
+            rtt,
+        };
+        self.sender.on_peer(dur(now), acked);
         if ce {
-            self.sender.on_congestion(dur(now), dur(sent), 0);
+            self.on_lost(now, sent, 0);
         }
     }
 
-    /// `bytes` sent at `sent` were declared lost.
+    /// `bytes` sent at `sent` were declared lost; 0 bytes: a CE mark.
     pub(super) fn on_lost(&mut self, now: Nanos, sent: Nanos, bytes: u64) {
-        self.sender.on_congestion(dur(now), dur(sent), bytes);
+        let (sent, lost_bytes) = (dur(sent), bytes);
+        self.sender
+            .on_peer(dur(now), PeerEvent::Congestion { sent, lost_bytes });
     }
 
     /// The end of an ACK's processing, with `in_flight` bytes left in
@@ -167,7 +174,8 @@ impl FlowSession {
         packets_sent: u64,
         srtt: Nanos,
     ) {
-        self.sender.on_end_acks(in_flight);
+        self.sender
+            .on_peer(dur(now), PeerEvent::AcksDone { in_flight });
         // Polling tells the session how much data it sent: reports are due
         // only while data flows. Its own reports, on the ACKs it receives,
         // are not simulated.
@@ -187,7 +195,7 @@ impl FlowSession {
             self.in_transit.pop_front();
         }
         if let Some((_, report)) = self.in_transit.pop_front() {
-            self.sender.on_report(dur(now), &report);
+            self.sender.on_peer(dur(now), PeerEvent::Report(&report));
         }
         self.note_events(now);
     }

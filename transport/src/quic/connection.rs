@@ -18,7 +18,7 @@ use super::peer::Peer;
 use super::socket::EcnSocket;
 use super::tap::{Tap, TappedClient, TappedServer};
 use crate::session::report::{self, Next};
-use crate::session::{PeerMode, Progress};
+use crate::session::{PeerEvent, PeerMode, Progress};
 use crate::signal::{Feedback, Mode};
 
 /// Application datagrams waiting for [`Connection::read_datagram`] at most;
@@ -145,6 +145,7 @@ impl Prepared {
         addr: SocketAddr,
         server_name: &str,
     ) -> Result<quinn::Connecting, quinn::ConnectError> {
+        self.routes.opened_here(self.key);
         issuing_for(self.key, || {
             endpoint.connect_with(config, addr, server_name)
         })
@@ -322,7 +323,7 @@ async fn read_datagrams(
 ) {
     while let Ok(datagram) = connection.read_datagram().await {
         if report::is_report(&datagram) {
-            peer.on_report(Instant::now(), &datagram);
+            peer.on_peer(Instant::now(), PeerEvent::Report(&datagram));
             continue;
         }
         app.received.fetch_add(1, Ordering::Relaxed);

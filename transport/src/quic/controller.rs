@@ -14,6 +14,7 @@ use quinn_proto::RttEstimator;
 
 use super::congestion::CongestionControl;
 use super::peer::Peer;
+use crate::session::PeerEvent;
 use crate::signal::RttSample;
 
 /// Builds the controller of one connection. quinn calls it once per path;
@@ -79,20 +80,23 @@ impl Controller for SessionController {
         app_limited: bool,
         rtt: &RttEstimator,
     ) {
-        let now = self.peer.since_epoch(now);
-        self.peer
-            .session()
-            .on_ack(now, bytes, app_limited, rtt_sample(rtt));
+        let rtt = rtt_sample(rtt);
+        let acked = PeerEvent::Acked {
+            bytes,
+            app_limited,
+            rtt,
+        };
+        self.peer.on_peer(now, acked);
     }
 
     fn on_end_acks(
         &mut self,
-        _now: Instant,
+        now: Instant,
         in_flight: u64,
         _app_limited: bool,
         _largest_packet_num_acked: Option<u64>,
     ) {
-        self.peer.session().on_end_acks(in_flight);
+        self.peer.on_peer(now, PeerEvent::AcksDone { in_flight });
     }
 
     fn on_congestion_event(
@@ -102,8 +106,9 @@ impl Controller for SessionController {
         _is_persistent_congestion: bool,
         lost_bytes: u64,
     ) {
-        let (now, sent) = (self.peer.since_epoch(now), self.peer.since_epoch(sent));
-        self.peer.session().on_congestion(now, sent, lost_bytes);
+        let sent = self.peer.since_epoch(sent);
+        let congestion = PeerEvent::Congestion { sent, lost_bytes };
+        self.peer.on_peer(now, congestion);
     }
 
     // Laws keep their packet unit on an MTU update: the MSS only scales their AI step.

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use super::cid::{CidCodec, CidGenerator, CID_LEN, UNBOUND};
 use super::congestion::CongestionControl;
-use super::header::{Header, Packet, MAX_CID_LEN};
+use super::header::{retry_in, Header, Packet, MAX_CID_LEN};
 use super::peer::{canonical, quinn_view, Peer, PeerTable, MSS};
 use crate::wire::ecn::{Ecn, SchemeTag};
 
@@ -68,6 +68,8 @@ struct Route {
     remote_cids: Vec<Cid>,
     /// Addresses it holds in the address table.
     addrs: Vec<SocketAddr>,
+    /// This endpoint opened it (is its client), so it may get a Retry.
+    opened_here: bool,
 }
 
 #[derive(Default)]
@@ -160,6 +162,7 @@ impl Routes {
             late: Vec::new(),
             remote_cids: Vec::new(),
             addrs: vec![remote],
+            opened_here: false,
         };
         tables.routes.insert(key, route);
         (key, peer)
@@ -170,6 +173,33 @@ impl Routes {
         if let Some(route) = self.lock().routes.get_mut(&key) {
             route.quinn = Some(connection);
         }
+    }
+
+    /// This endpoint opens connection `key`: its server may send a Retry.
+    pub fn opened_here(&self, key: u32) {
+        if let Some(route) = self.lock().routes.get_mut(&key) {
+            route.opened_here = true;
+        }
+    }
+
+    /// Whether quinn is to see `datagram`: not if it holds a packet whose
+    /// long header reads Retry, unless the packet is for a connection
+    /// this endpoint opened. Only a server sends a Retry (RFC 9000
+    /// §17.2.5), so on any other packet the type bits were corrupted;
+    /// quinn-proto closes a server connection that reads one with
+    /// PROTOCOL_VIOLATION, where a corrupted packet is to be discarded
+    /// (`a_client_initial_corrupted_to_retry_is_discarded`).
+    pub fn takes(&self, datagram: &[u8]) -> bool {
+        let Some(dcid) = retry_in(datagram) else {
+            return true;
+        };
+        let Some(key) = self.codec.open(dcid) else {
+            return false;
+        };
+        self.lock()
+            .routes
+            .get(&key)
+            .is_some_and(|route| route.opened_here)
     }
 
     /// Forgets connection `key` and everything bound to it.

@@ -19,6 +19,8 @@
 use std::fmt;
 use std::ops::Range;
 
+use crate::wire::ack::Reader;
+
 /// The longest connection ID this layer reads. QUIC v1 allows 20 bytes;
 /// the invariants allow 255 in other versions, which ecnq does not route.
 pub const MAX_CID_LEN: usize = 20;
@@ -59,7 +61,20 @@ mod field {
     pub const SHORT_DCID: usize = 1;
     /// The form bit: set in long headers.
     pub const LONG_FORM: u8 = 0x80;
+    /// Long header: the packet type bits (RFC 9000 §17.2).
+    pub const LONG_TYPE: u8 = 0x30;
 }
+
+/// The long header packet types of QUIC v1 (RFC 9000 §17.2, table 5),
+/// as the type bits read (shifted down).
+mod long_type {
+    pub const INITIAL: u8 = 0;
+    pub const RETRY: u8 = 3;
+}
+
+/// QUIC v2 (RFC 9369 §3.2) numbers its long header types differently;
+/// every other version quinn speaks (v1 and its drafts) as v1 does.
+const QUIC_V2: u32 = 0x6b33_43cf;
 
 /// A read-only view of a QUIC packet's header.
 #[derive(Clone, Copy, Debug)]
@@ -111,6 +126,18 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// negotiation).
     pub fn is_long(&self) -> bool {
         self.buffer.as_ref()[field::FIRST] & field::LONG_FORM != 0
+    }
+
+    /// Whether a long header's type bits read Retry (RFC 9000 §17.2.5;
+    /// RFC 9369 §3.2 for v2). Only a server sends one: a server that reads
+    /// it on a client's packet has a corrupted packet.
+    pub fn is_retry(&self) -> bool {
+        let bits = (self.buffer.as_ref()[field::FIRST] & field::LONG_TYPE) >> 4;
+        let retry = match self.version() {
+            QUIC_V2 => 0,
+            _ => long_type::RETRY,
+        };
+        self.is_long() && self.version() != 0 && bits == retry
     }
 
     /// A long header's version (0 for version negotiation).
@@ -194,6 +221,39 @@ impl<'a> Header<'a> {
     }
 }
 
+/// The destination CID of the first packet in `datagram` whose long header
+/// reads Retry, walking its coalesced packets (RFC 9000 §12.2) as far as
+/// their Length fields can be read. A Retry packet, a short header or a
+/// version this layer does not know ends the datagram.
+pub fn retry_in(datagram: &[u8]) -> Option<&[u8]> {
+    let mut rest = datagram;
+    loop {
+        let packet = Packet::new_checked(rest, 0).ok()?;
+        if !packet.is_long() || packet.version() == 0 {
+            return None;
+        }
+        if packet.is_retry() {
+            return Some(packet.long_dst_cid());
+        }
+        if packet.version() == QUIC_V2 {
+            return None;
+        }
+        rest = after_long_packet(rest, packet.src_cid_range().end)?;
+    }
+}
+
+/// What follows a v1 Initial, 0-RTT or Handshake packet whose source CID
+/// ends at `header_end`: its token (Initial only), then its Length field
+/// and that many bytes (RFC 9000 §17.2).
+fn after_long_packet(packet: &[u8], header_end: usize) -> Option<&[u8]> {
+    let mut reader = Reader::new(&packet[header_end..]);
+    if (packet[field::FIRST] & field::LONG_TYPE) >> 4 == long_type::INITIAL {
+        reader.length_prefixed().ok()?;
+    }
+    reader.length_prefixed().ok()?;
+    Some(reader.rest())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -229,6 +289,41 @@ mod tests {
         assert_eq!(Header::parse(&p, 0).unwrap().dst_cid(), &[] as &[u8]);
         assert_eq!(Header::parse(&p, 9).unwrap().dst_cid().len(), 9);
         assert_eq!(Header::parse(&p, 10), Err(Error::Truncated));
+    }
+
+    /// A v1 Initial with `token`, then a payload of `len` bytes.
+    fn initial(dcid: &[u8], token: &[u8], len: u8) -> Vec<u8> {
+        let mut p = long(dcid, &[2; 8], &[token.len() as u8]);
+        p.extend_from_slice(token);
+        p.push(len);
+        p.extend(vec![0; usize::from(len)]);
+        p
+    }
+
+    /// Flips the type bits of the long header at `at` to read Retry.
+    fn as_retry(mut p: Vec<u8>, at: usize) -> Vec<u8> {
+        p[at] |= field::LONG_TYPE;
+        p
+    }
+
+    #[test]
+    fn a_retry_is_found_first_or_coalesced_behind_other_packets() {
+        let first = initial(&[1; 8], &[7; 3], 20);
+        // A Handshake packet: its Length, then as many bytes.
+        let mut second = long(&[3; 8], &[2; 8], &[5, 0, 0, 0, 0, 0]);
+        second[0] = 0xe0;
+        assert_eq!(retry_in(&first), None);
+        assert_eq!(retry_in(&as_retry(first.clone(), 0)), Some(&[1; 8][..]));
+        let coalesced = [first.clone(), as_retry(second.clone(), 0)].concat();
+        assert_eq!(retry_in(&coalesced), Some(&[3; 8][..]));
+        assert_eq!(retry_in(&[first.clone(), second].concat()), None);
+        // Version negotiation and short headers are no Retry, and a
+        // Length field that runs past the datagram ends the walk.
+        let mut negotiation = as_retry(first.clone(), 0);
+        negotiation[1..5].copy_from_slice(&[0; 4]);
+        assert_eq!(retry_in(&negotiation), None);
+        assert_eq!(retry_in(&[0x4f; 30]), None);
+        assert_eq!(retry_in(&first[..first.len() - 1]), None);
     }
 
     #[test]

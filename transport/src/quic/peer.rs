@@ -17,7 +17,7 @@ use tokio::sync::Notify;
 
 use super::congestion::CongestionControl;
 pub(crate) use crate::session::quinn_view;
-use crate::session::{Event, Next, Progress, Published, Session};
+use crate::session::{Event, Next, PeerEvent, Progress, Published, Session};
 use crate::signal::LawConfig;
 use crate::wire::ecn::Ecn;
 use crate::wire::hash::packet_hash;
@@ -222,9 +222,11 @@ impl Peer {
             .poll_report(self.since_epoch(at), srtt, progress)
     }
 
-    /// A report datagram from the peer.
-    pub fn on_report(&self, at: Instant, datagram: &[u8]) {
-        self.session().on_report(self.since_epoch(at), datagram);
+    /// What the peer said at `at`, whichever layer saw it: a report
+    /// datagram (the connection), an ACK frame (the packet keys), or
+    /// quinn's acknowledgements and congestion events (the controller).
+    pub fn on_peer(&self, at: Instant, event: PeerEvent<'_>) {
+        self.session().on_peer(self.since_epoch(at), event);
     }
 }
 

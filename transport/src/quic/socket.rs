@@ -38,6 +38,7 @@ struct Counters {
     send_errors: AtomicU64,
     missing_tos: AtomicU64,
     gro_receives: AtomicU64,
+    discarded: AtomicU64,
 }
 
 /// A snapshot of an [`EcnSocket`]'s counters.
@@ -51,6 +52,10 @@ pub struct SocketStats {
     pub send_errors: u64,
     /// Receives that carried several GRO-merged datagrams.
     pub gro_receives: u64,
+    /// Datagrams discarded before quinn saw them: they held a packet it
+    /// cannot process (a long header whose type reads Retry, on a
+    /// connection this endpoint did not open).
+    pub discarded: u64,
 }
 
 /// Send and receive buffer the socket asks for: 8 MiB, about 0.7 s at
@@ -150,6 +155,7 @@ impl EcnSocket {
             missing_tos: c.missing_tos.load(Ordering::Relaxed),
             send_errors: c.send_errors.load(Ordering::Relaxed),
             gro_receives: c.gro_receives.load(Ordering::Relaxed),
+            discarded: c.discarded.load(Ordering::Relaxed),
         }
     }
 
@@ -263,7 +269,7 @@ impl EcnSocket {
         for i in 0..received {
             // SAFETY: the names were zeroed, which is a valid sockaddr_storage.
             let name = unsafe { names[i].assume_init() };
-            self.take_received(at, &hdrs[i], name, &bufs[i], &mut meta[i])?;
+            self.take_received(at, &hdrs[i], name, &mut bufs[i], &mut meta[i])?;
         }
         Ok(received)
     }
@@ -276,7 +282,7 @@ impl EcnSocket {
         at: Instant,
         msg: &libc::mmsghdr,
         name: libc::sockaddr_storage,
-        buf: &[u8],
+        buf: &mut [u8],
         meta: &mut RecvMeta,
     ) -> io::Result<()> {
         let hdr = &msg.msg_hdr;
@@ -296,6 +302,14 @@ impl EcnSocket {
         if stride < len {
             self.counters.gro_receives.fetch_add(1, Ordering::Relaxed);
         }
+        let kept = keep_segments(&mut buf[..len], stride, |d| self.routes.takes(d));
+        if kept < len {
+            let discarded = len.div_ceil(stride) - kept.div_ceil(stride);
+            self.counters
+                .discarded
+                .fetch_add(discarded as u64, Ordering::Relaxed);
+        }
+        let len = kept;
         let ecn = match control.tos {
             Some(tos) => {
                 let ecn = self.routes.on_receive(at, addr, tos, &buf[..len], stride);
@@ -359,6 +373,24 @@ impl AsyncUdpSocket for EcnSocket {
     }
 }
 
+/// Keeps the datagrams of a receive (`stride`-sized GRO segments, the
+/// last one maybe shorter) that `keep` takes, moved together in their
+/// order; returns their length. Segments stay `stride` apart, so quinn
+/// splits the rest as before.
+fn keep_segments(buf: &mut [u8], stride: usize, keep: impl Fn(&[u8]) -> bool) -> usize {
+    let mut kept = 0;
+    let mut start = 0;
+    while start < buf.len() {
+        let end = (start + stride).min(buf.len());
+        if keep(&buf[start..end]) {
+            buf.copy_within(start..end, kept);
+            kept += end - start;
+        }
+        start = end;
+    }
+    kept
+}
+
 type Writable = Pin<Box<dyn Future<Output = io::Result<()>> + Send + Sync>>;
 
 /// Waits for write readiness; one per quinn task that sends.
@@ -386,5 +418,21 @@ impl UdpPoller for Poller {
             this.writable = None;
         }
         result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn discarded_segments_leave_the_rest_a_stride_apart_in_order() {
+        // Four segments of 3 bytes and a last one of 2, named by their first byte.
+        let mut buf = *b"aa1bb2cc3dd4e5";
+        let kept = keep_segments(&mut buf, 3, |d| !matches!(d[0], b'b' | b'd'));
+        assert_eq!(&buf[..kept], b"aa1cc3e5");
+        let mut one = *b"xyz";
+        assert_eq!(keep_segments(&mut one, 3, |_| false), 0);
+        assert_eq!(keep_segments(&mut one, 3, |_| true), 3);
     }
 }

@@ -31,6 +31,7 @@ use super::cid::CID_LEN;
 use super::demux::{Cid, Routes};
 use super::header::{Header, Packet};
 use super::peer::Peer;
+use crate::session::PeerEvent;
 use crate::wire::ack::ack_frames;
 use crate::wire::hash::packet_hash;
 
@@ -80,12 +81,9 @@ impl Tap {
         if !is_short(header) || !self.peer.published().reads_counts() {
             return;
         }
-        let now = self.peer.since_epoch(Instant::now());
-        let mut session = None;
+        let now = Instant::now();
         for frame in ack_frames(payload).map_while(Result::ok) {
-            session
-                .get_or_insert_with(|| self.peer.session())
-                .on_ack_frame(now, &frame);
+            self.peer.on_peer(now, PeerEvent::AckFrame(frame));
         }
     }
 

@@ -21,13 +21,18 @@ use std::time::Duration;
 use crate::signal::{CountReader, Feedback};
 use crate::wire::ack::{AckFrame, EcnCounts};
 
-/// With this many of its packets acknowledged since the last ACK frame
-/// with ECN counts (or since the start), the peer reports none: it does
-/// not support ECN, or the path bleaches it (RFC 9000 §13.4.2.1 fails ECN
-/// validation at the first such frame). Not at once: a receiver sends
-/// counts only once it has received an ECN-marked packet, and erc's digit
-/// 0 is Not-ECT. At the index with a single digit 1, the chance that 128
-/// packets all arrive Not-ECT is 0.9^128, about 10^-6.
+/// With this many of its packets newly acknowledged by ACK frames without
+/// ECN counts since the last frame with counts (or since the start), the
+/// peer reports none: it does not support ECN, or the path bleaches it, or
+/// it stopped (RFC 9000 §13.4.2.1 fails ECN validation at the first frame
+/// that newly acknowledges ECT packets without counts). Judged at the end
+/// of each frame, so a frame that carries counts never counts towards it,
+/// however many packets it covers
+/// (`one_large_frame_with_counts_keeps_the_counts_mode`). Not at the first
+/// such frame: a receiver sends counts only once it has received an
+/// ECN-marked packet, and erc's digit 0 is Not-ECT. At the index with a
+/// single digit 1, the chance that 128 packets all arrive Not-ECT is
+/// 0.9^128, about 10^-6.
 pub const NO_COUNTS_AFTER: u64 = 128;
 
 /// At most this many packets are kept above the largest acknowledged:
@@ -53,9 +58,11 @@ struct Sent {
 /// What a frame told the sender.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) enum Reading {
-    /// Nothing new: a reordered or repeated frame, or one without ECN
-    /// counts.
+    /// Nothing new: a reordered or repeated frame.
     Nothing,
+    /// A frame without ECN counts. `stopped`: with it, the peer has left
+    /// [`NO_COUNTS_AFTER`] packets without counts: it sends none.
+    NoCounts { stopped: bool },
     /// The reader read the frame: its estimate now, and, if the peer's CE
     /// count rose, when the newest packet it acknowledges was sent (a CE
     /// mark is congestion, as a loss is).
@@ -65,8 +72,13 @@ pub(super) enum Reading {
     },
     /// The frame carries counts, but the marks they rose by cannot be
     /// placed: on packets the sender did not keep, of a codepoint the
-    /// scheme never writes, or counts that fell.
+    /// scheme never writes, or after frames without counts (whose packets'
+    /// marks the rise also holds).
     Unplaced,
+    /// Counts no valid peer sends, which fail ECN validation (RFC 9000
+    /// §13.4.2.1): a count fell, or they count more packets than were
+    /// sent in the packet number space.
+    Invalid,
 }
 
 /// The sender's side of ACK-ECN count feedback (see the module docs).
@@ -80,8 +92,12 @@ pub(super) struct AckCounts {
     holes: BTreeMap<u64, Sent>,
     /// The largest packet number acknowledged by a frame read.
     largest: Option<u64>,
-    /// The peer's counts in the last frame read.
-    counts: EcnCounts,
+    /// The peer's counts in the last frame read; `None` after frames
+    /// without counts that followed counts, until counts come again.
+    counts: Option<EcnCounts>,
+    /// Packets newly acknowledged by frames without counts since the last
+    /// frame with counts ([`NO_COUNTS_AFTER`]).
+    without_counts: u64,
     /// The number of the last packet kept.
     last_sent: Option<u64>,
     /// Frames read, and frames whose marks could not be placed.
@@ -96,7 +112,8 @@ impl AckCounts {
             in_flight: VecDeque::new(),
             holes: BTreeMap::new(),
             largest: None,
-            counts: EcnCounts::default(),
+            counts: Some(EcnCounts::default()),
+            without_counts: 0,
             last_sent: None,
             frames_read: 0,
             frames_skipped: 0,
@@ -134,17 +151,25 @@ impl AckCounts {
         let acked = self.newly_acked(&ranges, largest);
         let unplaced = acked_above(&ranges, previous) - placed_above(&acked, previous);
         let Some(counts) = frame.ecn() else {
-            return Reading::Nothing;
+            return self.on_no_counts(acked.len() as u64 + unplaced);
         };
-        let rises = rises(self.counts, counts);
-        self.counts = counts;
-        // Marks on packets the sender cannot place (not kept, or of a
-        // codepoint the scheme never writes) say nothing about the digits.
-        let Some(rises) = rises.filter(|r| unplaced == 0 && r.ect1 == 0 && !acked.is_empty())
-        else {
+        self.without_counts = 0;
+        let before = self.counts.replace(counts);
+        let fell = before.is_some_and(|b| rises(b, counts).is_none());
+        if fell || self.more_than_sent(counts) {
+            return Reading::Invalid;
+        }
+        let Some(rises) = before.and_then(|b| rises(b, counts)) else {
+            // The first counts after frames without: a new baseline.
             self.frames_skipped += 1;
             return Reading::Unplaced;
         };
+        // Marks on packets the sender cannot place (not kept, or of a
+        // codepoint the scheme never writes) say nothing about the digits.
+        if unplaced > 0 || rises.ect1 > 0 || acked.is_empty() {
+            self.frames_skipped += 1;
+            return Reading::Unplaced;
+        }
         let hashes: Vec<u32> = acked.iter().map(|s| s.hash).collect();
         self.reader.on_ack(&hashes, rises);
         self.frames_read += 1;
@@ -152,6 +177,30 @@ impl AckCounts {
         Reading::Read {
             feedback: self.reader.estimate(),
             ce_sent: newest.filter(|_| rises.ce > 0),
+        }
+    }
+
+    /// Whether `counts` count more packets than the space has numbers
+    /// for: packet numbers rise by one or more per packet sent, 0-RTT
+    /// included, so no valid count exceeds the next one.
+    fn more_than_sent(&self, counts: EcnCounts) -> bool {
+        let total = counts
+            .ect0
+            .saturating_add(counts.ect1)
+            .saturating_add(counts.ce);
+        self.last_sent.is_some_and(|last| total > last + 1)
+    }
+
+    /// A frame without counts that newly acknowledges `acked` packets.
+    /// Once the peer has sent counts, its next counts also hold the marks
+    /// of these packets, so they cannot be read against the last ones.
+    fn on_no_counts(&mut self, acked: u64) -> Reading {
+        if acked > 0 && self.counts.is_some_and(|c| c != EcnCounts::default()) {
+            self.counts = None;
+        }
+        self.without_counts += acked;
+        Reading::NoCounts {
+            stopped: self.without_counts >= NO_COUNTS_AFTER,
         }
     }
 
@@ -214,12 +263,26 @@ fn rises(before: EcnCounts, now: EcnCounts) -> Option<EcnCounts> {
     })
 }
 
+/// An ACK frame's bytes: `ranges` highest first, with `ecn` counts.
+#[cfg(test)]
+pub(super) fn frame_bytes(ranges: &[RangeInclusive<u64>], ecn: Option<EcnCounts>) -> Vec<u8> {
+    let repr = crate::wire::ack::AckRepr {
+        largest: *ranges[0].end(),
+        delay: 0,
+        ranges: ranges.to_vec(),
+        ecn,
+    };
+    let mut bytes = Vec::new();
+    repr.emit(&mut bytes);
+    bytes
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::{Arc, Mutex};
 
     use super::*;
-    use crate::wire::ack::{ack_frames, AckRepr};
+    use crate::wire::ack::ack_frames;
 
     /// What a reader was handed: each frame's hashes and rises.
     type Calls = Arc<Mutex<Vec<(Vec<u32>, EcnCounts)>>>;
@@ -261,14 +324,7 @@ mod tests {
         ranges: &[RangeInclusive<u64>],
         ecn: Option<EcnCounts>,
     ) -> Reading {
-        let repr = AckRepr {
-            largest: *ranges[0].end(),
-            delay: 0,
-            ranges: ranges.to_vec(),
-            ecn,
-        };
-        let mut bytes = Vec::new();
-        repr.emit(&mut bytes);
+        let bytes = frame_bytes(ranges, ecn);
         let frame = ack_frames(&bytes).next().unwrap().unwrap();
         counts.on_frame(&frame)
     }
@@ -337,18 +393,50 @@ mod tests {
         // Packets 0..=2 never kept: the first frame's counts cover them.
         let (mut counts, calls) = sent(3..10);
         assert_eq!(ack(&mut counts, &[0..=5], ecn(4, 0, 0)), Reading::Unplaced);
-        // ECT(1), which erc never writes, and counts that fall.
+        // ECT(1), which erc never writes.
         assert_eq!(ack(&mut counts, &[0..=6], ecn(4, 1, 0)), Reading::Unplaced);
-        assert_eq!(ack(&mut counts, &[0..=7], ecn(3, 1, 0)), Reading::Unplaced);
         // From the last counts on, frames read again.
         assert!(matches!(
-            ack(&mut counts, &[0..=8], ecn(4, 1, 0)),
+            ack(&mut counts, &[0..=7], ecn(5, 1, 0)),
             Reading::Read { .. }
         ));
         assert_eq!(calls.lock().unwrap().len(), 1);
-        assert_eq!(counts.frames_skipped, 3);
-        // A frame without counts tells nothing.
-        assert_eq!(ack(&mut counts, &[0..=9], None), Reading::Nothing);
+        assert_eq!(counts.frames_skipped, 2);
+        // A frame without counts tells no marks; the next counts are only
+        // a new baseline, as they also hold that frame's packets' marks.
+        let no_counts = Reading::NoCounts { stopped: false };
+        assert_eq!(ack(&mut counts, &[0..=8], None), no_counts);
+        assert_eq!(ack(&mut counts, &[0..=9], ecn(7, 1, 0)), Reading::Unplaced);
+        assert_eq!(calls.lock().unwrap().len(), 1);
+    }
+
+    /// RFC 9000 §13.4.2.1's validation: counts never fall, and never count
+    /// more packets than the space numbered.
+    #[test]
+    fn counts_that_fall_or_outnumber_the_packets_sent_are_invalid() {
+        let (mut counts, _) = sent(0..10);
+        ack(&mut counts, &[0..=5], ecn(4, 0, 0));
+        assert_eq!(ack(&mut counts, &[0..=6], ecn(3, 0, 0)), Reading::Invalid);
+        let (mut counts, _) = sent(0..10);
+        assert_eq!(ack(&mut counts, &[0..=5], ecn(9, 0, 2)), Reading::Invalid);
+    }
+
+    /// Packets acknowledged without counts are tallied frame by frame,
+    /// and a frame with counts clears the tally whatever its size.
+    #[test]
+    fn the_peer_sends_no_counts_only_after_many_packets_without() {
+        let last = 3 * NO_COUNTS_AFTER;
+        let (mut counts, _) = sent(0..=last);
+        let half = NO_COUNTS_AFTER / 2;
+        let stopped = |stopped| Reading::NoCounts { stopped };
+        assert_eq!(ack(&mut counts, &[0..=half], None), stopped(false));
+        let all = 2 * NO_COUNTS_AFTER;
+        assert!(matches!(
+            ack(&mut counts, &[0..=all], ecn(9, 0, 0)),
+            Reading::Read { .. }
+        ));
+        assert_eq!(ack(&mut counts, &[0..=all + half], None), stopped(false));
+        assert_eq!(ack(&mut counts, &[0..=last], None), stopped(true));
     }
 
     #[test]

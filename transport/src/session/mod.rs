@@ -26,6 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod ack_counts;
+mod ack_gap;
 mod mode;
 pub mod presence;
 mod rate_gate;
@@ -33,6 +34,8 @@ mod receiving;
 pub mod report;
 mod sending;
 
+#[cfg(test)]
+mod ack_patterns;
 #[cfg(test)]
 mod pair;
 #[cfg(test)]
@@ -125,6 +128,46 @@ impl Cause {
     }
 }
 
+/// What the peer said about this end's packets, in whichever form it
+/// reached the transport: the one way feedback enters a session
+/// ([`Session::on_peer`]). Whether the law hears it is decided in one
+/// place, whatever the form, and no form's handling waits on another's:
+/// an ACK frame is judged on its own, before or after the transport
+/// acknowledges its packets.
+#[derive(Clone, Copy, Debug)]
+pub enum PeerEvent<'a> {
+    /// An ecnq report datagram from the peer.
+    Report(&'a [u8]),
+    /// An ACK frame the peer sent in a 1-RTT packet, with ECN counts or
+    /// without, read where the sender reads counts
+    /// ([`Published::reads_counts`]).
+    AckFrame(AckFrame<'a>),
+    /// The transport acknowledged one packet of `bytes`; `rtt` is its
+    /// estimate.
+    Acked {
+        /// The packet's bytes.
+        bytes: u64,
+        /// Whether the sender was limited by its application when it
+        /// sent the packet.
+        app_limited: bool,
+        /// The transport's RTT estimate.
+        rtt: RttSample,
+    },
+    /// The end of an ACK's processing: the transport's bytes in flight.
+    AcksDone {
+        /// Bytes in flight.
+        in_flight: u64,
+    },
+    /// A loss (`lost_bytes` > 0) or a CE mark (`lost_bytes` == 0) the
+    /// transport saw, of a packet sent at `sent`.
+    Congestion {
+        /// When the packet was sent.
+        sent: Duration,
+        /// Bytes lost; 0 for a CE mark.
+        lost_bytes: u64,
+    },
+}
+
 /// What [`Session::on_receive`] tells the transport.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Arrival {
@@ -215,7 +258,7 @@ impl Published {
     }
 
     /// Whether the sender keeps its packets for reading the peer's ACK-ECN
-    /// counts ([`Session::on_packet_sent`], [`Session::on_ack_frame`]).
+    /// counts ([`Session::on_packet_sent`], [`PeerEvent::AckFrame`]).
     pub fn reads_counts(&self) -> bool {
         self.reads_counts.load(Ordering::Relaxed)
     }
@@ -311,12 +354,12 @@ impl Session {
 
     /// The sender's mode.
     pub fn mode(&self) -> PeerMode {
-        self.sending.mode
+        self.sending.mode()
     }
 
     /// The law's configuration (its packet unit and initial window).
     pub fn config(&self) -> &LawConfig {
-        &self.sending.config
+        self.sending.config()
     }
 
     /// The next event, if any. Events accumulate until drained.
@@ -370,13 +413,13 @@ impl Session {
         hashes: impl ExactSizeIterator<Item = u32>,
     ) -> Arrival {
         let (ecn, tag) = (Ecn::from_tos(tos), SchemeTag::from_tos(tos));
-        if self.sending.mode == PeerMode::Probing {
+        if self.sending.mode() == PeerMode::Probing {
             self.sending
                 .on_peer_packet(!tag.is_untagged(), &mut self.events);
             self.publish();
         }
         let wake_reporter = self.receiving.on_datagram(now, ecn, tag, hashes);
-        let quinn_ecn = if ecn == Ecn::NotEct && self.sending.mode.peer_probes() {
+        let quinn_ecn = if ecn == Ecn::NotEct && self.sending.mode().peer_probes() {
             // A presence probe from an ecnq peer, whose tag a path may have
             // bleached: its quinn counted it as ECT(0).
             Ecn::Ect0
@@ -401,12 +444,14 @@ impl Session {
         self.receiving.poll_report(now, srtt, progress.received)
     }
 
-    /// A report datagram from the peer: checked, then handed to the law
-    /// (and to the presence verdict and the fallback decision).
-    pub fn on_report(&mut self, now: Duration, datagram: &[u8]) {
+    /// What the peer said at `now` ([`PeerEvent`]): the one way feedback
+    /// enters the session. A report is checked, then handed to the law,
+    /// the presence verdict and the fallback decision; an ACK frame is
+    /// read for the peer's ECN counts while the law runs on them
+    /// ([`PeerMode::EcnqAckCounts`]).
+    pub fn on_peer(&mut self, now: Duration, event: PeerEvent<'_>) {
         let probes = self.published.probe_packets();
-        self.sending
-            .on_report(now, datagram, probes, &mut self.events);
+        self.sending.on_peer(now, event, probes, &mut self.events);
         self.publish();
     }
 
@@ -422,66 +467,22 @@ impl Session {
         self.sending.on_packet_sent(now, number, hash);
     }
 
-    /// An ACK frame the peer sent in a 1-RTT packet, read at `now` before
-    /// the transport acts on it: with [`PeerMode::EcnqAckCounts`], the law
-    /// reads the routers' marks from its ECN counts.
-    pub fn on_ack_frame(&mut self, now: Duration, frame: &AckFrame<'_>) {
-        self.sending.on_ack_frame(now, frame, &mut self.events);
-        self.publish();
-    }
-
-    /// `bytes` were acknowledged at `now`; `rtt` is the transport's estimate.
-    pub fn on_ack(&mut self, now: Duration, bytes: u64, app_limited: bool, rtt: RttSample) {
-        self.sending
-            .on_ack(now, bytes, app_limited, rtt, &mut self.events);
-        self.publish();
-    }
-
-    /// The end of an ACK's processing: the transport's bytes in flight.
-    pub fn on_end_acks(&mut self, in_flight: u64) {
-        self.sending.on_end_acks(in_flight);
-        self.publish();
-    }
-
-    /// A loss (`lost_bytes` > 0) or a CE mark (`lost_bytes` == 0) at `now`
-    /// for a packet sent at `sent`.
-    pub fn on_congestion(&mut self, now: Duration, sent: Duration, lost_bytes: u64) {
-        self.sending
-            .on_congestion(now, sent, lost_bytes, &mut self.events);
-        self.publish();
-    }
-
     /// A snapshot of the session at `now`.
     pub fn stats(&self, now: Duration) -> SessionStats {
-        let (tx, rx) = (&self.sending, &self.receiving);
-        let law = tx.law();
+        let rx = &self.receiving;
         SessionStats {
-            mode: tx.mode,
-            law_mode: law.map(|l| l.mode()),
-            window: tx.law_window(),
-            pacing_rate: law.and_then(|l| l.pacing_rate()),
-            last_report: tx.filter.as_ref().and_then(|f| f.last()).copied(),
-            reports_accepted: tx.filter.as_ref().map_or(0, |f| f.accepted()),
-            reports_rejected: tx.filter.as_ref().map_or(0, |f| f.rejected()),
-            decreases: tx.decreases,
             local_estimate: rx.estimate(now),
             ecn_received: rx.counts,
             reports_sent: rx.reports_sent,
-            counts_estimate: tx
-                .counts
-                .as_ref()
-                .filter(|_| tx.mode == PeerMode::EcnqAckCounts)
-                .map(|c| c.estimate()),
-            ack_frames_read: tx.counts.as_ref().map_or(0, |c| c.frames_read),
-            ack_frames_unread: tx.counts.as_ref().map_or(0, |c| c.frames_skipped),
+            ..self.sending.stats()
         }
     }
 
     fn publish(&self) {
         let marking = Marking {
-            mode: self.sending.mode,
+            mode: self.sending.mode(),
             tag: self.sending.tag(),
-            scheme_tag: self.sending.scheme_tag,
+            scheme_tag: self.sending.scheme_tag(),
         };
         let window = self.sending.law_window().unwrap_or(0);
         let flags = Flags {

@@ -25,9 +25,14 @@ pub enum PeerMode {
     /// marks from the peer's ACK-ECN counts (erc; docs/design.md §3).
     EcnqAckCounts,
     /// Classic congestion control: the peer does not run ecnq, and its
-    /// ACKs carry no ECN counts (it does not support ECN, or the path
-    /// bleaches it).
+    /// ACKs carry no ECN counts (it does not support ECN, the path
+    /// bleaches it, or it stopped sending them). Packets stay tagged with
+    /// the scheme's codepoint, and counts that come back end it.
     ClassicNoEcnCounts,
+    /// Classic congestion control: the peer's ECN counts fail ECN
+    /// validation (RFC 9000 §13.4.2.1: a count fell, or more packets were
+    /// counted than sent).
+    ClassicEcnInvalid,
 }
 
 /// What moves a sender from one [`PeerMode`] to another.
@@ -43,12 +48,17 @@ pub(super) enum Signal {
     RouterPresent(bool),
     /// No report for too long while data flowed.
     ReportsStopped,
-    /// The peer acknowledged many packets since its last ACK-ECN counts.
+    /// The peer acknowledged many packets in ACK frames without ECN
+    /// counts since its last frame with counts.
     EcnCountsStopped,
+    /// An ACK frame with ECN counts arrived.
+    EcnCountsSeen,
+    /// The peer's ECN counts failed validation.
+    EcnCountsInvalid,
 }
 
 impl PeerMode {
-    const ALL: [PeerMode; 8] = [
+    const ALL: [PeerMode; 9] = [
         PeerMode::Probing,
         PeerMode::Ecnq,
         PeerMode::ClassicPeerNotEcnq,
@@ -57,6 +67,7 @@ impl PeerMode {
         PeerMode::ClassicNoRouter,
         PeerMode::EcnqAckCounts,
         PeerMode::ClassicNoEcnCounts,
+        PeerMode::ClassicEcnInvalid,
     ];
 
     /// A short name for logs and stats.
@@ -70,6 +81,7 @@ impl PeerMode {
             PeerMode::ClassicNoRouter => "classic (no ecnq router)",
             PeerMode::EcnqAckCounts => "ecnq (ACK-ECN counts)",
             PeerMode::ClassicNoEcnCounts => "classic (no ECN counts)",
+            PeerMode::ClassicEcnInvalid => "classic (ECN counts invalid)",
         }
     }
 
@@ -87,13 +99,14 @@ impl PeerMode {
                 | PeerMode::ClassicReportsStopped
                 | PeerMode::ClassicNoRouter
                 | PeerMode::ClassicNoEcnCounts
+                | PeerMode::ClassicEcnInvalid
         )
     }
 
     /// The mode after `signal`: every transition a sender makes (docs/design.md
-    /// §3). An untagged peer is final, and so are its missing ECN counts; a
-    /// fallback for stopped reports or an absent router ends when reports,
-    /// or raised probes, come back.
+    /// §3). An untagged peer is final, and so are invalid ECN counts; a
+    /// fallback for stopped reports, an absent router or missing counts
+    /// ends when reports, raised probes, or counts come back.
     pub(super) fn after(self, signal: Signal) -> PeerMode {
         use PeerMode::*;
         match (self, signal) {
@@ -109,6 +122,8 @@ impl PeerMode {
                 false => ClassicPeerNotEcnq,
             },
             (EcnqAckCounts, Signal::EcnCountsStopped) => ClassicNoEcnCounts,
+            (ClassicNoEcnCounts, Signal::EcnCountsSeen) => EcnqAckCounts,
+            (EcnqAckCounts | ClassicNoEcnCounts, Signal::EcnCountsInvalid) => ClassicEcnInvalid,
             (ClassicReportsStopped, Signal::ReportAccepted) => Ecnq,
             (Ecnq, Signal::RouterPresent(false)) => ClassicNoRouter,
             (ClassicNoRouter, Signal::RouterPresent(true)) => Ecnq,
@@ -164,13 +179,16 @@ impl Marking {
             // validation makes of the routers' marks: the peer's counts
             // carry them.
             PeerMode::EcnqAckCounts => (self.tag, self.scheme_tag.wire().base_ecn()),
+            // As tagged as with counts, so that counts the peer sends again
+            // carry the routers' marks.
+            PeerMode::ClassicNoEcnCounts => (self.scheme_tag, self.scheme_tag.wire().base_ecn()),
             // Still tagged, so routers keep marking and the peer keeps
             // decoding: when its reports get through again, or its probes
             // come back raised, feedback resumes.
             PeerMode::ClassicReportsStopped | PeerMode::ClassicNoRouter => {
                 (self.scheme_tag, quinn_ecn)
             }
-            PeerMode::ClassicPeerNotEcnq | PeerMode::ClassicNoEcnCounts | PeerMode::Unassisted => {
+            PeerMode::ClassicPeerNotEcnq | PeerMode::ClassicEcnInvalid | PeerMode::Unassisted => {
                 (SchemeTag::UNTAGGED, quinn_ecn)
             }
         };
@@ -217,17 +235,28 @@ mod tests {
         assert_eq!(Probing.after(packet(false, false)), ClassicPeerNotEcnq);
         assert_eq!(Probing.after(packet(false, true)), EcnqAckCounts);
         assert_eq!(EcnqAckCounts.after(EcnCountsStopped), ClassicNoEcnCounts);
-        // An untagged peer, or one without counts, stays classic whatever
-        // arrives later; a peer read by its counts sends no reports.
+        assert_eq!(ClassicNoEcnCounts.after(EcnCountsSeen), EcnqAckCounts);
+        assert_eq!(EcnqAckCounts.after(EcnCountsInvalid), ClassicEcnInvalid);
+        assert_eq!(
+            ClassicNoEcnCounts.after(EcnCountsInvalid),
+            ClassicEcnInvalid
+        );
+        // An untagged peer, or one with invalid counts, stays classic
+        // whatever arrives later; a peer read by its counts sends no
+        // reports, and only counts end a fallback for missing ones.
         for signal in [
             packet(true, true),
             ReportAccepted,
             RouterPresent(true),
             ReportsStopped,
+            EcnCountsSeen,
         ] {
             assert_eq!(ClassicPeerNotEcnq.after(signal), ClassicPeerNotEcnq);
-            assert_eq!(ClassicNoEcnCounts.after(signal), ClassicNoEcnCounts);
+            assert_eq!(ClassicEcnInvalid.after(signal), ClassicEcnInvalid);
             assert_eq!(EcnqAckCounts.after(signal), EcnqAckCounts);
+            if signal != EcnCountsSeen {
+                assert_eq!(ClassicNoEcnCounts.after(signal), ClassicNoEcnCounts);
+            }
         }
         assert_eq!(Ecnq.after(ReportsStopped), ClassicReportsStopped);
         assert_eq!(

@@ -25,7 +25,7 @@ use std::ops::{Range, RangeInclusive};
 use std::time::Duration;
 
 use super::sending::QUINN_PACING_GAIN;
-use super::{Event, Next, PeerMode, Progress, Session, SessionStats};
+use super::{Event, Next, PeerEvent, PeerMode, Progress, Session, SessionStats};
 use crate::router::bottleneck::{Bottleneck, BottleneckConfig, Discipline, QueueLimit, Queued};
 use crate::router::capacity::{CapacitySource, LinkRate};
 use crate::router::{MarkingMode, RouterConfig};
@@ -549,7 +549,7 @@ impl Pair {
         self.deliver_acks(now);
         self.detect_timeouts(now);
         while let Some(report) = self.reports.arrived(now) {
-            self.sender.on_report(now, &report);
+            self.sender.on_peer(now, PeerEvent::Report(&report));
         }
         self.poll_reports(now);
         self.transmit(now);
@@ -652,7 +652,7 @@ impl Pair {
             let untagged = SchemeTag::UNTAGGED.tos(Ecn::Ect0);
             let hash = fmix32(!(frame.largest() as u32));
             self.sender.on_receive(now, untagged, std::iter::once(hash));
-            self.sender.on_ack_frame(now, &frame);
+            self.sender.on_peer(now, PeerEvent::AckFrame(frame));
             let numbers: Vec<u64> = frame
                 .ranges()
                 .flat_map(|r| {
@@ -677,9 +677,16 @@ impl Pair {
             };
             let rtt = self.sample_rtt(now - sent);
             self.acked_bytes += MSS;
-            self.sender.on_ack(now, MSS, false, rtt);
+            let acked = PeerEvent::Acked {
+                bytes: MSS,
+                app_limited: false,
+                rtt,
+            };
+            self.sender.on_peer(now, acked);
             if ce {
-                self.sender.on_congestion(now, sent, 0);
+                let lost_bytes = 0;
+                self.sender
+                    .on_peer(now, PeerEvent::Congestion { sent, lost_bytes });
             }
         }
         // RFC 9002's packet threshold: three later packets acknowledged.
@@ -689,7 +696,8 @@ impl Pair {
             .map(|(&n, &at)| (n, at))
             .collect();
         self.declare_lost(now, &lost);
-        self.sender.on_end_acks(self.outstanding.len() as u64 * MSS);
+        let in_flight = self.outstanding.len() as u64 * MSS;
+        self.sender.on_peer(now, PeerEvent::AcksDone { in_flight });
     }
 
     /// Packets unacknowledged for three smoothed RTTs are lost (a tail the
@@ -720,7 +728,9 @@ impl Pair {
     fn declare_lost(&mut self, now: Duration, lost: &[(u64, Duration)]) {
         for &(number, sent) in lost {
             self.outstanding.remove(&number);
-            self.sender.on_congestion(now, sent, MSS);
+            let lost_bytes = MSS;
+            self.sender
+                .on_peer(now, PeerEvent::Congestion { sent, lost_bytes });
         }
     }
 

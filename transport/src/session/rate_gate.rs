@@ -67,9 +67,9 @@ impl Pace {
         self.rate * span.as_secs_f64() + DEPTH_PACKETS * mss as f64
     }
 
-    /// The most that may leave at once: the law's burst span at the rate,
-    /// plus [`DEPTH_PACKETS`].
-    fn burst_depth(self, mss: u64) -> f64 {
+    /// The most that may leave at once, so at one ask: the law's burst
+    /// span at the rate, plus [`DEPTH_PACKETS`].
+    pub fn burst_depth(self, mss: u64) -> f64 {
         self.holding(self.burst.unwrap_or(FILL_SPAN), mss)
     }
 

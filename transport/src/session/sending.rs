@@ -4,15 +4,16 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use super::ack_counts::{AckCounts, Reading, NO_COUNTS_AFTER};
+use super::ack_counts::{AckCounts, Reading};
+use super::ack_gap::AckGap;
 use super::mode::{PeerMode, Signal};
 use super::rate_gate::{Pace, RateGate};
 use super::report::{ReportFilter, Repr};
-use super::{Cause, Event};
+use super::{Cause, Event, PeerEvent, SessionStats};
 use crate::schemes::cubic::CubicLaw;
 use crate::schemes::registry::Scheme;
 use crate::session::presence::RouterPresence;
-use crate::signal::{Congestion, Law, LawConfig, Mode, RttSample};
+use crate::signal::{Congestion, Feedback, Law, LawConfig, Mode, RttSample};
 use crate::wire::ack::AckFrame;
 use crate::wire::ecn::{Ecn, SchemeTag};
 
@@ -34,6 +35,25 @@ pub const GATED_WINDOW_CAP: u64 = 2;
 /// quinn's pacer sends at this times its congestion window per smoothed
 /// RTT (quinn-proto's `pacing` module).
 pub(crate) const QUINN_PACING_GAIN: f64 = 1.25;
+
+/// What the law may be told, from whichever feedback carried it;
+/// [`Sending::hears`] decides whether it does.
+#[derive(Clone, Copy, Debug)]
+enum Told {
+    /// The transport acknowledged `bytes`.
+    Ack { bytes: u64, app_limited: bool },
+    /// An accepted report; `arrived`: packets it counts beyond those sent
+    /// before the peer was known to run ecnq.
+    Report { feedback: Feedback, arrived: u64 },
+    /// A reading of the peer's ACK-ECN counts; `ce_sent`: when the newest
+    /// packet of a frame whose CE count rose was sent.
+    Counts {
+        feedback: Feedback,
+        ce_sent: Option<Duration>,
+    },
+    /// The transport saw a loss or a CE mark of a packet sent at `sent`.
+    Congestion { sent: Duration, kind: Congestion },
+}
 
 /// When reports are overdue. Reports are due only while data flows: while
 /// this end sends no data (perhaps only its own reports), or after a pause,
@@ -82,22 +102,22 @@ pub(super) struct Sending {
     scheme: Option<Scheme>,
     /// The active law: the scheme's, or the classic law after a fallback.
     law: Option<Box<dyn Law>>,
-    pub mode: PeerMode,
+    mode: PeerMode,
     /// The scheme's own tag, kept while fallen back.
-    pub scheme_tag: SchemeTag,
-    pub config: LawConfig,
+    scheme_tag: SchemeTag,
+    config: LawConfig,
     rtt: RttSample,
-    pub filter: Option<ReportFilter>,
+    filter: Option<ReportFilter>,
     /// Whether an ecnq router is on the path, for schemes that probe.
     presence: Option<RouterPresence>,
     /// The peer's ACK-ECN counts, read for a scheme whose marks they carry.
-    pub counts: Option<AckCounts>,
-    /// Packets acknowledged since the last ACK frame with ECN counts.
-    acked_since_counts: u64,
+    counts: Option<AckCounts>,
     timeout: ReportTimeout,
-    pub decreases: u64,
+    decreases: u64,
     /// Holds a rate law to its rate (none of the other laws use it).
     gate: RateGate,
+    /// The time between the peer's ACKs.
+    ack_gap: AckGap,
     /// IP and UDP header bytes of every packet: routers meter whole packets
     /// and advertise rates in those bytes, while quinn counts UDP payload,
     /// so the gate debits both.
@@ -139,14 +159,54 @@ impl Sending {
             counts: assisted
                 .and_then(|s| s.wire().count_reader())
                 .map(AckCounts::new),
-            acked_since_counts: 0,
             timeout: ReportTimeout::default(),
             decreases: 0,
             gate: RateGate::default(),
+            ack_gap: AckGap::default(),
             header_bytes,
             in_flight: 0,
             probing_packets: 0,
             last_sent: None,
+        }
+    }
+
+    /// Whether router feedback is in use, and if not why.
+    pub fn mode(&self) -> PeerMode {
+        self.mode
+    }
+
+    /// The scheme's own tag, kept while fallen back.
+    pub fn scheme_tag(&self) -> SchemeTag {
+        self.scheme_tag
+    }
+
+    pub fn config(&self) -> &LawConfig {
+        &self.config
+    }
+
+    /// The sender's part of a session's stats; the receiver's fields are
+    /// left empty for the session to fill.
+    pub fn stats(&self) -> SessionStats {
+        let law = self.law();
+        let filter = self.filter.as_ref();
+        let counts = self.counts.as_ref();
+        SessionStats {
+            mode: self.mode,
+            law_mode: law.map(|l| l.mode()),
+            window: self.law_window(),
+            pacing_rate: law.and_then(|l| l.pacing_rate()),
+            last_report: filter.and_then(|f| f.last()).copied(),
+            reports_accepted: filter.map_or(0, |f| f.accepted()),
+            reports_rejected: filter.map_or(0, |f| f.rejected()),
+            decreases: self.decreases,
+            local_estimate: None,
+            ecn_received: [0; 4],
+            reports_sent: 0,
+            counts_estimate: counts
+                .filter(|_| self.mode == PeerMode::EcnqAckCounts)
+                .map(|c| c.estimate()),
+            ack_frames_read: counts.map_or(0, |c| c.frames_read),
+            ack_frames_unread: counts.map_or(0, |c| c.frames_skipped),
         }
     }
 
@@ -183,6 +243,24 @@ impl Sending {
     /// rate × srtt, bytes: what a flow at `rate` has in flight.
     fn rate_window(&self, rate: f64) -> u64 {
         self.config.clamp(rate * self.rtt.smoothed.as_secs_f64()) as u64
+    }
+
+    /// What a flow sends between two of the peer's ACKs, bytes: its bytes
+    /// per ACK, beyond its window's round trip (docs/design.md §3, "The
+    /// ACK pattern").
+    fn ack_room(&self) -> u64 {
+        self.ack_gap.bytes()
+    }
+
+    /// Whether each of the peer's ACKs acknowledges more than the gate
+    /// lets out at one ask, and less than what the `pace` needs until the
+    /// next ACK is in flight: the transport asks for its window only as
+    /// ACKs come, so it must be asked between them to keep pacing
+    /// (`a_rate_law_keeps_pacing_between_sparse_acks`).
+    fn short_until_next_ack(&self, pace: Pace) -> bool {
+        let room = self.ack_room();
+        room as f64 > pace.burst_depth(self.config.mss)
+            && self.in_flight < self.rate_window(pace.rate) + room
     }
 
     /// The window published for the law. For a rate law it is rate × srtt,
@@ -252,9 +330,12 @@ impl Sending {
         } else {
             0
         };
+        // What the rate sends between two ACKs comes on top: the law's
+        // window rule bounds the flight's round trip, the peer's pattern
+        // adds its gap to it.
         Some(Gating::Gate {
             pace,
-            cap: window.saturating_mul(GATED_WINDOW_CAP),
+            cap: window.saturating_mul(GATED_WINDOW_CAP) + self.ack_room(),
             floor,
         })
     }
@@ -268,7 +349,8 @@ impl Sending {
     /// and what its gate accrues beyond one burst between asks is lost, so
     /// it is short with less than rate × srtt in flight: asked only as the
     /// ACKs come once it has half of that out, Prague flows on a long fat
-    /// path send well under their pacing rates.
+    /// path send well under their pacing rates. Either is also short while
+    /// the peer's ACKs come far apart ([`Sending::short_until_next_ack`]).
     pub fn under_rate(&self) -> bool {
         self.law_pace().is_some_and(|pace| {
             let in_flight = if pace.catch_up {
@@ -276,7 +358,7 @@ impl Sending {
             } else {
                 self.in_flight
             };
-            in_flight < self.rate_window(pace.rate)
+            in_flight < self.rate_window(pace.rate) || self.short_until_next_ack(pace)
         })
     }
 
@@ -304,7 +386,40 @@ impl Sending {
         }
     }
 
-    pub fn on_ack(
+    /// What the peer said about this end's packets, in whichever form it
+    /// came: the one way feedback enters the sender. `probes_sent` counts
+    /// the presence probe packets sent so far.
+    pub fn on_peer(
+        &mut self,
+        now: Duration,
+        event: PeerEvent<'_>,
+        probes_sent: u64,
+        events: &mut VecDeque<Event>,
+    ) {
+        match event {
+            PeerEvent::Report(datagram) => self.on_report(now, datagram, probes_sent, events),
+            PeerEvent::AckFrame(frame) => self.on_ack_frame(now, &frame, events),
+            PeerEvent::Acked {
+                bytes,
+                app_limited,
+                rtt,
+            } => self.on_ack(now, bytes, app_limited, rtt, events),
+            PeerEvent::AcksDone { in_flight } => {
+                self.in_flight = in_flight;
+                self.ack_gap.on_ack_end();
+            }
+            PeerEvent::Congestion { sent, lost_bytes } => {
+                self.in_flight = self.in_flight.saturating_sub(lost_bytes);
+                let kind = match lost_bytes {
+                    0 => Congestion::Ce,
+                    _ => Congestion::Loss,
+                };
+                self.tell(now, Told::Congestion { sent, kind }, events);
+            }
+        }
+    }
+
+    fn on_ack(
         &mut self,
         now: Duration,
         bytes: u64,
@@ -313,53 +428,14 @@ impl Sending {
         events: &mut VecDeque<Event>,
     ) {
         self.rtt = rtt;
+        self.ack_gap.on_acked(bytes, app_limited);
         if let Some(law) = self.law.as_mut() {
             law.on_rtt(&rtt);
         }
         if self.timeout.on_ack(now, rtt.smoothed) {
             self.signal(Signal::ReportsStopped, events);
         }
-        if self.mode == PeerMode::EcnqAckCounts {
-            self.acked_since_counts += 1;
-            if self.acked_since_counts >= NO_COUNTS_AFTER {
-                self.signal(Signal::EcnCountsStopped, events);
-            }
-        }
-        if !app_limited {
-            self.update_law(Cause::Ack, events, |law, rtt| law.on_ack(now, bytes, rtt));
-        }
-    }
-
-    pub fn on_end_acks(&mut self, in_flight: u64) {
-        self.in_flight = in_flight;
-    }
-
-    pub fn on_congestion(
-        &mut self,
-        now: Duration,
-        sent: Duration,
-        lost_bytes: u64,
-        events: &mut VecDeque<Event>,
-    ) {
-        self.in_flight = self.in_flight.saturating_sub(lost_bytes);
-        let ce = lost_bytes == 0;
-        // CE on an ecnq path is the scheme's own overload code (the
-        // receiver's report carries it to the law), unless the scheme
-        // never uses CE as a code.
-        let ce_is_congestion = self.scheme.is_none_or(|s| s.ce_is_congestion());
-        if ce && self.mode == PeerMode::Ecnq && !ce_is_congestion {
-            return;
-        }
-        // Read from the peer's counts, CE reaches the law from there
-        // ([`Sending::on_ack_frame`]): quinn's ECN validation fails on the
-        // routers' Not-ECT digits, and then tells of no CE at all.
-        if ce && self.mode == PeerMode::EcnqAckCounts {
-            return;
-        }
-        let kind = if ce { Congestion::Ce } else { Congestion::Loss };
-        self.update_law(Cause::Congestion, events, |law, rtt| {
-            law.on_congestion(now, sent, kind, rtt)
-        });
+        self.tell(now, Told::Ack { bytes, app_limited }, events);
     }
 
     /// A packet from the peer arrived, tagged or not.
@@ -378,7 +454,11 @@ impl Sending {
     /// reading the peer's ACK-ECN counts: its scheme's marks are in them,
     /// and the peer may not, or does not, run ecnq.
     pub fn reads_counts(&self) -> bool {
-        self.counts.is_some() && matches!(self.mode, PeerMode::Probing | PeerMode::EcnqAckCounts)
+        self.counts.is_some()
+            && matches!(
+                self.mode,
+                PeerMode::Probing | PeerMode::EcnqAckCounts | PeerMode::ClassicNoEcnCounts
+            )
     }
 
     /// A 1-RTT packet sent at `now`: its number and packet hash.
@@ -392,39 +472,35 @@ impl Sending {
 
     /// An ACK frame from the peer: read for the routers' marks while the
     /// law runs on the peer's counts, and a CE mark among them is
-    /// congestion.
-    pub fn on_ack_frame(
-        &mut self,
-        now: Duration,
-        frame: &AckFrame<'_>,
-        events: &mut VecDeque<Event>,
-    ) {
-        if self.mode != PeerMode::EcnqAckCounts {
+    /// congestion. Whether the peer sends counts at all is judged here,
+    /// frame by frame ([`super::NO_COUNTS_AFTER`]), never per packet
+    /// acknowledged: the transport acknowledges a frame's packets after
+    /// the frame is read.
+    fn on_ack_frame(&mut self, now: Duration, frame: &AckFrame<'_>, events: &mut VecDeque<Event>) {
+        if !matches!(
+            self.mode,
+            PeerMode::EcnqAckCounts | PeerMode::ClassicNoEcnCounts
+        ) {
             return;
         }
         let Some(counts) = self.counts.as_mut() else {
             return;
         };
         let reading = counts.on_frame(frame);
-        if reading != Reading::Nothing {
-            self.acked_since_counts = 0;
-        }
-        let Reading::Read { feedback, ce_sent } = reading else {
-            return;
+        let signal = match reading {
+            Reading::Nothing | Reading::NoCounts { stopped: false } => return,
+            Reading::NoCounts { stopped: true } => Signal::EcnCountsStopped,
+            Reading::Invalid => Signal::EcnCountsInvalid,
+            Reading::Unplaced | Reading::Read { .. } => Signal::EcnCountsSeen,
         };
-        self.update_law(Cause::Feedback, events, |law, rtt| {
-            law.on_feedback(now, feedback, rtt)
-        });
-        if let Some(sent) = ce_sent {
-            self.update_law(Cause::Congestion, events, |law, rtt| {
-                law.on_congestion(now, sent, Congestion::Ce, rtt)
-            });
+        self.signal(signal, events);
+        if let Reading::Read { feedback, ce_sent } = reading {
+            self.tell(now, Told::Counts { feedback, ce_sent }, events);
         }
     }
 
     /// A report datagram from the peer: checked, then handed to the law.
-    /// `probes_sent` counts the presence probe packets sent so far.
-    pub fn on_report(
+    fn on_report(
         &mut self,
         now: Duration,
         datagram: &[u8],
@@ -455,22 +531,83 @@ impl Sending {
             let present = presence.on_report(repr.unraised_probes, probes_sent, arrived);
             self.signal(Signal::RouterPresent(present), events);
         }
-        // VCP, MPCP and MCP read ECT(0) as a load code ("high load"), so a
-        // report of only those packets would hand the law a load no router
-        // measured, and a starting VCP sender would leave multiplicative
-        // increase for additive increase.
-        //
-        // A probing law (those same schemes) hears no report at all before
-        // its first presence verdict: the receiver's decoder may still hold
-        // the level of those ECT(0) packets when its report first counts a
-        // probe, and with no ecnq router, Cubic must take over from a law
-        // still starting. Once it has a verdict, probes have arrived, so the
-        // first rule is left for the schemes that do not probe.
-        let heard = self.presence.as_ref().is_none_or(RouterPresence::decided);
-        if heard && (arrived > 0 || self.scheme_tag.wire().base_ecn() == Ecn::Ect0) {
-            self.update_law(Cause::Feedback, events, |law, rtt| {
-                law.on_feedback(now, repr.feedback, rtt)
-            });
+        let feedback = repr.feedback;
+        self.tell(now, Told::Report { feedback, arrived }, events);
+    }
+
+    /// Whether the law hears `told`: the one place that decides, whatever
+    /// the feedback came in.
+    fn hears(&self, told: &Told) -> bool {
+        match *told {
+            Told::Ack { app_limited, .. } => !app_limited,
+            // VCP, MPCP and MCP read ECT(0) as a load code ("high load"),
+            // so a report of only those packets would hand the law a load
+            // no router measured, and a starting VCP sender would leave
+            // multiplicative increase for additive increase.
+            //
+            // A probing law (those same schemes) hears no report at all
+            // before its first presence verdict: the receiver's decoder
+            // may still hold the level of those ECT(0) packets when its
+            // report first counts a probe, and with no ecnq router, Cubic
+            // must take over from a law still starting. Once it has a
+            // verdict, probes have arrived, so the first rule is left for
+            // the schemes that do not probe
+            // (`before_its_first_verdict_a_law_hears_no_report`).
+            Told::Report { arrived, .. } => {
+                self.presence_decided()
+                    && (arrived > 0 || self.scheme_tag.wire().base_ecn() == Ecn::Ect0)
+            }
+            // Counts are read only for the scheme's own law.
+            Told::Counts { .. } => self.mode == PeerMode::EcnqAckCounts,
+            Told::Congestion {
+                kind: Congestion::Loss,
+                ..
+            } => true,
+            Told::Congestion {
+                kind: Congestion::Ce,
+                ..
+            } => match self.mode {
+                // CE on an ecnq path is the scheme's own overload code (the
+                // receiver's report carries it to the law), unless the
+                // scheme never uses CE as a code.
+                PeerMode::Ecnq => self.scheme.is_none_or(|s| s.ce_is_congestion()),
+                // Read from the peer's counts, CE reaches the law from
+                // there ([`Told::Counts`]): quinn's ECN validation fails on
+                // the routers' Not-ECT digits, and then tells of no CE.
+                PeerMode::EcnqAckCounts => false,
+                _ => true,
+            },
+        }
+    }
+
+    /// Tells the law `told`, if it [hears](Sending::hears) it.
+    fn tell(&mut self, now: Duration, told: Told, events: &mut VecDeque<Event>) {
+        if !self.hears(&told) {
+            return;
+        }
+        let congestion = |sent, kind| {
+            move |law: &mut dyn Law, rtt: &RttSample| law.on_congestion(now, sent, kind, rtt)
+        };
+        match told {
+            Told::Ack { bytes, .. } => {
+                self.update_law(Cause::Ack, events, |law, rtt| law.on_ack(now, bytes, rtt))
+            }
+            Told::Report { feedback, .. } | Told::Counts { feedback, .. } => {
+                self.update_law(Cause::Feedback, events, |law, rtt| {
+                    law.on_feedback(now, feedback, rtt)
+                });
+                if let Told::Counts {
+                    ce_sent: Some(sent),
+                    ..
+                } = told
+                {
+                    let update = congestion(sent, Congestion::Ce);
+                    self.update_law(Cause::Congestion, events, update);
+                }
+            }
+            Told::Congestion { sent, kind } => {
+                self.update_law(Cause::Congestion, events, congestion(sent, kind))
+            }
         }
     }
 
@@ -588,9 +725,11 @@ fn law_level(law: &dyn Law) -> (Mode, f64) {
 mod tests {
     use super::*;
     use crate::schemes::mcp::McpLaw;
+    use crate::session::ack_counts::frame_bytes;
     use crate::session::rate_gate::IDLE_WINDOW;
     use crate::signal::load::LoadFactor;
     use crate::signal::{Feedback, Law};
+    use crate::wire::ack::{ack_frames, EcnCounts};
 
     #[test]
     fn a_rate_law_gets_a_window_of_one_rate_times_rtt() {
@@ -711,6 +850,144 @@ mod tests {
         assert_eq!(sending.law().expect("a law").mode(), Mode::SlowStart);
     }
 
+    /// An erc sender in [`PeerMode::EcnqAckCounts`] with packets
+    /// `0..packets` sent, 1 ms apart.
+    fn reading_counts(packets: u64) -> (Sending, VecDeque<Event>) {
+        use crate::wire::hash::fmix32;
+        let mut sending = Sending::new(Some(Scheme::Erc), LawConfig::with_mss(1200), 28);
+        let mut events = VecDeque::new();
+        sending.on_peer_packet(false, &mut events);
+        assert_eq!(sending.mode, PeerMode::EcnqAckCounts);
+        for n in 0..packets {
+            let at = Duration::from_millis(n);
+            sending.on_sent(at, 1200);
+            sending.on_packet_sent(at, n, fmix32(n as u32));
+        }
+        (sending, events)
+    }
+
+    /// The ACK frame of `ranges` (highest first) with counts `ecn`, read,
+    /// then each packet it acknowledges, as quinn acknowledges them after
+    /// the packet keys have read the frame.
+    fn ack_frame(
+        sending: &mut Sending,
+        ranges: &[std::ops::RangeInclusive<u64>],
+        ecn: Option<EcnCounts>,
+        events: &mut VecDeque<Event>,
+    ) {
+        let now = Duration::from_secs(1);
+        let bytes = frame_bytes(ranges, ecn);
+        let frame = ack_frames(&bytes).next().expect("a frame").expect("valid");
+        sending.on_ack_frame(now, &frame, events);
+        let rtt = RttSample::uniform(Duration::from_millis(40));
+        for _ in ranges.iter().flat_map(|r| r.clone()) {
+            sending.on_ack(now, 1200, false, rtt, events);
+        }
+    }
+
+    /// A loaded client once acknowledged 144 packets in one frame with its
+    /// counts: the counts mode must hold, whatever the frame's size, since
+    /// a frame with counts never counts towards the verdict.
+    #[test]
+    fn one_large_frame_with_counts_keeps_the_counts_mode() {
+        for packets in [144, 1000] {
+            let (mut sending, mut events) = reading_counts(packets);
+            let counts = EcnCounts {
+                ect0: packets / 2,
+                ect1: 0,
+                ce: 0,
+            };
+            ack_frame(&mut sending, &[0..=packets - 1], Some(counts), &mut events);
+            assert_eq!(
+                sending.mode,
+                PeerMode::EcnqAckCounts,
+                "{packets}: {events:?}"
+            );
+        }
+    }
+
+    /// A peer that stops sending counts loses the counts mode, and gets
+    /// it back when they return; counts that fall end it for good.
+    #[test]
+    fn counts_that_stop_return_and_fall_move_the_mode() {
+        let (mut sending, mut events) = reading_counts(1000);
+        let counts = |ect0| {
+            Some(EcnCounts {
+                ect0,
+                ect1: 0,
+                ce: 0,
+            })
+        };
+        ack_frame(&mut sending, &[0..=99], counts(50), &mut events);
+        ack_frame(&mut sending, &[0..=199], None, &mut events);
+        assert_eq!(sending.mode, PeerMode::EcnqAckCounts);
+        ack_frame(&mut sending, &[0..=299], None, &mut events);
+        assert_eq!(sending.mode, PeerMode::ClassicNoEcnCounts);
+        assert!(sending.reads_counts());
+        ack_frame(&mut sending, &[0..=399], counts(200), &mut events);
+        assert_eq!(sending.mode, PeerMode::EcnqAckCounts);
+        assert_eq!(sending.law().map(|l| l.tag()), Some(sending.scheme_tag));
+        ack_frame(&mut sending, &[0..=499], counts(100), &mut events);
+        assert_eq!(sending.mode, PeerMode::ClassicEcnInvalid);
+        assert!(!sending.reads_counts());
+        ack_frame(&mut sending, &[0..=599], counts(300), &mut events);
+        assert_eq!(sending.mode, PeerMode::ClassicEcnInvalid);
+    }
+
+    /// An erc sender on a path of `rtt`, told `rate` by its router.
+    fn erc_told(rate: f64, rtt: RttSample) -> Sending {
+        let mut sending = Sending::new(Some(Scheme::Erc), LawConfig::with_mss(1200), 28);
+        sending.rtt = rtt;
+        let told = Feedback {
+            level: crate::schemes::erc::index_of(rate),
+            ..Feedback::default()
+        };
+        let law = sending.law.as_mut().expect("a law");
+        law.on_feedback(Duration::ZERO, told, &rtt);
+        sending
+    }
+
+    /// Behind a peer that acknowledges every tenth packet, the gaps between
+    /// ACKs (12 ms at 10 Mbit/s) outlast what the gate holds: the flow is
+    /// short of its rate, so asked between ACKs, until what its rate sends
+    /// up to the next ACK is in flight; its cap leaves room for that. With
+    /// an ACK every two packets it is not.
+    #[test]
+    fn a_rate_law_keeps_pacing_between_sparse_acks() {
+        let ms = Duration::from_millis;
+        let rate = 1.25e6;
+        let rtt = RttSample::uniform(ms(40));
+        for (every, asked) in [(10, true), (2, false)] {
+            let mut sending = erc_told(rate, rtt);
+            let mut events = VecDeque::new();
+            // A second of ACKs, one per `every` packets of 1200 bytes.
+            let gap = Duration::from_secs_f64(every as f64 * 1200.0 / rate);
+            let mut now = ms(1);
+            while now < ms(1_000) {
+                for _ in 0..every {
+                    sending.on_ack(now, 1200, false, rtt, &mut events);
+                }
+                // Nothing new: a repeated ACK frame.
+                let done = PeerEvent::AcksDone { in_flight: 60_000 };
+                sending.on_peer(now, done, 0, &mut events);
+                let in_flight = 60_000;
+                let done = PeerEvent::AcksDone { in_flight };
+                sending.on_peer(now, done, 0, &mut events);
+                now += gap;
+            }
+            let paced = sending.law_rate().expect("erc paces");
+            let through_gap = paced * (0.040 + gap.as_secs_f64());
+            assert_eq!(sending.under_rate(), asked, "every {every}");
+            if asked {
+                sending.in_flight = through_gap as u64 + 1200;
+                assert!(!sending.under_rate(), "every {every}");
+                let window = sending.law().expect("a law").window();
+                let cap = window * GATED_WINDOW_CAP + sending.ack_room();
+                assert!(cap as f64 > through_gap, "every {every}: {cap}");
+            }
+        }
+    }
+
     #[test]
     fn an_idle_gap_needs_no_data_in_flight_and_a_round_trip_of_silence() {
         let ms = Duration::from_millis;
@@ -733,25 +1010,19 @@ mod tests {
     /// hears the restart when data comes again.
     #[test]
     fn control_packets_do_not_hide_a_pause_from_the_law() {
-        use crate::schemes::erc;
         let ms = Duration::from_millis;
         let rtt = RttSample::uniform(ms(40));
         let advertised = 3e6;
-        let mut sending = Sending::new(Some(Scheme::Erc), LawConfig::with_mss(1200), 28);
-        sending.rtt = rtt;
+        let mut sending = erc_told(advertised, rtt);
         let law = sending.law.as_mut().expect("a law");
-        let feedback = Feedback {
-            level: erc::index_of(advertised),
-            ..Feedback::default()
-        };
-        law.on_feedback(ms(0), feedback, &rtt);
         law.on_ack(ms(1_000), 1_200, &rtt);
         let before = sending.law_rate().expect("erc paces");
         assert!(before > 0.9 * advertised, "{before}");
         // The writer pauses after a packet; a PING goes out once it is
         // acknowledged, and the last ACKs come.
         sending.on_sent(ms(1_000), 1_200);
-        sending.on_end_acks(0);
+        let done = PeerEvent::AcksDone { in_flight: 0 };
+        sending.on_peer(ms(1_000), done, 0, &mut VecDeque::new());
         sending.on_sent(ms(1_100), 37);
         sending.on_ack(ms(1_200), 1_200, false, rtt, &mut VecDeque::new());
         assert!(

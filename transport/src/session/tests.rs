@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::pair::{Pair, VanillaPeer, HEADERS, LINK_RATE, MSS};
 use super::report::Repr;
-use super::{Event, PeerMode, Session};
+use super::{Event, PeerEvent, PeerMode, Session};
 use crate::router::MarkingMode;
 use crate::schemes::registry::Scheme;
 use crate::signal::load::LoadFactor;
@@ -194,8 +194,9 @@ fn erc_reads_the_router_from_a_vanilla_peers_ack_ecn_counts() {
 }
 
 /// A vanilla peer whose ACKs carry no ECN counts (aioquic), or a path
-/// that bleaches ECN (the peer then has none to report): Cubic, untagged,
-/// once the peer has acknowledged enough packets to be sure.
+/// that bleaches ECN (the peer then has none to report): Cubic once the
+/// peer has acknowledged enough packets to be sure, still tagged with
+/// erc's codepoint so that counts can come back.
 #[test]
 fn a_vanilla_peer_without_ecn_counts_gets_classic_congestion_control() {
     for bleached in [false, true] {
@@ -218,8 +219,8 @@ fn a_vanilla_peer_without_ecn_counts_gets_classic_congestion_control() {
         assert!(at < SECOND, "bleached {bleached}: {at:?}");
         let stats = pair.stats();
         assert!(is_classic(stats.law_mode), "{stats:?}");
-        let untagged = SchemeTag::UNTAGGED.tos(Ecn::Ect0);
-        assert!(pair.tos_sent(at + MS..pair.now).all(|tos| tos == untagged));
+        let tagged = scheme_tag(Scheme::Erc).tos(Ecn::Ect0);
+        assert!(pair.tos_sent(at + MS..pair.now).all(|tos| tos == tagged));
         assert!(goodput(&mut pair, 2 * SECOND) > 0.5 * LINK_RATE as f64 / 8.0);
     }
 }
@@ -324,16 +325,19 @@ fn reordered_reports_never_move_the_law_backwards() {
 
     // A newer report says low load, then an older one says overload: the
     // law keeps the newer word.
-    pair.sender.on_report(pair.now, &report_after(&pair, 2, 0));
+    let report = |pair: &mut Pair, ahead, level| {
+        let datagram = report_after(pair, ahead, level);
+        pair.sender.on_peer(pair.now, PeerEvent::Report(&datagram));
+    };
+    report(&mut pair, 2, 0);
     let before = pair.stats();
-    pair.sender
-        .on_report(pair.now, &report_after(&pair, u32::MAX, 2));
+    report(&mut pair, u32::MAX, 2);
     let after = pair.stats();
     assert_eq!(after.reports_rejected, before.reports_rejected + 1);
     assert_eq!(after.decreases, before.decreases);
     assert_eq!(after.window, before.window);
     // The same overload report, newer, is a decrease.
-    pair.sender.on_report(pair.now, &report_after(&pair, 1, 2));
+    report(&mut pair, 1, 2);
     let newer = pair.stats();
     assert_eq!(newer.decreases, before.decreases + 1);
     assert!(newer.window < before.window);

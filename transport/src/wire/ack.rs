@@ -109,22 +109,27 @@ pub struct EcnCounts {
     pub ce: u64,
 }
 
-/// The unread rest of a payload.
+/// The unread rest of a payload or a packet header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Reader<'a> {
+pub(crate) struct Reader<'a> {
     rest: &'a [u8],
 }
 
 impl<'a> Reader<'a> {
-    fn new(bytes: &'a [u8]) -> Reader<'a> {
+    pub(crate) fn new(bytes: &'a [u8]) -> Reader<'a> {
         Reader { rest: bytes }
+    }
+
+    /// What is left to read.
+    pub(crate) fn rest(&self) -> &'a [u8] {
+        self.rest
     }
 
     fn is_empty(&self) -> bool {
         self.rest.is_empty()
     }
 
-    fn take(&mut self, len: usize) -> Result<&'a [u8], Error> {
+    pub(crate) fn take(&mut self, len: usize) -> Result<&'a [u8], Error> {
         if len > self.rest.len() {
             return Err(Error::Truncated);
         }
@@ -135,7 +140,7 @@ impl<'a> Reader<'a> {
 
     /// A variable-length integer (RFC 9000 §16): the two high bits of the
     /// first byte give its length, 1, 2, 4 or 8 bytes.
-    fn varint(&mut self) -> Result<u64, Error> {
+    pub(crate) fn varint(&mut self) -> Result<u64, Error> {
         let first = *self.rest.first().ok_or(Error::Truncated)?;
         let bytes = self.take(1 << (first >> 6))?;
         let value = bytes[1..]
@@ -145,7 +150,7 @@ impl<'a> Reader<'a> {
     }
 
     /// A varint length, then that many bytes.
-    fn length_prefixed(&mut self) -> Result<&'a [u8], Error> {
+    pub(crate) fn length_prefixed(&mut self) -> Result<&'a [u8], Error> {
         let len = self.varint()?;
         self.take(usize::try_from(len).map_err(|_| Error::Truncated)?)
     }

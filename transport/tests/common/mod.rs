@@ -87,6 +87,7 @@ pub enum Dir {
 }
 
 type Remark = dyn Fn(Dir, u8) -> u8 + Send + Sync;
+type Mangle = dyn Fn(Dir, &mut [u8]) + Send + Sync;
 
 /// A UDP relay on 127.0.0.1 between one client and a server: it reads each
 /// packet's TOS byte (IP_RECVTOS), may rewrite it, and forwards the packet
@@ -103,6 +104,15 @@ impl Relay {
         server: SocketAddr,
         remark: impl Fn(Dir, u8) -> u8 + Send + Sync + 'static,
     ) -> Relay {
+        Relay::start_with(server, remark, |_, _| {})
+    }
+
+    /// [`Relay::start`] that also lets `mangle` rewrite each datagram.
+    pub fn start_with(
+        server: SocketAddr,
+        remark: impl Fn(Dir, u8) -> u8 + Send + Sync + 'static,
+        mangle: impl Fn(Dir, &mut [u8]) + Send + Sync + 'static,
+    ) -> Relay {
         let front = UdpSocket::bind("127.0.0.1:0").unwrap();
         let back = UdpSocket::bind("127.0.0.1:0").unwrap();
         for s in [&front, &back] {
@@ -115,14 +125,20 @@ impl Relay {
         let stop = Arc::new(AtomicBool::new(false));
         let client = Arc::new(Mutex::new(None::<SocketAddr>));
         let remark: Arc<Remark> = Arc::new(remark);
+        let mangle: Arc<Mangle> = Arc::new(mangle);
         let mut threads = Vec::new();
         for dir in [Dir::ToServer, Dir::ToClient] {
             let (from, to) = match dir {
                 Dir::ToServer => (front.clone(), back.clone()),
                 Dir::ToClient => (back.clone(), front.clone()),
             };
-            let (seen, stop, client, remark) =
-                (seen.clone(), stop.clone(), client.clone(), remark.clone());
+            let (seen, stop, client, remark, mangle) = (
+                seen.clone(),
+                stop.clone(),
+                client.clone(),
+                remark.clone(),
+                mangle.clone(),
+            );
             threads.push(std::thread::spawn(move || {
                 let mut buf = vec![0u8; 65536];
                 while !stop.load(Ordering::Relaxed) {
@@ -141,6 +157,7 @@ impl Relay {
                     };
                     seen.lock().unwrap().push((dir, tos));
                     let tos = remark(dir, tos);
+                    mangle(dir, &mut buf[..len]);
                     let _ = send_with_tos(&*to, &buf[..len], Some(dst), tos, sent_as_ipv6(dst));
                 }
             }));
