@@ -133,7 +133,9 @@ impl FlowSession {
     /// A data packet reached the receiver; returns whether to poll for a report.
     pub(super) fn on_data(&mut self, now: Nanos, m: &PacketMarks) -> bool {
         let tos = m.tag.tos(m.ecn);
-        let arrival = self.receiver.on_receive(dur(now), tos, iter::once(m.hash));
+        let arrival = self
+            .receiver
+            .on_receive(dur(now), tos, iter::once(Some(m.hash)));
         while self.receiver.poll_event().is_some() {}
         arrival.wake_reporter
     }
@@ -141,7 +143,8 @@ impl FlowSession {
     /// An ACK or a report reached the sender: its session sees its marks.
     pub(super) fn on_reply(&mut self, now: Nanos, m: &PacketMarks) {
         let tos = m.tag.tos(m.ecn);
-        self.sender.on_receive(dur(now), tos, iter::once(m.hash));
+        self.sender
+            .on_receive(dur(now), tos, iter::once(Some(m.hash)));
         self.note_events(now);
     }
 

@@ -65,6 +65,15 @@ mod field {
     pub const LONG_TYPE: u8 = 0x30;
 }
 
+/// Whether a datagram starts with a long-header packet (an Initial,
+/// Handshake, 0-RTT or Retry one: RFC 8999 §5.1's form bit), which a
+/// handshake sends before the connection's 1-RTT packets.
+pub fn starts_long(datagram: &[u8]) -> bool {
+    datagram
+        .first()
+        .is_some_and(|first| first & field::LONG_FORM != 0)
+}
+
 /// The long header packet types of QUIC v1 (RFC 9000 §17.2, table 5),
 /// as the type bits read (shifted down).
 mod long_type {

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 use super::congestion::CongestionControl;
+use super::header::starts_long;
 pub(crate) use crate::session::quinn_view;
 use crate::session::{Event, Next, PeerEvent, Progress, Published, Session};
 use crate::signal::LawConfig;
@@ -200,10 +201,15 @@ impl Peer {
     }
 
     /// One received datagram, or a GRO batch of `stride`-sized segments, all
-    /// with TOS byte `tos`. Returns the codepoint to hand quinn.
+    /// with TOS byte `tos`. Returns the codepoint to hand quinn. A datagram
+    /// that starts with a long header (the handshake's) is counted but not
+    /// decoded: routers wrote its marks a round trip before the data's, and
+    /// a chain mixing the two spells neither (docs/design.md §2, Arrivals).
     pub fn on_receive(&self, at: Instant, tos: u8, payload: &[u8], stride: usize) -> Ecn {
         let now = self.since_epoch(at);
-        let hashes = payload.chunks(stride.max(1)).map(packet_hash);
+        let hashes = payload
+            .chunks(stride.max(1))
+            .map(|datagram| (!starts_long(datagram)).then(|| packet_hash(datagram)));
         let arrival = self.session().on_receive(now, tos, hashes);
         if arrival.wake_reporter {
             self.notify.notify_one();

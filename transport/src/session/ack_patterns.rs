@@ -70,7 +70,7 @@ fn connection(
     let mut draws = Draws(seed.wrapping_mul(0x9e37_79b9));
     let mut session = Session::new(Some(Scheme::Erc), LawConfig::with_mss(1200), 28);
     let untagged = SchemeTag::UNTAGGED.tos(Ecn::Ect0);
-    session.on_receive(Duration::ZERO, untagged, std::iter::once(0));
+    session.on_receive(Duration::ZERO, untagged, std::iter::once(Some(0)));
     let rate = |d: &mut Draws| 1e5 * (1 + d.below(1000)) as f64;
     let (first, second) = (index_of(rate(&mut draws)), index_of(rate(&mut draws)));
     let change = draws.below(packets);

@@ -405,12 +405,13 @@ impl Session {
 
     /// A received datagram of `hashes.len()` packets (a GRO batch), all with
     /// TOS byte `tos`; `hashes` are their packet hashes
-    /// ([`crate::packet_hash`]), read only if the datagram is tagged.
+    /// ([`crate::packet_hash`]), read only if the datagram is tagged, or
+    /// `None` for a packet the decoder is not to read (the handshake's).
     pub fn on_receive(
         &mut self,
         now: Duration,
         tos: u8,
-        hashes: impl ExactSizeIterator<Item = u32>,
+        hashes: impl ExactSizeIterator<Item = Option<u32>>,
     ) -> Arrival {
         let (ecn, tag) = (Ecn::from_tos(tos), SchemeTag::from_tos(tos));
         if self.sending.mode() == PeerMode::Probing {

@@ -616,7 +616,7 @@ impl Pair {
             }
             let tos = match self.receiver.as_mut() {
                 Some(receiver) => {
-                    let hash = std::iter::once(packet.hash);
+                    let hash = std::iter::once(Some(packet.hash));
                     let arrival = receiver.on_receive(now, packet.tos, hash);
                     if arrival.wake_reporter {
                         self.report_poll = Some(now);
@@ -637,7 +637,8 @@ impl Pair {
     fn deliver_acks(&mut self, now: Duration) {
         while let Some(ack) = self.acks.arrived(now) {
             let hash = fmix32(!(ack.number as u32));
-            self.sender.on_receive(now, ack.tos, std::iter::once(hash));
+            self.sender
+                .on_receive(now, ack.tos, std::iter::once(Some(hash)));
             self.acknowledge(now, &[ack.number], ack.ce);
         }
     }
@@ -651,7 +652,8 @@ impl Pair {
             };
             let untagged = SchemeTag::UNTAGGED.tos(Ecn::Ect0);
             let hash = fmix32(!(frame.largest() as u32));
-            self.sender.on_receive(now, untagged, std::iter::once(hash));
+            self.sender
+                .on_receive(now, untagged, std::iter::once(Some(hash)));
             self.sender.on_peer(now, PeerEvent::AckFrame(frame));
             let numbers: Vec<u64> = frame
                 .ranges()

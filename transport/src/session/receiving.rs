@@ -44,13 +44,14 @@ impl Receiving {
     }
 
     /// A datagram of `hashes.len()` packets with codepoint `ecn` and tag
-    /// `tag`; returns whether the reporter should look again.
+    /// `tag`, the decoder reading those with a hash; returns whether the
+    /// reporter should look again.
     pub fn on_datagram(
         &mut self,
         now: Duration,
         ecn: Ecn,
         tag: SchemeTag,
-        hashes: impl ExactSizeIterator<Item = u32>,
+        hashes: impl ExactSizeIterator<Item = Option<u32>>,
     ) -> bool {
         let packets = hashes.len() as u64;
         self.counts[usize::from(ecn.bits())] += packets;
@@ -78,7 +79,7 @@ impl Receiving {
             changed |= self.decoder.is_some();
         }
         if let Some((_, decoder)) = self.decoder.as_mut() {
-            for hash in hashes {
+            for hash in hashes.flatten() {
                 changed |= decoder.on_packet(now, ecn, tag, hash);
             }
             self.sender.on_packets(packets);

@@ -461,3 +461,36 @@ fn a_stuck_pair_says_so() {
         .expect_err("nothing can happen");
     assert!(stuck.starts_with("the pair is stuck at 0ns"), "{stuck}");
 }
+
+/// A handshake datagram (no hash: the QUIC glue hashes only 1-RTT ones) is
+/// counted but never decoded: routers wrote its marks a round trip before
+/// the data's, and a chain mixing the two spells neither index. Many whole
+/// chains of such packets leave the decoder as it was; the same packets
+/// with their hashes give it a reading.
+#[test]
+fn handshake_datagrams_are_counted_but_not_decoded() {
+    // An erc chain: the digit at position `hash % 10` of a code that is
+    // not all ones ("no router"), 1 as ECT(0) and 0 as Not-ECT.
+    const CODE: u32 = 0b01_0101_0101;
+    let tag = scheme_tag(Scheme::Erc);
+    let read = |packets: u32, hashed: bool| {
+        let mut receiver = Session::new(Some(Scheme::Erc), LawConfig::with_mss(MSS), HEADERS);
+        for i in 0..packets {
+            let hash = crate::wire::hash::fmix32(i);
+            let ecn = match CODE >> (hash % 10) & 1 {
+                1 => Ecn::Ect0,
+                _ => Ecn::NotEct,
+            };
+            receiver.on_receive(
+                MS * i,
+                tag.tos(ecn),
+                std::iter::once(hashed.then_some(hash)),
+            );
+        }
+        receiver.stats(MS * packets)
+    };
+    let (fresh, handshake, data) = (read(1, false), read(200, false), read(200, true));
+    assert_eq!(handshake.ecn_received.iter().sum::<u64>(), 200);
+    assert_eq!(handshake.local_estimate, fresh.local_estimate);
+    assert_ne!(data.local_estimate, fresh.local_estimate);
+}
