@@ -13,8 +13,8 @@ use ecnq::signal::Feedback;
 
 use super::clock::{Event, Nanos};
 use super::config::NewcomerFloodSpec;
-use super::flow::FlowState;
 use super::packet::{EcnTally, Packet, PacketKind};
+use super::state::FlowState;
 use super::Sim;
 use crate::explicit::Header;
 

@@ -18,6 +18,7 @@ use super::packet::{EcnTally, Packet};
 use super::probes::Probes;
 use super::rtt::RttEstimator;
 use super::session::{FeedbackRecord, FlowSession};
+use super::state::FlowState;
 use crate::explicit::SenderLaw;
 use crate::protocol::Protocol;
 
@@ -37,21 +38,6 @@ pub(super) struct SentPacket {
     pub(super) state: SentState,
     /// The packet hash, for reading ACK-ECN counts.
     pub(super) hash: u32,
-}
-
-/// Where a flow is in its life.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FlowState {
-    /// Not started yet.
-    Pending,
-    /// In its handshake: no data yet.
-    Connecting,
-    /// Sending.
-    Active,
-    /// Past its stop time: no new data.
-    Stopped,
-    /// Every byte of a finite flow was acknowledged at this time.
-    Done(Nanos),
 }
 
 /// A flow as the engine runs it.

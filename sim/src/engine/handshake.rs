@@ -19,8 +19,8 @@
 use ecnq::signal::RttSample;
 
 use super::clock::{dur, Event, Nanos};
-use super::flow::FlowState;
 use super::packet::{Packet, PacketKind};
+use super::state::FlowState;
 use super::Sim;
 use crate::explicit::Header;
 #[cfg(doc)]

@@ -3,8 +3,9 @@
 //! of the queue integrals at the end.
 
 use super::clock::{dur, Event};
-use super::flow::{FlowSample, FlowState};
+use super::flow::FlowSample;
 use super::link::{LinkSample, LinkStats};
+use super::state::FlowState;
 use super::Sim;
 
 impl Sim {

@@ -40,6 +40,7 @@ mod rtt;
 mod sender;
 mod session;
 mod sources;
+mod state;
 mod trace;
 
 pub use clock::{Nanos, SECOND};
@@ -47,11 +48,12 @@ pub use config::{
     BufferLimit, FeedbackPath, FlowSpec, LinkSpec, NewcomerFloodSpec, ParetoSizes, ParetoSpec,
     SimConfig,
 };
-pub use flow::{Flow, FlowSample, FlowState};
+pub use flow::{Flow, FlowSample};
 pub use handshake::FLIGHT_BYTES;
 pub use link::{Link, LinkSample, LinkStats};
 pub use packet::{Packet, PacketKind, ACK_LEN};
 pub use session::FeedbackRecord;
+pub use state::FlowState;
 pub use trace::{Counters, TraceKind, TraceRecord};
 
 use crate::rng::Rng;

@@ -7,8 +7,9 @@
 use ecnq::signal::Feedback;
 
 use super::clock::{Event, Nanos};
-use super::flow::{FlowState, SentPacket, SentState};
+use super::flow::{SentPacket, SentState};
 use super::packet::{EcnTally, Packet, PacketKind};
+use super::state::FlowState;
 use super::Sim;
 
 /// Packet reordering threshold (RFC 9002 §6.1.1).

@@ -2,7 +2,8 @@
 //! arriving as a Poisson process with Pareto sizes.
 
 use super::clock::{Event, Nanos};
-use super::flow::{Flow, FlowState};
+use super::flow::Flow;
+use super::state::FlowState;
 use super::Sim;
 
 impl Sim {
