@@ -120,7 +120,8 @@ impl<'a> Reader<'a> {
         Reader { rest: bytes }
     }
 
-    /// What is left to read.
+    /// What is left to read (the QUIC glue's header walk).
+    #[cfg(feature = "quic")]
     pub(crate) fn rest(&self) -> &'a [u8] {
         self.rest
     }
