@@ -486,13 +486,13 @@ pub fn simulate(scenario: &Scenario, case: Case) -> Result<Figures, String> {
     sim.run();
     sim.finish();
     let app = f64::from(APP_BYTES) / f64::from(SIM_PACKET);
-    let end = scenario.end();
     let goodput = (0..sim.flows.len())
         .filter(|&i| sim.flows[i].spec.group == FLOW_GROUP)
         .map(|i| received(&sim, i))
         .sum::<f64>()
         * 8.0
         * app;
+    let end = scenario.end();
     let data = (link_summaries(&sim).into_iter().next())
         .ok_or("the simulator reported no figures for the data link")?;
     let kept = kept_from.map(|(flood, before)| {
@@ -553,10 +553,6 @@ pub async fn run(args: PairedArgs) -> Result<(), String> {
     let scenario = Scenario::from_args(&args)?;
     std::fs::create_dir_all(&args.out)
         .map_err(|e| format!("cannot create {}: {e}", args.out.display()))?;
-    if let Some(dir) = &args.qlog {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    }
     println!(
         "ecnq-perf paired {}: data (client to server) {}, ACKs {}; {} flow(s){}, {} s; \
          the simulator, then the real stack through the relay shim on loopback",
@@ -570,20 +566,41 @@ pub async fn run(args: PairedArgs) -> Result<(), String> {
         },
         scenario.end()
     );
-    let bed = match args.sim_only {
-        true => None,
-        false => Some(LoopbackBed::ecnq().await?),
+    let qlog = args.qlog.as_deref();
+    let rows = measure(&scenario, &args.cc, !args.sim_only, qlog).await?;
+    let varies = scenario.link.to_server.varies.is_some();
+    print!("{}", table_text(&rows));
+    write_outputs(&scenario.name, &rows, varies, &args.out)?;
+    match &args.markdown {
+        Some(path) => std::fs::write(path, table_markdown(&rows))
+            .map_err(|e| format!("cannot write {}: {e}", path.display())),
+        None => Ok(()),
+    }
+}
+
+/// Runs each of `cases` of `scenario` in the simulator and, if `real`,
+/// on the real stack (each connection's qlog under `qlog`, one folder per
+/// case, if given); says how each went on stderr.
+pub async fn measure(
+    scenario: &Scenario,
+    cases: &[Case],
+    real: bool,
+    qlog: Option<&Path>,
+) -> Result<Vec<PairedRow>, String> {
+    let bed = match real {
+        true => Some(LoopbackBed::ecnq().await?),
+        false => None,
     };
     let mut rows = Vec::new();
-    for &case in &args.cc {
+    for &case in cases {
         eprint!("  {case:<12} simulator …");
-        let sim = simulate(&scenario, case)?;
+        let sim = simulate(scenario, case)?;
         eprint!(" {:.1} Mbit/s", sim.goodput_mbit);
         let (real, host_steal) = match &bed {
             Some(bed) => {
                 eprint!("; real stack …");
-                let result = run_real(bed, &scenario, case, args.qlog.as_deref()).await?;
-                let real = real_figures(&scenario, &result);
+                let result = run_real(bed, scenario, case, qlog).await?;
+                let real = real_figures(scenario, &result);
                 eprint!(" {:.1} Mbit/s", real.goodput_mbit);
                 (Some(real), result.host_steal)
             }
@@ -597,14 +614,7 @@ pub async fn run(args: PairedArgs) -> Result<(), String> {
             host_steal,
         });
     }
-    let varies = scenario.link.to_server.varies.is_some();
-    print!("{}", table_text(&rows));
-    write_outputs(&scenario.name, &rows, varies, &args.out)?;
-    match &args.markdown {
-        Some(path) => std::fs::write(path, table_markdown(&rows))
-            .map_err(|e| format!("cannot write {}: {e}", path.display())),
-        None => Ok(()),
-    }
+    Ok(rows)
 }
 
 /// The real run of `case`, each connection's qlog in `qlog` if given.
