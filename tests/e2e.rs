@@ -1439,3 +1439,34 @@ async fn fake_newcomers_take_no_more_than_they_send() {
         .collect();
     assert!(misses.is_empty(), "{}", misses.join("; "));
 }
+
+/// `ecnq-perf paired`: a short demo scenario run in the simulator and on
+/// the real stack gives both sets of figures and the ratio row. Real time
+/// on a shared host scatters, so it asserts only that both runs carried
+/// traffic and that their figures fit their definitions, never how close
+/// they are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paired_demo_runs_in_the_simulator_and_on_the_real_stack() {
+    use ecnq_examples::perf::paired::{self, PairedArgs, Scenario};
+    let words = ["demo", "--duration", "3", "--cc", "erc"];
+    let args: PairedArgs = ecnq_examples::perf::parse_args("paired", &words).unwrap();
+    let scenario = Scenario::from_args(&args).unwrap();
+    let rows = {
+        let _machine = MACHINE.lock().await;
+        paired::measure(&scenario, &args.cc, true, None).await
+    }
+    .unwrap();
+    assert_eq!(rows.len(), 1);
+    let real = rows[0].real.expect("the real stack ran");
+    for f in [rows[0].sim, real] {
+        assert!(f.goodput_mbit > 1.0 && f.goodput_mbit < 50.0, "{f:?}");
+        assert!(f.utilization > 0.05 && f.utilization < 1.05, "{f:?}");
+        assert!(f.queue_p50_ms <= f.queue_p95_ms, "{f:?}");
+        assert!(f.queue_p95_ms <= f.queue_p99_ms, "{f:?}");
+        assert!((0.0..=1.0).contains(&f.loss), "{f:?}");
+    }
+    let markdown = paired::table_markdown(&rows);
+    for row in ["| erc sim |", "| erc real |", "| erc real/sim |"] {
+        assert!(markdown.contains(row), "{markdown}");
+    }
+}

@@ -14,7 +14,9 @@ use ecnq_examples::perf::output;
 use ecnq_examples::perf::proto::{self, TestRequest, DEFAULT_PORT};
 use ecnq_examples::perf::pump::Pause;
 use ecnq_examples::perf::report::{self, Interval, Report, Sum};
-use ecnq_examples::perf::{check_seconds, demo, parse_seconds, server, testbed, MAX_SECONDS};
+use ecnq_examples::perf::{
+    check_seconds, demo, paired, parse_seconds, server, testbed, MAX_SECONDS,
+};
 use ecnq_shim::shutdown_signal;
 
 /// Measure ecnq's QUIC transport like iperf3 measures TCP: `ecnq-perf -s` on
@@ -45,6 +47,12 @@ enum Command {
     /// flow crosses two, so its round trip is twice --rtt. Plots and
     /// summary.json go to OUT/testbed-TOPOLOGY.
     Testbed(testbed::TestbedArgs),
+    /// One scenario run both ways, in the simulator (ecnq-sim in this
+    /// process) and on the real stack (QUIC through the relay shim on
+    /// loopback, as the demo runs it), from one description of its link,
+    /// flows and start times; prints both sets of figures and real/sim per
+    /// controller, and draws goodput against p95 queueing delay.
+    Paired(Box<paired::PairedArgs>),
     /// An HTTP/3 file server (ALPN h3) on ecnq: every connection's sending
     /// direction runs --cc, whatever the client. Prints the certificate's
     /// SPKI hash for Chromium and, as each connection ends, its bytes,
@@ -173,6 +181,7 @@ fn main() -> ExitCode {
         match cli.command {
             Some(Command::Demo(args)) => demo::run(*args).await,
             Some(Command::Testbed(args)) => testbed::run(args).await,
+            Some(Command::Paired(args)) => paired::run(*args).await,
             Some(Command::H3Server(args)) => http3::command::run_server(args).await,
             Some(Command::H3Get(args)) => http3::command::run_get(args).await,
             None => perf(cli.perf).await,

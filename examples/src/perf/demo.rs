@@ -368,14 +368,26 @@ pub fn report_rows(
             y: s.goodput_mbit,
         })
         .collect();
-    scatter_chart(
-        &out.join("goodput-delay.svg"),
+    let scatter = [
+        "goodput-delay.svg",
         "goodput against queueing delay (up and left is better)",
         "bottleneck queueing delay, 95th percentile (ms)",
-        "goodput (Mbit/s)",
-        &points,
-        log_delay,
-    )?;
+    ];
+    goodput_delay_and_summary(out, scatter, &points, log_delay, rows)
+}
+
+/// Writes into `out` the scatter of goodput against queueing delay
+/// (`file`, `title`, `x_label`: [`scatter_chart`]) and `rows` as
+/// summary.json.
+pub(super) fn goodput_delay_and_summary(
+    out: &Path,
+    [file, title, x_label]: [&str; 3],
+    points: &[Point],
+    log_delay: bool,
+    rows: &(impl Serialize + ?Sized),
+) -> Result<(), String> {
+    let y_label = "goodput (Mbit/s)";
+    scatter_chart(&out.join(file), title, x_label, y_label, points, log_delay)?;
     let json = serde_json::to_string_pretty(rows).map_err(|e| e.to_string())?;
     let path = out.join("summary.json");
     std::fs::write(&path, json).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
@@ -529,7 +541,7 @@ fn scatter_chart(
 }
 
 /// The comparison table's heads; [`table_cells`] gives a row's cells.
-const TABLE_HEADS: [&str; 9] = [
+pub(super) const TABLE_HEADS: [&str; 9] = [
     "run",
     "goodput",
     "util",
@@ -543,17 +555,33 @@ const TABLE_HEADS: [&str; 9] = [
 
 /// One run's cells in the comparison table, under [`TABLE_HEADS`].
 fn table_cells(r: &RunSummary) -> [String; 9] {
+    let queue = [r.queue_p50_ms, r.queue_p95_ms, r.queue_p99_ms];
+    let [name, goodput, util, p50, p95, p99, loss] =
+        figure_cells(&r.name, r.goodput_mbit, r.utilization, queue, r.loss);
+    let converge = (r.converge_s).map_or("never".to_owned(), |s| format!("{s:.1} s"));
+    let jain = format!("{:.3}", r.jain);
+    [name, goodput, util, p50, p95, p99, loss, jain, converge]
+}
+
+/// The first seven cells of a comparison's row, under [`TABLE_HEADS`]:
+/// the run's name, goodput (Mbit/s), utilization, queueing delay's p50,
+/// p95 and p99 (ms) and loss.
+pub(super) fn figure_cells(
+    name: &str,
+    goodput_mbit: f64,
+    utilization: f64,
+    queue_ms: [f64; 3],
+    loss: f64,
+) -> [String; 7] {
+    let [p50, p95, p99] = queue_ms.map(|ms| format!("{ms:.1} ms"));
     [
-        r.name.clone(),
-        format!("{:.1} Mb/s", r.goodput_mbit),
-        format!("{:.1}%", r.utilization * 100.0),
-        format!("{:.1} ms", r.queue_p50_ms),
-        format!("{:.1} ms", r.queue_p95_ms),
-        format!("{:.1} ms", r.queue_p99_ms),
-        format!("{:.2}%", r.loss * 100.0),
-        format!("{:.3}", r.jain),
-        r.converge_s
-            .map_or("never".to_owned(), |s| format!("{s:.1} s")),
+        name.to_owned(),
+        format!("{goodput_mbit:.1} Mb/s"),
+        format!("{:.1}%", utilization * 100.0),
+        p50,
+        p95,
+        p99,
+        format!("{:.2}%", loss * 100.0),
     ]
 }
 
@@ -620,20 +648,9 @@ fn table_notes(rows: &[RunSummary]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
-
-    /// `ecnq-perf demo`'s options alone.
-    #[derive(Parser, Debug)]
-    struct Demo {
-        #[command(flatten)]
-        command: DemoCommand,
-    }
 
     fn demo(args: &[&str]) -> Result<DemoCommand, String> {
-        let argv = std::iter::once("demo").chain(args.iter().copied());
-        Demo::try_parse_from(argv)
-            .map(|d| d.command)
-            .map_err(|e| e.to_string())
+        crate::perf::parse_args("demo", args)
     }
 
     fn spec(words: &str) -> LinkSpec {

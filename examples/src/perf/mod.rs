@@ -7,6 +7,7 @@ pub mod flood;
 pub mod host;
 pub mod loopback;
 pub mod output;
+pub mod paired;
 pub mod proto;
 pub mod pump;
 pub mod report;
@@ -26,6 +27,18 @@ pub fn parse_seconds(word: &str) -> Result<f64, String> {
     ecnq::units::parse_duration(word, None)
         .map(|d| d.as_secs_f64())
         .map_err(|_| format!("`{word}` is not a time: write seconds (e.g. 10 or 0.5) or a time with its unit (e.g. 10s, 500ms)"))
+}
+
+/// Parses `words` as the options `A` of a subcommand `name` (its
+/// defaults where `words` say nothing), as clap parses the command line.
+pub fn parse_args<A: clap::Args + clap::FromArgMatches>(
+    name: &'static str,
+    words: &[&str],
+) -> Result<A, String> {
+    let command = A::augment_args(clap::Command::new(name));
+    let argv = std::iter::once(name).chain(words.iter().copied());
+    let matches = (command.try_get_matches_from(argv)).map_err(|e| e.to_string())?;
+    A::from_arg_matches(&matches).map_err(|e| e.to_string())
 }
 
 /// Checks that `value` seconds (option `name`) lie in `min..=max`.
