@@ -9,14 +9,11 @@
 
 use std::collections::VecDeque;
 
-use ecnq::signal::Feedback;
-
 use super::clock::{Event, Nanos};
 use super::config::NewcomerFloodSpec;
-use super::packet::{EcnTally, Packet, PacketKind};
+use super::packet::{Packet, PacketKind};
 use super::state::FlowState;
 use super::Sim;
-use crate::explicit::Header;
 
 /// Fake flow ids start here, above every engine flow's index (a `u32`), so
 /// no fake flow shares an id with a real one.
@@ -135,22 +132,8 @@ impl Sim {
         let flow = &mut self.flows[f];
         let marks = flow.data_marks(now, len, hash, id);
         flow.packets_sent += 1;
-        self.inject(Packet {
-            id: 0,
-            flow: f as u32,
-            hop: 0,
-            kind: PacketKind::Fake,
-            len,
-            marks,
-            pn: u64::from(index),
-            sent: now,
-            feedback: Feedback::default(),
-            ce: false,
-            unraised: 0,
-            also: None,
-            counts: EcnTally::default(),
-            explicit: Header::None,
-        });
+        let pn = u64::from(index);
+        self.inject(Packet::bare(f, PacketKind::Fake, len, marks, pn, now));
     }
 
     /// A fake newcomer's packet reached the far end: its bytes count to its

@@ -99,7 +99,7 @@ impl Sim {
         flow.handshake.client_sent = now;
         let marks = flow.reply_marks(flow.law.tag(), f as u64);
         let pto = flow.handshake.pto();
-        let mut pkt = Packet::handshake(f, PacketKind::ClientHandshake, len, marks, pn, now);
+        let mut pkt = Packet::bare(f, PacketKind::ClientHandshake, len, marks, pn, now);
         if pn == FINISHED_PN {
             pkt.explicit = flow.handshake.echo;
         }
@@ -117,7 +117,7 @@ impl Sim {
             let hash = self.rng.next_u32();
             let marks = self.flows[f].handshake_marks(hash, f as u64);
             let kind = PacketKind::ServerHandshake;
-            let mut pkt = Packet::handshake(f, kind, INITIAL_LEN, marks, pn, now);
+            let mut pkt = Packet::bare(f, kind, INITIAL_LEN, marks, pn, now);
             pkt.explicit = header;
             self.inject(pkt);
         }

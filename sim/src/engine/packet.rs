@@ -87,9 +87,10 @@ pub struct Packet {
 }
 
 impl Packet {
-    /// Handshake packet `pn` of flow `f`, `len` bytes of `kind`, sent at
-    /// `sent` with `marks`.
-    pub(super) fn handshake(
+    /// Packet `pn` of flow `f`, `len` bytes of `kind`, sent at `sent` with
+    /// `marks`, and none of an ACK's fields: a handshake packet, or a fake
+    /// newcomer's.
+    pub(super) fn bare(
         f: usize,
         kind: PacketKind,
         len: u32,
