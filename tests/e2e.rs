@@ -21,6 +21,7 @@ use ecnq_e2e::StallWatch;
 use ecnq_examples::perf::client::{self, ClientConfig};
 use ecnq_examples::perf::fake_newcomers;
 use ecnq_examples::perf::loopback::{Flood, Flow, LinkSeries, LoopbackBed, RunResult};
+use ecnq_examples::perf::paired::{LATE_FLOW_OFFSET, LATE_FLOW_PATH};
 use ecnq_examples::perf::pump::Pause;
 use ecnq_shim::link::spec::LinkSpec;
 use tokio::time::Instant;
@@ -542,21 +543,11 @@ async fn late_flow_run(scheme: Scheme, link_spec: &str, offset: f64, seconds: f6
     measured_run(&flows, &[link(link_spec)]).await
 }
 
-/// The late-arrival path: 4 Mbit/s, 40 ms round trip, one BDP of buffer.
-///
-/// Convergence time grows with the link's capacity: in the window laws, a
-/// late flow gains on an early one only in increase-decrease cycles. Each
-/// cycle narrows the gap by the MD factor, and its length is the decrease (a
-/// share of the capacity) over the additive increase (fixed in bit/s per
-/// t_p). On a 12 Mbit/s path the simulator (same law code) has none of the
-/// window laws converge within 54 s; on this one every scheme does here.
-const LATE_FLOW_PATH: &str = "rate 4mbit delay 20ms limit 20kb";
-
 /// Seconds from the late flow's start (5 s into a run of `seconds`) until
 /// it first gets within 20 % of the fair share (the EVCP paper's notion of
 /// convergence), if it does.
 async fn late_flow_convergence(scheme: Scheme, seconds: f64) -> Option<f64> {
-    let result = late_flow_run(scheme, LATE_FLOW_PATH, 5.0, seconds).await;
+    let result = late_flow_run(scheme, LATE_FLOW_PATH, LATE_FLOW_OFFSET, seconds).await;
     let converge = ecnq::statistics::convergence_time(
         &result.series,
         1,
