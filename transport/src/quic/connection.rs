@@ -114,11 +114,15 @@ impl Prepared {
     /// socket learns every connection ID it uses (its packet keys see them
     /// all). Without it, connection IDs issued after the handshake are
     /// bound by remote address, which fails when several connections share
-    /// one.
+    /// one. It also marks the connection as opened here, so that the socket
+    /// lets its server's Retry through, however the application then
+    /// connects (ecnq's endpoint, or its own quinn endpoint as the interop
+    /// client does: the interop matrix's retry cells).
     pub fn client_crypto(
         &self,
         crypto: Arc<dyn quinn::crypto::ClientConfig>,
     ) -> Arc<dyn quinn::crypto::ClientConfig> {
+        self.routes.opened_here(self.key);
         Arc::new(TappedClient {
             inner: crypto,
             tap: self.tap.clone(),
@@ -145,7 +149,6 @@ impl Prepared {
         addr: SocketAddr,
         server_name: &str,
     ) -> Result<quinn::Connecting, quinn::ConnectError> {
-        self.routes.opened_here(self.key);
         issuing_for(self.key, || {
             endpoint.connect_with(config, addr, server_name)
         })

@@ -182,24 +182,27 @@ impl Routes {
         }
     }
 
-    /// Whether quinn is to see `datagram`: not if it holds a packet whose
-    /// long header reads Retry, unless the packet is for a connection
-    /// this endpoint opened. Only a server sends a Retry (RFC 9000
-    /// §17.2.5), so on any other packet the type bits were corrupted;
-    /// quinn-proto closes a server connection that reads one with
-    /// PROTOCOL_VIOLATION, where a corrupted packet is to be discarded
-    /// (`a_client_initial_corrupted_to_retry_is_discarded`).
-    pub fn takes(&self, datagram: &[u8]) -> bool {
+    /// Whether quinn is to see `datagram` from `from`: not if it holds a
+    /// packet whose long header reads Retry, unless the packet is for a
+    /// connection this endpoint opened to `from`. Only a server sends a
+    /// Retry (RFC 9000 §17.2.5), so on any other packet the type bits were
+    /// corrupted; quinn-proto closes a server connection that reads one
+    /// with PROTOCOL_VIOLATION, where a corrupted packet is to be discarded
+    /// (`a_client_initial_corrupted_to_retry_is_discarded`). A connection
+    /// whose first ID quinn made outside `Prepared::connect` (an
+    /// application's own quinn endpoint) is found by its server's address
+    /// (the interop matrix's retry cells).
+    pub fn takes(&self, from: SocketAddr, datagram: &[u8]) -> bool {
         let Some(dcid) = retry_in(datagram) else {
             return true;
         };
-        let Some(key) = self.codec.open(dcid) else {
-            return false;
-        };
-        self.lock()
-            .routes
-            .get(&key)
-            .is_some_and(|route| route.opened_here)
+        let key = self.codec.open(dcid);
+        let from = canonical(from);
+        let tables = self.lock();
+        match key.and_then(|key| tables.routes.get(&key)) {
+            Some(route) => route.opened_here,
+            None => (tables.routes.values()).any(|r| r.opened_here && r.remote == from),
+        }
     }
 
     /// Forgets connection `key` and everything bound to it.

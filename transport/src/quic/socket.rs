@@ -302,7 +302,7 @@ impl EcnSocket {
         if stride < len {
             self.counters.gro_receives.fetch_add(1, Ordering::Relaxed);
         }
-        let kept = keep_segments(&mut buf[..len], stride, |d| self.routes.takes(d));
+        let kept = keep_segments(&mut buf[..len], stride, |d| self.routes.takes(addr, d));
         if kept < len {
             let discarded = len.div_ceil(stride) - kept.div_ceil(stride);
             self.counters
