@@ -59,7 +59,9 @@ struct control {
 	// Set once the control loop configured the program; until then, and
 	// after it withdrew, every packet passes uncounted.
 	__u8 ready;
-	__u8 pad[4];
+	// How far CLOCK_MONOTONIC_COARSE may trail CLOCK_MONOTONIC: twice
+	// its resolution, the tick (clock_getres(2)); 0: unknown.
+	__u32 coarse_lag_ns;
 };
 
 // A flow: the 5-tuple, IPv4 addresses in the first 4 bytes (src/maps.rs,
@@ -129,6 +131,21 @@ struct {
 	__type(key, __u32);
 	__type(value, struct class_counters);
 } ecnq_class SEC(".maps");
+
+// Whether the control loop's index is current (now < `expires_ns`). The
+// coarse clock, a read of the last tick's time, answers for most of a
+// lease; the last `coarse_lag_ns` of it, where the coarse clock cannot
+// tell, and wherever the lag is unknown, read the exact clock
+// (tests/marks.rs, marks_stop_when_the_control_loop_dies_and_nothing_is_lost).
+static __always_inline int lease_live(struct control *ctl)
+{
+	__u64 expires = ctl->expires_ns;
+	__u32 lag = ctl->coarse_lag_ns;
+
+	if (lag && bpf_ktime_get_coarse_ns() + lag < expires)
+		return 1;
+	return bpf_ktime_get_ns() < expires;
+}
 
 // The packet as parsed.
 struct parsed {
@@ -364,7 +381,7 @@ int ecnq_egress(struct __sk_buff *skb)
 		return TC_ACT_OK;
 	if (ecn != ECN_NOT_ECT && ecn != ECN_ECT0)
 		return TC_ACT_OK;
-	if (ctl->index == 0 || bpf_ktime_get_ns() >= ctl->expires_ns) {
+	if (ctl->index == 0 || !lease_live(ctl)) {
 		if (class)
 			class->stale++;
 		return TC_ACT_OK;
