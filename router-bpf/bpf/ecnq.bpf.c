@@ -36,6 +36,9 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #define HASHED_TAIL 16
 #define FNV_OFFSET 0x811c9dc5u
 #define FNV_PRIME 0x01000193u
+// The furthest offset at which the program reads the hashed tail in
+// place: a linear part longer than any MTU's packet (0x3fff, 16 KiB).
+#define LINEAR_MAX 0x3fff
 // Per-flow entries: an LRU table forgets the least recently seen flows
 // (as many as the shim's router keeps, FlowTableConfig's default).
 #define MAX_FLOWS 65536
@@ -177,6 +180,28 @@ static __always_inline long packet_hash(struct __sk_buff *skb, __u32 off, __u32 
 	__u32 h = FNV_OFFSET;
 
 	if (n == HASHED_TAIL) {
+		// In place where the tail is in the buffer's linear part, as a
+		// forwarded packet's is: no copy, the byte loop unrolled.
+		void *data = (void *)(long)skb->data;
+		void *data_end = (void *)(long)skb->data_end;
+		__u32 at = off + len - HASHED_TAIL;
+		__u8 *b;
+
+		// The verifier takes a variable offset into the packet under
+		// its MAX_PACKET_OFF (64 KiB) only with the bound in the
+		// register: the mask, a no-op past the compare, puts it there.
+		b = data;
+		if (at <= LINEAR_MAX) {
+			asm volatile("%0 &= %1" : "+r"(at) : "i"(LINEAR_MAX));
+			b += at;
+		}
+		if (at <= LINEAR_MAX && (void *)(b + HASHED_TAIL) <= data_end) {
+#pragma unroll
+			for (__u32 i = 0; i < HASHED_TAIL; i++)
+				h = (h ^ b[i]) * FNV_PRIME;
+			*out = fmix32(h);
+			return 0;
+		}
 		if (bpf_skb_load_bytes(skb, off + len - HASHED_TAIL, tail, HASHED_TAIL))
 			return -1;
 	} else {
