@@ -245,28 +245,25 @@ static __always_inline __u8 pool_tag(__u8 tos)
 // ports (IPv6 needs 44).
 #define HEADERS_MAX (60 + 4)
 
+// parse_linear's answer when the headers run past the buffer's linear part.
+#define PARSE_PULL 1
+
 // Reads the headers in place (direct packet access, no helper call per
-// field): a forwarded packet's headers are in the linear part of its
-// buffer; where they are not, they are pulled in first.
-static __always_inline int parse(struct __sk_buff *skb, __u32 l3, struct parsed *p)
+// field). Returns 0, -1 for a packet the program leaves, or PARSE_PULL
+// where the headers it needs are not all in the linear part.
+static __always_inline int parse_linear(struct __sk_buff *skb, __u32 l3, struct parsed *p)
 {
 	void *data = (void *)(long)skb->data;
 	void *data_end = (void *)(long)skb->data_end;
 	__u8 *ip = data + l3, *l4;
 	__u8 proto;
 
-	if ((void *)(ip + HEADERS_MAX) > data_end && skb->len > l3) {
-		__u32 want = l3 + HEADERS_MAX;
-
-		bpf_skb_pull_data(skb, want < skb->len ? want : skb->len);
-		data = (void *)(long)skb->data;
-		data_end = (void *)(long)skb->data_end;
-		ip = data + l3;
-	}
 	if (skb->protocol == bpf_htons(ETH_P_IP)) {
 		struct iphdr *iph = (void *)ip;
 
-		if ((void *)(iph + 1) > data_end || iph->ihl < 5)
+		if ((void *)(iph + 1) > data_end)
+			return PARSE_PULL;
+		if (iph->ihl < 5)
 			return -1;
 		// A fragment other than the first carries no ports.
 		if (iph->frag_off & bpf_htons(0x1fff))
@@ -283,7 +280,7 @@ static __always_inline int parse(struct __sk_buff *skb, __u32 l3, struct parsed 
 		struct ipv6hdr *ip6 = (void *)ip;
 
 		if ((void *)(ip6 + 1) > data_end)
-			return -1;
+			return PARSE_PULL;
 		__builtin_memcpy(p->key.saddr, &ip6->saddr, 16);
 		__builtin_memcpy(p->key.daddr, &ip6->daddr, 16);
 		p->key.family = 6;
@@ -298,12 +295,30 @@ static __always_inline int parse(struct __sk_buff *skb, __u32 l3, struct parsed 
 	if (proto != IPPROTO_UDP && proto != IPPROTO_TCP)
 		return -1;
 	if ((void *)(l4 + 4) > data_end)
-		return -1;
+		return PARSE_PULL;
 	p->key.proto = proto;
 	__builtin_memcpy(&p->key.sport, l4, 4);
 	p->l4_off = l4 - (__u8 *)data;
 	p->tag = pool_tag(p->tos);
 	return 0;
+}
+
+// Reads the headers. A forwarded packet's headers are mostly in the
+// linear part of its buffer, but its payload need not be (a GSO batch
+// cut into segments keeps each one's payload in page fragments): only a
+// packet whose headers are not all there pays for a pull, which can copy
+// the buffer's head, and then of at most HEADERS_MAX bytes.
+static __always_inline int parse(struct __sk_buff *skb, __u32 l3, struct parsed *p)
+{
+	__u32 want = l3 + HEADERS_MAX;
+	int r = parse_linear(skb, l3, p);
+
+	if (r != PARSE_PULL)
+		return r;
+	if (skb->len <= l3)
+		return -1;
+	bpf_skb_pull_data(skb, want < skb->len ? want : skb->len);
+	return parse_linear(skb, l3, p) ? -1 : 0;
 }
 
 // Rewrites the ECN field to `ecn` in place: for IPv4 with an incremental
