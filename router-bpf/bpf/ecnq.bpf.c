@@ -36,6 +36,9 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #define HASHED_TAIL 16
 #define FNV_OFFSET 0x811c9dc5u
 #define FNV_PRIME 0x01000193u
+// The furthest offset at which the program reads the hashed tail in
+// place: a linear part longer than any MTU's packet (0x3fff, 16 KiB).
+#define LINEAR_MAX 0x3fff
 // Per-flow entries: an LRU table forgets the least recently seen flows
 // (as many as the shim's router keeps, FlowTableConfig's default).
 #define MAX_FLOWS 65536
@@ -59,7 +62,9 @@ struct control {
 	// Set once the control loop configured the program; until then, and
 	// after it withdrew, every packet passes uncounted.
 	__u8 ready;
-	__u8 pad[4];
+	// How far CLOCK_MONOTONIC_COARSE may trail CLOCK_MONOTONIC: twice
+	// its resolution, the tick (clock_getres(2)); 0: unknown.
+	__u32 coarse_lag_ns;
 };
 
 // A flow: the 5-tuple, IPv4 addresses in the first 4 bytes (src/maps.rs,
@@ -130,6 +135,21 @@ struct {
 	__type(value, struct class_counters);
 } ecnq_class SEC(".maps");
 
+// Whether the control loop's index is current (now < `expires_ns`). The
+// coarse clock, a read of the last tick's time, answers for most of a
+// lease; the last `coarse_lag_ns` of it, where the coarse clock cannot
+// tell, and wherever the lag is unknown, read the exact clock
+// (tests/marks.rs, marks_stop_when_the_control_loop_dies_and_nothing_is_lost).
+static __always_inline int lease_live(struct control *ctl)
+{
+	__u64 expires = ctl->expires_ns;
+	__u32 lag = ctl->coarse_lag_ns;
+
+	if (lag && bpf_ktime_get_coarse_ns() + lag < expires)
+		return 1;
+	return bpf_ktime_get_ns() < expires;
+}
+
 // The packet as parsed.
 struct parsed {
 	struct flow_key key;
@@ -160,6 +180,28 @@ static __always_inline long packet_hash(struct __sk_buff *skb, __u32 off, __u32 
 	__u32 h = FNV_OFFSET;
 
 	if (n == HASHED_TAIL) {
+		// In place where the tail is in the buffer's linear part, as a
+		// forwarded packet's is: no copy, the byte loop unrolled.
+		void *data = (void *)(long)skb->data;
+		void *data_end = (void *)(long)skb->data_end;
+		__u32 at = off + len - HASHED_TAIL;
+		__u8 *b;
+
+		// The verifier takes a variable offset into the packet under
+		// its MAX_PACKET_OFF (64 KiB) only with the bound in the
+		// register: the mask, a no-op past the compare, puts it there.
+		b = data;
+		if (at <= LINEAR_MAX) {
+			asm volatile("%0 &= %1" : "+r"(at) : "i"(LINEAR_MAX));
+			b += at;
+		}
+		if (at <= LINEAR_MAX && (void *)(b + HASHED_TAIL) <= data_end) {
+#pragma unroll
+			for (__u32 i = 0; i < HASHED_TAIL; i++)
+				h = (h ^ b[i]) * FNV_PRIME;
+			*out = fmix32(h);
+			return 0;
+		}
 		if (bpf_skb_load_bytes(skb, off + len - HASHED_TAIL, tail, HASHED_TAIL))
 			return -1;
 	} else {
@@ -203,28 +245,25 @@ static __always_inline __u8 pool_tag(__u8 tos)
 // ports (IPv6 needs 44).
 #define HEADERS_MAX (60 + 4)
 
+// parse_linear's answer when the headers run past the buffer's linear part.
+#define PARSE_PULL 1
+
 // Reads the headers in place (direct packet access, no helper call per
-// field): a forwarded packet's headers are in the linear part of its
-// buffer; where they are not, they are pulled in first.
-static __always_inline int parse(struct __sk_buff *skb, __u32 l3, struct parsed *p)
+// field). Returns 0, -1 for a packet the program leaves, or PARSE_PULL
+// where the headers it needs are not all in the linear part.
+static __always_inline int parse_linear(struct __sk_buff *skb, __u32 l3, struct parsed *p)
 {
 	void *data = (void *)(long)skb->data;
 	void *data_end = (void *)(long)skb->data_end;
 	__u8 *ip = data + l3, *l4;
 	__u8 proto;
 
-	if ((void *)(ip + HEADERS_MAX) > data_end && skb->len > l3) {
-		__u32 want = l3 + HEADERS_MAX;
-
-		bpf_skb_pull_data(skb, want < skb->len ? want : skb->len);
-		data = (void *)(long)skb->data;
-		data_end = (void *)(long)skb->data_end;
-		ip = data + l3;
-	}
 	if (skb->protocol == bpf_htons(ETH_P_IP)) {
 		struct iphdr *iph = (void *)ip;
 
-		if ((void *)(iph + 1) > data_end || iph->ihl < 5)
+		if ((void *)(iph + 1) > data_end)
+			return PARSE_PULL;
+		if (iph->ihl < 5)
 			return -1;
 		// A fragment other than the first carries no ports.
 		if (iph->frag_off & bpf_htons(0x1fff))
@@ -241,7 +280,7 @@ static __always_inline int parse(struct __sk_buff *skb, __u32 l3, struct parsed 
 		struct ipv6hdr *ip6 = (void *)ip;
 
 		if ((void *)(ip6 + 1) > data_end)
-			return -1;
+			return PARSE_PULL;
 		__builtin_memcpy(p->key.saddr, &ip6->saddr, 16);
 		__builtin_memcpy(p->key.daddr, &ip6->daddr, 16);
 		p->key.family = 6;
@@ -256,12 +295,30 @@ static __always_inline int parse(struct __sk_buff *skb, __u32 l3, struct parsed 
 	if (proto != IPPROTO_UDP && proto != IPPROTO_TCP)
 		return -1;
 	if ((void *)(l4 + 4) > data_end)
-		return -1;
+		return PARSE_PULL;
 	p->key.proto = proto;
 	__builtin_memcpy(&p->key.sport, l4, 4);
 	p->l4_off = l4 - (__u8 *)data;
 	p->tag = pool_tag(p->tos);
 	return 0;
+}
+
+// Reads the headers. A forwarded packet's headers are mostly in the
+// linear part of its buffer, but its payload need not be (a GSO batch
+// cut into segments keeps each one's payload in page fragments): only a
+// packet whose headers are not all there pays for a pull, which can copy
+// the buffer's head, and then of at most HEADERS_MAX bytes.
+static __always_inline int parse(struct __sk_buff *skb, __u32 l3, struct parsed *p)
+{
+	__u32 want = l3 + HEADERS_MAX;
+	int r = parse_linear(skb, l3, p);
+
+	if (r != PARSE_PULL)
+		return r;
+	if (skb->len <= l3)
+		return -1;
+	bpf_skb_pull_data(skb, want < skb->len ? want : skb->len);
+	return parse_linear(skb, l3, p) ? -1 : 0;
 }
 
 // Rewrites the ECN field to `ecn` in place: for IPv4 with an incremental
@@ -364,7 +421,7 @@ int ecnq_egress(struct __sk_buff *skb)
 		return TC_ACT_OK;
 	if (ecn != ECN_NOT_ECT && ecn != ECN_ECT0)
 		return TC_ACT_OK;
-	if (ctl->index == 0 || bpf_ktime_get_ns() >= ctl->expires_ns) {
+	if (ctl->index == 0 || !lease_live(ctl)) {
 		if (class)
 			class->stale++;
 		return TC_ACT_OK;

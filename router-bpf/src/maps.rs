@@ -40,8 +40,27 @@ impl Control {
         b[8..10].copy_from_slice(&self.index.to_ne_bytes());
         b[10] = self.l3;
         b[11] = u8::from(self.ready);
+        b[12..16].copy_from_slice(&coarse_lag_ns().to_ne_bytes());
         b
     }
+}
+
+/// How far the kernel's coarse monotonic clock may trail the exact one,
+/// for the program's lease check (`coarse_lag_ns` in `struct control`):
+/// twice its resolution, one tick (clock_getres(2)), so that a tick that
+/// comes late still finds the exact clock read. 0 (the program reads the
+/// exact clock for every packet) where the resolution is unknown.
+fn coarse_lag_ns() -> u32 {
+    let mut res = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid clock id and a timespec to write to.
+    let r = unsafe { libc::clock_getres(libc::CLOCK_MONOTONIC_COARSE, &mut res) };
+    if r != 0 || res.tv_sec != 0 {
+        return 0;
+    }
+    u32::try_from(2 * res.tv_nsec).unwrap_or(0)
 }
 
 /// A flow's key, the 5-tuple (`struct flow_key`).
