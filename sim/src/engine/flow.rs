@@ -233,16 +233,22 @@ impl Flow {
         if let Some(s) = self.session.as_deref_mut() {
             return s.send(now, len, hash, id);
         }
-        let mut marks = PacketMarks {
-            ecn: self.data_ecn,
-            tag: self.law.tag(),
-            hash,
-            flow: id,
-        };
+        let mut marks = self.unprobed_marks(hash, id);
         if let Some(probes) = self.probes.as_mut() {
             probes.mark(self.packets_sent, &mut marks);
         }
         marks
+    }
+
+    /// A sender's packet's marks before its presence probes touch them:
+    /// its data codepoint and its law's tag.
+    fn unprobed_marks(&self, hash: u32, id: u64) -> PacketMarks {
+        PacketMarks {
+            ecn: self.data_ecn,
+            tag: self.law.tag(),
+            hash,
+            flow: id,
+        }
     }
 
     /// The marks of a handshake datagram the sender sends: a data packet's,
@@ -251,12 +257,7 @@ impl Flow {
         if let Some(s) = self.session.as_deref() {
             return s.handshake_marks(hash, id);
         }
-        let mut marks = PacketMarks {
-            ecn: self.data_ecn,
-            tag: self.law.tag(),
-            hash,
-            flow: id,
-        };
+        let mut marks = self.unprobed_marks(hash, id);
         if let Some(probes) = self.probes.as_ref() {
             probes.probe_marks(&mut marks);
         }
