@@ -1,5 +1,6 @@
 //! The kernel's queue, read over rtnetlink (RTM_GETQDISC): the root
-//! qdisc's backlog in bytes, and, for tbf, the rate it shapes to. The
+//! qdisc's backlog in bytes, what it sent and dropped, and, for tbf, the
+//! rate it shapes to. The
 //! queue is the kernel's (tbf or htb on a device); the router only reads
 //! it.
 
@@ -18,7 +19,9 @@ const NLMSG_DONE: u16 = 3;
 const TCA_KIND: u16 = 1;
 const TCA_OPTIONS: u16 = 2;
 const TCA_STATS2: u16 = 7;
+const TCA_STATS_BASIC: u16 = 1;
 const TCA_STATS_QUEUE: u16 = 3;
+const TCA_STATS_PKT64: u16 = 8;
 const TCA_TBF_PARMS: u16 = 1;
 const TCA_TBF_RATE64: u16 = 4;
 /// The parent of a device's root qdisc.
@@ -33,6 +36,12 @@ pub struct QdiscState {
     pub kind: String,
     /// Bytes waiting in it.
     pub backlog: u64,
+    /// Bytes it has sent since it was made.
+    pub bytes: u64,
+    /// Packets it has sent (a GSO packet counts its segments).
+    pub packets: u64,
+    /// Packets it has dropped.
+    pub drops: u64,
     /// The rate a tbf shapes to, bytes per second.
     pub rate: Option<f64>,
 }
@@ -172,10 +181,27 @@ fn parse_qdisc(msg: &[u8], ifindex: i32) -> Option<QdiscState> {
             }
             TCA_OPTIONS => options = Some(payload),
             TCA_STATS2 => {
-                for (kind, queue) in attributes(payload) {
-                    // struct gnet_stats_queue: qlen, backlog, drops, … (u32).
-                    if kind == TCA_STATS_QUEUE && queue.len() >= 8 {
-                        state.backlog = u64::from(u32::from_ne_bytes(queue[4..8].try_into().ok()?));
+                let word = |b: &[u8], at: usize| -> Option<u64> {
+                    Some(u64::from(u32::from_ne_bytes(
+                        b.get(at..at + 4)?.try_into().ok()?,
+                    )))
+                };
+                for (kind, stats) in attributes(payload) {
+                    match kind {
+                        // struct gnet_stats_basic: bytes (u64), packets (u32).
+                        TCA_STATS_BASIC if stats.len() >= 12 => {
+                            state.bytes = u64::from_ne_bytes(stats[..8].try_into().ok()?);
+                            state.packets = state.packets.max(word(stats, 8)?);
+                        }
+                        TCA_STATS_PKT64 if stats.len() >= 8 => {
+                            state.packets = u64::from_ne_bytes(stats[..8].try_into().ok()?);
+                        }
+                        // struct gnet_stats_queue: qlen, backlog, drops, … (u32).
+                        TCA_STATS_QUEUE if stats.len() >= 12 => {
+                            state.backlog = word(stats, 4)?;
+                            state.drops = word(stats, 8)?;
+                        }
+                        _ => {}
                     }
                 }
             }

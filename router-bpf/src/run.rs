@@ -105,8 +105,8 @@ fn control_loop(
             std::thread::sleep(wait);
         }
         let flows = reader.read(maps).map_err(step_error)?;
-        let backlog = qdisc.read().map_err(step_error)?.backlog;
-        let index = control.step(start.elapsed(), &flows, backlog, capacity);
+        let queue = qdisc.read().map_err(step_error)?;
+        let index = control.step(start.elapsed(), &flows, queue.backlog, capacity);
         let expires_ns = monotonic_ns() + lease().as_nanos() as u64;
         let control_state = Control {
             expires_ns,
@@ -118,11 +118,20 @@ fn control_loop(
         if let Some(every) = options.stats_every.filter(|_| Instant::now() >= next_stats) {
             next_stats += every;
             let classes = maps.all_classes().map_err(step_error)?;
+            // The queue's figures under the names of `ecnq-shim --stats`
+            // (`dir`, `queue_bytes`, `departure_bytes`, `arrivals`,
+            // `drops_overflow`), so that `ecnq-perf testbed --router bpf`
+            // reads them as a shim's (tests/testbed.rs,
+            // kernel_router_meets_the_erc_goals).
             println!(
-                "{{\"t\":{:.3},\"index\":{index},\"share_mbit\":{:.3},\"flows\":{},\"backlog\":{backlog},\"packets\":{},\"marked\":{}}}",
+                "{{\"t\":{:.3},\"dir\":\"up\",\"index\":{index},\"share_mbit\":{:.3},\"flows\":{},\"queue_bytes\":{},\"departure_bytes\":{},\"arrivals\":{},\"drops_overflow\":{},\"packets\":{},\"marked\":{}}}",
                 start.elapsed().as_secs_f64(),
                 control.share() * 8e-6,
                 control.flows(),
+                queue.backlog,
+                queue.bytes,
+                queue.packets + queue.drops,
+                queue.drops,
                 classes.packets,
                 classes.marked
             );
