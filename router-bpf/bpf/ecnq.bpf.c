@@ -65,6 +65,11 @@ struct control {
 	// How far CLOCK_MONOTONIC_COARSE may trail CLOCK_MONOTONIC: twice
 	// its resolution, the tick (clock_getres(2)); 0: unknown.
 	__u32 coarse_lag_ns;
+	// The class (an htb leaf's classid) that ecnq-tagged packets queue
+	// in, through skb->priority, apart from classic traffic; 0: leave
+	// the packet's priority as it is (one queue for all).
+	__u32 ecnq_class;
+	__u32 pad;
 };
 
 // A flow: the 5-tuple, IPv4 addresses in the first 4 bytes (src/maps.rs,
@@ -396,6 +401,8 @@ int ecnq_egress(struct __sk_buff *skb)
 	if (parse(skb, l3, &p))
 		return TC_ACT_OK;
 	tag = p.tag;
+	if (tag && ctl->ecnq_class)
+		skb->priority = ctl->ecnq_class;
 	// IP bytes, as the shim's router counts them.
 	bytes = skb->len - l3;
 	segs = skb->gso_segs > 1 ? skb->gso_segs : 1;

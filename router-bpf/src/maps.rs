@@ -29,10 +29,14 @@ pub struct Control {
     /// Whether the program is configured: until then, and once the
     /// control loop withdrew, it passes every packet uncounted.
     pub ready: bool,
+    /// The class (an htb leaf's classid) the program puts ecnq-tagged
+    /// packets in, through their priority, apart from classic traffic;
+    /// 0: one queue for all.
+    pub ecnq_class: u32,
 }
 
 impl Control {
-    const SIZE: usize = 16;
+    const SIZE: usize = 24;
 
     fn bytes(&self) -> [u8; Self::SIZE] {
         let mut b = [0; Self::SIZE];
@@ -41,6 +45,7 @@ impl Control {
         b[10] = self.l3;
         b[11] = u8::from(self.ready);
         b[12..16].copy_from_slice(&coarse_lag_ns().to_ne_bytes());
+        b[16..20].copy_from_slice(&self.ecnq_class.to_ne_bytes());
         b
     }
 }

@@ -84,11 +84,32 @@ impl QdiscReader {
         let mut found = None;
         let ifindex = self.ifindex;
         self.dump(|msg| {
-            if let Some(state) = parse_qdisc(msg, ifindex) {
+            if let Some(state) = parse_qdisc(msg, ifindex, TC_H_ROOT) {
                 found = Some(state);
             }
         })?;
         found.ok_or_else(|| io::Error::other(format!("{} has no root qdisc", self.dev)))
+    }
+
+    /// The device's root qdisc and the qdisc of its leaf class `class`
+    /// (a classid, `1:10` as 0x10010), from one dump.
+    pub fn read_with_leaf(&mut self, class: u32) -> io::Result<(QdiscState, QdiscState)> {
+        let (mut root, mut leaf) = (None, None);
+        let ifindex = self.ifindex;
+        self.dump(|msg| {
+            root = root.take().or_else(|| parse_qdisc(msg, ifindex, TC_H_ROOT));
+            leaf = leaf.take().or_else(|| parse_qdisc(msg, ifindex, class));
+        })?;
+        let dev = &self.dev;
+        let root = root.ok_or_else(|| io::Error::other(format!("{dev} has no root qdisc")))?;
+        let leaf = leaf.ok_or_else(|| {
+            io::Error::other(format!(
+                "{dev} has no qdisc under class {:x}:{:x}",
+                class >> 16,
+                class & 0xffff
+            ))
+        })?;
+        Ok((root, leaf))
     }
 
     /// Sends an RTM_GETQDISC dump request and hands each RTM_NEWQDISC
@@ -158,14 +179,15 @@ fn attributes(mut bytes: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
     })
 }
 
-/// The root qdisc of `ifindex` described by one RTM_NEWQDISC payload.
-fn parse_qdisc(msg: &[u8], ifindex: i32) -> Option<QdiscState> {
+/// The qdisc of `ifindex` under `parent` (the root's: [`TC_H_ROOT`])
+/// described by one RTM_NEWQDISC payload.
+fn parse_qdisc(msg: &[u8], ifindex: i32, parent: u32) -> Option<QdiscState> {
     if msg.len() < TCMSG {
         return None;
     }
     let index = i32::from_ne_bytes(msg[4..8].try_into().ok()?);
-    let parent = u32::from_ne_bytes(msg[12..16].try_into().ok()?);
-    if index != ifindex || parent != TC_H_ROOT {
+    let its_parent = u32::from_ne_bytes(msg[12..16].try_into().ok()?);
+    if index != ifindex || its_parent != parent {
         return None;
     }
     let mut state = QdiscState::default();

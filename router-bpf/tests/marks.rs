@@ -174,6 +174,7 @@ fn the_kernel_path_marks_as_the_router_code_does() {
             index,
             l3: 14,
             ready: true,
+            ecnq_class: 0,
         })
         .unwrap();
         let packets = trace(700, &flows, &mut rng);
