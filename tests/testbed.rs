@@ -250,18 +250,19 @@ fn bpf_if_possible() -> Option<PathBuf> {
     }
 }
 
-/// The demo's erc run through the kernel router: a tbf at 20 Mbit/s with
-/// a BDP of buffer on the router's up device, the ecnq-bpf program and its
-/// control loop marking there, the shim only delaying by 10 ms each way.
-/// Issue 72's goals are utilization >= 95 %, queue p99 <= 5 ms, no loss
-/// and the late flow at its share within 1 s; on a shared 2-core machine
-/// in a debug build they measured 82-89 %, 4.7-10.7 ms, none and
-/// 0.28-0.62 s in this 6 s run (ten runs), as the TUN shim's do in the
-/// same conditions, so this test bounds
-/// each far from what it measures (it must not flake) and still fails a
-/// router that does not mark: with erc's packets left unmarked (GSO
-/// batches, before the senders sent single packets) the same run measured
-/// 35 %, p99 17 ms and 2.6 % loss.
+/// The demo's erc run, and erc beside kernel Cubic, through the kernel
+/// router: an htb dual queue at 20 Mbit/s with a BDP of buffer on the
+/// router's up device, the ecnq-bpf program and its control loop marking
+/// there, the shim only delaying by 10 ms each way. Issue 72's goals are
+/// utilization >= 95 %, queue p99 <= 5 ms, no loss, the late flow at its
+/// share within 1 s, and erc within a factor of 2 of Cubic; on a shared
+/// 2-core machine in a debug build, twenty of these 6 s runs measured
+/// 64-89 %, 4.1-14.2 ms, at most 0.17 %, 0.3-0.9 s and 0.48-0.96 (the
+/// TUN shim's are alike in the same conditions). So this test bounds each far
+/// from what it measures (it must not flake), and still fails a router
+/// that does not mark: with erc's packets left unmarked (GSO batches,
+/// before the senders sent single packets) the run measured 35 %, p99
+/// 17 ms and 2.6 % loss.
 #[test]
 fn kernel_router_meets_the_erc_goals() {
     let _serial = serial();
@@ -271,9 +272,12 @@ fn kernel_router_meets_the_erc_goals() {
     let Some(bpf) = bpf_if_possible() else {
         return;
     };
+    if !iperf3_available() {
+        return;
+    }
     let name = unique("kr");
     let out = std::env::temp_dir().join(format!("ecnq-testbed-test-{name}"));
-    let mut args = short_comparison(&name, &out, shim, Scheme::Erc, "none", "none");
+    let mut args = short_comparison(&name, &out, shim, Scheme::Erc, "none", "cubic");
     args.run.duration = KERNEL_RUN_SECONDS;
     args.router = vec![perf_testbed::Router::Bpf];
     args.bpf = Some(bpf);
@@ -290,9 +294,18 @@ fn kernel_router_meets_the_erc_goals() {
     );
     assert!(figure("utilization") > 0.5, "{row}");
     // A full buffer (50 KB at 20 Mbit/s) is 20 ms.
-    assert!(figure("queue_p99_ms") < 16.0, "{row}");
+    assert!(figure("queue_p99_ms") < 19.0, "{row}");
     assert!(figure("loss") < 0.005, "{row}");
     assert!(figure("converge_s") < 3.0, "{row}");
+    // Beside kernel Cubic the dual queue keeps erc's packets out of
+    // Cubic's full FIFO: a third to three times Cubic's goodput here, for
+    // the goal's factor of 2 (one run in ten measured 0.48).
+    let versus = &rows[1]["versus"];
+    let ratio = versus["ratio"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{versus}"));
+    println!("erc / kernel Cubic through the kernel router: {ratio:.2}");
+    assert!((1.0 / 3.0..=3.0).contains(&ratio), "{versus}");
     // The program marked erc's packets, and the loop detached it when the
     // testbed went.
     let log = std::fs::read_to_string(&log).unwrap();

@@ -42,7 +42,7 @@ enum Command {
     /// namespaces, a TUN shim per router; root), with kernel TCP through
     /// iperf3 (reno, cubic, bbr; ECN on) as extra baselines. Always removes
     /// the testbed again, also on an error or Ctrl-C. `--router bpf` runs
-    /// it through the kernel's router instead (a tbf and the ecnq-bpf
+    /// it through the kernel's router instead (an htb and the ecnq-bpf
     /// program; erc only), `--router shim,bpf` through both.
     ///
     /// The link options describe each router's link: the parking lot's long

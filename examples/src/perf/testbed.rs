@@ -14,9 +14,9 @@
 //! other.
 //!
 //! `--router bpf` runs the same comparison through the kernel's router:
-//! a tbf on each router's up device is the bottleneck (rate and buffer)
-//! and `ecnq-bpf attach` marks erc there, in the kernel, from its control
-//! loop; the shims only delay (no rate, `--scheme off`), since the kernel
+//! a dual queue of htb classes on each router's up device is the
+//! bottleneck (rate and buffer) and `ecnq-bpf attach` marks erc there, in
+//! the kernel, from its control loop; the shims only delay (no rate, `--scheme off`), since the kernel
 //! may lack netem. `--router shim,bpf` runs both, one after the other, for
 //! figures side by side from one invocation.
 
@@ -111,8 +111,8 @@ pub enum Router {
     /// `ecnq-shim tun`: its link emulation is the bottleneck (rate, buffer,
     /// delay) and its router marks every scheme.
     Shim,
-    /// The kernel: a tbf on each router's up device is the bottleneck and
-    /// `ecnq-bpf` marks erc there; the shim only delays.
+    /// The kernel: an htb dual queue on each router's up device is the
+    /// bottleneck and `ecnq-bpf` marks erc there; the shim only delays.
     Bpf,
 }
 
@@ -161,7 +161,7 @@ pub struct TestbedArgs {
     pub versus: Vec<String>,
     /// The routers to run the comparison through, one after the other,
     /// comma separated: shim (the TUN shim's link and marking), bpf (the
-    /// kernel's tbf and the ecnq-bpf program, erc only; the shim only
+    /// kernel's htb dual queue and the ecnq-bpf program, erc only; the shim only
     /// delays). Plots of bpf's go to OUT/testbed-TOPOLOGY-bpf.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "shim")]
     pub router: Vec<Router>,
@@ -366,7 +366,7 @@ async fn run_through(
         args.topology.label(),
         match link.router {
             Router::Shim => "TUN shim",
-            Router::Bpf => "kernel router (tbf, ecnq-bpf)",
+            Router::Bpf => "kernel router (htb dual queue, ecnq-bpf)",
         },
         args.run.rate as f64 / 1e6,
         args.run.rtt.as_millis(),
@@ -416,8 +416,8 @@ async fn run_through(
 struct KernelRouters(Vec<Child>);
 
 impl KernelRouters {
-    /// On each router of `args.topology`: a tbf at the link's rate and
-    /// buffer on the up device, and `ecnq-bpf attach` on it, writing its
+    /// On each router of `args.topology`: a [`dual_queue`] at the link's
+    /// rate and buffer on the up device, and `ecnq-bpf attach` on it, writing its
     /// stats lines to the state directory; waits for each one's first.
     fn attach(args: &TestbedArgs, link: &Link<'_>, bpf: &Path) -> Result<KernelRouters, String> {
         let rate = link.spec.rate.unwrap_or(args.run.rate);
@@ -436,29 +436,10 @@ impl KernelRouters {
         let mut children = KernelRouters(Vec::new());
         for router in args.topology.routers() {
             let ns = namespace(&args.name, router);
-            let (rate, burst, limit) = (
-                format!("{rate}bit"),
-                tbf_burst(rate).to_string(),
-                link.buffer.to_string(),
-            );
-            run_in(
-                &ns,
-                "tc",
-                &[
-                    "qdisc",
-                    "replace",
-                    "dev",
-                    bed::UP_DEVICE,
-                    "root",
-                    "tbf",
-                    "rate",
-                    &rate,
-                    "burst",
-                    &burst,
-                    "limit",
-                    &limit,
-                ],
-            )?;
+            for command in dual_queue(rate, link.buffer) {
+                let words: Vec<&str> = command.split(' ').collect();
+                run_in(&ns, "tc", &words)?;
+            }
             let path = bed::state_dir(&args.name).join(Router::Bpf.log(router));
             let log = std::fs::File::create(&path)
                 .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
@@ -468,6 +449,9 @@ impl KernelRouters {
                 .arg(bpf)
                 .args(["attach", "--dev", bed::UP_DEVICE, "--stats"])
                 .arg(BPF_STATS_INTERVAL)
+                .arg(format!("--rate={rate}bit"))
+                .arg(format!("--ecnq-class={ECNQ_CLASS}"))
+                .arg(format!("--ecnq-rate={}bit", rate / 2))
                 .stdin(Stdio::null())
                 .stdout(log)
                 .stderr(err_log)
@@ -487,10 +471,41 @@ impl KernelRouters {
     }
 }
 
-/// tbf's bucket: 2 ms at the rate, at least two full-size packets (tbf
-/// needs a packet to fit; a deeper bucket lets bursts through unqueued).
-fn tbf_burst(rate_bps: u64) -> u64 {
-    (rate_bps / 8 / 500).max(2 * 1514)
+/// The dual queue's ecnq class; [`CLASSIC_CLASS`] is the other.
+const ECNQ_CLASS: &str = "1:10";
+/// The htb class that untagged traffic queues in.
+const CLASSIC_CLASS: &str = "1:20";
+
+/// The tc commands that make a router's up device a dual queue at
+/// `rate_bps`, as the shim's default `--queue dual` is one: an htb whose
+/// two leaves, a byte FIFO of `buffer` bytes each, share the rate, each
+/// guaranteed half and lent what the other leaves. The ecnq-bpf program
+/// puts ecnq-tagged packets in [`ECNQ_CLASS`]; the rest go to
+/// [`CLASSIC_CLASS`]. htb's bucket: 2 ms at the rate, at least two
+/// full-size packets (a deeper one lets bursts through unqueued).
+fn dual_queue(rate_bps: u64, buffer: u64) -> Vec<String> {
+    let dev = bed::UP_DEVICE;
+    let burst = (rate_bps / 8 / 500).max(2 * 1514);
+    let shape =
+        |rate: u64| format!("rate {rate}bit ceil {rate_bps}bit burst {burst} cburst {burst}");
+    let default = CLASSIC_CLASS.split(':').nth(1).unwrap_or_default();
+    let mut commands = vec![
+        format!("qdisc replace dev {dev} root handle 1: htb default {default}"),
+        format!(
+            "class add dev {dev} parent 1: classid 1:1 htb {}",
+            shape(rate_bps)
+        ),
+    ];
+    for class in [ECNQ_CLASS, CLASSIC_CLASS] {
+        commands.push(format!(
+            "class add dev {dev} parent 1:1 classid {class} htb {}",
+            shape(rate_bps / 2)
+        ));
+        commands.push(format!(
+            "qdisc add dev {dev} parent {class} bfifo limit {buffer}"
+        ));
+    }
+    commands
 }
 
 /// Waits until `ecnq-bpf attach` writes its first stats line to `log`;
