@@ -8,8 +8,10 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use ecnq::router::meter::{LinkLoad, LoadFactorMeter, MeterConfig};
 use ecnq::schemes::erc::{ErcConfig, ErcMarker};
 use ecnq::schemes::registry::Scheme;
+use ecnq::schemes::vcp::{self, VcpMarker};
 use ecnq::signal::flow_table::FlowTableConfig;
 use ecnq::signal::{LinkState, Marker, PacketMarks};
 use ecnq::wire::ecn::{Ecn, SchemeTag};
@@ -46,6 +48,9 @@ pub struct ControlLoop {
     /// Whether untagged flows queue elsewhere (a dual queue's classic
     /// class) and so take no part in erc's share.
     ecnq_only: bool,
+    /// The load factor meter of the shim's router, for VCP's code; made
+    /// at the first step, when the capacity is known.
+    meter: Option<LoadFactorMeter>,
 }
 
 impl Default for ControlLoop {
@@ -55,8 +60,27 @@ impl Default for ControlLoop {
             last: HashMap::new(),
             then: None,
             ecnq_only: false,
+            meter: None,
         }
     }
+}
+
+/// The code VCP's router writes on a link of `load`: what `VcpMarker`
+/// (the shim's) raises the lowest code, ECT(1), to. The program raises
+/// an ECT packet of VCP's to it (tests/marks.rs holds it to `VcpMarker`).
+pub fn vcp_code(load: &LinkLoad) -> Ecn {
+    let link = LinkState {
+        load: *load,
+        ..LinkState::default()
+    };
+    let mut pkt = PacketMarks {
+        ecn: Ecn::Ect1,
+        tag: SchemeTag::new(vcp::WIRE.id()),
+        hash: 0,
+        flow: 0,
+    };
+    VcpMarker.mark(Duration::ZERO, &link, &mut pkt);
+    pkt.ecn
 }
 
 /// How long the classic class's departure rate is averaged over: a few
@@ -158,7 +182,27 @@ impl ControlLoop {
         let since = self.then.unwrap_or(now.saturating_sub(period()));
         self.then = Some(now);
         self.feed(since, now, &deltas, backlog, capacity);
+        let arrived: u64 = deltas.iter().map(|d| d.bytes).sum();
+        self.meter(now, arrived, backlog, capacity);
         self.router.index()
+    }
+
+    /// Hands the load factor meter the period's arrivals (as one packet:
+    /// it sums bytes over its interval), the backlog and the capacity.
+    fn meter(&mut self, now: Duration, arrived: u64, backlog: u64, capacity: f64) {
+        let meter = (self.meter)
+            .get_or_insert_with(|| LoadFactorMeter::new(MeterConfig::new(capacity), now));
+        meter.set_capacity(capacity);
+        meter.on_arrival(now, u32::try_from(arrived).unwrap_or(u32::MAX));
+        meter.on_queue(now, backlog);
+    }
+
+    /// The code VCP's router writes now (see [`vcp_code`]); `NotEct`
+    /// before the first step.
+    pub fn vcp_code(&self) -> Ecn {
+        self.meter
+            .as_ref()
+            .map_or(Ecn::NotEct, |meter| vcp_code(meter.load()))
     }
 
     /// Hands the router each flow's traffic as up to [`MOST_PACKETS`]
@@ -299,6 +343,36 @@ mod tests {
         let (flows, share) = beside_an_untagged_flow(ControlLoop::ecnq_only());
         assert_eq!(flows, 1);
         assert!((share / 0.98 - 1.0).abs() < 0.05, "{share}");
+    }
+
+    /// VCP's code is its router's for the load the loop metered: low
+    /// below 80 %, overload once the arrivals pass the capacity.
+    #[test]
+    fn the_vcp_code_follows_the_metered_load() {
+        let mut load = LinkLoad::default();
+        for (rho, code) in [(0.5, Ecn::Ect1), (0.9, Ecn::Ect0), (1.1, Ecn::Ce)] {
+            load[vcp::FORMULA] = ecnq::signal::load::LoadFactor::new(rho);
+            assert_eq!(vcp_code(&load), code, "{rho}");
+        }
+        let mut control = ControlLoop::default();
+        assert_eq!(control.vcp_code(), Ecn::NotEct);
+        let capacity = 1.25e6;
+        let mut flow = FlowValue {
+            tag: vcp::WIRE.id(),
+            ..FlowValue::default()
+        };
+        let mut codes = Vec::new();
+        for (rate, steps) in [(0.5 * capacity, 200u32), (1.5 * capacity, 200)] {
+            for _ in 0..steps {
+                flow.bytes += (rate * period().as_secs_f64()) as u64;
+                flow.packets += 5;
+                let now = period() * (codes.len() as u32 + 1);
+                control.step(now, &[(key(1), flow)], 0, capacity);
+                codes.push(control.vcp_code());
+            }
+        }
+        assert_eq!(codes[190], Ecn::Ect1);
+        assert_eq!(codes[390], Ecn::Ce);
     }
 
     /// The ecnq class gets the link while the others are idle, what they

@@ -7,9 +7,10 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use ecnq_bpf::run::{self, EcnqClass, Options};
 
-/// ecnq's router as a tc eBPF program: marks erc's rate into the packets
-/// that leave a device, with a control loop that runs erc's router from
-/// the program's counters and the device's queue. Needs root.
+/// ecnq's router as a tc eBPF program: marks erc's rate and VCP's load
+/// level into the packets that leave a device, with a control loop that
+/// runs their routers from the program's counters and the device's queue.
+/// Needs root.
 #[derive(Parser, Debug)]
 #[command(name = "ecnq-bpf", version)]
 struct Cli {

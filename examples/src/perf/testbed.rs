@@ -161,7 +161,7 @@ pub struct TestbedArgs {
     pub versus: Vec<String>,
     /// The routers to run the comparison through, one after the other,
     /// comma separated: shim (the TUN shim's link and marking), bpf (the
-    /// kernel's htb dual queue and the ecnq-bpf program, erc only; the shim only
+    /// kernel's htb dual queue and the ecnq-bpf program, erc and vcp only; the shim only
     /// delays). Plots of bpf's go to OUT/testbed-TOPOLOGY-bpf.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "shim")]
     pub router: Vec<Router>,
@@ -295,16 +295,18 @@ pub async fn run(args: TestbedArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// Refuses ecnq controllers the kernel router does not mark: it marks erc
-/// alone (docs/design.md, the kernel router).
+/// Refuses ecnq controllers the kernel router does not mark
+/// ([`ecnq_bpf::SCHEMES`]).
 fn kernel_marks_all(cc: &[CongestionControl]) -> Result<(), String> {
-    match cc
-        .iter()
-        .find(|c| matches!(c, CongestionControl::Ecnq(s) if *s != Scheme::Erc))
-    {
-        Some(c) => Err(format!(
-            "--router bpf marks erc only, not {c}: pass --cc erc (or a quinn controller)"
-        )),
+    let unmarked = |c: &&CongestionControl| matches!(c, CongestionControl::Ecnq(s) if !ecnq_bpf::SCHEMES.contains(s));
+    match cc.iter().find(unmarked) {
+        Some(c) => {
+            let marked: Vec<&str> = ecnq_bpf::SCHEMES.iter().map(|s| s.name()).collect();
+            Err(format!(
+                "--router bpf marks {} only, not {c}: pass --cc with those (or quinn controllers)",
+                marked.join(" and ")
+            ))
+        }
         None => Ok(()),
     }
 }
@@ -1263,15 +1265,15 @@ mod tests {
     }
 
     #[test]
-    fn the_kernel_router_takes_erc_and_quinn_controllers_only() {
+    fn the_kernel_router_takes_the_schemes_it_marks_and_quinn_controllers() {
         let routers = args(&["--router", "shim,bpf"]).router;
         assert_eq!(routers, [Router::Shim, Router::Bpf]);
         let cc = |names: &[&str]| -> Vec<CongestionControl> {
             names.iter().map(|n| n.parse().unwrap()).collect()
         };
-        assert!(kernel_marks_all(&cc(&["erc", "cubic"])).is_ok());
-        let refused = kernel_marks_all(&cc(&["erc", "vcp"])).unwrap_err();
-        assert!(refused.contains("vcp"), "{refused}");
+        assert!(kernel_marks_all(&cc(&["erc", "vcp", "cubic"])).is_ok());
+        let refused = kernel_marks_all(&cc(&["erc", "bmcc"])).unwrap_err();
+        assert!(refused.contains("bmcc"), "{refused}");
     }
 
     #[test]
