@@ -1,11 +1,12 @@
 //! On the namespace testbed (`ecnq-shim testbed`, root only; skipped with a
 //! message otherwise): a short `ecnq-perf testbed` comparison, a short
 //! `--versus` run (an ecnq flow and a kernel TCP flow sharing the
-//! bottleneck), and a transfer that survives its router's shim being killed
-//! and restarted.
+//! bottleneck), erc's run through the kernel router (`--router bpf`), and
+//! a transfer that survives its router's shim being killed and restarted.
 //!
-//! Both need the `ecnq-shim` program: the tests build it with cargo (a no-op
-//! when it is fresh, as after `cargo test --workspace`).
+//! They need the `ecnq-shim` program, and the kernel router's run the
+//! `ecnq-bpf` one: the tests build them with cargo (a no-op when they are
+//! fresh, as after `cargo test --workspace`).
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -27,6 +28,19 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Builds `package`'s program of that name with cargo, in this build's
+/// profile (a no-op when it is fresh).
+fn build(package: &str) {
+    let mut build = Command::new(env!("CARGO"));
+    build.args(["build", "--quiet", "-p", package, "--bin", package]);
+    if !cfg!(debug_assertions) {
+        build.arg("--release");
+    }
+    if !build.status().is_ok_and(|s| s.success()) {
+        eprintln!("building {package} failed; looking for a built one");
+    }
+}
+
 /// The shim program, or None (with the reason printed) when this machine
 /// cannot run testbeds: not root, no TUN device, no `ip`, no shim.
 fn shim_if_possible() -> Option<PathBuf> {
@@ -43,14 +57,7 @@ fn shim_if_possible() -> Option<PathBuf> {
         eprintln!("skipped: needs iproute2 and network namespaces");
         return None;
     }
-    let mut build = Command::new(env!("CARGO"));
-    build.args(["build", "--quiet", "-p", "ecnq-shim", "--bin", "ecnq-shim"]);
-    if !cfg!(debug_assertions) {
-        build.arg("--release");
-    }
-    if !build.status().is_ok_and(|s| s.success()) {
-        eprintln!("building ecnq-shim failed; looking for a built one");
-    }
+    build("ecnq-shim");
     match perf_testbed::find_shim() {
         Ok(shim) => Some(shim),
         Err(e) => {
@@ -94,14 +101,16 @@ fn short_comparison(
         topology: Layout::Dumbbell,
         tcp: vec![tcp.into()],
         versus: vec![versus.into()],
+        router: vec![perf_testbed::Router::Shim],
         shim: Some(shim),
+        bpf: None,
         name: name.to_owned(),
     }
 }
 
 /// Runs a comparison, checks that its testbed is gone, and returns the rows
-/// of its summary.json.
-fn compare(args: perf_testbed::TestbedArgs) -> Vec<serde_json::Value> {
+/// of the summary.json in its plots' `folder`.
+fn compare(args: perf_testbed::TestbedArgs, folder: &str) -> Vec<serde_json::Value> {
     let (name, out) = (args.name.clone(), args.run.out.clone());
     tokio::runtime::Runtime::new()
         .unwrap()
@@ -111,7 +120,7 @@ fn compare(args: perf_testbed::TestbedArgs) -> Vec<serde_json::Value> {
         testbed::existing(&name).unwrap().is_empty(),
         "the testbed must be gone"
     );
-    let path = out.join("testbed-dumbbell").join("summary.json");
+    let path = out.join(folder).join("summary.json");
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     summary.as_array().unwrap().clone()
@@ -148,7 +157,8 @@ fn short_run(prefix: &str, scheme: Scheme, tcp: &str, versus: &str) -> Option<Sh
     }
     let name = unique(prefix);
     let out = std::env::temp_dir().join(format!("ecnq-testbed-test-{name}"));
-    let rows = compare(short_comparison(&name, &out, shim, scheme, tcp, versus));
+    let args = short_comparison(&name, &out, shim, scheme, tcp, versus);
+    let rows = compare(args, "testbed-dumbbell");
     Some(ShortRun {
         _serial: serial,
         name,
@@ -223,6 +233,96 @@ fn short_versus_run_shares_the_bottleneck_with_kernel_tcp() {
     assert!(plot.is_file(), "{}", plot.display());
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// The `ecnq-bpf` program, or None (with the reason printed) when it was
+/// built without its tc program; where CI is set that is a failure.
+fn bpf_if_possible() -> Option<PathBuf> {
+    build("ecnq-bpf");
+    let found =
+        ecnq_bpf::tc::object().and_then(|_| perf_testbed::find_program("ecnq-bpf", "--bpf"));
+    match found {
+        Ok(bpf) => Some(bpf),
+        Err(why) => {
+            assert!(std::env::var_os("CI").is_none(), "CI is set, but {why}");
+            eprintln!("skipped: {why}");
+            None
+        }
+    }
+}
+
+/// The demo's erc run, and erc beside kernel Cubic, through the kernel
+/// router: an htb dual queue at 20 Mbit/s with a BDP of buffer on the
+/// router's up device, the ecnq-bpf program and its control loop marking
+/// there, the shim only delaying by 10 ms each way. Issue 72's goals are
+/// utilization >= 95 %, queue p99 <= 5 ms, no loss, the late flow at its
+/// share within 1 s, and erc within a factor of 2 of Cubic; on a shared
+/// 2-core machine in a debug build, twenty of these 6 s runs measured
+/// 64-89 %, 4.1-14.2 ms, at most 0.17 %, 0.3-0.9 s and 0.48-0.96 (the
+/// TUN shim's are alike in the same conditions). So this test bounds each far
+/// from what it measures (it must not flake), and still fails a router
+/// that does not mark: with erc's packets left unmarked (GSO batches,
+/// before the senders sent single packets) the run measured 35 %, p99
+/// 17 ms and 2.6 % loss.
+#[test]
+fn kernel_router_meets_the_erc_goals() {
+    let _serial = serial();
+    let Some(shim) = shim_if_possible() else {
+        return;
+    };
+    let Some(bpf) = bpf_if_possible() else {
+        return;
+    };
+    if !iperf3_available() {
+        return;
+    }
+    let name = unique("kr");
+    let out = std::env::temp_dir().join(format!("ecnq-testbed-test-{name}"));
+    let mut args = short_comparison(&name, &out, shim, Scheme::Erc, "none", "cubic");
+    args.run.duration = KERNEL_RUN_SECONDS;
+    args.router = vec![perf_testbed::Router::Bpf];
+    args.bpf = Some(bpf);
+    let log = testbed::state_dir(&name).join("rt-bpf.log");
+    let rows = compare(args, "testbed-dumbbell-bpf");
+    let row = &rows[0];
+    let figure = |key: &str| row[key].as_f64().unwrap_or_else(|| panic!("{key}: {row}"));
+    println!(
+        "erc through the kernel router: utilization {:.1} %, queue p99 {:.1} ms, loss {:.2} %, late flow at its share after {:.2} s",
+        figure("utilization") * 100.0,
+        figure("queue_p99_ms"),
+        figure("loss") * 100.0,
+        figure("converge_s"),
+    );
+    assert!(figure("utilization") > 0.5, "{row}");
+    // A full buffer (50 KB at 20 Mbit/s) is 20 ms.
+    assert!(figure("queue_p99_ms") < 19.0, "{row}");
+    assert!(figure("loss") < 0.005, "{row}");
+    assert!(figure("converge_s") < 3.0, "{row}");
+    // Beside kernel Cubic the dual queue keeps erc's packets out of
+    // Cubic's full FIFO: a third to three times Cubic's goodput here, for
+    // the goal's factor of 2 (one run in ten measured 0.48).
+    let versus = &rows[1]["versus"];
+    let ratio = versus["ratio"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{versus}"));
+    println!("erc / kernel Cubic through the kernel router: {ratio:.2}");
+    assert!((1.0 / 3.0..=3.0).contains(&ratio), "{versus}");
+    // The program marked erc's packets, and the loop detached it when the
+    // testbed went.
+    let log = std::fs::read_to_string(&log).unwrap();
+    let last = log
+        .lines()
+        .rev()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .next()
+        .unwrap_or_else(|| panic!("no stats in the program's log:\n{log}"));
+    assert!(last["marked"].as_u64().unwrap() > 1000, "{last}");
+    assert!(log.contains("ecnq-bpf: detached"), "{log}");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// Seconds of the kernel router's erc run (the late flow joins after a
+/// third).
+const KERNEL_RUN_SECONDS: f64 = 6.0;
 
 /// Removes a testbed when dropped, also after a failed assertion.
 struct Down(String);

@@ -70,6 +70,8 @@ fn main() {
             index: INDEX,
             l3: 14,
             ready: true,
+            ecnq_class: 0,
+            vcp_code: 0,
         };
         maps.set_control(control).unwrap();
         let erc = SchemeTag::new(Scheme::Erc.wire().id()).tos(Ecn::Ect0);

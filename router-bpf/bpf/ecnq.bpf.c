@@ -29,6 +29,8 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #define UNSPOKEN 682
 // erc's DSCP pool tag (transport/src/schemes/erc/mod.rs, WIRE).
 #define ERC_TAG 6
+// VCP's DSCP pool tag (transport/src/schemes/vcp.rs, WIRE).
+#define VCP_TAG 1
 // The experimental pool xxxx11 (RFC 2474 §6; docs/design.md §2).
 #define POOL 3
 // The packet hash reads the last 16 bytes of the UDP payload
@@ -65,6 +67,15 @@ struct control {
 	// How far CLOCK_MONOTONIC_COARSE may trail CLOCK_MONOTONIC: twice
 	// its resolution, the tick (clock_getres(2)); 0: unknown.
 	__u32 coarse_lag_ns;
+	// The class (an htb leaf's classid) that ecnq-tagged packets queue
+	// in, through skb->priority, apart from classic traffic; 0: leave
+	// the packet's priority as it is (one queue for all).
+	__u32 ecnq_class;
+	// The code VCP's router writes, from the load factor of its last
+	// interval: an ECT packet of VCP's is raised to it (VcpMarker);
+	// 0: none.
+	__u8 vcp_code;
+	__u8 pad[3];
 };
 
 // A flow: the 5-tuple, IPv4 addresses in the first 4 bytes (src/maps.rs,
@@ -98,7 +109,8 @@ struct class_counters {
 	__u64 packets;
 	// Packets whose ECN the program rewrote.
 	__u64 marked;
-	// erc packets left unmarked because the control loop's index was stale.
+	// erc and VCP packets left unmarked because the control loop's state
+	// was stale.
 	__u64 stale;
 	// GSO packets counted but not marked: their segments' hashes differ.
 	__u64 gso;
@@ -396,6 +408,8 @@ int ecnq_egress(struct __sk_buff *skb)
 	if (parse(skb, l3, &p))
 		return TC_ACT_OK;
 	tag = p.tag;
+	if (tag && ctl->ecnq_class)
+		skb->priority = ctl->ecnq_class;
 	// IP bytes, as the shim's router counts them.
 	bytes = skb->len - l3;
 	segs = skb->gso_segs > 1 ? skb->gso_segs : 1;
@@ -417,6 +431,19 @@ int ecnq_egress(struct __sk_buff *skb)
 	flow->tag = p.tag;
 
 	ecn = p.tos & ECN_MASK;
+	if (tag == VCP_TAG) {
+		// Codes are only raised, and a Not-ECT packet carries none.
+		if (ecn == ECN_NOT_ECT || ctl->vcp_code <= ecn)
+			return TC_ACT_OK;
+		if (!lease_live(ctl)) {
+			if (class)
+				class->stale++;
+			return TC_ACT_OK;
+		}
+		if (write_ecn(skb, l3, &p, ctl->vcp_code) == 0 && class)
+			class->marked++;
+		return TC_ACT_OK;
+	}
 	if (tag != ERC_TAG || p.key.proto != IPPROTO_UDP)
 		return TC_ACT_OK;
 	if (ecn != ECN_NOT_ECT && ecn != ECN_ECT0)

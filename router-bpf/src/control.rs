@@ -8,8 +8,10 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use ecnq::router::meter::{LinkLoad, LoadFactorMeter, MeterConfig};
 use ecnq::schemes::erc::{ErcConfig, ErcMarker};
 use ecnq::schemes::registry::Scheme;
+use ecnq::schemes::vcp::{self, VcpMarker};
 use ecnq::signal::flow_table::FlowTableConfig;
 use ecnq::signal::{LinkState, Marker, PacketMarks};
 use ecnq::wire::ecn::{Ecn, SchemeTag};
@@ -43,6 +45,12 @@ pub struct ControlLoop {
     last: HashMap<FlowKey, FlowValue>,
     /// The time of the last step.
     then: Option<Duration>,
+    /// Whether untagged flows queue elsewhere (a dual queue's classic
+    /// class) and so take no part in erc's share.
+    ecnq_only: bool,
+    /// The load factor meter of the shim's router, for VCP's code; made
+    /// at the first step, when the capacity is known.
+    meter: Option<LoadFactorMeter>,
 }
 
 impl Default for ControlLoop {
@@ -51,7 +59,74 @@ impl Default for ControlLoop {
             router: ErcMarker::new(ErcConfig::default(), FlowTableConfig::default()),
             last: HashMap::new(),
             then: None,
+            ecnq_only: false,
+            meter: None,
         }
+    }
+}
+
+/// The code VCP's router writes on a link of `load`: what `VcpMarker`
+/// (the shim's) raises the lowest code, ECT(1), to. The program raises
+/// an ECT packet of VCP's to it (tests/marks.rs holds it to `VcpMarker`).
+pub fn vcp_code(load: &LinkLoad) -> Ecn {
+    let link = LinkState {
+        load: *load,
+        ..LinkState::default()
+    };
+    let mut pkt = PacketMarks {
+        ecn: Ecn::Ect1,
+        tag: SchemeTag::new(vcp::WIRE.id()),
+        hash: 0,
+        flow: 0,
+    };
+    VcpMarker.mark(Duration::ZERO, &link, &mut pkt);
+    pkt.ecn
+}
+
+/// How long the classic class's departure rate is averaged over: a few
+/// of erc's intervals (`ErcConfig::min_interval`), so that one period's
+/// burst of classic departures does not swing erc's capacity.
+const CLASSIC_SMOOTHING: Duration = Duration::from_millis(100);
+
+/// The capacity of a dual queue's ecnq class: the link less what the
+/// other classes send, and never under the class's guaranteed rate (its
+/// htb `rate`), which it gets whatever the others do; the rest of the
+/// link it gets only while they leave it unused.
+#[derive(Debug)]
+pub struct ClassCapacity {
+    link: f64,
+    guaranteed: f64,
+    /// The last reading: its time and the other classes' bytes by then.
+    last: Option<(Duration, u64)>,
+    /// The other classes' departure rate, bytes per second, averaged.
+    others: f64,
+}
+
+impl ClassCapacity {
+    /// The class of a link of `link` bytes per second, guaranteed
+    /// `guaranteed` bytes per second.
+    pub fn new(link: f64, guaranteed: f64) -> ClassCapacity {
+        ClassCapacity {
+            link,
+            guaranteed: guaranteed.min(link),
+            last: None,
+            others: 0.0,
+        }
+    }
+
+    /// The class's capacity at `now`, when the other classes have sent
+    /// `others` bytes in all, bytes per second.
+    pub fn at(&mut self, now: Duration, others: u64) -> f64 {
+        if let Some((then, before)) = self.last {
+            let span = now.saturating_sub(then).as_secs_f64();
+            if span > 0.0 {
+                let rate = others.saturating_sub(before) as f64 / span;
+                let weight = (span / CLASSIC_SMOOTHING.as_secs_f64()).min(1.0);
+                self.others += weight * (rate - self.others);
+            }
+        }
+        self.last = Some((now, others));
+        (self.link - self.others).max(self.guaranteed)
     }
 }
 
@@ -64,6 +139,15 @@ struct Delta {
 }
 
 impl ControlLoop {
+    /// The loop of a dual queue's ecnq class: untagged flows queue in the
+    /// classic class and take no part in erc's share.
+    pub fn ecnq_only() -> ControlLoop {
+        ControlLoop {
+            ecnq_only: true,
+            ..ControlLoop::default()
+        }
+    }
+
     /// One step at `now`: the flows' counters as the program holds them,
     /// the queue's `backlog` (bytes) and the link's `capacity` (bytes per
     /// second). Returns the index the program is to write.
@@ -76,7 +160,7 @@ impl ControlLoop {
     ) -> u16 {
         let mut deltas = Vec::new();
         let mut current = HashMap::with_capacity(flows.len());
-        for &(key, value) in flows {
+        for &(key, value) in flows.iter().filter(|(_, v)| !self.ecnq_only || v.tag != 0) {
             let before = self.last.get(&key).copied().unwrap_or_default();
             // A flow the LRU table dropped and saw again starts from zero.
             let (bytes, packets) = if value.packets >= before.packets {
@@ -98,7 +182,27 @@ impl ControlLoop {
         let since = self.then.unwrap_or(now.saturating_sub(period()));
         self.then = Some(now);
         self.feed(since, now, &deltas, backlog, capacity);
+        let arrived: u64 = deltas.iter().map(|d| d.bytes).sum();
+        self.meter(now, arrived, backlog, capacity);
         self.router.index()
+    }
+
+    /// Hands the load factor meter the period's arrivals (as one packet:
+    /// it sums bytes over its interval), the backlog and the capacity.
+    fn meter(&mut self, now: Duration, arrived: u64, backlog: u64, capacity: f64) {
+        let meter = (self.meter)
+            .get_or_insert_with(|| LoadFactorMeter::new(MeterConfig::new(capacity), now));
+        meter.set_capacity(capacity);
+        meter.on_arrival(now, u32::try_from(arrived).unwrap_or(u32::MAX));
+        meter.on_queue(now, backlog);
+    }
+
+    /// The code VCP's router writes now (see [`vcp_code`]); `NotEct`
+    /// before the first step.
+    pub fn vcp_code(&self) -> Ecn {
+        self.meter
+            .as_ref()
+            .map_or(Ecn::NotEct, |meter| vcp_code(meter.load()))
     }
 
     /// Hands the router each flow's traffic as up to [`MOST_PACKETS`]
@@ -202,11 +306,10 @@ mod tests {
         );
     }
 
-    /// An untagged flow beside an erc flow counts as a flow (erc's
-    /// `observe`): the erc flow is told half the link, not all of it.
-    #[test]
-    fn an_untagged_flow_counts_as_a_flow() {
-        let mut control = ControlLoop::default();
+    /// Drives `control` with an erc flow and an untagged one, each
+    /// sending 1.2 MB/s, on a link of 1.25 MB/s; returns the flows in
+    /// erc's computation and the share it advertises over the capacity.
+    fn beside_an_untagged_flow(mut control: ControlLoop) -> (usize, f64) {
         let capacity = 1.25e6;
         let mut erc = FlowValue {
             tag: Scheme::Erc.wire().id(),
@@ -218,18 +321,78 @@ mod tests {
                 t.bytes += 6_000;
                 t.packets += 5;
             }
-            control.step(
-                period() * step,
-                &[(key(1), erc), (key(2), other)],
-                0,
-                capacity,
-            );
+            let flows = [(key(1), erc), (key(2), other)];
+            control.step(period() * step, &flows, 0, capacity);
         }
-        assert_eq!(control.flows(), 2);
-        assert!(
-            (control.share() / (0.98 * capacity / 2.0) - 1.0).abs() < 0.05,
-            "{}",
-            control.share()
-        );
+        (control.flows(), control.share() / capacity)
+    }
+
+    /// An untagged flow beside an erc flow counts as a flow (erc's
+    /// `observe`): the erc flow is told half the link, not all of it.
+    #[test]
+    fn an_untagged_flow_counts_as_a_flow() {
+        let (flows, share) = beside_an_untagged_flow(ControlLoop::default());
+        assert_eq!(flows, 2);
+        assert!((share / 0.49 - 1.0).abs() < 0.05, "{share}");
+    }
+
+    /// In a dual queue's ecnq class the classic class's flows do not
+    /// count: the erc flow is told all of the class's capacity.
+    #[test]
+    fn a_classic_flow_in_its_own_class_does_not_count() {
+        let (flows, share) = beside_an_untagged_flow(ControlLoop::ecnq_only());
+        assert_eq!(flows, 1);
+        assert!((share / 0.98 - 1.0).abs() < 0.05, "{share}");
+    }
+
+    /// VCP's code is its router's for the load the loop metered: low
+    /// below 80 %, overload once the arrivals pass the capacity.
+    #[test]
+    fn the_vcp_code_follows_the_metered_load() {
+        let mut load = LinkLoad::default();
+        for (rho, code) in [(0.5, Ecn::Ect1), (0.9, Ecn::Ect0), (1.1, Ecn::Ce)] {
+            load[vcp::FORMULA] = ecnq::signal::load::LoadFactor::new(rho);
+            assert_eq!(vcp_code(&load), code, "{rho}");
+        }
+        let mut control = ControlLoop::default();
+        assert_eq!(control.vcp_code(), Ecn::NotEct);
+        let capacity = 1.25e6;
+        let mut flow = FlowValue {
+            tag: vcp::WIRE.id(),
+            ..FlowValue::default()
+        };
+        let mut codes = Vec::new();
+        for (rate, steps) in [(0.5 * capacity, 200u32), (1.5 * capacity, 200)] {
+            for _ in 0..steps {
+                flow.bytes += (rate * period().as_secs_f64()) as u64;
+                flow.packets += 5;
+                let now = period() * (codes.len() as u32 + 1);
+                control.step(now, &[(key(1), flow)], 0, capacity);
+                codes.push(control.vcp_code());
+            }
+        }
+        assert_eq!(codes[190], Ecn::Ect1);
+        assert_eq!(codes[390], Ecn::Ce);
+    }
+
+    /// The ecnq class gets the link while the others are idle, what they
+    /// leave while they send less than the rest, and its guarantee while
+    /// they would take more.
+    #[test]
+    fn the_ecnq_class_gets_what_the_others_leave_and_its_guarantee() {
+        let mut class = ClassCapacity::new(2.5e6, 1.25e6);
+        let mut sent = 0u64;
+        let mut capacity = 0.0;
+        let mut run = |rate: f64, steps: u32, base: u32| {
+            for step in 1..=steps {
+                sent += (rate * period().as_secs_f64()) as u64;
+                capacity = class.at(period() * (base + step), sent);
+            }
+            capacity
+        };
+        assert_eq!(run(0.0, 100, 0), 2.5e6);
+        let left = run(0.5e6, 200, 100);
+        assert!((left / 2.0e6 - 1.0).abs() < 0.01, "{left}");
+        assert_eq!(run(2.0e6, 200, 300), 1.25e6);
     }
 }

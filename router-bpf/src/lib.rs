@@ -2,11 +2,13 @@
 //! (`bpf/ecnq.bpf.c`, compiled by `build.rs` where clang and libbpf's
 //! headers are installed) parses IPv4 / IPv6 with UDP or TCP, reads the
 //! DSCP scheme tag, counts bytes and packets per flow (an LRU table keyed
-//! by the 5-tuple) and per class (per CPU), computes the packet hash, and
-//! writes erc's digit into erc packets. A userspace control loop
-//! ([`control`]) runs erc's sans-IO router, the code the TUN shim runs,
-//! every period from those counters and from the kernel queue's backlog
-//! ([`qdisc`], over rtnetlink), and leaves the index in a map with a lease.
+//! by the 5-tuple) and per class (per CPU), computes the packet hash,
+//! writes erc's digit into erc packets and raises VCP packets to VCP's
+//! code. A userspace control loop ([`control`]) runs erc's sans-IO router
+//! and VCP's load factor meter, the code the TUN shim runs, every period
+//! from those counters and from the kernel queue's backlog ([`qdisc`],
+//! over rtnetlink), and leaves the index and the code in a map with a
+//! lease.
 //!
 //! The program never drops a packet: taken off the device, or left by a
 //! control loop that died (its lease runs out within erc's shortest
@@ -16,6 +18,12 @@
 //! * [`sys`], [`maps`]: the program's maps through `bpf(2)`.
 //! * [`writer`]: the per-packet decision the program makes, in Rust.
 //! * [`run`]: the control loop's I/O around [`control::ControlLoop`].
+
+use ecnq::schemes::registry::Scheme;
+
+/// The schemes the program marks; packets of the others pass unmarked
+/// (docs/design.md, the router in the kernel, says which others fit).
+pub const SCHEMES: [Scheme; 2] = [Scheme::Erc, Scheme::Vcp];
 
 pub mod control;
 pub mod maps;

@@ -5,11 +5,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use ecnq_bpf::run::{self, Options};
+use ecnq_bpf::run::{self, EcnqClass, Options};
 
-/// ecnq's router as a tc eBPF program: marks erc's rate into the packets
-/// that leave a device, with a control loop that runs erc's router from
-/// the program's counters and the device's queue. Needs root.
+/// ecnq's router as a tc eBPF program: marks erc's rate and VCP's load
+/// level into the packets that leave a device, with a control loop that
+/// runs their routers from the program's counters and the device's queue.
+/// Needs root.
 #[derive(Parser, Debug)]
 #[command(name = "ecnq-bpf", version)]
 struct Cli {
@@ -35,6 +36,16 @@ enum Command {
         /// Print a JSON stats line this often, seconds (0: never).
         #[arg(long, default_value_t = 1.0)]
         stats: f64,
+        /// A dual queue: the htb leaf class (tc's `MAJOR:MINOR`, hex, as
+        /// `1:10`) that ecnq-tagged packets queue in, apart from classic
+        /// traffic in the root htb's other classes. erc's queue is then
+        /// that class's, and its capacity the link (--rate) less what the
+        /// other classes send, at least --ecnq-rate.
+        #[arg(long, value_parser = parse_classid, requires_all = ["ecnq_rate", "rate"])]
+        ecnq_class: Option<u32>,
+        /// The ecnq class's guaranteed rate (its htb `rate`), in tc words.
+        #[arg(long, value_parser = parse_rate, requires = "ecnq_class")]
+        ecnq_rate: Option<f64>,
     },
     /// Take the program off a device (after a control loop was killed).
     Detach {
@@ -42,6 +53,19 @@ enum Command {
         #[arg(long)]
         dev: String,
     },
+}
+
+/// A classid in tc's words (`MAJOR:MINOR`, both hex), as the kernel
+/// holds it.
+fn parse_classid(s: &str) -> Result<u32, String> {
+    let bad = || format!("class `{s}`: expected MAJOR:MINOR in hex, as tc writes it (1:10)");
+    let (major, minor) = s.split_once(':').ok_or_else(bad)?;
+    let major = u16::from_str_radix(major, 16).map_err(|_| bad())?;
+    let minor = u16::from_str_radix(minor, 16).map_err(|_| bad())?;
+    if major == 0 || minor == 0 {
+        return Err(bad());
+    }
+    Ok(u32::from(major) << 16 | u32::from(minor))
 }
 
 /// A rate in tc's words, in bytes per second.
@@ -63,7 +87,13 @@ fn parse_rate(s: &str) -> Result<f64, String> {
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Attach { dev, rate, stats } => {
+        Command::Attach {
+            dev,
+            rate,
+            stats,
+            ecnq_class,
+            ecnq_rate,
+        } => {
             let stop = Arc::new(AtomicBool::new(false));
             let flag = Arc::clone(&stop);
             if let Err(e) = on_signals(&[libc::SIGINT, libc::SIGTERM], move || {
@@ -76,6 +106,9 @@ fn main() {
                 dev,
                 capacity: rate,
                 stats_every: (stats > 0.0).then(|| Duration::from_secs_f64(stats)),
+                ecnq_class: ecnq_class
+                    .zip(ecnq_rate)
+                    .map(|(classid, rate)| EcnqClass { classid, rate }),
             };
             run::run(&options, &stop).map(|c| {
                 eprintln!(
@@ -127,5 +160,14 @@ mod tests {
         assert!(parse_rate("20").is_err());
         assert!(parse_rate("xmbit").is_err());
         assert!(parse_rate("0mbit").is_err());
+    }
+
+    #[test]
+    fn classids_read_as_tc_writes_them() {
+        assert_eq!(parse_classid("1:10"), Ok(0x1_0010));
+        assert_eq!(parse_classid("ffff:a"), Ok(0xffff_000a));
+        for bad in ["1", "0:10", "1:0", "x:1", "1:10000"] {
+            assert!(parse_classid(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -20,7 +20,7 @@ pub const CLASS_COUNT: u32 = 16;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Control {
     /// `bpf_ktime_get_ns()` (CLOCK_MONOTONIC) past which the program
-    /// writes no marks: the index is stale.
+    /// writes no marks: the index and VCP's code are stale.
     pub expires_ns: u64,
     /// erc's index; 0 writes nothing.
     pub index: u16,
@@ -29,10 +29,17 @@ pub struct Control {
     /// Whether the program is configured: until then, and once the
     /// control loop withdrew, it passes every packet uncounted.
     pub ready: bool,
+    /// The class (an htb leaf's classid) the program puts ecnq-tagged
+    /// packets in, through their priority, apart from classic traffic;
+    /// 0: one queue for all.
+    pub ecnq_class: u32,
+    /// The code VCP's router writes (ECN bits; 0: none): the program
+    /// raises an ECT packet of VCP's to it.
+    pub vcp_code: u8,
 }
 
 impl Control {
-    const SIZE: usize = 16;
+    const SIZE: usize = 24;
 
     fn bytes(&self) -> [u8; Self::SIZE] {
         let mut b = [0; Self::SIZE];
@@ -41,6 +48,8 @@ impl Control {
         b[10] = self.l3;
         b[11] = u8::from(self.ready);
         b[12..16].copy_from_slice(&coarse_lag_ns().to_ne_bytes());
+        b[16..20].copy_from_slice(&self.ecnq_class.to_ne_bytes());
+        b[20] = self.vcp_code;
         b
     }
 }
@@ -128,7 +137,7 @@ pub struct ClassCounters {
     pub packets: u64,
     /// Packets whose ECN the program rewrote.
     pub marked: u64,
-    /// erc packets left unmarked because the index was stale.
+    /// erc and VCP packets left unmarked because the state was stale.
     pub stale: u64,
     /// GSO packets counted and left unmarked.
     pub gso: u64,

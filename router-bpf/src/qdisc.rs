@@ -1,5 +1,6 @@
 //! The kernel's queue, read over rtnetlink (RTM_GETQDISC): the root
-//! qdisc's backlog in bytes, and, for tbf, the rate it shapes to. The
+//! qdisc's backlog in bytes, what it sent and dropped, and, for tbf, the
+//! rate it shapes to. The
 //! queue is the kernel's (tbf or htb on a device); the router only reads
 //! it.
 
@@ -18,7 +19,9 @@ const NLMSG_DONE: u16 = 3;
 const TCA_KIND: u16 = 1;
 const TCA_OPTIONS: u16 = 2;
 const TCA_STATS2: u16 = 7;
+const TCA_STATS_BASIC: u16 = 1;
 const TCA_STATS_QUEUE: u16 = 3;
+const TCA_STATS_PKT64: u16 = 8;
 const TCA_TBF_PARMS: u16 = 1;
 const TCA_TBF_RATE64: u16 = 4;
 /// The parent of a device's root qdisc.
@@ -33,6 +36,12 @@ pub struct QdiscState {
     pub kind: String,
     /// Bytes waiting in it.
     pub backlog: u64,
+    /// Bytes it has sent since it was made.
+    pub bytes: u64,
+    /// Packets it has sent (a GSO packet counts its segments).
+    pub packets: u64,
+    /// Packets it has dropped.
+    pub drops: u64,
     /// The rate a tbf shapes to, bytes per second.
     pub rate: Option<f64>,
 }
@@ -75,11 +84,32 @@ impl QdiscReader {
         let mut found = None;
         let ifindex = self.ifindex;
         self.dump(|msg| {
-            if let Some(state) = parse_qdisc(msg, ifindex) {
+            if let Some(state) = parse_qdisc(msg, ifindex, TC_H_ROOT) {
                 found = Some(state);
             }
         })?;
         found.ok_or_else(|| io::Error::other(format!("{} has no root qdisc", self.dev)))
+    }
+
+    /// The device's root qdisc and the qdisc of its leaf class `class`
+    /// (a classid, `1:10` as 0x10010), from one dump.
+    pub fn read_with_leaf(&mut self, class: u32) -> io::Result<(QdiscState, QdiscState)> {
+        let (mut root, mut leaf) = (None, None);
+        let ifindex = self.ifindex;
+        self.dump(|msg| {
+            root = root.take().or_else(|| parse_qdisc(msg, ifindex, TC_H_ROOT));
+            leaf = leaf.take().or_else(|| parse_qdisc(msg, ifindex, class));
+        })?;
+        let dev = &self.dev;
+        let root = root.ok_or_else(|| io::Error::other(format!("{dev} has no root qdisc")))?;
+        let leaf = leaf.ok_or_else(|| {
+            io::Error::other(format!(
+                "{dev} has no qdisc under class {:x}:{:x}",
+                class >> 16,
+                class & 0xffff
+            ))
+        })?;
+        Ok((root, leaf))
     }
 
     /// Sends an RTM_GETQDISC dump request and hands each RTM_NEWQDISC
@@ -149,14 +179,15 @@ fn attributes(mut bytes: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
     })
 }
 
-/// The root qdisc of `ifindex` described by one RTM_NEWQDISC payload.
-fn parse_qdisc(msg: &[u8], ifindex: i32) -> Option<QdiscState> {
+/// The qdisc of `ifindex` under `parent` (the root's: [`TC_H_ROOT`])
+/// described by one RTM_NEWQDISC payload.
+fn parse_qdisc(msg: &[u8], ifindex: i32, parent: u32) -> Option<QdiscState> {
     if msg.len() < TCMSG {
         return None;
     }
     let index = i32::from_ne_bytes(msg[4..8].try_into().ok()?);
-    let parent = u32::from_ne_bytes(msg[12..16].try_into().ok()?);
-    if index != ifindex || parent != TC_H_ROOT {
+    let its_parent = u32::from_ne_bytes(msg[12..16].try_into().ok()?);
+    if index != ifindex || its_parent != parent {
         return None;
     }
     let mut state = QdiscState::default();
@@ -172,10 +203,27 @@ fn parse_qdisc(msg: &[u8], ifindex: i32) -> Option<QdiscState> {
             }
             TCA_OPTIONS => options = Some(payload),
             TCA_STATS2 => {
-                for (kind, queue) in attributes(payload) {
-                    // struct gnet_stats_queue: qlen, backlog, drops, … (u32).
-                    if kind == TCA_STATS_QUEUE && queue.len() >= 8 {
-                        state.backlog = u64::from(u32::from_ne_bytes(queue[4..8].try_into().ok()?));
+                let word = |b: &[u8], at: usize| -> Option<u64> {
+                    Some(u64::from(u32::from_ne_bytes(
+                        b.get(at..at + 4)?.try_into().ok()?,
+                    )))
+                };
+                for (kind, stats) in attributes(payload) {
+                    match kind {
+                        // struct gnet_stats_basic: bytes (u64), packets (u32).
+                        TCA_STATS_BASIC if stats.len() >= 12 => {
+                            state.bytes = u64::from_ne_bytes(stats[..8].try_into().ok()?);
+                            state.packets = state.packets.max(word(stats, 8)?);
+                        }
+                        TCA_STATS_PKT64 if stats.len() >= 8 => {
+                            state.packets = u64::from_ne_bytes(stats[..8].try_into().ok()?);
+                        }
+                        // struct gnet_stats_queue: qlen, backlog, drops, … (u32).
+                        TCA_STATS_QUEUE if stats.len() >= 12 => {
+                            state.backlog = word(stats, 4)?;
+                            state.drops = word(stats, 8)?;
+                        }
+                        _ => {}
                     }
                 }
             }

@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::control::{lease, period, ControlLoop};
+use crate::control::{lease, period, ClassCapacity, ControlLoop};
 use crate::maps::{ClassCounters, Control, FlowReader, Maps};
 use crate::qdisc::QdiscReader;
 use crate::tc;
@@ -20,6 +20,21 @@ pub struct Options {
     pub capacity: Option<f64>,
     /// How often to print a stats line (`None`: never).
     pub stats_every: Option<Duration>,
+    /// The dual queue's ecnq class, where the device's root is an htb
+    /// with a class for ecnq-tagged packets (`None`: one queue for all).
+    pub ecnq_class: Option<EcnqClass>,
+}
+
+/// A dual queue's ecnq class: an htb leaf that the program puts
+/// ecnq-tagged packets in, whose qdisc's backlog is erc's queue and whose
+/// capacity is the link less what the other classes send, at least its
+/// guaranteed rate.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EcnqClass {
+    /// Its classid (`1:10` as 0x10010).
+    pub classid: u32,
+    /// Its guaranteed rate (its htb `rate`), bytes per second.
+    pub rate: f64,
 }
 
 /// CLOCK_MONOTONIC, the clock of `bpf_ktime_get_ns()`, in nanoseconds.
@@ -93,7 +108,11 @@ fn control_loop(
     stop: &AtomicBool,
 ) -> Result<ClassCounters, String> {
     realtime();
-    let mut control = ControlLoop::default();
+    let mut control = match options.ecnq_class {
+        Some(_) => ControlLoop::ecnq_only(),
+        None => ControlLoop::default(),
+    };
+    let mut class = (options.ecnq_class).map(|c| (c.classid, ClassCapacity::new(capacity, c.rate)));
     let mut reader = FlowReader::default();
     let start = Instant::now();
     let mut next = start;
@@ -105,24 +124,49 @@ fn control_loop(
             std::thread::sleep(wait);
         }
         let flows = reader.read(maps).map_err(step_error)?;
-        let backlog = qdisc.read().map_err(step_error)?.backlog;
-        let index = control.step(start.elapsed(), &flows, backlog, capacity);
+        let now = start.elapsed();
+        // The root's figures for the stats line; erc's queue and capacity
+        // are its class's where there is one.
+        let (queue, backlog, erc_capacity) = match &mut class {
+            Some((classid, split)) => {
+                let (root, leaf) = qdisc.read_with_leaf(*classid).map_err(step_error)?;
+                let others = root.bytes.saturating_sub(leaf.bytes);
+                (root, leaf.backlog, split.at(now, others))
+            }
+            None => {
+                let root = qdisc.read().map_err(step_error)?;
+                let backlog = root.backlog;
+                (root, backlog, capacity)
+            }
+        };
+        let index = control.step(now, &flows, backlog, erc_capacity);
         let expires_ns = monotonic_ns() + lease().as_nanos() as u64;
         let control_state = Control {
             expires_ns,
             index,
             l3,
             ready: true,
+            ecnq_class: class.as_ref().map_or(0, |(classid, _)| *classid),
+            vcp_code: control.vcp_code().bits(),
         };
         maps.set_control(control_state).map_err(step_error)?;
         if let Some(every) = options.stats_every.filter(|_| Instant::now() >= next_stats) {
             next_stats += every;
             let classes = maps.all_classes().map_err(step_error)?;
+            // The queue's figures under the names of `ecnq-shim --stats`
+            // (`dir`, `queue_bytes`, `departure_bytes`, `arrivals`,
+            // `drops_overflow`), so that `ecnq-perf testbed --router bpf`
+            // reads them as a shim's (tests/testbed.rs,
+            // kernel_router_meets_the_erc_goals).
             println!(
-                "{{\"t\":{:.3},\"index\":{index},\"share_mbit\":{:.3},\"flows\":{},\"backlog\":{backlog},\"packets\":{},\"marked\":{}}}",
+                "{{\"t\":{:.3},\"dir\":\"up\",\"index\":{index},\"share_mbit\":{:.3},\"flows\":{},\"queue_bytes\":{},\"departure_bytes\":{},\"arrivals\":{},\"drops_overflow\":{},\"packets\":{},\"marked\":{}}}",
                 start.elapsed().as_secs_f64(),
                 control.share() * 8e-6,
                 control.flows(),
+                queue.backlog,
+                queue.bytes,
+                queue.packets + queue.drops,
+                queue.drops,
                 classes.packets,
                 classes.marked
             );

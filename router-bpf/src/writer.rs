@@ -83,6 +83,7 @@ mod tests {
         assert_eq!(define("DIGITS"), DIGITS);
         assert_eq!(define("UNSPOKEN"), u32::from(erc::UNSPOKEN));
         assert_eq!(define("ERC_TAG"), u32::from(erc::WIRE.id()));
+        assert_eq!(define("VCP_TAG"), u32::from(ecnq::schemes::vcp::WIRE.id()));
         assert_eq!(
             define("HASHED_TAIL") as usize,
             ecnq::wire::hash::HASHED_TAIL

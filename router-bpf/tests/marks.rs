@@ -1,5 +1,5 @@
 //! The kernel path against the router code, packet by packet: a trace of
-//! erc, other-scheme and untagged packets (IPv4 and IPv6, UDP and TCP,
+//! erc, VCP, other-scheme and untagged packets (IPv4 and IPv6, UDP and TCP,
 //! upstream chains larger and smaller than this router's, CE and ECT(1),
 //! payloads shorter than the hashed tail) goes through the tc program on a
 //! veth in a namespace of its own, and through `ecnq_bpf::writer`, with
@@ -18,10 +18,14 @@ use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use common::{read, Lcg, Netns, PacketSocket, Seen, Spec};
+use ecnq::router::meter::LinkLoad;
 use ecnq::schemes::erc::{self, digit, digit_of, ecn_of, position, rate_of, Digits, DIGITS};
+use ecnq::schemes::vcp::{self, VcpMarker};
+use ecnq::signal::load::LoadFactor;
+use ecnq::signal::{LinkState, Marker, PacketMarks};
 use ecnq::wire::ecn::{Ecn, SchemeTag};
 use ecnq::wire::hash::packet_hash;
-use ecnq_bpf::control::lease;
+use ecnq_bpf::control::{lease, vcp_code};
 use ecnq_bpf::maps::{Control, FlowKey, FlowReader, FlowValue, Maps};
 use ecnq_bpf::run::monotonic_ns;
 use ecnq_bpf::tc;
@@ -39,6 +43,8 @@ enum Upstream {
     Sender,
     /// An upstream erc router wrote this index.
     Index(u16),
+    /// A sender that does not speak ECN: Not-ECT.
+    NotEct,
 }
 
 struct Flow {
@@ -57,6 +63,7 @@ fn flows() -> Vec<Flow> {
     let v4 = |a: u8| IpAddr::from([10, 0, 0, a]);
     let v6 = |a: u16| IpAddr::from([0xfd00, 0, 0, 0, 0, 0, 0, a]);
     let erc = dscp(erc::WIRE.id());
+    let vcp_dscp = dscp(vcp::WIRE.id());
     let flow = |src, dst, sport, dscp, upstream| Flow {
         src,
         dst,
@@ -89,6 +96,16 @@ fn flows() -> Vec<Flow> {
             ..flow(v4(4), v4(2), 40_007, erc, Upstream::Sender)
         },
         flow(v6(3), v6(2), 40_008, erc, Upstream::Index(550)),
+        Flow {
+            others: true,
+            ..flow(v4(5), v4(2), 40_009, vcp_dscp, Upstream::Sender)
+        },
+        Flow {
+            tcp: true,
+            others: true,
+            ..flow(v6(5), v6(2), 40_010, vcp_dscp, Upstream::Sender)
+        },
+        flow(v4(5), v4(2), 40_011, vcp_dscp, Upstream::NotEct),
     ]
 }
 
@@ -107,6 +124,7 @@ fn trace(n: u32, flows: &[Flow], rng: &mut Lcg) -> Vec<(usize, Spec)> {
             let ecn = match (f.upstream, f.others && rng.below(10) == 0) {
                 (_, true) => [Ecn::Ce, Ecn::Ect1][rng.below(2) as usize],
                 (Upstream::Sender, false) => Ecn::Ect0,
+                (Upstream::NotEct, _) => Ecn::NotEct,
                 (Upstream::Index(index), false) => {
                     ecn_of(digit(index, position(packet_hash(&payload))))
                 }
@@ -164,16 +182,26 @@ fn the_kernel_path_marks_as_the_router_code_does() {
     let mut rng = Lcg(0x65_63_6e_71);
     let mut model = Writer::default();
     let mut sent: HashMap<usize, (u64, u64)> = HashMap::new();
-    let mut rewritten = 0;
+    let (mut rewritten, mut vcp_rewritten) = (0, 0);
     // No index yet, two indices on either side of the upstream chains'
-    // (kept under 550 and 250, overwritten above), then a stale one.
+    // (kept under 550 and 250, overwritten above), then a stale one; VCP's
+    // link at each of its three levels (load factors of 50, 90 and 110 %).
     let far = monotonic_ns() + 3_600_000_000_000;
-    for (index, expires_ns) in [(0, far), (400, far), (700, far), (400, 1)] {
+    for (index, expires_ns, rho) in [
+        (0, far, 0.5),
+        (400, far, 0.9),
+        (700, far, 1.1),
+        (400, 1, 1.1),
+    ] {
+        let mut load = LinkLoad::default();
+        load[vcp::FORMULA] = LoadFactor::new(rho);
         maps.set_control(Control {
             expires_ns,
             index,
             l3: 14,
             ready: true,
+            ecnq_class: 0,
+            vcp_code: vcp_code(&load).bits(),
         })
         .unwrap();
         let packets = trace(700, &flows, &mut rng);
@@ -184,10 +212,26 @@ fn the_kernel_path_marks_as_the_router_code_does() {
             let seq = u32::from_be_bytes(spec.payload[..4].try_into().unwrap());
             let got = &seen[&seq];
             let came = Ecn::from_tos(spec.tos);
-            let expected = if spec.tcp {
+            let tag = SchemeTag::from_tos(spec.tos);
+            let expected = if tag.wire() == vcp::WIRE {
+                // VCP's own router (the shim's), while the code is live.
+                let mut pkt = PacketMarks {
+                    ecn: came,
+                    tag,
+                    hash: 0,
+                    flow: *i as u64,
+                };
+                let link = LinkState {
+                    load,
+                    ..LinkState::default()
+                };
+                if live.is_some() {
+                    VcpMarker.mark(Duration::ZERO, &link, &mut pkt);
+                }
+                pkt.ecn
+            } else if spec.tcp {
                 came
             } else {
-                let tag = SchemeTag::from_tos(spec.tos);
                 model.write(live, *i as u64, tag, came, packet_hash(&spec.payload))
             };
             let f = &flows[*i];
@@ -201,12 +245,17 @@ fn the_kernel_path_marks_as_the_router_code_does() {
             assert!(got.checksum_ok, "packet {seq}: IPv4 checksum");
             assert_eq!(got.payload, spec.payload, "packet {seq}: payload");
             rewritten += u64::from(expected != came);
+            vcp_rewritten += u64::from(expected != came && tag.wire() == vcp::WIRE);
             let count = sent.entry(*i).or_default();
             count.0 += spec.build().len() as u64;
             count.1 += 1;
         }
     }
     assert!(rewritten > 300, "only {rewritten} packets rewritten");
+    assert!(
+        vcp_rewritten > 100,
+        "only {vcp_rewritten} VCP packets raised"
+    );
     // The counters: every flow by its 5-tuple, every mark by its class.
     let counted = maps.flows().unwrap();
     for (i, f) in flows.iter().enumerate() {

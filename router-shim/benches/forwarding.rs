@@ -216,6 +216,7 @@ impl BpfRouter {
                 dev: EGRESS.to_owned(),
                 capacity: Some(BPF_CAPACITY),
                 stats_every: None,
+                ecnq_class: None,
             };
             ecnq_bpf::run::run(&options, &flag)
         });

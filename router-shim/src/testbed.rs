@@ -31,6 +31,8 @@ const TABLE_DOWN: &str = "101";
 pub const UP_DEVICE: &str = "ecnq-up";
 /// See [`UP_DEVICE`].
 pub const DOWN_DEVICE: &str = "ecnq-down";
+/// Every host's one interface, towards its router.
+pub const HOST_DEVICE: &str = "eth0";
 /// How long `up` waits for a shim to create its devices.
 const SHIM_START_TIMEOUT: Duration = Duration::from_secs(10);
 /// The file in the state directory holding the shims' arguments (NUL
@@ -209,7 +211,7 @@ impl Topology {
             a: router.to_owned(),
             a_if: host.to_owned(),
             b: host.to_owned(),
-            b_if: "eth0".to_owned(),
+            b_if: HOST_DEVICE.to_owned(),
             net,
             side_at_a: side,
         });

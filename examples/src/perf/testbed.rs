@@ -12,6 +12,13 @@
 //! `--versus` adds runs where one ecnq-perf flow and one iperf3 flow share
 //! the bottleneck, started together, to see how each fares against the
 //! other.
+//!
+//! `--router bpf` runs the same comparison through the kernel's router:
+//! a dual queue of htb classes on each router's up device is the
+//! bottleneck (rate and buffer) and `ecnq-bpf attach` marks erc there, in
+//! the kernel, from its control loop; the shims only delay (no rate, `--scheme off`), since the kernel
+//! may lack netem. `--router shim,bpf` runs both, one after the other, for
+//! figures side by side from one invocation.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -46,6 +53,11 @@ const IPERF_PORT: u16 = 5301;
 const STATS_INTERVAL: &str = "50ms";
 /// Longest wait for a server to listen.
 const LISTEN_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often `ecnq-bpf attach` writes a stats line, seconds (as
+/// [`STATS_INTERVAL`]).
+const BPF_STATS_INTERVAL: &str = "0.05";
+/// Longest wait for `ecnq-bpf attach` to write its first stats line.
+const ATTACH_TIMEOUT: Duration = Duration::from_secs(10);
 /// Kernel TCP congestion controls the iperf3 baselines may use.
 const TCP_CONTROLS: [&str; 3] = ["reno", "cubic", "bbr"];
 /// The QUIC controller a kernel TCP flow's [`Flow`] names: it only
@@ -93,6 +105,35 @@ impl Layout {
     }
 }
 
+/// Which router marks and queues at the bottleneck.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Router {
+    /// `ecnq-shim tun`: its link emulation is the bottleneck (rate, buffer,
+    /// delay) and its router marks every scheme.
+    Shim,
+    /// The kernel: an htb dual queue on each router's up device is the
+    /// bottleneck and `ecnq-bpf` marks erc there; the shim only delays.
+    Bpf,
+}
+
+impl Router {
+    /// Where a router's stats lines go in the testbed's state directory.
+    fn log(self, router: &str) -> String {
+        match self {
+            Router::Shim => format!("{router}.log"),
+            Router::Bpf => format!("{router}-bpf.log"),
+        }
+    }
+
+    /// The folder under --out for this router's plots, on `layout`.
+    fn folder(self, layout: Layout) -> String {
+        match self {
+            Router::Shim => format!("testbed-{}", layout.label()),
+            Router::Bpf => format!("testbed-{}-bpf", layout.label()),
+        }
+    }
+}
+
 /// Options of `ecnq-perf testbed`.
 #[derive(Args, Debug, Clone)]
 pub struct TestbedArgs {
@@ -118,9 +159,19 @@ pub struct TestbedArgs {
     /// run is judged.
     #[arg(long, value_delimiter = ',', default_value = "none", value_parser = tcp_arg)]
     pub versus: Vec<String>,
+    /// The routers to run the comparison through, one after the other,
+    /// comma separated: shim (the TUN shim's link and marking), bpf (the
+    /// kernel's htb dual queue and the ecnq-bpf program, erc and vcp only; the shim only
+    /// delays). Plots of bpf's go to OUT/testbed-TOPOLOGY-bpf.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "shim")]
+    pub router: Vec<Router>,
     /// The `ecnq-shim` program [default: next to this one, else on PATH].
     #[arg(long, value_name = "PATH")]
     pub shim: Option<PathBuf>,
+    /// The `ecnq-bpf` program, for --router bpf [default: next to this
+    /// one, else on PATH].
+    #[arg(long, value_name = "PATH")]
+    pub bpf: Option<PathBuf>,
     /// Testbed name (namespaces are ecnq-NAME-*; at most 8 characters).
     #[arg(long, default_value = "perf")]
     pub name: String,
@@ -197,7 +248,8 @@ fn single_plan(layout: Layout, args: &DemoArgs, cc: CongestionControl, name: &st
     plan(layout, name, &flows)
 }
 
-/// Runs the comparison. Needs root, `ecnq-shim` and (for `--tcp`) iperf3.
+/// Runs the comparison through each `--router`. Needs root, `ecnq-shim`,
+/// `ecnq-bpf` for `--router bpf` and (for `--tcp`) iperf3.
 pub async fn run(args: TestbedArgs) -> Result<(), String> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
@@ -220,37 +272,129 @@ pub async fn run(args: TestbedArgs) -> Result<(), String> {
         Some(path) => path.clone(),
         None => find_shim()?,
     };
+    let bpf = if args.router.contains(&Router::Bpf) {
+        kernel_marks_all(&args.run.cc)?;
+        Some(match &args.bpf {
+            Some(path) => path.clone(),
+            None => find_program("ecnq-bpf", "--bpf")?,
+        })
+    } else {
+        None
+    };
+    let mut routers = args.router.clone();
+    routers.dedup();
+    for router in routers {
+        let link = Link {
+            spec: &spec,
+            buffer,
+            router,
+            bpf: bpf.as_deref(),
+        };
+        run_through(&args, &link, &shim, &tcp).await?;
+    }
+    Ok(())
+}
+
+/// Refuses ecnq controllers the kernel router does not mark
+/// ([`ecnq_bpf::SCHEMES`]).
+fn kernel_marks_all(cc: &[CongestionControl]) -> Result<(), String> {
+    let unmarked = |c: &&CongestionControl| matches!(c, CongestionControl::Ecnq(s) if !ecnq_bpf::SCHEMES.contains(s));
+    match cc.iter().find(unmarked) {
+        Some(c) => {
+            let marked: Vec<&str> = ecnq_bpf::SCHEMES.iter().map(|s| s.name()).collect();
+            Err(format!(
+                "--router bpf marks {} only, not {c}: pass --cc with those (or quinn controllers)",
+                marked.join(" and ")
+            ))
+        }
+        None => Ok(()),
+    }
+}
+
+/// The bottleneck link of every router and who makes it.
+struct Link<'a> {
+    spec: &'a LinkSpec,
+    /// The buffer, bytes.
+    buffer: u64,
+    router: Router,
+    /// The `ecnq-bpf` program, for [`Router::Bpf`].
+    bpf: Option<&'a Path>,
+}
+
+impl Link<'_> {
+    /// The shims' link: the whole link for [`Router::Shim`]; for
+    /// [`Router::Bpf`] the delay alone, at no rate, with the default
+    /// buffer (the delay line never queues).
+    fn shim_spec(&self) -> LinkSpec {
+        match self.router {
+            Router::Shim => self.spec.clone(),
+            Router::Bpf => LinkSpec {
+                delay: self.spec.delay,
+                ..LinkSpec::default()
+            },
+        }
+    }
+
+    /// The shims' arguments.
+    fn shim_args(&self) -> Vec<String> {
+        let mut args = vec![
+            "--link".to_owned(),
+            self.shim_spec().to_string(),
+            "--stats".to_owned(),
+            "-".to_owned(),
+            "--stats-interval".to_owned(),
+            STATS_INTERVAL.to_owned(),
+        ];
+        if self.router == Router::Bpf {
+            args.extend(["--scheme".to_owned(), "off".to_owned()]);
+        }
+        args
+    }
+}
+
+/// Builds the testbed for `link.router`, runs the comparison on it and
+/// removes it (also on an error or Ctrl-C), then reports.
+async fn run_through(
+    args: &TestbedArgs,
+    link: &Link<'_>,
+    shim: &Path,
+    tcp: &TcpRuns,
+) -> Result<(), String> {
     let topology = Topology::new(&args.name, args.topology.shape())?;
-    let out = args
-        .run
-        .out
-        .join(format!("testbed-{}", args.topology.label()));
+    let out = args.run.out.join(link.router.folder(args.topology));
     std::fs::create_dir_all(&out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
     println!(
-        "ecnq-perf testbed {}: {} Mbit/s per router, RTT {} ms per router, buffer {} KB, {} s per controller; plots in {}",
+        "ecnq-perf testbed {} through the {}: {} Mbit/s per router, RTT {} ms per router, buffer {} KB, {} s per controller; plots in {}",
         args.topology.label(),
+        match link.router {
+            Router::Shim => "TUN shim",
+            Router::Bpf => "kernel router (htb dual queue, ecnq-bpf)",
+        },
         args.run.rate as f64 / 1e6,
         args.run.rtt.as_millis(),
-        buffer / 1000,
+        link.buffer / 1000,
         args.run.duration,
         out.display()
     );
-    let shim_args = vec![
-        "--link".to_owned(),
-        spec.to_string(),
-        "--stats".to_owned(),
-        "-".to_owned(),
-        "--stats-interval".to_owned(),
-        STATS_INTERVAL.to_owned(),
-    ];
-    bed::up(&topology, &shim, &shim_args)?;
-    let name = args.name.clone();
+    bed::up(&topology, shim, &link.shim_args())?;
+    let kernel = match link.bpf.filter(|_| link.router == Router::Bpf) {
+        Some(bpf) => match KernelRouters::attach(args, link, bpf) {
+            Ok(kernel) => Some(kernel),
+            Err(e) => {
+                let _ = bed::down(&args.name);
+                return Err(e);
+            }
+        },
+        None => None,
+    };
     // The comparison runs on its own thread so that Ctrl-C can interrupt it;
     // either way the testbed goes.
     let (done, finished) = tokio::sync::oneshot::channel();
-    let plots = out.clone();
+    let (plots, spec, router) = (out.clone(), link.spec.clone(), link.router);
+    let (args_copy, topology_copy, tcp_copy) = (args.clone(), topology.clone(), tcp.clone());
     thread::spawn(move || {
-        let _ = done.send(compare(&args, &topology, &spec, &tcp, &plots));
+        let runs = (&args_copy, &topology_copy, &spec, router);
+        let _ = done.send(compare(runs, &tcp_copy, &plots));
     });
     let outcome = tokio::select! {
         result = finished => result.unwrap_or_else(|_| Err("the comparison panicked".into())),
@@ -259,10 +403,152 @@ pub async fn run(args: TestbedArgs) -> Result<(), String> {
             Err("interrupted; the testbed is removed".into())
         }
     };
-    let removed = bed::down(&name);
+    let removed = bed::down(&args.name);
+    if let Some(kernel) = kernel {
+        kernel.reap();
+    }
     let comparison = outcome?;
     removed.map_err(|e| format!("removing the testbed: {e}"))?;
     comparison.report(&out)
+}
+
+/// The `ecnq-bpf attach` processes of a testbed's routers. `bed::down`
+/// stops them (SIGTERM to every process of its namespaces: each takes its
+/// program off its device); [`KernelRouters::reap`] then collects them.
+struct KernelRouters(Vec<Child>);
+
+impl KernelRouters {
+    /// On each router of `args.topology`: a [`dual_queue`] at the link's
+    /// rate and buffer on the up device, and `ecnq-bpf attach` on it, writing its
+    /// stats lines to the state directory; waits for each one's first.
+    fn attach(args: &TestbedArgs, link: &Link<'_>, bpf: &Path) -> Result<KernelRouters, String> {
+        let rate = link.spec.rate.unwrap_or(args.run.rate);
+        // The program marks single packets only (a GSO batch's segments
+        // would need marks of their own): the senders send single packets,
+        // as a wire delivers them, not a batch per system call.
+        for &(sender, _) in args.topology.paths() {
+            let ns = namespace(&args.name, sender);
+            let device = bed::HOST_DEVICE;
+            run_in(
+                &ns,
+                "ip",
+                &["link", "set", "dev", device, "gso_max_segs", "1"],
+            )?;
+        }
+        let mut children = KernelRouters(Vec::new());
+        for router in args.topology.routers() {
+            let ns = namespace(&args.name, router);
+            for command in dual_queue(rate, link.buffer) {
+                let words: Vec<&str> = command.split(' ').collect();
+                run_in(&ns, "tc", &words)?;
+            }
+            let path = bed::state_dir(&args.name).join(Router::Bpf.log(router));
+            let log = std::fs::File::create(&path)
+                .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+            let err_log = log.try_clone().map_err(|e| e.to_string())?;
+            let child = Command::new("ip")
+                .args(["netns", "exec", &ns])
+                .arg(bpf)
+                .args(["attach", "--dev", bed::UP_DEVICE, "--stats"])
+                .arg(BPF_STATS_INTERVAL)
+                .arg(format!("--rate={rate}bit"))
+                .arg(format!("--ecnq-class={ECNQ_CLASS}"))
+                .arg(format!("--ecnq-rate={}bit", rate / 2))
+                .stdin(Stdio::null())
+                .stdout(log)
+                .stderr(err_log)
+                .spawn()
+                .map_err(|e| format!("cannot start {}: {e}", bpf.display()))?;
+            children.0.push(child);
+            wait_first_line(&path, children.0.last_mut().expect("just pushed"))?;
+        }
+        Ok(children)
+    }
+
+    /// Waits for the stopped processes.
+    fn reap(mut self) {
+        for child in &mut self.0 {
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The dual queue's ecnq class; [`CLASSIC_CLASS`] is the other.
+const ECNQ_CLASS: &str = "1:10";
+/// The htb class that untagged traffic queues in.
+const CLASSIC_CLASS: &str = "1:20";
+
+/// The tc commands that make a router's up device a dual queue at
+/// `rate_bps`, as the shim's default `--queue dual` is one: an htb whose
+/// two leaves, a byte FIFO of `buffer` bytes each, share the rate, each
+/// guaranteed half and lent what the other leaves. The ecnq-bpf program
+/// puts ecnq-tagged packets in [`ECNQ_CLASS`]; the rest go to
+/// [`CLASSIC_CLASS`]. htb's bucket: 2 ms at the rate, at least two
+/// full-size packets (a deeper one lets bursts through unqueued).
+fn dual_queue(rate_bps: u64, buffer: u64) -> Vec<String> {
+    let dev = bed::UP_DEVICE;
+    let burst = (rate_bps / 8 / 500).max(2 * 1514);
+    let shape =
+        |rate: u64| format!("rate {rate}bit ceil {rate_bps}bit burst {burst} cburst {burst}");
+    let default = CLASSIC_CLASS.split(':').nth(1).unwrap_or_default();
+    let mut commands = vec![
+        format!("qdisc replace dev {dev} root handle 1: htb default {default}"),
+        format!(
+            "class add dev {dev} parent 1: classid 1:1 htb {}",
+            shape(rate_bps)
+        ),
+    ];
+    for class in [ECNQ_CLASS, CLASSIC_CLASS] {
+        commands.push(format!(
+            "class add dev {dev} parent 1:1 classid {class} htb {}",
+            shape(rate_bps / 2)
+        ));
+        commands.push(format!(
+            "qdisc add dev {dev} parent {class} bfifo limit {buffer}"
+        ));
+    }
+    commands
+}
+
+/// Waits until `ecnq-bpf attach` writes its first stats line to `log`;
+/// fails with its log when it exits first or takes longer than
+/// [`ATTACH_TIMEOUT`].
+fn wait_first_line(log: &Path, child: &mut Child) -> Result<(), String> {
+    let deadline = Instant::now() + ATTACH_TIMEOUT;
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if text.lines().any(|l| l.starts_with('{')) {
+            return Ok(());
+        }
+        let exited = child.try_wait().ok().flatten();
+        if exited.is_some() || Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!(
+                "ecnq-bpf attach did not start: {}",
+                text.trim().lines().last().unwrap_or("no output")
+            ));
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Runs `program` in namespace `ns`; errors carry its stderr.
+fn run_in(ns: &str, program: &str, args: &[&str]) -> Result<(), String> {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns, program])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run {program}: {e}"))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    Err(format!(
+        "`{program} {}` in {ns} failed: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr).trim()
+    ))
 }
 
 /// The TCP controls named in a `--tcp` or `--versus` list (`none` dropped).
@@ -272,6 +558,7 @@ fn named(list: &[String]) -> Vec<String> {
 
 /// The kernel TCP controls to run: alone (`--tcp`) and against each
 /// ecnq-perf controller (`--versus`).
+#[derive(Clone)]
 struct TcpRuns {
     alone: Vec<String>,
     versus: Vec<String>,
@@ -374,11 +661,10 @@ impl Pairing {
     }
 }
 
-/// Every run, one after another, on a testbed that is up.
+/// Every run, one after another, on a testbed that is up with `router`
+/// making each bottleneck of `spec`.
 fn compare(
-    args: &TestbedArgs,
-    topology: &Topology,
-    spec: &LinkSpec,
+    (args, topology, spec, router): (&TestbedArgs, &Topology, &LinkSpec, Router),
     tcp: &TcpRuns,
     out: &Path,
 ) -> Result<Comparison, String> {
@@ -391,7 +677,7 @@ fn compare(
         name: &args.name,
         topology,
         layout,
-        logs: ShimLogs::new(&args.name, layout, spec),
+        logs: ShimLogs::new(&args.name, layout, spec, router),
         out,
     };
     let plans = quic_plans(args);
@@ -575,20 +861,21 @@ fn quic_flows(flows: &[Flow], runs: Vec<Option<StreamRun>>) -> (Vec<FlowTotal>, 
     (totals, RunResult::new(flows, runs, 0.0, Vec::new()).series)
 }
 
-/// The routers' shim logs, where their `--stats -` lines go.
+/// The routers' logs, where their stats lines go: the shims' `--stats -`,
+/// or `ecnq-bpf attach`'s, which carry the same names.
 struct ShimLogs {
     paths: Vec<PathBuf>,
     spec: LinkSpec,
 }
 
 impl ShimLogs {
-    fn new(testbed: &str, layout: Layout, spec: &LinkSpec) -> ShimLogs {
+    fn new(testbed: &str, layout: Layout, spec: &LinkSpec, router: Router) -> ShimLogs {
         let dir = bed::state_dir(testbed);
         ShimLogs {
             paths: layout
                 .routers()
                 .iter()
-                .map(|r| dir.join(format!("{r}.log")))
+                .map(|r| dir.join(router.log(r)))
                 .collect(),
             spec: spec.clone(),
         }
@@ -620,7 +907,7 @@ impl ShimLogs {
                 let new = text.get(from as usize..).unwrap_or_default();
                 let series = LinkSeries::parse(&String::from_utf8_lossy(new), &self.spec).rebased();
                 if series.samples.is_empty() {
-                    return Err(format!("the shim wrote no stats to {}", path.display()));
+                    return Err(format!("the router wrote no stats to {}", path.display()));
                 }
                 Ok(series)
             })
@@ -916,16 +1203,24 @@ fn which(program: &str) -> Option<PathBuf> {
 /// `ecnq-shim` next to this program (or one directory up, for test
 /// binaries in `deps/`), else on PATH.
 pub fn find_shim() -> Result<PathBuf, String> {
+    find_program("ecnq-shim", "--shim")
+}
+
+/// `program` (built by the package of its name) next to this program (or
+/// one directory up, for test binaries in `deps/`), else on PATH; the
+/// error names `option`, which gives its path.
+pub fn find_program(program: &str, option: &str) -> Result<PathBuf, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
     exe.ancestors()
         .skip(1)
         .take(2)
-        .map(|dir| dir.join("ecnq-shim"))
+        .map(|dir| dir.join(program))
         .find(|p| p.is_file())
-        .or_else(|| which("ecnq-shim"))
+        .or_else(|| which(program))
         .ok_or_else(|| {
-            "cannot find ecnq-shim: build it (cargo build --release -p ecnq-shim) or pass --shim PATH"
-                .to_owned()
+            format!(
+                "cannot find {program}: build it (cargo build --release -p {program}) or pass {option} PATH"
+            )
         })
 }
 
@@ -967,6 +1262,18 @@ mod tests {
             .map(|i| if i == 0 { 0 } else { 2 - i % 2 })
             .collect();
         assert_eq!(mixed.paths, lot);
+    }
+
+    #[test]
+    fn the_kernel_router_takes_the_schemes_it_marks_and_quinn_controllers() {
+        let routers = args(&["--router", "shim,bpf"]).router;
+        assert_eq!(routers, [Router::Shim, Router::Bpf]);
+        let cc = |names: &[&str]| -> Vec<CongestionControl> {
+            names.iter().map(|n| n.parse().unwrap()).collect()
+        };
+        assert!(kernel_marks_all(&cc(&["erc", "vcp", "cubic"])).is_ok());
+        let refused = kernel_marks_all(&cc(&["erc", "bmcc"])).unwrap_err();
+        assert!(refused.contains("bmcc"), "{refused}");
     }
 
     #[test]
