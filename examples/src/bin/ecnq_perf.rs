@@ -15,7 +15,7 @@ use ecnq_examples::perf::proto::{self, TestRequest, DEFAULT_PORT};
 use ecnq_examples::perf::pump::Pause;
 use ecnq_examples::perf::report::{self, Interval, Report, Sum};
 use ecnq_examples::perf::{
-    check_seconds, demo, paired, parse_seconds, server, testbed, MAX_SECONDS,
+    check_seconds, demo, paired, parse_seconds, server, testbed, web, MAX_SECONDS,
 };
 use ecnq_shim::shutdown_signal;
 
@@ -53,6 +53,13 @@ enum Command {
     /// flows and start times; prints both sets of figures and real/sim per
     /// controller, and draws goodput against p95 queueing delay.
     Paired(Box<paired::PairedArgs>),
+    /// Web traffic through an emulated bottleneck on loopback: HTTP/3
+    /// clients fetch files of Pareto sizes from the h3 server at a set
+    /// load (or, with --dash, video chunks every two seconds), each
+    /// controller in turn; prints completion time by size class over
+    /// processor sharing's (or the chunks' download times), the link's
+    /// utilization and the queue.
+    Web(Box<web::WebArgs>),
     /// An HTTP/3 file server (ALPN h3) on ecnq: every connection's sending
     /// direction runs --cc, whatever the client. Prints the certificate's
     /// SPKI hash for Chromium and, as each connection ends, its bytes,
@@ -182,6 +189,7 @@ fn main() -> ExitCode {
             Some(Command::Demo(args)) => demo::run(*args).await,
             Some(Command::Testbed(args)) => testbed::run(args).await,
             Some(Command::Paired(args)) => paired::run(*args).await,
+            Some(Command::Web(args)) => web::run(*args).await,
             Some(Command::H3Server(args)) => http3::command::run_server(args).await,
             Some(Command::H3Get(args)) => http3::command::run_get(args).await,
             None => perf(cli.perf).await,
