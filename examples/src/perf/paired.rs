@@ -53,6 +53,11 @@ pub enum Named {
     /// One long flow through the demo's link beside a flood of fake
     /// newcomers (--flood percent of the link) from 3 s on.
     FakeNewcomers,
+    /// `ecnq-perf web`'s mix at its defaults (10 Mbit/s, 40 ms, files of
+    /// Pareto sizes at half the link's rate, arriving for --duration): the
+    /// same files at the same times both ways; completion over processor
+    /// sharing by size class under the table.
+    Web,
 }
 
 /// Options of `ecnq-perf paired`.
@@ -251,6 +256,9 @@ impl Scenario {
                     to_client: link(CELLULAR.1)?,
                 };
                 (link, both(d)[..1].to_vec(), None)
+            }
+            Named::Web => {
+                return Err("web is a mix of files, not of flows: see web::run_paired".into())
             }
             Named::FakeNewcomers => {
                 let rate = demo_link.rate.ok_or("the demo's link has no rate")? as f64;
@@ -598,9 +606,10 @@ pub struct PairedRow {
 
 /// Runs `ecnq-perf paired`.
 pub async fn run(args: PairedArgs) -> Result<(), String> {
+    if args.scenario == Named::Web {
+        return super::web::run_paired(&args).await;
+    }
     let scenario = Scenario::from_args(&args)?;
-    std::fs::create_dir_all(&args.out)
-        .map_err(|e| format!("cannot create {}: {e}", args.out.display()))?;
     println!(
         "ecnq-perf paired {}: data (client to server) {}, ACKs {}; {} flow(s){}, {} s; \
          the simulator, then the real stack through the relay shim on loopback",
@@ -617,10 +626,27 @@ pub async fn run(args: PairedArgs) -> Result<(), String> {
     let qlog = args.qlog.as_deref();
     let rows = measure(&scenario, &args.cc, !args.sim_only, qlog).await?;
     let varies = scenario.link.to_server.varies.is_some();
-    print!("{}", table_text(&rows));
-    write_outputs(&scenario.name, &rows, varies, &args.out)?;
+    report(&scenario.name, &rows, &[], varies, &args)
+}
+
+/// Prints the table of scenario `name`'s `rows` with `extra` notes under
+/// it, draws its plot (a log delay axis if the link `varies`) and writes
+/// summary.json (and the Markdown of `--markdown`).
+pub fn report(
+    name: &str,
+    rows: &[PairedRow],
+    extra: &[String],
+    varies: bool,
+    args: &PairedArgs,
+) -> Result<(), String> {
+    std::fs::create_dir_all(&args.out)
+        .map_err(|e| format!("cannot create {}: {e}", args.out.display()))?;
+    let lines: String = extra.iter().map(|n| format!("{n}\n")).collect();
+    print!("{}{lines}", table_text(rows));
+    write_outputs(name, rows, varies, &args.out)?;
+    let paragraphs: String = extra.iter().map(|n| format!("\n{n}\n")).collect();
     match &args.markdown {
-        Some(path) => std::fs::write(path, table_markdown(&rows))
+        Some(path) => std::fs::write(path, table_markdown(rows) + &paragraphs)
             .map_err(|e| format!("cannot write {}: {e}", path.display())),
         None => Ok(()),
     }

@@ -24,9 +24,11 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use ecnq::quic::CongestionControl;
+use ecnq::router::bottleneck::Discipline;
 use ecnq::statistics::percentile;
 use ecnq::units::{Size, UNITS_HELP};
-use ecnq_sim::engine::{ParetoSizes, ParetoSpec};
+use ecnq_sim::engine::{FlowSpec, ParetoSizes, ParetoSpec, Sim, SimConfig};
+use ecnq_sim::report::metrics::link_summaries;
 use ecnq_sim::report::metrics::{over_sharing, size_class, SIZE_CLASS_BOUNDS};
 use ecnq_sim::report::sharing::{completion_times, Finite, Job};
 use ecnq_sim::report::text::size_class_labels;
@@ -37,8 +39,11 @@ use tokio::time::Instant;
 use super::demo::{bottleneck, cc_arg, rate_arg, time_arg};
 use super::host::{steal_note, StealMeter};
 use super::loopback::{LinkSeries, RelayChain, RelayLink, DOWN};
-use super::paired::{nanos, sim_flow, sim_protocol};
-use super::{check_seconds, parse_seconds, proto};
+use super::paired::{
+    self, nanos, sim_flow, sim_link, sim_protocol, Case, Figures, PairedArgs, PairedRow, APP_BYTES,
+    SIM_PACKET, SIM_SAMPLE,
+};
+use super::{check_seconds, parse_args, parse_seconds, proto};
 use crate::http3::client::{GetConfig, Session};
 use crate::http3::server::{FileServer, ServerConfig, SEND_WINDOW};
 
@@ -931,4 +936,213 @@ pub async fn run(args: WebArgs) -> Result<(), String> {
             .map_err(|e| format!("cannot write {}: {e}", path.display())),
         None => Ok(()),
     }
+}
+
+/// The group of the web mix's files in the simulator.
+const WEB_GROUP: &str = "web";
+
+impl Mix {
+    /// The relay's link with the files' direction through `queue` if given.
+    fn link_for(&self, queue: Option<Discipline>) -> RelayLink {
+        let mut link = self.link.clone();
+        if queue.is_some() {
+            link.to_client.queue = queue;
+        }
+        link
+    }
+
+    /// When the last finished file of `times` (s, file by file) ended,
+    /// seconds into the run.
+    fn last_end(&self, times: &[Option<f64>]) -> f64 {
+        (self.fetches.iter().zip(times))
+            .filter_map(|(f, t)| Some(f.start + (*t)?))
+            .fold(0.0, f64::max)
+    }
+
+    /// The application bytes of the finished files of `times` over the
+    /// time until the last of them ended, Mbit/s.
+    fn goodput_mbit(&self, times: &[Option<f64>]) -> f64 {
+        let bytes: u64 = (self.fetches.iter().zip(times))
+            .filter(|(_, t)| t.is_some())
+            .map(|(f, _)| f.bytes)
+            .sum();
+        bytes as f64 * 8.0 / self.last_end(times).max(1e-9) / 1e6
+    }
+}
+
+/// The web mix of `case` in the simulator, from the same files at the
+/// same times as the real run: its figures as `ecnq-perf paired` counts
+/// them, and each file's completion time (s; `None` unfinished by the
+/// deadline).
+pub fn simulate(mix: &Mix, case: Case) -> Result<(Figures, Vec<Option<f64>>), String> {
+    let link = mix.link_for(case.queue);
+    let protocol = sim_protocol(case.cc);
+    // A file of so many application bytes is this many bytes of the
+    // simulator's whole packets.
+    let wire = |bytes: u64| (bytes as f64 * f64::from(SIM_PACKET) / f64::from(APP_BYTES)).ceil();
+    let flows = (mix.fetches.iter())
+        .map(|f| FlowSpec {
+            size: Some(wire(f.bytes) as u64),
+            sampled: false,
+            ..sim_flow(protocol, f.start, None, WEB_GROUP)
+        })
+        .collect();
+    let deadline = nanos(mix.deadline());
+    let mut sim = Sim::new(SimConfig {
+        links: vec![
+            sim_link("data", &link.to_client, true)?,
+            sim_link("acks", &link.to_server, false)?,
+        ],
+        flows,
+        pareto: Vec::new(),
+        floods: Vec::new(),
+        duration: deadline,
+        seed: 1,
+        sample: nanos(SIM_SAMPLE),
+        measure_from: 0,
+        trace: false,
+    })?;
+    let data_link = |sim: &Sim| {
+        (link_summaries(sim).into_iter().next())
+            .ok_or("the simulator reported no figures for the data link")
+    };
+    // Utilization over the arrivals' span, as the real run judges it.
+    let mut until = nanos(mix.span);
+    sim.run_until(until);
+    sim.finish();
+    let utilization = data_link(&sim)?.utilization;
+    let done = |sim: &Sim| sim.flows.iter().all(|f| f.completion().is_some());
+    while !done(&sim) && until < deadline {
+        until += nanos(SIM_SAMPLE);
+        sim.run_until(until);
+    }
+    sim.finish();
+    let data = data_link(&sim)?;
+    let times: Vec<Option<f64>> = (sim.flows.iter())
+        .map(|f| f.completion().map(|t| t as f64 / 1e9))
+        .collect();
+    let figures = Figures {
+        goodput_mbit: mix.goodput_mbit(&times),
+        utilization,
+        queue_p50_ms: data.sojourn_ms.p50,
+        queue_p95_ms: data.sojourn_ms.p95,
+        queue_p99_ms: data.sojourn_ms.p99,
+        loss: data.loss,
+        kept: None,
+    };
+    Ok((figures, times))
+}
+
+/// The real run's figures as `ecnq-perf paired` counts them, and each
+/// file's completion time.
+fn real_figures(mix: &Mix, run: &RealRun) -> (Figures, Vec<Option<f64>>) {
+    let row = WebRow::of("", mix, run);
+    let times: Vec<Option<f64>> = (run.outcomes.iter().zip(&run.planned))
+        .map(|(o, &p)| o.seconds.filter(|_| o.bytes == p))
+        .collect();
+    let [p50, p95, p99] = row.queue_ms;
+    let figures = Figures {
+        goodput_mbit: mix.goodput_mbit(&times),
+        utilization: row.utilization,
+        queue_p50_ms: p50,
+        queue_p95_ms: p95,
+        queue_p99_ms: p99,
+        loss: row.loss,
+        kept: None,
+    };
+    (figures, times)
+}
+
+/// `ecnq-perf paired web`: the web mix of `ecnq-perf web`'s defaults with
+/// arrivals for `--duration`, each case in the simulator and on the real
+/// stack (ecnq's client), the paired table and, under it, completion over
+/// processor sharing by size class, simulator against real stack.
+pub async fn run_paired(args: &PairedArgs) -> Result<(), String> {
+    if args.link_down.is_some() || args.link_up.is_some() || args.trace.is_some() {
+        return Err(
+            "paired web takes ecnq-perf web's link (10 Mbit/s, 40 ms, one BDP): --link-down, --link-up and --trace are not for it"
+                .into(),
+        );
+    }
+    let words = ["--duration", &args.duration.to_string()];
+    let web: WebArgs = parse_args("web", &words)?;
+    check_seconds("--duration", args.duration, 3.0, 3600.0)?;
+    let mix = web.mix()?;
+    let www = tempfile::tempdir().map_err(|e| format!("cannot make a directory: {e}"))?;
+    write_files(www.path(), &mix)?;
+    println!(
+        "ecnq-perf paired web: {} files over {} s at {} load through {} (server to client); \
+         the simulator, then the real stack (ecnq's HTTP/3 client) through the relay shim on loopback",
+        mix.fetches.len(),
+        mix.span,
+        web.load,
+        mix.link.to_client
+    );
+    let sharing = mix.sharing();
+    let sizes: Vec<u64> = mix.fetches.iter().map(|f| f.bytes).collect();
+    let mut rows = Vec::new();
+    let mut notes = Vec::new();
+    for &case in &args.cc {
+        eprint!("  {case:<12} simulator …");
+        let (sim, sim_times) = simulate(&mix, case)?;
+        eprint!(" {:.1} Mbit/s", sim.goodput_mbit);
+        let (real, real_times, host_steal) = match args.sim_only {
+            true => (None, None, None),
+            false => {
+                eprint!("; real stack …");
+                let mut real_mix = mix.clone();
+                real_mix.link = mix.link_for(case.queue);
+                let run = run_real(&real_mix, case.cc, &[ClientKind::Ecnq], None, www.path());
+                let run = run.await?;
+                let (figures, times) = real_figures(&mix, &run);
+                eprint!(" {:.1} Mbit/s", figures.goodput_mbit);
+                (Some(figures), Some(times), run.host_steal)
+            }
+        };
+        eprintln!();
+        let classes = |times: &[Option<f64>]| by_class(&sizes, times, &sharing);
+        notes.push(completion_note(
+            &case.to_string(),
+            &classes(&sim_times),
+            real_times.as_deref().map(classes).as_deref(),
+        ));
+        rows.push(PairedRow {
+            case: case.to_string(),
+            sim,
+            real,
+            host_steal,
+        });
+    }
+    notes.push(
+        "web: goodput is the files' application bytes over the time until the last one \
+         ended; util is over the arrivals' span."
+            .to_owned(),
+    );
+    paired::report("web", &rows, &notes, false, args)
+}
+
+/// One case's completion over processor sharing (mean, files) by class,
+/// the simulator's and, if it ran, the real stack's.
+fn completion_note(case: &str, sim: &[ClassFigures], real: Option<&[ClassFigures]>) -> String {
+    let labels: Vec<String> = std::iter::once("all".to_owned())
+        .chain(size_class_labels())
+        .collect();
+    let mean = |c: &ClassFigures| match c.mean_x {
+        Some(x) => format!("{x:.2} ({})", c.flows),
+        None => "–".to_owned(),
+    };
+    let parts: Vec<String> = (labels.iter().zip(sim).enumerate())
+        .map(|(i, (label, s))| match real {
+            Some(real) => format!("{label} {} → {}", mean(s), mean(&real[i])),
+            None => format!("{label} {}", mean(s)),
+        })
+        .collect();
+    let what = match real {
+        Some(_) => "simulator → real stack",
+        None => "simulator",
+    };
+    format!(
+        "{case}: mean completion over processor sharing (files), {what}: {}",
+        parts.join(", ")
+    )
 }
