@@ -899,8 +899,10 @@ pub fn table_markdown(rows: &[WebRow], mix: &Mix) -> String {
     out
 }
 
-/// Runs `ecnq-perf web`.
-pub async fn run(args: WebArgs) -> Result<(), String> {
+/// One run of the mix of `args` per controller of `--cc`: the mix, and
+/// each controller's run and its row of the table. Says on stderr which
+/// client is left out, and how far each run got.
+pub async fn measure(args: &WebArgs) -> Result<(Mix, Vec<(RealRun, WebRow)>), String> {
     let mix = args.mix()?;
     let (clients, quic_go) = match mix.video {
         Some(_) => (vec![ClientKind::Ecnq], None),
@@ -924,12 +926,20 @@ pub async fn run(args: WebArgs) -> Result<(), String> {
         "ecnq-perf web: {what} through {} (server to client), each controller in turn",
         mix.link.to_client
     );
-    let mut rows = Vec::new();
+    let mut runs = Vec::new();
     for &cc in &args.cc {
         eprintln!("  {cc} …");
         let run = run_real(&mix, cc, &clients, quic_go.as_ref(), www.path()).await?;
-        rows.push(WebRow::of(&cc.to_string(), &mix, &run));
+        let row = WebRow::of(&cc.to_string(), &mix, &run);
+        runs.push((run, row));
     }
+    Ok((mix, runs))
+}
+
+/// Runs `ecnq-perf web`.
+pub async fn run(args: WebArgs) -> Result<(), String> {
+    let (mix, runs) = measure(&args).await?;
+    let rows: Vec<WebRow> = runs.into_iter().map(|(_, row)| row).collect();
     print!("{}", table_text(&rows, &mix));
     match &args.markdown {
         Some(path) => std::fs::write(path, table_markdown(&rows, &mix))
@@ -1145,4 +1155,227 @@ fn completion_note(case: &str, sim: &[ClassFigures], real: Option<&[ClassFigures
         "{case}: mean completion over processor sharing (files), {what}: {}",
         parts.join(", ")
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ecnq_shim::link::spec::Limit;
+    use ecnq_sim::engine::BufferLimit;
+    use ecnq_sim::scenario::{Overrides, Scenario};
+
+    fn web(words: &[&str]) -> Result<WebArgs, String> {
+        parse_args("web", words)
+    }
+
+    /// The defaults are sim/scenarios/web-10mbit.toml's link and files,
+    /// so that the real stack's table and the simulator's speak of one mix.
+    #[test]
+    fn the_defaults_are_the_simulators_web_mix() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sim/scenarios/web-10mbit.toml");
+        let scenario = Scenario::load(&path, &[]).unwrap();
+        let config = scenario.build(&Overrides::default()).unwrap();
+        let (sim_link, sim_source) = (&config.links[0], &config.pareto[0]);
+        let args = web(&[]).unwrap();
+        let (mix, source) = (args.mix().unwrap(), args.source());
+        assert_eq!(source.sizes, sim_source.sizes);
+        assert!((source.arrivals_per_sec / sim_source.arrivals_per_sec - 1.0).abs() < 1e-12);
+        assert_eq!(Some(mix.rate_bps), sim_link.rate);
+        assert_eq!(nanos(mix.delay), sim_link.delay);
+        // One bandwidth-delay product both ways: the simulator's in whole
+        // packets of its flows' size, the relay's in bytes.
+        let BufferLimit::Packets(packets) = sim_link.buffer else {
+            panic!("{:?}", sim_link.buffer);
+        };
+        let mss = u64::from(sim_source.flow.mss);
+        let Limit::Bytes(bytes) = mix.link.to_client.limit else {
+            panic!("{:?}", mix.link.to_client.limit);
+        };
+        assert!(
+            bytes.abs_diff(packets * mss) < mss,
+            "{bytes} B, {packets} packets"
+        );
+    }
+
+    /// The files the real stack fetches are those the simulator's engine
+    /// starts from the same source and seed.
+    #[test]
+    fn a_lone_source_lists_the_flows_the_engine_starts() {
+        let args = web(&["--duration", "20", "--seed", "7"]).unwrap();
+        let source = args.source();
+        let link = args.mix().unwrap().link;
+        let mut sim = Sim::new(SimConfig {
+            links: vec![
+                sim_link("data", &link.to_client, true).unwrap(),
+                sim_link("acks", &link.to_server, false).unwrap(),
+            ],
+            flows: Vec::new(),
+            pareto: vec![source.clone()],
+            floods: Vec::new(),
+            duration: nanos(21.0),
+            seed: 7,
+            sample: nanos(SIM_SAMPLE),
+            measure_from: 0,
+            trace: false,
+        })
+        .unwrap();
+        sim.run_until(nanos(21.0));
+        let started: Vec<(u64, u64)> = (sim.flows.iter())
+            .map(|f| (f.spec.start, f.spec.size.unwrap()))
+            .collect();
+        assert_eq!(started, source.arrivals(7));
+        assert!(started.len() > 50, "{}", started.len());
+        let files = args.mix().unwrap().fetches;
+        assert_eq!(files.len(), started.len());
+        assert_eq!(files[3].bytes, started[3].1);
+    }
+
+    /// The simulator runs the mix's files to their ends, and its figures
+    /// fit their definitions; a paired web run takes no link of its own.
+    #[test]
+    fn a_simulated_web_mix_finishes_every_file() {
+        let mix = web(&["--duration", "3"]).unwrap().mix().unwrap();
+        let (figures, times) = simulate(&mix, "erc".parse().unwrap()).unwrap();
+        assert_eq!(times.len(), mix.fetches.len());
+        assert!(times.iter().all(Option::is_some), "{times:?}");
+        assert!(figures.utilization > 0.0 && figures.utilization <= 1.0);
+        assert!(figures.queue_p50_ms <= figures.queue_p99_ms);
+        let classes = by_class(
+            &mix.fetches.iter().map(|f| f.bytes).collect::<Vec<_>>(),
+            &times,
+            &mix.sharing(),
+        );
+        assert!(classes[0].mean_x.is_some_and(|x| x > 0.9), "{classes:?}");
+        let args: PairedArgs = parse_args("paired", &["web", "--link-down", "rate 5mbit"]).unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let error = runtime.block_on(run_paired(&args)).unwrap_err();
+        assert!(error.contains("--link-down"), "{error}");
+    }
+
+    /// Each class counts its files; the mean is of times over processor
+    /// sharing's means, the p95 of each file's ratio; unfinished files
+    /// count nowhere.
+    #[test]
+    fn files_are_judged_by_size_class() {
+        let sizes = [50_000, 60_000, 500_000, 2_000_000, 20_000_000];
+        let times = [Some(0.2), Some(0.4), Some(1.0), None, Some(30.0)];
+        let sharing = [0.1, 0.1, 0.5, 2.0, 20.0];
+        let classes = by_class(&sizes, &times, &sharing);
+        let flows: Vec<usize> = classes.iter().map(|c| c.flows).collect();
+        assert_eq!(flows, [4, 2, 1, 0, 1]);
+        let close = |x: Option<f64>, y: f64| x.is_some_and(|x| (x - y).abs() < 1e-9);
+        assert!(close(classes[1].mean_x, 3.0), "{classes:?}");
+        assert!(classes[1].p95_x.is_some_and(|p| p > 3.0 && p <= 4.0));
+        assert!(close(classes[2].mean_x, 2.0), "{classes:?}");
+        assert_eq!((classes[3].mean_x, classes[3].p95_x), (None, None));
+        assert!(close(classes[4].mean_x, 1.5), "{classes:?}");
+        let cells: Vec<String> = classes.iter().map(class_cell).collect();
+        assert_eq!(cells[2], "2.00/2.00 (1)");
+        assert_eq!(cells[3], "–");
+    }
+
+    /// A chunk that never came, or took over two seconds, is late.
+    #[test]
+    fn late_chunks_are_counted() {
+        let Completion::Video {
+            mean_s,
+            p95_s,
+            late,
+        } = video_completion(&[Some(0.5), Some(2.5), None, Some(1.0)])
+        else {
+            unreachable!()
+        };
+        assert_eq!((mean_s, late), (Some(4.0 / 3.0), 2));
+        assert!(p95_s.is_some_and(|p| p > 2.0));
+    }
+
+    /// Video clients share --load of the link unless --bitrate says; a
+    /// chunk is two seconds of it.
+    #[test]
+    fn a_video_chunk_is_two_seconds_of_the_bitrate() {
+        let mix = web(&["--dash", "4"]).unwrap().mix().unwrap();
+        assert_eq!(mix.video, Some((4, 312_500)));
+        assert!(mix.fetches.is_empty());
+        let mix = (web(&["--dash", "2", "--bitrate", "800kbit"]).unwrap().mix()).unwrap();
+        assert_eq!(mix.video, Some((2, 200_000)));
+    }
+
+    /// Bad options are errors that name them.
+    #[test]
+    fn bad_input_is_an_error_that_says_why() {
+        for (words, wants) in [
+            (&["--load", "0"][..], "--load must be above 0"),
+            (&["--load", "1.5"], "--load must be above 0 and at most 1"),
+            (&["--shape", "1"], "--shape must be above 1"),
+            (
+                &["--max-size", "1000b"],
+                "--max-size (1000 bytes) must be more",
+            ),
+            (
+                &["--duration", "1"],
+                "--duration must be between 2 and 3600",
+            ),
+            (&["--buffer", "lots"], "--buffer"),
+        ] {
+            let error = web(words).and_then(|a| a.mix().map(|_| ())).unwrap_err();
+            assert!(error.contains(wants), "{words:?}: {error}");
+        }
+        for (words, wants) in [
+            (&["--bitrate", "1mbit"][..], "--dash"),
+            (&["--clients", "curl"], "possible values: ecnq, quic-go"),
+            (&["--dash", "0"], "--dash"),
+            (&["--cc", "tcp"], "tcp"),
+        ] {
+            let error = web(words).unwrap_err();
+            assert!(error.contains(wants), "{words:?}: {error}");
+        }
+    }
+
+    /// The table keeps its layout; the goal note judges erc against Cubic
+    /// in classes with enough files in both.
+    #[test]
+    fn the_table_and_the_goal() {
+        let mix = web(&["--duration", "2"]).unwrap().mix().unwrap();
+        let class = |flows, mean| ClassFigures {
+            flows,
+            mean_x: Some(mean),
+            p95_x: Some(mean * 2.0),
+        };
+        let row = |name: &str, small: f64, p99: f64| WebRow {
+            name: name.into(),
+            planned: 20,
+            finished: 20,
+            utilization: 0.5,
+            queue_ms: [1.0, 2.0, p99],
+            loss: 0.0,
+            completion: Completion::Web(vec![
+                class(20, small),
+                class(15, small),
+                class(5, 1.0),
+                ClassFigures::default(),
+                ClassFigures::default(),
+            ]),
+            failure: None,
+            host_steal: None,
+        };
+        let rows = [row("erc", 1.5, 4.0), row("cubic", 1.4, 30.0)];
+        let text = table_text(&rows, &mix);
+        assert!(
+            text.contains(
+                "erc          20/20  50.0%     1.0 ms     4.0 ms  0.00%    1.50/3.00 (20)"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "<100kB missed; erc's queue p99 ≤ 1/5 of Cubic's: met (4.0 ms against 30.0 ms)"
+            ),
+            "{text}"
+        );
+        let markdown = table_markdown(&rows, &mix);
+        assert!(markdown.starts_with("| run | done | util |"), "{markdown}");
+        assert!(markdown.contains("| cubic | 20/20 | 50.0% |"), "{markdown}");
+    }
 }
