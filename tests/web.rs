@@ -1,8 +1,8 @@
 //! End to end: `ecnq-perf web`'s web mix and video clients on the real
 //! stack, a few seconds each, through the relay shim on loopback.
 
+use ecnq_examples::http3::web::{self, Completion, WebArgs};
 use ecnq_examples::perf::parse_args;
-use ecnq_examples::perf::web::{self, Completion, WebArgs};
 
 fn args(words: &[&str]) -> WebArgs {
     parse_args("web", words).expect("valid options")

@@ -15,7 +15,7 @@ use ecnq_examples::perf::proto::{self, TestRequest, DEFAULT_PORT};
 use ecnq_examples::perf::pump::Pause;
 use ecnq_examples::perf::report::{self, Interval, Report, Sum};
 use ecnq_examples::perf::{
-    check_seconds, demo, paired, parse_seconds, server, testbed, web, MAX_SECONDS,
+    check_seconds, demo, paired, parse_seconds, server, testbed, MAX_SECONDS,
 };
 use ecnq_shim::shutdown_signal;
 
@@ -59,7 +59,7 @@ enum Command {
     /// controller in turn; prints completion time by size class over
     /// processor sharing's (or the chunks' download times), the link's
     /// utilization and the queue.
-    Web(Box<web::WebArgs>),
+    Web(Box<http3::web::WebArgs>),
     /// An HTTP/3 file server (ALPN h3) on ecnq: every connection's sending
     /// direction runs --cc, whatever the client. Prints the certificate's
     /// SPKI hash for Chromium and, as each connection ends, its bytes,
@@ -188,8 +188,12 @@ fn main() -> ExitCode {
         match cli.command {
             Some(Command::Demo(args)) => demo::run(*args).await,
             Some(Command::Testbed(args)) => testbed::run(args).await,
+            // The web mix is a mix of files from the h3 server.
+            Some(Command::Paired(args)) if args.scenario == paired::Named::Web => {
+                http3::web::run_paired(&args).await
+            }
             Some(Command::Paired(args)) => paired::run(*args).await,
-            Some(Command::Web(args)) => web::run(*args).await,
+            Some(Command::Web(args)) => http3::web::run(*args).await,
             Some(Command::H3Server(args)) => http3::command::run_server(args).await,
             Some(Command::H3Get(args)) => http3::command::run_get(args).await,
             None => perf(cli.perf).await,

@@ -139,7 +139,7 @@ const FAKE_NEWCOMERS_HELP: &str = "Instead of the comparison, issue 54's abuse t
     rate (--rate, or `rate` in --link-down or --link): a link whose capacity varies has no one \
     share to flood.";
 
-pub(super) fn rate_arg(s: &str) -> Result<u64, String> {
+pub fn rate_arg(s: &str) -> Result<u64, String> {
     s.parse::<Rate>()
         .map(|r| r.bits_per_sec().round() as u64)
         .map_err(|e| e.to_string())
@@ -149,7 +149,7 @@ fn link_arg(s: &str) -> Result<LinkSpec, String> {
     s.parse::<LinkSpec>().map_err(|e| e.to_string())
 }
 
-pub(super) fn time_arg(s: &str) -> Result<Duration, String> {
+pub fn time_arg(s: &str) -> Result<Duration, String> {
     parse_duration(s, Some(Duration::from_secs(60))).map_err(|e| e.to_string())
 }
 
@@ -163,7 +163,7 @@ fn demo_controllers() -> Vec<CongestionControl> {
         .collect()
 }
 
-pub(super) fn cc_arg(s: &str) -> Result<CongestionControl, String> {
+pub fn cc_arg(s: &str) -> Result<CongestionControl, String> {
     s.parse::<CongestionControl>().map_err(|e| e.to_string())
 }
 

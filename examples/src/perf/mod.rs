@@ -13,7 +13,6 @@ pub mod pump;
 pub mod report;
 pub mod server;
 pub mod testbed;
-pub mod web;
 
 /// Longest time a test or a demo run may last: an hour for the demo, a day
 /// for a test (`-t`).

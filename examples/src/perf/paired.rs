@@ -258,7 +258,10 @@ impl Scenario {
                 (link, both(d)[..1].to_vec(), None)
             }
             Named::Web => {
-                return Err("web is a mix of files, not of flows: see web::run_paired".into())
+                return Err(
+                    "web is a mix of files from the h3 server: http3::web::run_paired runs it"
+                        .into(),
+                )
             }
             Named::FakeNewcomers => {
                 let rate = demo_link.rate.ok_or("the demo's link has no rate")? as f64;
@@ -396,7 +399,7 @@ fn link(words: &str) -> Result<LinkSpec, String> {
 /// The simulated packet: a full datagram of quinn 0.11 on loopback (its
 /// MTU discovery's default upper bound, 1452 bytes of UDP payload) with
 /// its IPv4 and UDP headers (28 bytes), as the relay counts it.
-pub(super) const SIM_PACKET: u32 = 1480;
+pub const SIM_PACKET: u32 = 1480;
 
 /// Of [`SIM_PACKET`], the application bytes a real packet carries: less
 /// IPv4 and UDP (28), the QUIC short header (1 + ecnq's 8-byte connection
@@ -404,7 +407,7 @@ pub(super) const SIM_PACKET: u32 = 1480;
 /// frame's type, stream ID, 8-byte offset and length (RFC 9000 §19.8) and
 /// the AEAD tag (16, RFC 9001 §5.3). The simulator counts whole packets;
 /// its goodput is scaled by this over [`SIM_PACKET`] to be compared.
-pub(super) const APP_BYTES: u32 = SIM_PACKET - 28 - (1 + 8 + 4) - (1 + 1 + 8 + 2) - 16;
+pub const APP_BYTES: u32 = SIM_PACKET - 28 - (1 + 8 + 4) - (1 + 1 + 8 + 2) - 16;
 
 /// Most seconds the simulator runs on after the flows stop, until as
 /// many packets have left the data link (or were dropped) as it held
@@ -418,7 +421,7 @@ pub(super) const APP_BYTES: u32 = SIM_PACKET - 28 - (1 + 8 + 4) - (1 + 1 + 8 + 2
 const SIM_DRAIN: f64 = 30.0;
 
 /// The simulator's sampling period, seconds (its scenarios' default).
-pub(super) const SIM_SAMPLE: f64 = 0.1;
+pub const SIM_SAMPLE: f64 = 0.1;
 
 /// The group of the scenario's flows in the simulator.
 const FLOW_GROUP: &str = "paired";
@@ -426,7 +429,7 @@ const FLOW_GROUP: &str = "paired";
 /// The group of a flood's fake flows in the simulator.
 const FLOOD_GROUP: &str = "fake";
 
-pub(super) fn nanos(seconds: f64) -> Nanos {
+pub fn nanos(seconds: f64) -> Nanos {
     (seconds * 1e9).round() as Nanos
 }
 
@@ -448,7 +451,7 @@ pub fn sim_protocol(cc: CongestionControl) -> Protocol {
 /// queue, metered and marked as the shim's router is
 /// ([`router_config`]). Impairments the simulator does not model are an
 /// error, not left out.
-pub(super) fn sim_link(name: &str, spec: &LinkSpec, report: bool) -> Result<SimLink, String> {
+pub fn sim_link(name: &str, spec: &LinkSpec, report: bool) -> Result<SimLink, String> {
     let unmodelled = [
         (spec.jitter > Duration::ZERO, "jitter"),
         (spec.corrupt != Pattern::NONE, "corrupt"),
@@ -606,9 +609,6 @@ pub struct PairedRow {
 
 /// Runs `ecnq-perf paired`.
 pub async fn run(args: PairedArgs) -> Result<(), String> {
-    if args.scenario == Named::Web {
-        return super::web::run_paired(&args).await;
-    }
     let scenario = Scenario::from_args(&args)?;
     println!(
         "ecnq-perf paired {}: data (client to server) {}, ACKs {}; {} flow(s){}, {} s; \

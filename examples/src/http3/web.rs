@@ -36,16 +36,16 @@ use http::Uri;
 use rustls::RootCertStore;
 use tokio::time::Instant;
 
-use super::demo::{bottleneck, cc_arg, rate_arg, time_arg};
-use super::host::{steal_note, StealMeter};
-use super::loopback::{LinkSeries, RelayChain, RelayLink, DOWN};
-use super::paired::{
+use super::client::{Fetched, GetConfig, Session};
+use super::server::{FileServer, ServerConfig, SEND_WINDOW};
+use crate::perf::demo::{bottleneck, cc_arg, rate_arg, time_arg};
+use crate::perf::host::{steal_note, StealMeter};
+use crate::perf::loopback::{LinkSeries, RelayChain, RelayLink, DOWN};
+use crate::perf::paired::{
     self, nanos, sim_flow, sim_link, sim_protocol, Case, Figures, PairedArgs, PairedRow, APP_BYTES,
     SIM_PACKET, SIM_SAMPLE,
 };
-use super::{check_seconds, parse_args, parse_seconds, proto};
-use crate::http3::client::{GetConfig, Session};
-use crate::http3::server::{FileServer, ServerConfig, SEND_WINDOW};
+use crate::perf::{check_seconds, parse_args, parse_seconds, proto};
 
 /// Options of `ecnq-perf web`. The defaults are the simulator's web mix at
 /// 10 Mbit/s (sim/scenarios/web-10mbit.toml; the test
@@ -572,7 +572,7 @@ async fn fetch_once(config: &GetConfig, name: &str) -> Outcome {
 }
 
 /// The outcome of a fetch that started at `started`.
-fn fetched(result: Result<crate::http3::client::Fetched, String>, started: Instant) -> Outcome {
+fn fetched(result: Result<Fetched, String>, started: Instant) -> Outcome {
     match result {
         Ok(f) if f.status.is_success() => Outcome {
             seconds: Some(started.elapsed().as_secs_f64()),
