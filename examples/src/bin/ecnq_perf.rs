@@ -59,6 +59,14 @@ enum Command {
     /// controller in turn; prints completion time by size class over
     /// processor sharing's (or the chunks' download times), the link's
     /// utilization and the queue.
+    ///
+    /// A command of its own rather than a demo mode: its flows are files
+    /// from an HTTP/3 server, each on a connection of its own and judged
+    /// by its completion time in its size class, where the demo's are
+    /// timed uploads judged by rate. The files are those the simulator's
+    /// web mixes draw (web-10mbit's by default, one --seed for every
+    /// controller); `ecnq-perf paired web` runs the same mix in the
+    /// simulator beside the real stack.
     Web(Box<http3::web::WebArgs>),
     /// An HTTP/3 file server (ALPN h3) on ecnq: every connection's sending
     /// direction runs --cc, whatever the client. Prints the certificate's
