@@ -50,8 +50,10 @@ async fn every_file_of_a_short_web_mix_arrives_whole() {
         };
         let by_class: usize = classes[1..].iter().map(|c| c.flows).sum();
         assert_eq!((classes[0].flows, by_class), (row.finished, row.finished));
-        // No file can beat processor sharing by much: it pays the same
-        // handshake and round trip, and the link's rate.
+        // No file can beat processor sharing by more than a fifth: it
+        // pays the same handshake and the link's rate, and at best half a
+        // round trip less (its last byte is counted on arrival, the
+        // reference's at its ACK's).
         assert!(classes[0].mean_x.is_some_and(|x| x > 0.8), "{row:?}");
         assert!(row.utilization > 0.0 && row.utilization <= 1.0, "{row:?}");
         assert!(row.queue_ms[0] <= row.queue_ms[2], "{row:?}");
@@ -82,10 +84,9 @@ async fn every_chunk_of_a_short_video_run_arrives_whole() {
         run.outcomes
     );
     assert_eq!(row.finished, 6, "{row:?}");
-    let Completion::Video { mean_s, late, .. } = row.completion else {
+    let Completion::Video { mean_s, .. } = row.completion else {
         panic!("a video run's row has chunks: {row:?}");
     };
     // A 250 kB chunk alone at 10 Mbit/s takes 0.2 s and two round trips.
     assert!(mean_s.is_some_and(|s| s > 0.2), "{row:?}");
-    assert!(late <= 6);
 }

@@ -1125,7 +1125,8 @@ pub async fn run_paired(args: &PairedArgs) -> Result<(), String> {
     }
     notes.push(
         "web: goodput is the files' application bytes over the time until the last one \
-         ended; util is over the arrivals' span."
+         ended; util is over the arrivals' span. A real file's time ends at its last byte, a \
+         simulated one's (and processor sharing's) at that byte's ACK, half a round trip later."
             .to_owned(),
     );
     paired::report("web", &rows, &notes, false, args)
