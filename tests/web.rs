@@ -50,6 +50,13 @@ async fn every_file_of_a_short_web_mix_arrives_whole() {
         };
         let by_class: usize = classes[1..].iter().map(|c| c.flows).sum();
         assert_eq!((classes[0].flows, by_class), (row.finished, row.finished));
+        let by_client: usize = row.by_client.iter().map(|(_, c)| c.flows).sum();
+        let clients = clients.split(',').count();
+        assert_eq!(row.by_client.len(), if clients > 1 { clients } else { 0 });
+        assert!(
+            row.by_client.is_empty() || by_client == row.finished,
+            "{row:?}"
+        );
         // No file can beat processor sharing by more than a fifth: it
         // pays the same handshake and the link's rate, and at best half a
         // round trip less (its last byte is counted on arrival, the

@@ -120,7 +120,8 @@ const DASH_HELP: &str = "Instead of the web mix, the app-limited case: this many
     and how many were late: over two seconds) and the queue.";
 
 /// One HTTP/3 client program.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum ClientKind {
     /// ecnq-perf h3-get's client, in this process.
     Ecnq,
@@ -304,6 +305,8 @@ pub struct RealRun {
     pub outcomes: Vec<Outcome>,
     /// Each outcome's size as planned, bytes.
     pub planned: Vec<u64>,
+    /// The client of each outcome.
+    pub clients: Vec<ClientKind>,
     /// The server-to-client direction of the bottleneck.
     pub link: LinkSeries,
     /// Seconds the run took, until its last fetch ended or the deadline.
@@ -473,9 +476,17 @@ pub async fn run_real(
     let steal = StealMeter::start();
     let start = Instant::now();
     let done = Arc::new(AtomicUsize::new(0));
-    let (tasks, planned) = match mix.video {
-        Some((n, chunk)) => video_tasks(mix, n, chunk, &config, start, &done),
-        None => web_tasks(mix, clients, quic_go, &config, start, &done),
+    let (tasks, planned, client_of) = match mix.video {
+        Some((n, chunk)) => {
+            let (tasks, planned) = video_tasks(mix, n, chunk, &config, start, &done);
+            let client_of = vec![ClientKind::Ecnq; planned.len()];
+            (tasks, planned, client_of)
+        }
+        None => {
+            let (tasks, planned) = web_tasks(mix, clients, quic_go, &config, start, &done);
+            let client_of = (0..planned.len()).map(|i| clients[i % clients.len()]);
+            (tasks, planned, client_of.collect())
+        }
     };
     let total = planned.len();
     let deadline = start + Duration::from_secs_f64(mix.deadline());
@@ -514,6 +525,7 @@ pub async fn run_real(
     Ok(RealRun {
         outcomes,
         planned,
+        clients: client_of,
         link,
         elapsed,
         host_steal: steal.fraction(),
@@ -688,6 +700,8 @@ pub struct WebRow {
     pub completion: Completion,
     /// The first failure, if any fetch failed.
     pub failure: Option<String>,
+    /// With more than one client, each one's files (all classes).
+    pub by_client: Vec<(ClientKind, ClassFigures)>,
     /// The host's share of the CPU time during the run.
     pub host_steal: Option<f64>,
 }
@@ -722,9 +736,26 @@ impl WebRow {
                 None => format!("{} of {p} bytes arrived", o.bytes),
             });
         let sojourns = run.link.sojourn_hist(0.0, f64::INFINITY);
+        let sharing = mix.sharing();
+        let mut kinds = run.clients.clone();
+        kinds.sort_by_key(|k| *k as u8);
+        kinds.dedup();
+        let by_client = match (&mix.video, kinds.len()) {
+            (None, 2..) => (kinds.into_iter())
+                .map(|kind| {
+                    let of = |v: &[Option<f64>]| -> Vec<Option<f64>> {
+                        (v.iter().zip(&run.clients))
+                            .map(|(t, &k)| t.filter(|_| k == kind))
+                            .collect()
+                    };
+                    (kind, by_class(&run.planned, &of(&times), &sharing)[0])
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
         let completion = match mix.video {
             Some(_) => video_completion(&times),
-            None => Completion::Web(by_class(&run.planned, &times, &mix.sharing())),
+            None => Completion::Web(by_class(&run.planned, &times, &sharing)),
         };
         WebRow {
             name: name.to_owned(),
@@ -735,6 +766,7 @@ impl WebRow {
             loss: run.link.loss(),
             completion,
             failure,
+            by_client,
             host_steal: run.host_steal,
         }
     }
@@ -832,6 +864,16 @@ fn notes(rows: &[WebRow], mix: &Mix) -> Vec<String> {
                 r.name,
                 r.planned - r.finished,
                 r.planned
+            ));
+        }
+        if !r.by_client.is_empty() {
+            let parts: Vec<String> = (r.by_client.iter())
+                .map(|(kind, c)| format!("{kind} {}", class_cell(c)))
+                .collect();
+            notes.push(format!(
+                "{}, all files by client: {}",
+                r.name,
+                parts.join(", ")
             ));
         }
         notes.extend(steal_note(&r.name, r.host_steal));
@@ -1359,6 +1401,7 @@ mod tests {
                 ClassFigures::default(),
             ]),
             failure: None,
+            by_client: Vec::new(),
             host_steal: None,
         };
         let rows = [row("erc", 1.5, 4.0), row("cubic", 1.4, 30.0)];
