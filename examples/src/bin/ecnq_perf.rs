@@ -55,6 +55,21 @@ enum Command {
     /// flows and start times; prints both sets of figures and real/sim per
     /// controller, and draws goodput against p95 queueing delay.
     Paired(Box<paired::PairedArgs>),
+    /// Web traffic through an emulated bottleneck on loopback: HTTP/3
+    /// clients fetch files of Pareto sizes from the h3 server at a set
+    /// load (or, with --dash, video chunks every two seconds), each
+    /// controller in turn; prints completion time by size class over
+    /// processor sharing's (or the chunks' download times), the link's
+    /// utilization and the queue.
+    ///
+    /// A command of its own rather than a demo mode: its flows are files
+    /// from an HTTP/3 server, each on a connection of its own and judged
+    /// by its completion time in its size class, where the demo's are
+    /// timed uploads judged by rate. The files are those the simulator's
+    /// web mixes draw (web-10mbit's by default, one --seed for every
+    /// controller); `ecnq-perf paired web` runs the same mix in the
+    /// simulator beside the real stack.
+    Web(Box<http3::web::WebArgs>),
     /// An HTTP/3 file server (ALPN h3) on ecnq: every connection's sending
     /// direction runs --cc, whatever the client. Prints the certificate's
     /// SPKI hash for Chromium and, as each connection ends, its bytes,
@@ -183,7 +198,12 @@ fn main() -> ExitCode {
         match cli.command {
             Some(Command::Demo(args)) => demo::run(*args).await,
             Some(Command::Testbed(args)) => testbed::run(args).await,
+            // The web mix is a mix of files from the h3 server.
+            Some(Command::Paired(args)) if args.scenario == paired::Named::Web => {
+                http3::web::run_paired(&args).await
+            }
             Some(Command::Paired(args)) => paired::run(*args).await,
+            Some(Command::Web(args)) => http3::web::run(*args).await,
             Some(Command::H3Server(args)) => http3::command::run_server(args).await,
             Some(Command::H3Get(args)) => http3::command::run_get(args).await,
             None => perf(cli.perf).await,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes};
-use ecnq::quic::{CongestionControl, CongestionStats, Endpoint, Options};
+use ecnq::quic::{CongestionControl, CongestionStats, Connection, Endpoint, Options};
 use http::{Request, StatusCode, Uri};
 use rustls::RootCertStore;
 use tokio::io::AsyncWriteExt;
@@ -123,37 +123,79 @@ impl GetRun {
 
 type SendRequest = h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>;
 
+/// One HTTP/3 connection to a server, for GETs one after another or at
+/// once (`h3-get`'s downloads, and the clients of `ecnq-perf web`).
+pub struct Session {
+    endpoint: Endpoint,
+    connection: Connection,
+    send: SendRequest,
+    driving: tokio::task::JoinHandle<()>,
+    /// The handshake's duration.
+    pub handshake_seconds: f64,
+}
+
+impl Session {
+    /// Connects to `config`'s server and sets up HTTP/3.
+    pub async fn connect(config: &GetConfig) -> Result<Session, String> {
+        let bind: SocketAddr = if config.server.is_ipv4() {
+            (Ipv4Addr::UNSPECIFIED, 0).into()
+        } else {
+            (Ipv6Addr::UNSPECIFIED, 0).into()
+        };
+        let options = Options::new(config.cc).alpn(&[ALPN]);
+        let endpoint = Endpoint::client(bind, config.roots.clone(), options)
+            .map_err(|e| format!("cannot start a client: {e}"))?;
+        let started = Instant::now();
+        let connection = endpoint
+            .connect(config.server, &config.server_name)
+            .await
+            .map_err(|e| format!("cannot connect to {}: {e}", config.server))?;
+        let handshake_seconds = started.elapsed().as_secs_f64();
+        let quic = h3_quinn::Connection::new(connection.quinn().clone());
+        let (mut driver, send) = h3::client::new(quic)
+            .await
+            .map_err(|e| format!("HTTP/3 set-up with {} failed: {e}", config.server))?;
+        let driving = tokio::spawn(async move {
+            std::future::poll_fn(|cx| driver.poll_close(cx)).await;
+        });
+        Ok(Session {
+            endpoint,
+            connection,
+            send,
+            driving,
+            handshake_seconds,
+        })
+    }
+
+    /// GETs `uri`; a 2xx body is saved below `output` if given.
+    pub async fn fetch(&self, uri: Uri, output: Option<&Path>) -> Result<Fetched, String> {
+        fetch(self.send.clone(), uri, output).await
+    }
+
+    /// The client's end of the connection (what it sent with) now.
+    pub fn stats(&self) -> CongestionStats {
+        self.connection.congestion_stats()
+    }
+
+    /// Closes the connection as done, waiting a little for the server to
+    /// acknowledge it.
+    pub async fn close(self) {
+        self.connection.close(H3_NO_ERROR.into(), b"done");
+        self.driving.abort();
+        let _ = tokio::time::timeout(CLOSE_WAIT, self.endpoint.wait_idle()).await;
+    }
+}
+
 /// Connects and GETs every target at once on one connection.
 pub async fn get(config: &GetConfig, targets: &[Target]) -> Result<GetRun, String> {
-    let bind: SocketAddr = if config.server.is_ipv4() {
-        (Ipv4Addr::UNSPECIFIED, 0).into()
-    } else {
-        (Ipv6Addr::UNSPECIFIED, 0).into()
-    };
-    let options = Options::new(config.cc).alpn(&[ALPN]);
-    let endpoint = Endpoint::client(bind, config.roots.clone(), options)
-        .map_err(|e| format!("cannot start a client: {e}"))?;
-    let started = Instant::now();
-    let connection = endpoint
-        .connect(config.server, &config.server_name)
-        .await
-        .map_err(|e| format!("cannot connect to {}: {e}", config.server))?;
-    let handshake_seconds = started.elapsed().as_secs_f64();
-    let quic = h3_quinn::Connection::new(connection.quinn().clone());
-    let (mut driver, send) = h3::client::new(quic)
-        .await
-        .map_err(|e| format!("HTTP/3 set-up with {} failed: {e}", config.server))?;
-    let driving = tokio::spawn(async move {
-        std::future::poll_fn(|cx| driver.poll_close(cx)).await;
-    });
+    let session = Session::connect(config).await?;
     let requested = Instant::now();
     let output: Option<Arc<Path>> = config.output.as_deref().map(Arc::from);
     let mut tasks = JoinSet::new();
     for (i, target) in targets.iter().enumerate() {
-        let (send, uri, output) = (send.clone(), target.uri.clone(), output.clone());
+        let (send, uri, output) = (session.send.clone(), target.uri.clone(), output.clone());
         tasks.spawn(async move { (i, fetch(send, uri, output.as_deref()).await) });
     }
-    drop(send);
     let mut fetched: Vec<Option<Fetched>> = vec![None; targets.len()];
     let mut first_error = None;
     while let Some(joined) = tasks.join_next().await {
@@ -168,10 +210,8 @@ pub async fn get(config: &GetConfig, targets: &[Target]) -> Result<GetRun, Strin
         }
     }
     let seconds = requested.elapsed().as_secs_f64();
-    let stats = connection.congestion_stats();
-    connection.close(H3_NO_ERROR.into(), b"done");
-    driving.abort();
-    let _ = tokio::time::timeout(CLOSE_WAIT, endpoint.wait_idle()).await;
+    let (stats, handshake_seconds) = (session.stats(), session.handshake_seconds);
+    session.close().await;
     if let Some(e) = first_error {
         return Err(e);
     }

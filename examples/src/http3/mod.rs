@@ -5,11 +5,14 @@
 //! by default), exactly as `ecnq-perf`'s own protocol does, so a browser
 //! or any HTTP/3 client gets ecnq from the server alone.
 //!
-//! `ecnq-perf h3-server` and `ecnq-perf h3-get` are the command lines.
+//! `ecnq-perf h3-server` and `ecnq-perf h3-get` are the command lines;
+//! `ecnq-perf web` ([`web`]) runs both through the relay shim as a
+//! benchmark.
 
 pub mod client;
 pub mod command;
 pub mod server;
+pub mod web;
 
 use std::path::PathBuf;
 

@@ -139,7 +139,7 @@ const FAKE_NEWCOMERS_HELP: &str = "Instead of the comparison, issue 54's abuse t
     rate (--rate, or `rate` in --link-down or --link): a link whose capacity varies has no one \
     share to flood.";
 
-fn rate_arg(s: &str) -> Result<u64, String> {
+pub fn rate_arg(s: &str) -> Result<u64, String> {
     s.parse::<Rate>()
         .map(|r| r.bits_per_sec().round() as u64)
         .map_err(|e| e.to_string())
@@ -149,7 +149,7 @@ fn link_arg(s: &str) -> Result<LinkSpec, String> {
     s.parse::<LinkSpec>().map_err(|e| e.to_string())
 }
 
-fn time_arg(s: &str) -> Result<Duration, String> {
+pub fn time_arg(s: &str) -> Result<Duration, String> {
     parse_duration(s, Some(Duration::from_secs(60))).map_err(|e| e.to_string())
 }
 
@@ -163,8 +163,29 @@ fn demo_controllers() -> Vec<CongestionControl> {
         .collect()
 }
 
-fn cc_arg(s: &str) -> Result<CongestionControl, String> {
+pub fn cc_arg(s: &str) -> Result<CongestionControl, String> {
     s.parse::<CongestionControl>().map_err(|e| e.to_string())
+}
+
+/// The link of `--rate` (bit/s), `--rtt` (half each way) and `--buffer`
+/// (a size, or `bdp` for one bandwidth-delay product, at least two
+/// packets), and its buffer in bytes.
+pub fn bottleneck(rate: u64, rtt: Duration, buffer: &str) -> Result<(LinkSpec, u64), String> {
+    let buffer = match buffer.trim() {
+        "bdp" => ((rate as f64 / 8.0) * rtt.as_secs_f64()).max(3000.0) as u64,
+        size => size
+            .parse::<Size>()
+            .map(Size::bytes)
+            .map_err(|e| format!("--buffer: {e}"))?,
+    };
+    let half = rtt / 2;
+    let spec: LinkSpec = format!(
+        "rate {rate}bit delay {}us limit {buffer}b",
+        half.as_micros()
+    )
+    .parse()
+    .map_err(|e| format!("bad link: {e}"))?;
+    Ok((spec, buffer))
 }
 
 impl DemoArgs {
@@ -176,23 +197,7 @@ impl DemoArgs {
         if self.cc.is_empty() {
             return Err("--cc needs at least one controller".into());
         }
-        let buffer = match self.buffer.trim() {
-            "bdp" => ((self.rate as f64 / 8.0) * self.rtt.as_secs_f64()).max(3000.0) as u64,
-            size => size
-                .parse::<Size>()
-                .map(Size::bytes)
-                .map_err(|e| format!("--buffer: {e}"))?,
-        };
-        let half = self.rtt / 2;
-        let spec: LinkSpec = format!(
-            "rate {}bit delay {}us limit {}b",
-            self.rate,
-            half.as_micros(),
-            buffer
-        )
-        .parse()
-        .map_err(|e| format!("bad link: {e}"))?;
-        Ok((spec, buffer))
+        bottleneck(self.rate, self.rtt, &self.buffer)
     }
 
     /// One controller's run: a flow for the whole duration and a second

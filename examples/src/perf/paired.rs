@@ -53,6 +53,11 @@ pub enum Named {
     /// One long flow through the demo's link beside a flood of fake
     /// newcomers (--flood percent of the link) from 3 s on.
     FakeNewcomers,
+    /// `ecnq-perf web`'s mix at its defaults (10 Mbit/s, 40 ms, files of
+    /// Pareto sizes at half the link's rate, arriving for --duration): the
+    /// same files at the same times both ways; completion over processor
+    /// sharing by size class under the table.
+    Web,
 }
 
 /// Options of `ecnq-perf paired`.
@@ -252,6 +257,12 @@ impl Scenario {
                 };
                 (link, both(d)[..1].to_vec(), None)
             }
+            Named::Web => {
+                return Err(
+                    "web is a mix of files from the h3 server: http3::web::run_paired runs it"
+                        .into(),
+                )
+            }
             Named::FakeNewcomers => {
                 let rate = demo_link.rate.ok_or("the demo's link has no rate")? as f64;
                 let attack = Attack {
@@ -307,24 +318,13 @@ impl Scenario {
     pub fn sim_config(&self, case: Case) -> Result<SimConfig, String> {
         let link = self.link_for(case);
         let protocol = sim_protocol(case.cc);
-        let flow = |slot: &Slot, group: &str| FlowSpec {
-            protocol,
-            path: vec![0],
-            ack_path: vec![1],
-            start: nanos(slot.offset),
-            stop: Some(nanos(slot.offset + slot.seconds)),
-            pause: None,
-            size: None,
-            mss: SIM_PACKET,
-            max_window: None,
-            group: group.to_owned(),
-            sampled: true,
-            background: false,
-            // quinn acknowledges every second ack-eliciting packet
-            // (RFC 9000 §13.2.2), as the simulator's delayed ACKs do.
-            delayed_ack: true,
-            pace: true,
-            feedback: FeedbackPath::Session,
+        let flow = |slot: &Slot, group: &str| {
+            sim_flow(
+                protocol,
+                slot.offset,
+                Some(slot.offset + slot.seconds),
+                group,
+            )
         };
         let floods = self.flood.iter().map(|f| NewcomerFloodSpec {
             flow: FlowSpec {
@@ -361,6 +361,30 @@ impl Scenario {
     }
 }
 
+/// A simulated flow of `protocol` as the real stack runs it, from link 0
+/// (the data) back over link 1 (the ACKs), from `start` to `stop` seconds.
+pub fn sim_flow(protocol: Protocol, start: f64, stop: Option<f64>, group: &str) -> FlowSpec {
+    FlowSpec {
+        protocol,
+        path: vec![0],
+        ack_path: vec![1],
+        start: nanos(start),
+        stop: stop.map(nanos),
+        pause: None,
+        size: None,
+        mss: SIM_PACKET,
+        max_window: None,
+        group: group.to_owned(),
+        sampled: true,
+        background: false,
+        // quinn acknowledges every second ack-eliciting packet
+        // (RFC 9000 §13.2.2), as the simulator's delayed ACKs do.
+        delayed_ack: true,
+        pace: true,
+        feedback: FeedbackPath::Session,
+    }
+}
+
 /// The demo's options at their defaults, with runs of `duration` seconds.
 fn demo_args(duration: f64) -> Result<DemoArgs, String> {
     parse_args("demo", &["--duration", &duration.to_string()])
@@ -375,7 +399,7 @@ fn link(words: &str) -> Result<LinkSpec, String> {
 /// The simulated packet: a full datagram of quinn 0.11 on loopback (its
 /// MTU discovery's default upper bound, 1452 bytes of UDP payload) with
 /// its IPv4 and UDP headers (28 bytes), as the relay counts it.
-const SIM_PACKET: u32 = 1480;
+pub const SIM_PACKET: u32 = 1480;
 
 /// Of [`SIM_PACKET`], the application bytes a real packet carries: less
 /// IPv4 and UDP (28), the QUIC short header (1 + ecnq's 8-byte connection
@@ -383,7 +407,7 @@ const SIM_PACKET: u32 = 1480;
 /// frame's type, stream ID, 8-byte offset and length (RFC 9000 §19.8) and
 /// the AEAD tag (16, RFC 9001 §5.3). The simulator counts whole packets;
 /// its goodput is scaled by this over [`SIM_PACKET`] to be compared.
-const APP_BYTES: u32 = SIM_PACKET - 28 - (1 + 8 + 4) - (1 + 1 + 8 + 2) - 16;
+pub const APP_BYTES: u32 = SIM_PACKET - 28 - (1 + 8 + 4) - (1 + 1 + 8 + 2) - 16;
 
 /// Most seconds the simulator runs on after the flows stop, until as
 /// many packets have left the data link (or were dropped) as it held
@@ -397,7 +421,7 @@ const APP_BYTES: u32 = SIM_PACKET - 28 - (1 + 8 + 4) - (1 + 1 + 8 + 2) - 16;
 const SIM_DRAIN: f64 = 30.0;
 
 /// The simulator's sampling period, seconds (its scenarios' default).
-const SIM_SAMPLE: f64 = 0.1;
+pub const SIM_SAMPLE: f64 = 0.1;
 
 /// The group of the scenario's flows in the simulator.
 const FLOW_GROUP: &str = "paired";
@@ -405,7 +429,7 @@ const FLOW_GROUP: &str = "paired";
 /// The group of a flood's fake flows in the simulator.
 const FLOOD_GROUP: &str = "fake";
 
-fn nanos(seconds: f64) -> Nanos {
+pub fn nanos(seconds: f64) -> Nanos {
     (seconds * 1e9).round() as Nanos
 }
 
@@ -427,7 +451,7 @@ pub fn sim_protocol(cc: CongestionControl) -> Protocol {
 /// queue, metered and marked as the shim's router is
 /// ([`router_config`]). Impairments the simulator does not model are an
 /// error, not left out.
-fn sim_link(name: &str, spec: &LinkSpec, report: bool) -> Result<SimLink, String> {
+pub fn sim_link(name: &str, spec: &LinkSpec, report: bool) -> Result<SimLink, String> {
     let unmodelled = [
         (spec.jitter > Duration::ZERO, "jitter"),
         (spec.corrupt != Pattern::NONE, "corrupt"),
@@ -586,8 +610,6 @@ pub struct PairedRow {
 /// Runs `ecnq-perf paired`.
 pub async fn run(args: PairedArgs) -> Result<(), String> {
     let scenario = Scenario::from_args(&args)?;
-    std::fs::create_dir_all(&args.out)
-        .map_err(|e| format!("cannot create {}: {e}", args.out.display()))?;
     println!(
         "ecnq-perf paired {}: data (client to server) {}, ACKs {}; {} flow(s){}, {} s; \
          the simulator, then the real stack through the relay shim on loopback",
@@ -604,10 +626,27 @@ pub async fn run(args: PairedArgs) -> Result<(), String> {
     let qlog = args.qlog.as_deref();
     let rows = measure(&scenario, &args.cc, !args.sim_only, qlog).await?;
     let varies = scenario.link.to_server.varies.is_some();
-    print!("{}", table_text(&rows));
-    write_outputs(&scenario.name, &rows, varies, &args.out)?;
+    report(&scenario.name, &rows, &[], varies, &args)
+}
+
+/// Prints the table of scenario `name`'s `rows` with `extra` notes under
+/// it, draws its plot (a log delay axis if the link `varies`) and writes
+/// summary.json (and the Markdown of `--markdown`).
+pub fn report(
+    name: &str,
+    rows: &[PairedRow],
+    extra: &[String],
+    varies: bool,
+    args: &PairedArgs,
+) -> Result<(), String> {
+    std::fs::create_dir_all(&args.out)
+        .map_err(|e| format!("cannot create {}: {e}", args.out.display()))?;
+    let lines: String = extra.iter().map(|n| format!("{n}\n")).collect();
+    print!("{}{lines}", table_text(rows));
+    write_outputs(name, rows, varies, &args.out)?;
+    let paragraphs: String = extra.iter().map(|n| format!("\n{n}\n")).collect();
     match &args.markdown {
-        Some(path) => std::fs::write(path, table_markdown(&rows))
+        Some(path) => std::fs::write(path, table_markdown(rows) + &paragraphs)
             .map_err(|e| format!("cannot write {}: {e}", path.display())),
         None => Ok(()),
     }

@@ -9,6 +9,7 @@ use ecnq::router::MarkingMode;
 
 use super::clock::Nanos;
 use super::packet::PacketKind;
+use crate::rng::Rng;
 
 /// A link's buffer limit (the core's queue limit).
 pub use ecnq::router::bottleneck::QueueLimit as BufferLimit;
@@ -186,6 +187,37 @@ pub struct ParetoSpec {
     /// No arrivals after this time.
     pub until: Nanos,
 }
+
+impl ParetoSpec {
+    /// The next flow's size in bytes and the gap until the one after it,
+    /// drawn from `workload` (size first): how the engine starts each of
+    /// the source's flows, and [`ParetoSpec::arrivals`] lists them.
+    pub fn draw(&self, workload: &mut Rng) -> (u64, Nanos) {
+        let size = self.sizes.at(workload.uniform()).round().max(1.0) as u64;
+        let gap = (workload.exponential(1.0 / self.arrivals_per_sec) * 1e9) as Nanos;
+        (size, gap.max(1))
+    }
+
+    /// The flows this source starts in a run of `seed` where it is the
+    /// only source, (start, size), as the engine draws them: from its
+    /// template's start, Poisson arrivals until `until` (the real stack's
+    /// web benchmark fetches the same flows). Test:
+    /// a_lone_source_lists_the_flows_the_engine_starts.
+    pub fn arrivals(&self, seed: u64) -> Vec<(Nanos, u64)> {
+        let mut workload = Rng::new(seed ^ WORKLOAD_SEED);
+        let mut out = Vec::new();
+        let mut now = self.flow.start;
+        while now <= self.until {
+            let (size, gap) = self.draw(&mut workload);
+            out.push((now, size));
+            now = now.saturating_add(gap);
+        }
+        out
+    }
+}
+
+/// Mixed into the seed of the finite-flow workload's generator.
+pub(super) const WORKLOAD_SEED: u64 = 0x00F1_0A5D_5EED;
 
 /// Halvings of the interval that [`ParetoSizes::with_mean`] searches: past
 /// 64 an f64 interval no longer shrinks.

@@ -58,10 +58,8 @@ pub use trace::{Counters, TraceKind, TraceRecord};
 
 use crate::rng::Rng;
 use clock::{Clock, Event};
+use config::WORKLOAD_SEED;
 use flood::Flood;
-
-/// Mixed into the seed of the finite-flow workload's generator.
-const WORKLOAD_SEED: u64 = 0x00F1_0A5D_5EED;
 
 /// A simulation.
 pub struct Sim {

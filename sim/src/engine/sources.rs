@@ -1,7 +1,7 @@
 //! When flows begin and end: scheduled starts and stops, and finite flows
 //! arriving as a Poisson process with Pareto sizes.
 
-use super::clock::{Event, Nanos};
+use super::clock::Event;
 use super::flow::Flow;
 use super::state::FlowState;
 use super::Sim;
@@ -33,14 +33,11 @@ impl Sim {
         if now > src.until {
             return;
         }
-        let (sizes, rate) = (src.sizes, src.arrivals_per_sec);
+        let (size, gap) = src.draw(&mut self.workload);
         let mut spec = src.flow.clone();
-        let size = sizes.at(self.workload.uniform()).round().max(1.0) as u64;
         spec.size = Some(size);
         spec.start = now;
-        let gap = (self.workload.exponential(1.0 / rate) * 1e9) as Nanos;
-        self.clock
-            .schedule_at(now + gap.max(1), Event::Arrival(s as u32));
+        self.clock.schedule_at(now + gap, Event::Arrival(s as u32));
         let f = self.flows.len();
         self.flows.push(Flow::new(spec));
         self.start(f);

@@ -6,10 +6,8 @@ use ecnq::router::bottleneck::Class;
 use ecnq::statistics::{histogram_percentile, jain_index, SojournHistogram};
 use serde::Serialize;
 
-use super::sharing::{sojourn_times, Job};
-use crate::engine::{
-    FeedbackRecord, Flow, FlowSample, FlowSpec, FlowState, Link, Nanos, Sim, FLIGHT_BYTES,
-};
+use super::sharing::{self, Finite, Job};
+use crate::engine::{FeedbackRecord, Flow, FlowSample, FlowSpec, FlowState, Link, Nanos, Sim};
 
 /// Jain's index at which rates count as fair: issue 19's goal (0.99).
 pub const JAIN_FAIR: f64 = 0.99;
@@ -643,15 +641,8 @@ fn size_bands(finished: &[(u64, f64, f64)]) -> Vec<SizeBand> {
 }
 
 /// What each finite flow's completion time would be with processor sharing
-/// at its path's slowest link (flows meeting there share it): QUIC's
-/// handshake at the paths' propagation delays (the client's Initial, the
-/// server's flight, the client's Finished with the request, as the engine
-/// runs it), then its base round trip, in which the first byte goes out and
-/// the last ACK comes back, plus its sojourn at that link from the end of
-/// the handshake. The server's flight shares that link as a job of its own
-/// from when the client's Initial reaches the server: on short flows it is
-/// a tenth of the bytes, and a reference without it would put the link's
-/// load that much under what the flows meet (`rcp-afct`).
+/// at its path's slowest link, flows meeting there sharing it
+/// ([`sharing::completion_times`]).
 fn sharing_reference(sim: &Sim, finite: &[&Flow]) -> Vec<f64> {
     let slowest = |f: &Flow| {
         f.spec.path.iter().copied().min_by(|&a, &b| {
@@ -660,8 +651,6 @@ fn sharing_reference(sim: &Sim, finite: &[&Flow]) -> Vec<f64> {
         })
     };
     let delay = |links: &[usize]| secs(links.iter().map(|&l| sim.links[l].spec.delay).sum());
-    let base_rtt = |f: &Flow| delay(&f.spec.path) + delay(&f.spec.ack_path);
-    let handshake = |f: &Flow| base_rtt(f) + delay(&f.spec.ack_path);
     let mut reference = vec![0.0; finite.len()];
     let bottleneck: Vec<Option<usize>> = finite.iter().map(|f| slowest(f)).collect();
     let mut links = bottleneck.clone();
@@ -671,21 +660,25 @@ fn sharing_reference(sim: &Sim, finite: &[&Flow]) -> Vec<f64> {
         let members: Vec<usize> = (0..finite.len())
             .filter(|&i| bottleneck[i] == link)
             .collect();
-        let data = members.iter().map(|&i| Job {
-            start: secs(finite[i].spec.start) + handshake(finite[i]),
-            bytes: finite[i].spec.size.unwrap_or(0) as f64,
-        });
-        let flights = members.iter().map(|&i| Job {
-            start: secs(finite[i].spec.start) + delay(&finite[i].spec.ack_path),
-            bytes: f64::from(FLIGHT_BYTES),
-        });
-        let jobs: Vec<Job> = data.chain(flights).collect();
+        let flows: Vec<Finite> = (members.iter())
+            .map(|&i| Finite {
+                job: Job {
+                    start: secs(finite[i].spec.start),
+                    bytes: finite[i].spec.size.unwrap_or(0) as f64,
+                },
+                data_delay: delay(&finite[i].spec.path),
+                ack_delay: delay(&finite[i].spec.ack_path),
+            })
+            .collect();
         let capacity = link
             .and_then(|l| sim.links[l].spec.rate)
             .unwrap_or(f64::INFINITY)
             / 8.0;
-        for (&i, sojourn) in members.iter().zip(sojourn_times(&jobs, capacity)) {
-            reference[i] = handshake(finite[i]) + base_rtt(finite[i]) + sojourn;
+        for (&i, time) in members
+            .iter()
+            .zip(sharing::completion_times(&flows, capacity))
+        {
+            reference[i] = time;
         }
     }
     reference

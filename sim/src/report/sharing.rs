@@ -5,6 +5,8 @@
 //! flow-completion time is the right metric for congestion control", 2006);
 //! issue 19 asks erc's mean to stay within 1.5× of it.
 
+use crate::engine::FLIGHT_BYTES;
+
 /// One finite flow: when it arrives (s) and how many bytes it carries.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Job {
@@ -12,6 +14,47 @@ pub struct Job {
     pub start: f64,
     /// Size, bytes.
     pub bytes: f64,
+}
+
+/// A finite flow whose completion time the reference gives: a [`Job`]
+/// that first pays QUIC's handshake, with the propagation delays of its
+/// data path and of its ACK path, seconds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Finite {
+    /// Its arrival (the client's first packet) and its data bytes.
+    pub job: Job,
+    /// One-way delay of the path its data takes, s.
+    pub data_delay: f64,
+    /// One-way delay of the path its ACKs (and the client's handshake) take, s.
+    pub ack_delay: f64,
+}
+
+/// Each finite flow's completion time with processor sharing at a
+/// bottleneck of `capacity` bytes per second that all of them cross: QUIC's
+/// handshake at the paths' propagation delays (the client's Initial, the
+/// server's flight, the client's Finished with the request, as the
+/// simulator's engine runs it), then its base round trip, in which the
+/// first byte goes out and the last ACK comes back, plus its sojourn at the
+/// link from the end of the handshake. The server's flight shares the link
+/// as a job of its own from when the client's Initial reaches the server:
+/// on short flows it is a tenth of the bytes, and a reference without it
+/// would put the link's load that much under what the flows meet
+/// (`rcp-afct`). Test: a_flow_pays_two_round_trips_and_its_bytes.
+pub fn completion_times(flows: &[Finite], capacity: f64) -> Vec<f64> {
+    let base_rtt = |f: &Finite| f.data_delay + f.ack_delay;
+    let handshake = |f: &Finite| base_rtt(f) + f.ack_delay;
+    let data = flows.iter().map(|f| Job {
+        start: f.job.start + handshake(f),
+        bytes: f.job.bytes,
+    });
+    let flights = flows.iter().map(|f| Job {
+        start: f.job.start + f.ack_delay,
+        bytes: f64::from(FLIGHT_BYTES),
+    });
+    let jobs: Vec<Job> = data.chain(flights).collect();
+    (flows.iter().zip(sojourn_times(&jobs, capacity)))
+        .map(|(f, sojourn)| handshake(f) + base_rtt(f) + sojourn)
+        .collect()
 }
 
 /// How long each job stays on a processor-sharing link of `capacity` bytes
@@ -87,6 +130,30 @@ mod tests {
         // 50 until the second's 100 are done at 3; the first's 200 at 100.
         let t = sojourn_times(&[job(1.0, 100.0), job(0.0, 400.0)], 100.0);
         assert!(close(&t, &[2.0, 5.0]), "{t:?}");
+    }
+
+    /// A lone flow pays the handshake (a round trip and the ACK path's
+    /// delay), its base round trip and its bytes; the server's flight
+    /// shares the link with it.
+    #[test]
+    fn a_flow_pays_two_round_trips_and_its_bytes() {
+        let flow = Finite {
+            job: job(1.0, 10_000.0),
+            data_delay: 0.02,
+            ack_delay: 0.03,
+        };
+        // The flight arrives at 1.03 and is done at 1.03 + flight / C,
+        // long before the data starts at 1.08.
+        let t = completion_times(&[flow], 1e6);
+        assert!(close(&t, &[0.08 + 0.05 + 0.01]), "{t:?}");
+        let f = f64::from(FLIGHT_BYTES);
+        // At a rate where the flight is still on the link at 1.08, the
+        // data shares it until the flight is done.
+        let slow = f / 0.1;
+        let t = completion_times(&[flow], slow);
+        let shared = (f - 0.05 * slow) / (slow / 2.0);
+        let expected = 0.08 + 0.05 + shared + (10_000.0 - shared * slow / 2.0) / slow;
+        assert!(close(&t, &[expected]), "{t:?} vs {expected}");
     }
 
     #[test]

@@ -555,7 +555,7 @@ fn size_class_columns() -> Columns {
 }
 
 /// Each size class's name: `<100kB`, `100kB–1MB`, .., `≥10MB`.
-fn size_class_labels() -> Vec<String> {
+pub fn size_class_labels() -> Vec<String> {
     let size = |b: u64| match b {
         b if b >= 1_000_000 => format!("{}MB", b / 1_000_000),
         b => format!("{}kB", b / 1_000),
