@@ -5,6 +5,7 @@
 //!
 //! `cargo bench -p ecnq-examples --bench cpu [-- --help]`
 
+use std::path::Path;
 use std::process::ExitCode;
 
 use ecnq_examples::scale::cpu::{self, CaseReport, CpuCommand, CpuConfig, CpuReport, Round};
@@ -55,16 +56,24 @@ fn parent(config: &CpuConfig) -> Result<(), String> {
         let args = config.scale_args(case);
         let mut rounds = Vec::new();
         for round in 1..=config.rounds {
-            let run = |stack| {
+            let run_of = |exe: &Path, stack| {
                 eprintln!("{case:?} round {round}/{}: {stack}", config.rounds);
-                let run = scale::run_child(&exe, &args, stack)?;
+                let run = scale::run_child(exe, &args, stack)?;
                 cpu::measured(&run).map_err(|e| format!("{case:?} round {round}: {e}"))?;
                 Ok::<_, String>(run)
             };
-            // quinn first, then ecnq, round after round.
-            let quinn = run(Stack::Vanilla)?;
-            let ecnq = run(Stack::Ecnq)?;
-            rounds.push(Round { quinn, ecnq });
+            // quinn first, then ecnq (then the build before), round after round.
+            let quinn = run_of(&exe, Stack::Vanilla)?;
+            let ecnq = run_of(&exe, Stack::Ecnq)?;
+            let before = match &config.before {
+                Some(before) => Some(run_of(before, Stack::Ecnq)?),
+                None => None,
+            };
+            rounds.push(Round {
+                quinn,
+                ecnq,
+                before,
+            });
         }
         cases.push(CaseReport { case, rounds });
     }

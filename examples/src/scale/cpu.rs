@@ -33,6 +33,9 @@ options:
   -b, --bytes SIZE      bytes each of them downloads (default 128kb)
       --bulk SIZE       bytes the bulk connection downloads (default 256mb)
       --only-case CASE  run one case only (bulk or many)
+      --before EXE      another build of this bench (say, before a change):
+                        its ecnq runs too, after this build's in each round,
+                        and the report adds this build / that one
   -h, --help            this text";
 
 /// The goal of issue 73: ecnq's CPU per Gbit/s at most this many times
@@ -70,6 +73,8 @@ pub struct CpuConfig {
     pub bytes: u64,
     pub bulk_bytes: u64,
     pub cases: Vec<Case>,
+    /// Another build of this bench whose ecnq runs in each round too.
+    pub before: Option<std::path::PathBuf>,
 }
 
 impl Default for CpuConfig {
@@ -80,6 +85,7 @@ impl Default for CpuConfig {
             bytes: 128 << 10,
             bulk_bytes: 256 << 20,
             cases: Case::ALL.to_vec(),
+            before: None,
         }
     }
 }
@@ -162,6 +168,7 @@ pub fn parse_cpu_args(args: &[String]) -> Result<CpuCommand, String> {
                     _ => config.bytes = parsed.bytes,
                 }
             }
+            "--before" => config.before = Some(value()?.into()),
             "--only-case" => {
                 let text = value()?;
                 let case = Case::ALL
@@ -176,11 +183,13 @@ pub fn parse_cpu_args(args: &[String]) -> Result<CpuCommand, String> {
     Ok(CpuCommand::Run(config))
 }
 
-/// One round of a case: quinn's run, then ecnq's.
+/// One round of a case: quinn's run, then ecnq's, then the other build's
+/// ecnq run if asked for (`--before`).
 #[derive(Clone, Debug)]
 pub struct Round {
     pub quinn: StackReport,
     pub ecnq: StackReport,
+    pub before: Option<StackReport>,
 }
 
 /// A case's rounds.
@@ -242,6 +251,17 @@ impl CaseReport {
         (median(&mut quinn), median(&mut ecnq))
     }
 
+    /// This build's median CPU per Gbit/s over the other build's, if it ran.
+    pub fn before_ratio(&self) -> Option<f64> {
+        let mut before = self
+            .rounds
+            .iter()
+            .map(|r| r.before.as_ref().and_then(StackReport::cpu_per_gbit))
+            .collect::<Option<Vec<f64>>>()?;
+        let (_, ecnq) = self.medians(|r| r.cpu_per_gbit().unwrap_or(f64::NAN));
+        Some(ecnq / median(&mut before))
+    }
+
     /// ecnq's median CPU per Gbit/s over quinn's.
     pub fn cpu_ratio(&self) -> f64 {
         let (quinn, ecnq) = self.medians(|r| r.cpu_per_gbit().unwrap_or(f64::NAN));
@@ -291,9 +311,13 @@ pub fn render_cpu(report: &CpuReport) -> String {
             };
             let ratio = round.ecnq.cpu_per_gbit().unwrap_or(f64::NAN)
                 / round.quinn.cpu_per_gbit().unwrap_or(f64::NAN);
+            let before = round
+                .before
+                .as_ref()
+                .map_or(String::new(), |b| format!("   before: {}", cell(b)));
             let _ = writeln!(
                 out,
-                "{:<6} {:>22} {:>22} {:>8.2}",
+                "{:<6} {:>22} {:>22} {:>8.2}{before}",
                 i + 1,
                 cell(&round.quinn),
                 cell(&round.ecnq),
@@ -306,6 +330,12 @@ pub fn render_cpu(report: &CpuReport) -> String {
             "median {quinn:>22.2} {ecnq:>22.2} {:>8.2}",
             case.cpu_ratio()
         );
+        if let Some(ratio) = case.before_ratio() {
+            let _ = writeln!(
+                out,
+                "ecnq, this build / the one before: {ratio:.2} (medians)"
+            );
+        }
         let _ = writeln!(
             out,
             "goal: CPU per Gbit/s, ecnq / quinn <= {CPU_GOAL}: {} ({:.2})",
@@ -353,10 +383,13 @@ mod tests {
 
     #[test]
     fn arguments_parse_and_bad_ones_are_refused() {
-        let Ok(CpuCommand::Run(config)) = args(&["--bench", "-r", "3", "--bulk", "64mb"]) else {
+        let Ok(CpuCommand::Run(config)) =
+            args(&["--bench", "-r", "3", "--bulk", "64mb", "--before", "old"])
+        else {
             panic!("should parse");
         };
         assert_eq!((config.rounds, config.bulk_bytes), (3, 64 << 20));
+        assert_eq!(config.before, Some("old".into()));
         assert_eq!(config.scale_args(Case::Bulk).last().unwrap(), "--no-relay");
         let Ok(CpuCommand::Child(child)) = args(&["-n", "1", "--no-relay", "--only", "ecnq"])
         else {
