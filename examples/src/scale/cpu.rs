@@ -9,7 +9,7 @@
 use std::fmt::Write as _;
 
 use super::config::ScaleConfig;
-use super::report::StackReport;
+use super::report::{verdict, StackReport};
 use crate::perf::output::bytes as human_bytes;
 
 /// How to run the CPU bench.
@@ -352,14 +352,6 @@ pub fn render_cpu(report: &CpuReport) -> String {
         }
     }
     out
-}
-
-fn verdict(met: bool) -> &'static str {
-    if met {
-        "met"
-    } else {
-        "NOT met"
-    }
 }
 
 /// The machine's load average (`/proc/loadavg`), as `uptime` prints it.
