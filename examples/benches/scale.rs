@@ -62,9 +62,7 @@ fn child(
     stack: Stack,
 ) -> Result<bool, String> {
     let progress = |line: &str| progress(&format!("{stack}: {line}"));
-    let report = runtime.block_on(scale::run_stack(stack, config, &progress))?;
-    let line = serde_json::to_string(&report).map_err(|e| e.to_string())?;
-    println!("{line}");
+    runtime.block_on(scale::run_only(stack, config, &progress))?;
     Ok(true)
 }
 

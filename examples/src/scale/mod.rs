@@ -26,6 +26,7 @@
 
 mod clients;
 mod config;
+pub mod cpu;
 mod download;
 mod endpoints;
 mod process;
@@ -37,5 +38,5 @@ pub use config::{parse_args, Command, ScaleConfig, Stack, MAX_BYTES, MAX_CONNECT
 pub use download::{fill, Checker};
 pub use process::DRAIN_LIMIT;
 pub use report::{render, ScaleReport, ShimSessions, StackReport};
-pub use run::{order, run, run_child, run_name, run_stack};
+pub use run::{order, run, run_child, run_name, run_only, run_stack};
 pub use shim::shim_sessions;

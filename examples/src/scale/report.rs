@@ -390,7 +390,8 @@ fn write_goals(out: &mut String, report: &ScaleReport) {
     }
 }
 
-fn verdict(met: bool) -> &'static str {
+/// How a report says whether a goal was met.
+pub(super) fn verdict(met: bool) -> &'static str {
     if met {
         "met"
     } else {

@@ -58,6 +58,19 @@ pub async fn run(
     })
 }
 
+/// What a bench's child process does (`--only STACK`): runs `stack` and
+/// prints its figures as one JSON line on stdout, for [`run_child`].
+pub async fn run_only(
+    stack: Stack,
+    config: &ScaleConfig,
+    progress: &(dyn Fn(&str) + Sync),
+) -> Result<(), String> {
+    let report = run_stack(stack, config, progress).await?;
+    let line = serde_json::to_string(&report).map_err(|e| e.to_string())?;
+    println!("{line}");
+    Ok(())
+}
+
 /// Runs `exe ARGS --only STACK` (the bench itself) and reads the figures
 /// it prints; its progress goes to this process's stderr.
 pub fn run_child(exe: &Path, args: &[String], stack: Stack) -> Result<StackReport, String> {
@@ -75,7 +88,7 @@ pub fn run_child(exe: &Path, args: &[String], stack: Stack) -> Result<StackRepor
     serde_json::from_str(line).map_err(|e| format!("the {stack} run printed no figures: {e}"))
 }
 
-/// One stack's run: server and relay up, handshakes in batches, every
+/// One stack's run: server and relay (if `config.relay`) up, handshakes in batches, every
 /// download at once, then every connection closed.
 pub async fn run_stack(
     stack: Stack,
@@ -86,14 +99,17 @@ pub async fn run_stack(
     let cert = &SelfSigned::new(&["localhost"]).map_err(|e| e.to_string())?;
     let n = config.connections;
     let server = Server::start(stack, cert)?;
-    let shim = ShimRun::start(&config.link, server.addr, n)?;
+    let shim = match config.relay {
+        true => Some(ShimRun::start(&config.link, server.addr, n)?),
+        false => None,
+    };
     tokio::time::sleep(Duration::from_millis(100)).await;
     let base = Probe::take(true);
     let buffer_drops_before = udp_receive_buffer_drops();
     let (phase_tx, phase_rx) = watch::channel(Phase::Connect);
     let clients = Arc::new(Clients {
         stack,
-        entry: shim.entry,
+        entry: shim.as_ref().map_or(server.addr, |shim| shim.entry),
         roots: cert.roots(),
         bytes: config.bytes,
         phase: phase_rx,
@@ -116,7 +132,11 @@ pub async fn run_stack(
     let _ = phase_tx.send(Phase::Close);
     let (completed, failures, packets) = join_clients(tasks, server_packets).await?;
     server.stop().await;
-    let relay = shim.stop().await?;
+    let relay = match shim {
+        Some(shim) => Some(shim.stop().await?),
+        None => None,
+    };
+    let relay = relay.as_ref();
     drop(clients);
     let drained = drain().await.then(|| closing.elapsed());
     Ok(StackReport {
@@ -138,11 +158,11 @@ pub async fn run_stack(
         buffer_drops: transfer.buffer_drops,
         packets_sent: packets.sent,
         packets_lost: packets.lost,
-        shim_arrivals: relay.up.counters.arrivals + relay.down.counters.arrivals,
-        shim_drops: drops(&relay.up.counters) + drops(&relay.down.counters),
-        sessions_opened: relay.sessions.opened,
-        sessions_refused: relay.sessions.refused(),
-        sessions_evicted: relay.sessions.evicted,
+        shim_arrivals: relay.map_or(0, |r| r.up.counters.arrivals + r.down.counters.arrivals),
+        shim_drops: relay.map_or(0, |r| drops(&r.up.counters) + drops(&r.down.counters)),
+        sessions_opened: relay.map_or(0, |r| r.sessions.opened),
+        sessions_refused: relay.map_or(0, |r| r.sessions.refused()),
+        sessions_evicted: relay.map_or(0, |r| r.sessions.evicted),
         feedback_senders,
     })
 }

@@ -286,13 +286,30 @@ const ASK_GAP: Duration = Duration::from_millis(1);
 /// the rest of the time it sleeps until the session is left under its
 /// rate. quinn has no call that only wakes it; setting the receive window to the
 /// value ecnq leaves it at (quinn's default, unlimited) changes nothing
-/// else.
+/// else. An ask while the driver has not read its window since the last
+/// one is skipped: that wake is still pending, and another adds nothing
+/// but a lock and a wake-up (on a busy host, hundreds of connections asked
+/// every millisecond; `an_ask_waits_for_quinn_to_read_its_window`).
 async fn ask_while_under_rate(connection: quinn::Connection, peer: Arc<Peer>) {
-    let ask = || connection.set_receive_window(quinn::VarInt::MAX);
+    let last_read = AtomicU64::new(NEVER_ASKED);
+    let ask = || {
+        if window_read_since(&last_read, peer.window_reads()) {
+            connection.set_receive_window(quinn::VarInt::MAX);
+        }
+    };
     tokio::select! {
         _ = ask_while(|| peer.session().under_rate(), ask, &peer.under_rate) => {}
         _ = connection.closed() => {}
     }
+}
+
+/// No ask yet: no count of window reads is this high.
+const NEVER_ASKED: u64 = u64::MAX;
+
+/// Whether quinn read its window since the last ask: `reads` (its count of
+/// reads now) differs from the count at the last ask, which `last` keeps.
+fn window_read_since(last: &AtomicU64, reads: u64) -> bool {
+    last.swap(reads, Ordering::Relaxed) != reads
 }
 
 /// Calls `ask` every [`ASK_GAP`] while `under_rate()`; otherwise waits for
@@ -612,5 +629,14 @@ mod tests {
         assert!(after <= 1, "{after} asks once at the rate");
         let looks = checks.load(Ordering::Relaxed) - checked;
         assert!(looks <= 1, "{looks} looks in 100 ms at the rate");
+    }
+
+    #[test]
+    fn an_ask_waits_for_quinn_to_read_its_window() {
+        let last = AtomicU64::new(NEVER_ASKED);
+        assert!(window_read_since(&last, 0), "the first ask goes");
+        assert!(!window_read_since(&last, 0), "no read since: skipped");
+        assert!(window_read_since(&last, 3), "read since: asked again");
+        assert!(!window_read_since(&last, 3));
     }
 }

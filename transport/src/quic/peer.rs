@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -34,6 +34,9 @@ pub(crate) struct Peer {
     /// ([`Session::under_rate`]).
     pub under_rate: Notify,
     attached: AtomicBool,
+    /// How often quinn read its window ([`Peer::quinn_window`]): the
+    /// under-rate task asks again only once quinn has read it since.
+    window_reads: AtomicU64,
     /// Where the session's events go besides the logs, if asked.
     #[cfg(feature = "qlog")]
     qlog: std::sync::OnceLock<Arc<super::qlog::QlogFile>>,
@@ -137,6 +140,7 @@ impl Peer {
             notify: Notify::new(),
             under_rate: Notify::new(),
             attached: AtomicBool::new(false),
+            window_reads: AtomicU64::new(0),
             #[cfg(feature = "qlog")]
             qlog: std::sync::OnceLock::new(),
         }
@@ -183,6 +187,7 @@ impl Peer {
     /// The window quinn may use at `at`: the published one, or, for a rate
     /// law, its gate's.
     pub fn quinn_window(&self, at: Instant) -> u64 {
+        self.window_reads.fetch_add(1, Ordering::Relaxed);
         let published = self.published.window();
         if !self.published.rate_gated() {
             return published;
@@ -191,6 +196,11 @@ impl Peer {
         self.session()
             .window(self.since_epoch(at))
             .unwrap_or(published)
+    }
+
+    /// How often quinn has read its window.
+    pub fn window_reads(&self) -> u64 {
+        self.window_reads.load(Ordering::Relaxed)
     }
 
     /// The whole TOS byte for a datagram of `packets` packets (a GSO batch)
