@@ -46,6 +46,12 @@ const SURGE_ROUNDS: u32 = 8;
 /// window, which a buffer of a bandwidth-delay product holds.
 const QUEUE_BUDGET: Duration = Duration::from_millis(5);
 
+/// The most flights a router remembers: a flood of flights (real or not)
+/// must not grow its memory without bound. At the bound, 12 kB each, the
+/// expected windows are 0.8 GB, far over what any link's round trip
+/// and buffer hold, so the code is at its most already. ecnq's own.
+const MOST_FLIGHTS: usize = 1 << 16;
+
 /// The weight of each newcomer's round trip in the average the router
 /// assumes for the next (RFC 6298's α for the smoothed RTT).
 const ROUND_GAIN: f64 = 0.125;
@@ -105,6 +111,7 @@ impl Flights {
             .recent
             .front()
             .is_some_and(|&at| now.saturating_sub(at) > span)
+            || self.recent.len() >= MOST_FLIGHTS
         {
             self.recent.pop_front();
         }
@@ -175,6 +182,19 @@ mod tests {
             r.mark(MS, &link(CAPACITY, 0), &mut pkt);
             assert_eq!(pkt.ecn, ecn);
         }
+    }
+
+    /// A flood of flights is remembered up to a bound, and still asks the
+    /// most of each.
+    #[test]
+    fn a_flood_of_flights_is_remembered_up_to_a_bound() {
+        let mut flights = Flights::default();
+        let mut code = 0;
+        for i in 0..2 * MOST_FLIGHTS as u32 {
+            code = flights.code(Duration::from_nanos(u64::from(i)), CAPACITY, (CAPACITY, 0));
+        }
+        assert_eq!(flights.recent.len(), MOST_FLIGHTS);
+        assert_eq!(code, START_CODE_DIGITS - 1);
     }
 
     /// On a link the flows there keep full, a newcomer's window goes into
