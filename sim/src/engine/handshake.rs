@@ -7,7 +7,9 @@
 //! end's other packets are, so routers queue, count and mark it. The
 //! receiver's decoder reads only the data's marks: the flight's digits
 //! are written a round trip before the data's, and a chain mixing the two
-//! spelled an unrelated rate (docs/design.md §2, Arrivals). An explicit
+//! spelled an unrelated rate (docs/design.md §2, Arrivals); an erc
+//! router writes its start code into the flight instead, which slows the
+//! server's first window (`a_flash_crowd_paces_its_initial_windows_to_the_start_code`). An explicit
 //! baseline's flight carries its header ([`SenderLaw::handshake_header`]),
 //! which the routers fill in and the Finished echoes, so RCP's sender
 //! learns the path's rate as its SYN does (`rcp-afct`). Lost packets are
@@ -16,7 +18,9 @@
 //! every Initial with its whole flight.
 //! Tests: `sim/tests/engine.rs`, `a_flow_starts_with_the_handshake`.
 
+use ecnq::schemes::erc::first_window_pace;
 use ecnq::signal::RttSample;
+use ecnq::wire::ecn::Ecn;
 
 use super::clock::{dur, Event, Nanos};
 use super::packet::{Packet, PacketKind};
@@ -33,7 +37,7 @@ const INITIAL_LEN: u32 = 1200;
 /// before the client's address is validated (RFC 9000 §8.1), so three
 /// datagrams of the Initial's size (Initial and Handshake packets
 /// coalesced, the certificate chain inside).
-const FLIGHT: u8 = 3;
+const FLIGHT: u8 = ecnq::schemes::erc::START_CODE_DIGITS;
 /// The bytes of the server's flight, which cross the data path ahead of
 /// the data and take their part of its bottleneck (the processor-sharing
 /// reference counts them too).
@@ -67,6 +71,9 @@ pub(super) struct Handshake {
     echo: Header,
     /// When the server last sent its flight.
     flight_sent: Nanos,
+    /// The flight's datagrams that came Not-ECT (erc's start code), one bit
+    /// each: the client's ACK-ECN counts of the handshake tell the server.
+    cleared: u8,
 }
 
 impl Handshake {
@@ -152,6 +159,9 @@ impl Sim {
             let complete = hs.flight_complete();
             hs.client_rtt.get_or_insert(now - hs.initial_sent);
             hs.flight |= 1 << pkt.pn;
+            if pkt.marks.ecn == Ecn::NotEct {
+                hs.cleared |= 1 << pkt.pn;
+            }
             hs.echo = pkt.explicit;
             if !complete && self.flows[f].handshake.flight_complete() {
                 self.client_sends(f, FINISHED_PN, FINISHED_LEN);
@@ -167,10 +177,17 @@ impl Sim {
         // window goes out as it did without one (quinn paces it from the
         // handshake's RTT; the simulator's laws start from their ACKs).
         // Only an explicit header's echo comes with the handshake's round
-        // trip, as an RCP SYN's does.
+        // trip, as an RCP SYN's does, and erc's start code: the flight's
+        // datagrams a router cleared, which the client's ACK-ECN counts of
+        // the handshake tell the server, pace its first window.
+        let rtt = RttSample::uniform(dur(now - flow.handshake.flight_sent));
         if pkt.explicit != Header::None {
-            let rtt = RttSample::uniform(dur(now - flow.handshake.flight_sent));
             flow.law.on_echo(dur(now), pkt.explicit, &rtt);
+        }
+        let cleared = flow.handshake.cleared.count_ones() as u8;
+        let window_rate = flow.law.window() as f64 / rtt.smoothed.as_secs_f64();
+        if let Some(pace) = first_window_pace(cleared, FLIGHT, window_rate) {
+            flow.law.pace_first_window(dur(now), pace, &rtt);
         }
         flow.state = FlowState::Active;
         flow.pace_next = now;

@@ -383,6 +383,13 @@ pub trait Law: Send + fmt::Debug {
     /// gently.
     fn on_idle_restart(&mut self, _now: Duration, _idle: Duration) {}
 
+    /// The path's routers asked, in the handshake (whose round trip is
+    /// `rtt`), that the initial window go out no faster than `rate` bytes
+    /// per second (erc's start code,
+    /// [`crate::schemes::erc::first_window_pace`]). Laws that do not read
+    /// it ignore it.
+    fn pace_first_window(&mut self, _now: Duration, _rate: f64, _rtt: &RttSample) {}
+
     /// A feedback report arrived from the receiver.
     fn on_feedback(&mut self, now: Duration, feedback: Feedback, rtt: &RttSample);
 

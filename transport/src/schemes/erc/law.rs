@@ -105,6 +105,10 @@ pub struct ErcLaw {
     /// advertise. The Cubic start grows no further, and the sender paces at
     /// it (through [`ErcLaw::ramp`]) once it is above what the start sends.
     bound: Option<f64>,
+    /// The pace the handshake's start code asked of the initial window
+    /// ([`Law::pace_first_window`]): the start paces at it, or at the
+    /// partial chain's bound once that is above it, until its first chain.
+    first_pace: Option<f64>,
     /// Whether the Cubic window limits the flow below the advertised rate
     /// (after a loss or CE, until it has grown back); otherwise it follows
     /// the rate.
@@ -122,6 +126,7 @@ impl ErcLaw {
             rate: 0.0,
             cubic_binds: false,
             bound: None,
+            first_pace: None,
             rtt: RttSample::uniform(Duration::from_millis(100)),
             config,
         }
@@ -205,6 +210,7 @@ impl ErcLaw {
         let Some(bound) = self.bound else {
             return;
         };
+        let bound = self.first_pace.map_or(bound, |pace| bound.max(pace));
         let pacing = self.ramp.is_some();
         if pacing || (bound > self.cubic_rate() && !self.delay_rose()) {
             self.ramp = Some(Ramp::step(bound, now));
@@ -239,6 +245,18 @@ impl Law for ErcLaw {
         self.cubic.on_ack(now, acked_bytes, rtt);
         self.advance(now, rtt);
         self.limit_start(before);
+    }
+
+    /// A crowd's initial windows go out before any router can answer
+    /// them; the start code slows this one to a pace the router expects
+    /// the crowd to share (test `a_start_code_paces_the_initial_window`).
+    fn pace_first_window(&mut self, now: Duration, rate: f64, rtt: &RttSample) {
+        if self.index != 0 || self.ramp.is_some() {
+            return;
+        }
+        self.first_pace = Some(rate);
+        self.ramp = Some(Ramp::step(rate, now));
+        self.advance(now, rtt);
     }
 
     fn on_feedback(&mut self, now: Duration, feedback: Feedback, rtt: &RttSample) {
@@ -535,6 +553,30 @@ mod tests {
         };
         law.on_feedback(MS * 41, bound(1e6), &queued);
         assert_eq!(law.pacing_rate(), None);
+    }
+
+    /// The start code paces the initial window; the partial chain's
+    /// bound takes over only above it, and the first whole chain as usual.
+    #[test]
+    fn a_start_code_paces_the_initial_window() {
+        let config = LawConfig::with_mss(1_000);
+        let quiet = RttSample::uniform(MS * 40);
+        let mut law = ErcLaw::new(config);
+        let paced = |law: &ErcLaw| law.pacing_rate().map(index_of);
+        let start = config.initial_window as f64 / 0.04;
+        law.pace_first_window(MS * 40, start / 4.0, &quiet);
+        assert_eq!(paced(&law), Some(index_of(start / 4.0)));
+        let bound = |rate: f64| feedback(PARTIAL + index_of(rate));
+        law.on_feedback(MS * 41, bound(start / 100.0), &quiet);
+        assert_eq!(paced(&law), Some(index_of(start / 4.0)));
+        law.on_feedback(MS * 42, bound(start / 2.0), &quiet);
+        assert_eq!(paced(&law), Some(index_of(start / 2.0)));
+        law.on_feedback(MS * 43, feedback(index_of(start)), &quiet);
+        law.on_ack(MS * 93, 1_000, &quiet);
+        assert_eq!(paced(&law), Some(index_of(start)));
+        // Once a router has spoken, a late code changes nothing.
+        law.pace_first_window(MS * 94, start / 4.0, &quiet);
+        assert_eq!(paced(&law), Some(index_of(start)));
     }
 
     #[test]

@@ -96,6 +96,7 @@ mod decoder;
 mod index;
 mod law;
 mod router;
+mod start;
 
 pub use counts::{AckedDigits, ErcCountReader};
 pub use decoder::ErcDecoder;
@@ -105,6 +106,7 @@ pub use index::{
 };
 pub use law::ErcLaw;
 pub use router::{ErcConfig, ErcMarker};
+pub use start::{first_window_pace, START_CODE_DIGITS, START_CODE_STEP};
 
 use crate::wire::ecn::WireScheme;
 

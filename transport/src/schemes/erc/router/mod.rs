@@ -2,6 +2,7 @@
 //! fair share at the end of every interval (`share`), and writes its index
 //! into the flows' packets (`written`).
 
+mod flight;
 mod share;
 #[cfg(test)]
 mod testing;
@@ -9,9 +10,12 @@ mod written;
 
 use std::time::Duration;
 
+use super::START_CODE_DIGITS;
 use super::{digit, digit_of, ecn_of, position, Digits, DIGITS, RATE_MAX};
 use crate::signal::flow_table::{FlowTable, FlowTableConfig};
 use crate::signal::{LinkState, Marker, PacketMarks};
+use crate::wire::ecn::Ecn;
+use flight::Flights;
 use written::WrittenIndex;
 /// How an erc router computes its fair share.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -123,6 +127,11 @@ struct FlowState {
     /// says, so it is never young: it counts as bottlenecked once it sends
     /// at the share, and until then at its rate.
     signalled: bool,
+    /// The datagrams of its handshake flight seen so far, up to
+    /// [`START_CODE_DIGITS`] (a flow that came back has none to see), and
+    /// how many of them to clear ([`flight`]).
+    flight: u8,
+    start_code: u8,
 }
 
 /// The erc router of one output link (see the [scheme's docs](crate::schemes::erc)).
@@ -179,6 +188,8 @@ pub struct ErcMarker {
     /// Data packets this interval from flows that do not count yet (their
     /// first [`DIGITS`]).
     uncounted_packets: u64,
+    /// The newcomers' flights, for the start code.
+    flights: Flights,
 }
 
 impl ErcMarker {
@@ -208,6 +219,7 @@ impl ErcMarker {
             round_trip: config.reference_span,
             spare_gain: 1.0,
             uncounted_packets: 0,
+            flights: Flights::default(),
         }
     }
 
@@ -247,6 +259,7 @@ impl ErcMarker {
         }
         self.bytes += u64::from(link.packet_len);
         self.packets += 1;
+        self.flights.on_packet(now, link.packet_len);
         self.queue_min = self.queue_min.min(link.queue_bytes);
 
         let state = self.flows.entry(now, flow);
@@ -272,6 +285,7 @@ impl ErcMarker {
                 last_packet,
                 round,
                 packets,
+                flight: if back { START_CODE_DIGITS } else { 0 },
                 ..FlowState::default()
             };
             self.listed.push(flow);
@@ -297,9 +311,37 @@ impl ErcMarker {
             && since_first <= LONGEST_ROUND
         {
             state.round = Some(since_first);
+            if state.flight > 0 {
+                self.flights.learn_round(since_first);
+            }
         }
         state.last_packet = now;
         (self.newcomer_index, self.index, state, arrived)
+    }
+
+    /// Writes the start code into a datagram of a new flow's handshake
+    /// flight (its first data-sized packets, up to [`START_CODE_DIGITS`],
+    /// before its first [`RETURN_GAP`]: a client's Initial is alone before
+    /// it waits, and no 1-RTT packet follows it before then), in place of
+    /// the chain's digit: the receiver reads no chain from the handshake
+    /// (`handshake_datagrams_are_counted_but_not_decoded`). The first of
+    /// them sets how many to clear; a datagram an upstream router cleared
+    /// stays cleared, and CE passes unchanged.
+    fn write_start_code(&mut self, now: Duration, nth: u8, target: f64, pkt: &mut PacketMarks) {
+        let code = match nth {
+            0 => {
+                let shared = (self.bottleneck_capacity, self.bottlenecked);
+                let code = self.flights.code(now, target, shared);
+                if let Some(state) = self.flows.get_mut(now, pkt.flow) {
+                    state.start_code = code;
+                }
+                code
+            }
+            _ => self.flows.get(now, pkt.flow).map_or(0, |s| s.start_code),
+        };
+        if nth < code && pkt.ecn == Ecn::Ect0 {
+            pkt.ecn = Ecn::NotEct;
+        }
     }
 
     /// Whether erc flows are on the link: an erc packet came within
@@ -315,6 +357,14 @@ impl Marker for ErcMarker {
     fn mark(&mut self, now: Duration, link: &LinkState, pkt: &mut PacketMarks) {
         self.last_own = Some(now);
         let (newcomer_index, index, state, arrived) = self.meter_packet(now, link, pkt.flow, true);
+        let in_flight = state.round.is_none() && link.packet_len >= DATA_PACKET;
+        if in_flight && state.flight < START_CODE_DIGITS {
+            let nth = state.flight;
+            state.flight += 1;
+            let target = link.capacity * self.config.target_utilization;
+            self.write_start_code(now, nth, target, pkt);
+            return;
+        }
         let position = position(pkt.hash);
         // A newcomer reads its first chain mostly from packets it sent
         // before it counted: they carry the share that counts it, and so
@@ -582,8 +632,9 @@ mod tests {
             "{three} vs {}",
             r.newcomer_index
         );
+        send_flight(&mut r, 99, span + MS, capacity);
         let mut differs = false;
-        for n in 0..DIGITS - 1 {
+        for n in u32::from(START_CODE_DIGITS)..DIGITS - 1 {
             let hash = n.wrapping_mul(0x9e37_79b9);
             let mut pkt = packet(99, hash);
             let newcomer = r.newcomer_index;
@@ -603,7 +654,9 @@ mod tests {
         let mut r = ErcMarker::new(ErcConfig::default(), FlowTableConfig::default());
         drive(&mut r, capacity, &[2e6], Duration::ZERO, MS * 1_000);
         let mut d = ErcDecoder::default();
-        // One packet per position; the last of them makes it count.
+        // The receiver reads no chain from the flight; of the packets
+        // after it, one per position, the seventh makes the flow count.
+        send_flight(&mut r, 99, MS * 1_000, capacity);
         for position in 0..DIGITS {
             let mut pkt = packet(99, position);
             r.mark(MS * 1_000, &link(capacity, 0), &mut pkt);

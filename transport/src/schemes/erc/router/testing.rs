@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::ErcMarker;
-use crate::schemes::erc::{DIGITS, WIRE};
+use crate::schemes::erc::{DIGITS, START_CODE_DIGITS, WIRE};
 use crate::signal::{LinkState, Marker, PacketMarks};
 use crate::wire::ecn::{Ecn, SchemeTag, WireScheme};
 
@@ -30,6 +30,24 @@ pub(super) fn packet(flow: u64, hash: u32) -> PacketMarks {
         hash,
         flow,
     }
+}
+
+/// A new `flow`'s handshake flight at `now` on a link of `capacity`: its
+/// first [`START_CODE_DIGITS`] packets, which carry the start code and no
+/// chain. Returns their codepoints as the router left them.
+pub(super) fn send_flight(
+    router: &mut ErcMarker,
+    flow: u64,
+    now: Duration,
+    capacity: f64,
+) -> Vec<Ecn> {
+    (0..u32::from(START_CODE_DIGITS))
+        .map(|n| {
+            let mut pkt = packet(flow, n);
+            router.mark(now, &link(capacity, 0), &mut pkt);
+            pkt.ecn
+        })
+        .collect()
 }
 
 /// Drives `flows` flows through a router, each offering `rates[i]` bytes
