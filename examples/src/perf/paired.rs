@@ -325,6 +325,7 @@ impl Scenario {
             delayed_ack: true,
             pace: true,
             feedback: FeedbackPath::Session,
+            ack_frame: 1,
         };
         let floods = self.flood.iter().map(|f| NewcomerFloodSpec {
             flow: FlowSpec {
