@@ -382,6 +382,7 @@ pub fn sim_flow(protocol: Protocol, start: f64, stop: Option<f64>, group: &str) 
         delayed_ack: true,
         pace: true,
         feedback: FeedbackPath::Session,
+        ack_frame: 1,
     }
 }
 

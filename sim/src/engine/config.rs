@@ -144,6 +144,10 @@ pub struct FlowSpec {
     pub pace: bool,
     /// How an ecnq flow's feedback reaches its sender (other flows ignore it).
     pub feedback: FeedbackPath,
+    /// With ACK-count feedback, how many packets each of the receiver's
+    /// ACK frames newly acknowledges: the sender reads the counts once per
+    /// frame.
+    pub ack_frame: u32,
 }
 
 impl LinkSpec {

@@ -54,6 +54,9 @@ pub struct Flow {
     pub(super) tally: EcnTally,
     /// The receiver's counts as the last ACK the sender read carried them.
     pub(super) tally_read: EcnTally,
+    /// The hashes of the packets acknowledged since the counts were last
+    /// read: the ACK frame being gathered.
+    pub(super) frame: Vec<u32>,
     pub(super) data_ecn: Ecn,
     pub(super) router_assisted: bool,
     /// Presence probes, for the schemes that send them.
@@ -125,6 +128,7 @@ impl Flow {
             count_reader,
             tally: EcnTally::default(),
             tally_read: EcnTally::default(),
+            frame: Vec::new(),
             data_ecn: spec.protocol.data_ecn(),
             router_assisted: spec.protocol.router_assisted() && piggyback,
             probes: (spec.protocol.sends_probes() && piggyback)
@@ -317,39 +321,43 @@ impl Flow {
     }
 
     /// With ACK-count feedback, reads the receiver's counts on `ack` and
-    /// puts the reader's estimate in its place of the receiver's. The
-    /// simulator's ACKs name one or two packets, not QUIC's cumulative
-    /// ranges, so a rise that covers packets whose ACKs were lost says
-    /// nothing and is not read.
+    /// puts the reader's estimate in its place of the receiver's. ACKs
+    /// gather into frames of `ack_frame` packets, and the counts are read
+    /// once per frame, as from a receiver that acknowledges every
+    /// `ack_frame` packets. The simulator's ACKs name one or two packets,
+    /// not QUIC's cumulative ranges, so a rise that covers packets whose
+    /// ACKs were lost says nothing and is not read.
     pub(super) fn read_counts(&mut self, ack: &mut Packet) {
         let Some(reader) = self.count_reader.as_mut() else {
             return;
         };
         let (tally, read) = (ack.counts, self.tally_read);
         let base = self.base_pn;
-        let mut hashes = [0u32; 2];
-        let mut named = 0;
         for pn in iter::once(ack.pn).chain(ack.also) {
             let entry = pn
                 .checked_sub(base)
                 .and_then(|i| self.sent.get(usize::try_from(i).ok()?));
             if let Some(entry) = entry.filter(|e| e.state != SentState::Acked) {
-                hashes[named] = entry.hash;
-                named += 1;
+                self.frame.push(entry.hash);
             }
         }
-        if tally.received > read.received {
-            self.tally_read = tally;
-        }
+        let named = self.frame.len() as u64;
         // A rise over none of the named packets, or over packets whose
-        // ACKs were lost, says nothing.
-        if named > 0 && tally.received.checked_sub(read.received) == Some(named as u64) {
+        // ACKs were lost, says nothing: the frame starts again.
+        if tally.received.checked_sub(read.received) != Some(named) {
+            if tally.received > read.received {
+                self.tally_read = tally;
+            }
+            self.frame.clear();
+        } else if named >= u64::from(self.spec.ack_frame) {
             let rises = EcnCounts {
                 ect0: tally.ect0 - read.ect0,
                 ect1: 0,
                 ce: tally.ce - read.ce,
             };
-            reader.on_ack(&hashes[..named], rises);
+            reader.on_ack(&self.frame, rises);
+            self.tally_read = tally;
+            self.frame.clear();
         }
         ack.feedback = reader.estimate();
     }

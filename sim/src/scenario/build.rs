@@ -47,6 +47,12 @@ impl Scenario {
             rng: Rng::new(seed ^ 0x5CE7_A710),
             scheme: self.scheme(o),
             feedback: o.feedback.unwrap_or(f.feedback),
+            ack_frame: (f.ack_frame >= 1).then_some(f.ack_frame).ok_or_else(|| {
+                format!(
+                    "{}: ack_frame: an ACK frame acknowledges at least 1 packet",
+                    self.origin
+                )
+            })?,
             mss,
             queue: o.queue,
         };
@@ -87,6 +93,8 @@ struct Builder<'a> {
     scheme: Protocol,
     /// How ecnq flows' feedback reaches their senders.
     feedback: FeedbackPath,
+    /// With ACK-count feedback, the packets each ACK frame acknowledges.
+    ack_frame: u32,
     /// The scenario's packet size.
     mss: u32,
     /// Every link's queue discipline, if overridden.
@@ -355,6 +363,7 @@ impl Builder<'_> {
                 delayed_ack: g.delayed_ack,
                 pace: g.pace,
                 feedback: self.feedback,
+                ack_frame: self.ack_frame,
             });
         }
         Ok(())
@@ -516,6 +525,7 @@ impl Builder<'_> {
             delayed_ack: false,
             pace: true,
             feedback: self.feedback,
+            ack_frame: self.ack_frame,
         }
     }
 }

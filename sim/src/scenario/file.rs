@@ -266,6 +266,11 @@ pub struct ScenarioFile {
     /// counts, which the sender reads; erc only).
     #[serde(default, deserialize_with = "feedback_path")]
     pub feedback: FeedbackPath,
+    /// With `"ack-counts"`: how many packets each of the receiver's ACK
+    /// frames newly acknowledges (1, the default, is an ACK per packet;
+    /// Chromium's is 10). The sender reads the counts once per frame.
+    #[serde(default = "one")]
+    pub ack_frame: u32,
     /// Simulated time.
     pub duration: Time,
     /// RNG seed.
