@@ -46,6 +46,11 @@ pub struct WireEntry {
     /// Whether its senders are L4S scalable senders, which a dual-queue
     /// router serves in its L4S queue rather than its ecnq queue.
     pub l4s: bool,
+    /// Whether the ecnq queue drops its packets that a stalled link held
+    /// past CoDel's interval (`router::bottleneck`'s stall guard): its
+    /// senders pace at the router's rate beside a loss-driven window that
+    /// resends and cuts, so a cleared flight costs them little (erc).
+    pub clear_stalls: bool,
     /// How its senders send presence probes, if they do. Its lowest code is
     /// what senders send, so without probes a sender cannot tell an ecnq
     /// router at low load from no ecnq router at all (docs/design.md §2,
@@ -85,6 +90,7 @@ pub const WIRES: [WireEntry; 8] = [
             })
         },
         l4s: false,
+        clear_stalls: false,
         probe: Probe::None,
     },
     WireEntry {
@@ -99,6 +105,7 @@ pub const WIRES: [WireEntry; 8] = [
         count_reader: None,
         marker: |_| Box::new(VcpMarker),
         l4s: false,
+        clear_stalls: false,
         probe: Probe::NotEct,
     },
     WireEntry {
@@ -112,6 +119,7 @@ pub const WIRES: [WireEntry; 8] = [
         count_reader: None,
         marker: |c| Box::new(MpcpMarker::new(Chain::Two, c.flows)),
         l4s: false,
+        clear_stalls: false,
         probe: Probe::NotEct,
     },
     WireEntry {
@@ -124,6 +132,7 @@ pub const WIRES: [WireEntry; 8] = [
         count_reader: None,
         marker: |c| Box::new(MpcpMarker::new(Chain::Three, c.flows)),
         l4s: false,
+        clear_stalls: false,
         probe: Probe::NotEct,
     },
     WireEntry {
@@ -138,6 +147,7 @@ pub const WIRES: [WireEntry; 8] = [
         count_reader: None,
         marker: |_| Box::new(BmccMarker),
         l4s: false,
+        clear_stalls: false,
         probe: Probe::NotEct,
     },
     WireEntry {
@@ -154,6 +164,7 @@ pub const WIRES: [WireEntry; 8] = [
         count_reader: None,
         marker: |_| Box::new(McpMarker::default()),
         l4s: false,
+        clear_stalls: false,
         probe: Probe::TagBit,
     },
     WireEntry {
@@ -168,6 +179,7 @@ pub const WIRES: [WireEntry; 8] = [
         count_reader: Some(|| Box::new(ErcCountReader::default())),
         marker: |c| Box::new(ErcMarker::new(ErcConfig::default(), c.flows)),
         l4s: false,
+        clear_stalls: true,
         probe: Probe::None,
     },
     WireEntry {
@@ -182,6 +194,7 @@ pub const WIRES: [WireEntry; 8] = [
         marker: |_| Box::new(PragueMarker),
         // An L4S sender (RFC 9331 §4.3).
         l4s: true,
+        clear_stalls: false,
         probe: Probe::None,
     },
 ];
@@ -291,6 +304,12 @@ impl WireScheme {
     /// Whether a dual-queue router serves it in its L4S queue.
     pub const fn is_l4s(self) -> bool {
         self.entry().l4s
+    }
+
+    /// Whether the ecnq queue clears its stalled flight
+    /// ([`WireEntry::clear_stalls`]).
+    pub const fn clears_stalls(self) -> bool {
+        self.entry().clear_stalls
     }
 
     /// Whether it is an ecnq scheme, whose law answers the load an ecnq

@@ -42,9 +42,9 @@ impl<P: Queued> Bottleneck<P> {
 /// CoDel's target sojourn time (RFC 8289 §4.4).
 const CODEL_TARGET: Duration = Duration::from_millis(5);
 /// CoDel's interval (RFC 8289 §4.3).
-const CODEL_INTERVAL: Duration = Duration::from_millis(100);
+pub(super) const CODEL_INTERVAL: Duration = Duration::from_millis(100);
 /// Below this backlog CoDel never signals: one MTU-sized packet (RFC 8289 §5.3).
-const CODEL_MIN_BACKLOG: u64 = 1500;
+pub(super) const CODEL_MIN_BACKLOG: u64 = 1500;
 
 /// CoDel's state (RFC 8289 §5): decides at dequeue whether a packet
 /// carries a congestion signal.

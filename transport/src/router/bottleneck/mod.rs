@@ -47,7 +47,8 @@
 //! tested in `tests`; `scheduler` picks the class to serve, `share` keeps
 //! the ecnq queue's share, weights and allowance, `flows` counts the
 //! active and light flows, `by_flow` keeps each flow's waiting bytes
-//! (overflow, the sparse section), `codel` and `pi2` are the AQMs;
+//! (overflow, the sparse section), `codel` and `pi2` are the AQMs,
+//! `stall` clears the ecnq queue of a flight a stalled link held;
 //! `test_support` has what the tests share.
 
 use std::collections::VecDeque;
@@ -74,6 +75,7 @@ mod flows;
 mod pi2;
 mod scheduler;
 mod share;
+mod stall;
 #[cfg(test)]
 mod test_support;
 #[cfg(test)]
@@ -512,6 +514,10 @@ impl<P: Queued> Bottleneck<P> {
                 return;
             };
             let sojourn = start.saturating_sub(waiting.since);
+            if self.stalled_flight(class, &waiting, sojourn) {
+                self.drop_queued(class, waiting.packet);
+                continue;
+            }
             let signal = self.aqm_signal(start, class, &waiting, sojourn);
             if signal {
                 let Some(marked) = self.mark_or_drop(start, class, waiting) else {
@@ -584,10 +590,15 @@ impl<P: Queued> Bottleneck<P> {
             self.counters[class].aqm_marks += 1;
             Some(waiting)
         } else {
-            self.counters[class].aqm_drops += 1;
-            self.dropped.push((Dropped::Aqm, waiting.packet));
+            self.drop_queued(class, waiting.packet);
             None
         }
+    }
+
+    /// Drops `packet`, taken from the head of queue `class` by its AQM.
+    fn drop_queued(&mut self, class: usize, packet: P) {
+        self.counters[class].aqm_drops += 1;
+        self.dropped.push((Dropped::Aqm, packet));
     }
 
     /// Starts serializing `waiting`, from queue `class`, at `start` after
