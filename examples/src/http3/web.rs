@@ -267,7 +267,7 @@ impl Mix {
     }
 
     /// How long a web run waits for its files: the arrivals, then
-    /// [`DRAIN_SECONDS`] plus [`DRAIN_FACTOR`] times the largest file's
+    /// `DRAIN_SECONDS` plus `DRAIN_FACTOR` times the largest file's
     /// time alone at the link's rate.
     pub fn deadline(&self) -> f64 {
         let largest = self.fetches.iter().map(|f| f.bytes).max().unwrap_or(0);
