@@ -12,10 +12,16 @@
 //! The keys also see every 1-RTT packet's number as it is sealed and every
 //! ACK frame as it is opened, before quinn acts on it: where the session
 //! reads its peer's ACK-ECN counts ([`Published::reads_counts`](crate::session::Published::reads_counts)), the tap
-//! hands it each packet's number and hash, and each ACK frame. Everything
-//! else is passed through unchanged.
+//! hands it each packet's number and hash, and each ACK frame. The
+//! handshake's ACK frames go to the session whatever it reads (their ECN
+//! counts carry erc's start code), and the peer's first 1-RTT packet tells
+//! it the handshake is done. Everything else is passed through unchanged
+//! but the handshake's ECN counts, whose start code quinn must not take
+//! for a bleaching path ([`Tap::on_handshake_acks`]).
 
 use std::any::Any;
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -31,8 +37,8 @@ use super::cid::CID_LEN;
 use super::demux::{Cid, Routes};
 use super::header::{Header, Packet};
 use super::peer::Peer;
-use crate::session::PeerEvent;
-use crate::wire::ack::ack_frames;
+use crate::session::{HandshakeSpace, PeerEvent};
+use crate::wire::ack::{ack_frames, overwrite_varint, AckFrame};
 use crate::wire::hash::packet_hash;
 
 /// One connection's view of its packets' CIDs.
@@ -41,6 +47,8 @@ pub(crate) struct Tap {
     key: u32,
     peer: Arc<Peer>,
     state: Mutex<TapState>,
+    /// Whether the peer's first 1-RTT packet came.
+    handshake_done: AtomicBool,
 }
 
 #[derive(Default)]
@@ -58,6 +66,7 @@ impl Tap {
             key,
             peer,
             state: Mutex::default(),
+            handshake_done: AtomicBool::new(false),
         })
     }
 
@@ -73,17 +82,55 @@ impl Tap {
         }
     }
 
-    /// A 1-RTT packet was opened: its ACK frames go to the session before
-    /// quinn reads them. A frame type the reader does not know ends the
-    /// walk; the ACK frames before it are read (quinn and the stacks seen
-    /// so far put ACK frames first).
-    fn on_opened(&self, header: &[u8], payload: &[u8]) {
-        if !is_short(header) || !self.peer.published().reads_counts() {
+    /// A packet was opened: a 1-RTT packet's ACK frames go to the session
+    /// before quinn reads them, where the session reads counts. A frame
+    /// type the reader does not know ends the walk; the ACK frames before
+    /// it are read (quinn and the stacks seen so far put ACK frames first).
+    /// The peer's first 1-RTT packet ends the handshake for the session;
+    /// an Initial or Handshake packet's ACK frames carry erc's start code
+    /// ([`Tap::on_handshake_acks`]).
+    fn on_opened(&self, header: &[u8], payload: &mut [u8]) {
+        let now = Instant::now();
+        if let Some(space) = Packet::new_checked(header, CID_LEN)
+            .ok()
+            .and_then(|p| p.handshake_space())
+        {
+            self.on_handshake_acks(now, space, payload);
             return;
         }
-        let now = Instant::now();
+        if !is_short(header) {
+            return;
+        }
+        if !self.handshake_done.load(Ordering::Relaxed)
+            && !self.handshake_done.swap(true, Ordering::Relaxed)
+        {
+            self.peer.on_peer(now, PeerEvent::HandshakeDone);
+        }
+        if !self.peer.published().reads_counts() {
+            return;
+        }
         for frame in ack_frames(payload).map_while(Result::ok) {
             self.peer.on_peer(now, PeerEvent::AckFrame(frame));
+        }
+    }
+
+    /// The ACK frames of an Initial or Handshake packet go to the session,
+    /// which reads erc's start code from their ECN counts; then quinn gets
+    /// them with the packets the peer received Not-ECT counted ECT(0).
+    /// quinn takes an acknowledged ECT(0) packet that came Not-ECT for a
+    /// path that bleaches ECN and stops sending ECN, where a router only
+    /// wrote its code; a path that does bleach still fails quinn's check
+    /// in the 1-RTT space, which no code touches
+    /// (`handshake_counts_reach_quinn_with_the_code_counted_ect0`).
+    fn on_handshake_acks(&self, now: Instant, space: HandshakeSpace, payload: &mut [u8]) {
+        let mut repairs = Vec::new();
+        for frame in ack_frames(payload).map_while(Result::ok) {
+            self.peer
+                .on_peer(now, PeerEvent::HandshakeAck { space, frame });
+            repairs.extend(ect0_repair(payload, &frame));
+        }
+        for (field, ect0) in repairs {
+            overwrite_varint(&mut payload[field], ect0);
         }
     }
 
@@ -295,7 +342,7 @@ impl PacketKey for TappedKey {
     ) -> Result<(), CryptoError> {
         self.inner.decrypt(packet, header, payload)?;
         self.tap.on_received(header);
-        self.tap.on_opened(header, payload);
+        self.tap.on_opened(header, &mut payload[..]);
         Ok(())
     }
 
@@ -312,8 +359,67 @@ impl PacketKey for TappedKey {
     }
 }
 
+/// Where `frame` (found in `payload`) holds its ECT(0) count, and the
+/// count that takes every acknowledged packet that was not counted ECT(1)
+/// or CE for ECT(0); `None` where it already does, or has no counts.
+fn ect0_repair(payload: &[u8], frame: &AckFrame<'_>) -> Option<(Range<usize>, u64)> {
+    let ecn = frame.ecn()?;
+    let ect0 = frame
+        .acknowledged()
+        .saturating_sub(ecn.ect1.saturating_add(ecn.ce));
+    if ect0 <= ecn.ect0 {
+        return None;
+    }
+    let at = (frame.as_bytes().as_ptr() as usize).checked_sub(payload.as_ptr() as usize)?;
+    let field = frame.ect0_field()?;
+    Some((at + field.start..at + field.end, ect0))
+}
+
 /// Whether a packet has a short header (RFC 9000 §17.3: the header form
 /// bit, which header protection leaves alone, is 0): a 1-RTT packet.
 fn is_short(packet: &[u8]) -> bool {
     packet.first().is_some_and(|b| b & 0x80 == 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::ack::{AckRepr, EcnCounts};
+
+    /// A payload of a PING, an ACK_ECN frame of packets 0 to 3 with
+    /// `ect0` and one CE counted, and a PADDING byte.
+    fn payload(ect0: u64) -> Vec<u8> {
+        let repr = AckRepr {
+            largest: 3,
+            delay: 0,
+            ranges: vec![0..=3],
+            ecn: Some(EcnCounts {
+                ect0,
+                ect1: 0,
+                ce: 1,
+            }),
+        };
+        let mut bytes = vec![0x01];
+        repr.emit(&mut bytes);
+        bytes.push(0x00);
+        bytes
+    }
+
+    /// The handshake's packets a router cleared reach quinn counted ECT(0),
+    /// the rest of the payload untouched; counts that already take every
+    /// packet are left as they are.
+    #[test]
+    fn handshake_counts_reach_quinn_with_the_code_counted_ect0() {
+        let mut bytes = payload(1);
+        let frame = ack_frames(&bytes).next().unwrap().unwrap();
+        assert_eq!(frame.acknowledged(), 4);
+        let (field, ect0) = ect0_repair(&bytes, &frame).expect("a repair");
+        assert_eq!(ect0, 3);
+        assert!(overwrite_varint(&mut bytes[field], ect0));
+        assert_eq!(bytes, payload(3));
+        let frame = ack_frames(&bytes).next().unwrap().unwrap();
+        let ecn = frame.ecn().unwrap();
+        assert_eq!((ecn.ect0, ecn.ect1, ecn.ce), (3, 0, 1));
+        assert!(ect0_repair(&bytes, &frame).is_none());
+    }
 }
