@@ -38,7 +38,7 @@ use super::demux::{Cid, Routes};
 use super::header::{Header, Packet};
 use super::peer::Peer;
 use crate::session::{HandshakeSpace, PeerEvent};
-use crate::wire::ack::{ack_frames, overwrite_varint, AckFrame};
+use crate::wire::ack::{ack_frames, AckFrame, AckRepr, EcnCounts};
 use crate::wire::hash::packet_hash;
 
 /// One connection's view of its packets' CIDs.
@@ -89,7 +89,7 @@ impl Tap {
     /// The peer's first 1-RTT packet ends the handshake for the session;
     /// an Initial or Handshake packet's ACK frames carry erc's start code
     /// ([`Tap::on_handshake_acks`]).
-    fn on_opened(&self, header: &[u8], payload: &mut [u8]) {
+    fn on_opened(&self, header: &[u8], payload: &mut BytesMut) {
         let now = Instant::now();
         if let Some(space) = Packet::new_checked(header, CID_LEN)
             .ok()
@@ -116,22 +116,35 @@ impl Tap {
 
     /// The ACK frames of an Initial or Handshake packet go to the session,
     /// which reads erc's start code from their ECN counts; then quinn gets
-    /// them with the packets the peer received Not-ECT counted ECT(0).
-    /// quinn takes an acknowledged ECT(0) packet that came Not-ECT for a
-    /// path that bleaches ECN and stops sending ECN, where a router only
-    /// wrote its code; a path that does bleach still fails quinn's check
-    /// in the 1-RTT space, which no code touches
-    /// (`handshake_counts_reach_quinn_with_the_code_counted_ect0`).
-    fn on_handshake_acks(&self, now: Instant, space: HandshakeSpace, payload: &mut [u8]) {
+    /// them with every acknowledged packet not counted ECT(1) or CE
+    /// counted ECT(0), as ACK_ECN frames. quinn stops sending ECN when it
+    /// sees an acknowledged ECT(0) packet counted Not-ECT (a bleaching
+    /// path) or an ACK with no counts, which a client sends until an
+    /// ECT(0) packet has come: a router's code alone did either. A path
+    /// that bleaches, or a client that does not count, still fails
+    /// quinn's check in the 1-RTT space, which no code touches
+    /// (`handshake_acks_reach_quinn_with_the_code_counted_ect0`,
+    /// `a_start_code_leaves_quinn_sending_ecn`).
+    fn on_handshake_acks(&self, now: Instant, space: HandshakeSpace, payload: &mut BytesMut) {
         let mut repairs = Vec::new();
         for frame in ack_frames(payload).map_while(Result::ok) {
             self.peer
                 .on_peer(now, PeerEvent::HandshakeAck { space, frame });
             repairs.extend(ect0_repair(payload, &frame));
         }
-        for (field, ect0) in repairs {
-            overwrite_varint(&mut payload[field], ect0);
+        if repairs.is_empty() {
+            return;
         }
+        let mut repaired = Vec::with_capacity(payload.len() + 3 * repairs.len());
+        let mut at = 0;
+        for (range, frame) in repairs {
+            repaired.extend_from_slice(&payload[at..range.start]);
+            repaired.extend_from_slice(&frame);
+            at = range.end;
+        }
+        repaired.extend_from_slice(&payload[at..]);
+        payload.clear();
+        payload.extend_from_slice(&repaired);
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, TapState> {
@@ -342,7 +355,7 @@ impl PacketKey for TappedKey {
     ) -> Result<(), CryptoError> {
         self.inner.decrypt(packet, header, payload)?;
         self.tap.on_received(header);
-        self.tap.on_opened(header, &mut payload[..]);
+        self.tap.on_opened(header, payload);
         Ok(())
     }
 
@@ -359,20 +372,23 @@ impl PacketKey for TappedKey {
     }
 }
 
-/// Where `frame` (found in `payload`) holds its ECT(0) count, and the
-/// count that takes every acknowledged packet that was not counted ECT(1)
-/// or CE for ECT(0); `None` where it already does, or has no counts.
-fn ect0_repair(payload: &[u8], frame: &AckFrame<'_>) -> Option<(Range<usize>, u64)> {
-    let ecn = frame.ecn()?;
+/// Where `frame` lies in `payload`, and the ACK_ECN frame that takes every
+/// packet it acknowledges that was not counted ECT(1) or CE for ECT(0);
+/// `None` where its counts already do.
+fn ect0_repair(payload: &[u8], frame: &AckFrame<'_>) -> Option<(Range<usize>, Vec<u8>)> {
+    let mut repr = AckRepr::parse(frame);
+    let counts = repr.ecn.unwrap_or_default();
     let ect0 = frame
         .acknowledged()
-        .saturating_sub(ecn.ect1.saturating_add(ecn.ce));
-    if ect0 <= ecn.ect0 {
+        .saturating_sub(counts.ect1.saturating_add(counts.ce));
+    if repr.ecn.is_some() && ect0 <= counts.ect0 {
         return None;
     }
+    repr.ecn = Some(EcnCounts { ect0, ..counts });
     let at = (frame.as_bytes().as_ptr() as usize).checked_sub(payload.as_ptr() as usize)?;
-    let field = frame.ect0_field()?;
-    Some((at + field.start..at + field.end, ect0))
+    let mut bytes = Vec::new();
+    repr.emit(&mut bytes);
+    Some((at..at + frame.as_bytes().len(), bytes))
 }
 
 /// Whether a packet has a short header (RFC 9000 §17.3: the header form
@@ -384,20 +400,15 @@ fn is_short(packet: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::ack::{AckRepr, EcnCounts};
 
-    /// A payload of a PING, an ACK_ECN frame of packets 0 to 3 with
-    /// `ect0` and one CE counted, and a PADDING byte.
-    fn payload(ect0: u64) -> Vec<u8> {
+    /// A payload of a PING, an ACK frame of packets 0 to 3 with `ecn`
+    /// counts, and a PADDING byte.
+    fn payload(ecn: Option<(u64, u64)>) -> Vec<u8> {
         let repr = AckRepr {
             largest: 3,
             delay: 0,
             ranges: vec![0..=3],
-            ecn: Some(EcnCounts {
-                ect0,
-                ect1: 0,
-                ce: 1,
-            }),
+            ecn: ecn.map(|(ect0, ce)| EcnCounts { ect0, ect1: 0, ce }),
         };
         let mut bytes = vec![0x01];
         repr.emit(&mut bytes);
@@ -406,20 +417,22 @@ mod tests {
     }
 
     /// The handshake's packets a router cleared reach quinn counted ECT(0),
-    /// the rest of the payload untouched; counts that already take every
-    /// packet are left as they are.
+    /// an ACK without counts becomes an ACK_ECN frame, the rest of the
+    /// payload is untouched, and counts that take every packet already
+    /// are left as they are.
     #[test]
-    fn handshake_counts_reach_quinn_with_the_code_counted_ect0() {
-        let mut bytes = payload(1);
-        let frame = ack_frames(&bytes).next().unwrap().unwrap();
-        assert_eq!(frame.acknowledged(), 4);
-        let (field, ect0) = ect0_repair(&bytes, &frame).expect("a repair");
-        assert_eq!(ect0, 3);
-        assert!(overwrite_varint(&mut bytes[field], ect0));
-        assert_eq!(bytes, payload(3));
-        let frame = ack_frames(&bytes).next().unwrap().unwrap();
-        let ecn = frame.ecn().unwrap();
-        assert_eq!((ecn.ect0, ecn.ect1, ecn.ce), (3, 0, 1));
-        assert!(ect0_repair(&bytes, &frame).is_none());
+    fn handshake_acks_reach_quinn_with_the_code_counted_ect0() {
+        for (ecn, repaired) in [(Some((1, 1)), (3, 1)), (None, (4, 0))] {
+            let bytes = payload(ecn);
+            let frame = ack_frames(&bytes).next().unwrap().unwrap();
+            assert_eq!(frame.acknowledged(), 4);
+            let (range, frame) = ect0_repair(&bytes, &frame).expect("a repair");
+            let mut out = bytes[..range.start].to_vec();
+            out.extend_from_slice(&frame);
+            out.extend_from_slice(&bytes[range.end..]);
+            assert_eq!(out, payload(Some(repaired)), "{ecn:?}");
+            let frame = ack_frames(&out).next().unwrap().unwrap();
+            assert!(ect0_repair(&out, &frame).is_none());
+        }
     }
 }

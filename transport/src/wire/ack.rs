@@ -21,7 +21,7 @@
 
 use std::fmt;
 use std::iter::FusedIterator;
-use std::ops::{Range, RangeInclusive};
+use std::ops::RangeInclusive;
 
 /// The largest value a variable-length integer holds (RFC 9000 §16).
 const MAX_VARINT: u64 = (1 << 62) - 1;
@@ -191,20 +191,6 @@ fn write_varint(buf: &mut Vec<u8>, value: u64) {
     buf.extend_from_slice(&bytes[first..]);
 }
 
-/// Writes `value` over `field`, a varint of the same length (1, 2, 4 or 8
-/// bytes; RFC 9000 §16 allows any length that holds the value); `false`,
-/// with `field` unchanged, where it does not fit.
-pub fn overwrite_varint(field: &mut [u8], value: u64) -> bool {
-    let len = field.len();
-    if !matches!(len, 1 | 2 | 4 | 8) || value > MAX_VARINT || varint_len(value) > len {
-        return false;
-    }
-    let bytes = value.to_be_bytes();
-    field.copy_from_slice(&bytes[bytes.len() - len..]);
-    field[0] |= (len.trailing_zeros() as u8) << 6;
-    true
-}
-
 /// One field of a frame after its type, as far as its length goes.
 #[derive(Clone, Copy, Debug)]
 enum Field {
@@ -348,8 +334,6 @@ pub struct AckFrame<'a> {
     /// The Gap and ACK Range Length pairs after the first range.
     pairs: &'a [u8],
     ecn: Option<EcnCounts>,
-    /// Where the ECN counts start in `bytes`.
-    counts_at: usize,
 }
 
 impl<'a> AckFrame<'a> {
@@ -368,7 +352,6 @@ impl<'a> AckFrame<'a> {
             smallest = *next_range(reader, smallest)?.start();
         }
         let pairs = &pairs_start[..pairs_start.len() - reader.rest.len()];
-        let counts_at = start.len() - reader.rest.len();
         let ecn = match with_ecn {
             true => Some(EcnCounts {
                 ect0: reader.varint()?,
@@ -384,7 +367,6 @@ impl<'a> AckFrame<'a> {
             first_range,
             pairs,
             ecn,
-            counts_at,
         })
     }
 
@@ -418,14 +400,6 @@ impl<'a> AckFrame<'a> {
         self.ranges()
             .map(|r| r.end().saturating_sub(*r.start()).saturating_add(1))
             .fold(0, u64::saturating_add)
-    }
-
-    /// Where an ACK_ECN frame's ECT(0) count lies in its bytes
-    /// ([`AckFrame::as_bytes`]); `None` for type 0x02.
-    pub fn ect0_field(&self) -> Option<Range<usize>> {
-        self.ecn?;
-        let first = *self.bytes.get(self.counts_at)?;
-        Some(self.counts_at..self.counts_at + (1 << (first >> 6)))
     }
 
     /// The ECN counts of an ACK_ECN frame (type 0x03), `None` for type 0x02.
@@ -673,21 +647,6 @@ mod tests {
                 assert_eq!(Reader::new(&bytes[..cut]).varint(), Err(Error::Truncated));
             }
         }
-    }
-
-    /// A varint is overwritten in its own length, which may be longer
-    /// than the value's shortest; a value that does not fit is refused.
-    #[test]
-    fn varints_are_overwritten_in_their_own_length() {
-        let mut field = [0x40, 0x05];
-        assert!(overwrite_varint(&mut field, 300));
-        assert_eq!(Reader::new(&field).varint(), Ok(300));
-        assert!(overwrite_varint(&mut field, 7));
-        assert_eq!(Reader::new(&field).varint(), Ok(7));
-        let mut one = [0x05];
-        assert!(!overwrite_varint(&mut one, 64));
-        assert_eq!(one, [0x05]);
-        assert!(!overwrite_varint(&mut [0; 3], 1));
     }
 
     #[test]
