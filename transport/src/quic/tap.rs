@@ -90,25 +90,22 @@ impl Tap {
     /// an Initial or Handshake packet's ACK frames carry erc's start code
     /// ([`Tap::on_handshake_acks`]).
     fn on_opened(&self, header: &[u8], payload: &mut BytesMut) {
-        let now = Instant::now();
-        if let Some(space) = Packet::new_checked(header, CID_LEN)
-            .ok()
-            .and_then(|p| p.handshake_space())
-        {
-            self.on_handshake_acks(now, space, payload);
-            return;
-        }
         if !is_short(header) {
+            let packet = Packet::new_checked(header, CID_LEN).ok();
+            if let Some(space) = packet.and_then(|p| p.handshake_space()) {
+                self.on_handshake_acks(Instant::now(), space, payload);
+            }
             return;
         }
         if !self.handshake_done.load(Ordering::Relaxed)
             && !self.handshake_done.swap(true, Ordering::Relaxed)
         {
-            self.peer.on_peer(now, PeerEvent::HandshakeDone);
+            self.peer.on_peer(Instant::now(), PeerEvent::HandshakeDone);
         }
         if !self.peer.published().reads_counts() {
             return;
         }
+        let now = Instant::now();
         for frame in ack_frames(payload).map_while(Result::ok) {
             self.peer.on_peer(now, PeerEvent::AckFrame(frame));
         }
