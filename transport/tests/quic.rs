@@ -757,3 +757,75 @@ async fn servers_are_verified_against_the_client_roots() {
     let error = result.unwrap_err().to_string();
     assert!(error.contains("invalid peer certificate"), "{error}");
 }
+
+/// A relay that clears the ECN field of the first `clear` datagrams to
+/// the client (the server's flight, as an erc router writes its start
+/// code) or of all of them (a path that bleaches ECN), raising probes.
+fn clearing_relay(server: &ecnq::quic::Endpoint, clear: u64) -> Relay {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let to_client = AtomicU64::new(0);
+    Relay::start(server.local_addr().unwrap(), move |dir, tos| {
+        let tos = raise_probes(tos);
+        match dir {
+            Dir::ToClient if to_client.fetch_add(1, Ordering::Relaxed) < clear => tos & !0b11,
+            _ => tos,
+        }
+    })
+}
+
+/// erc's start code on the real stack: a router that clears the server's
+/// first datagram (its Initial and first Handshake packet, coalesced)
+/// leaves it Not-ECT in the client's counts, and the server reads one
+/// cleared datagram; an untouched path reads none. Here the flight is
+/// that one datagram (a small certificate), and the client's handshake
+/// ACKs carry counts only once an ECT(0) packet has come (quinn's rule),
+/// so a cleared flight may also read as no counts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_erc_server_reads_the_start_code_from_its_clients_counts() {
+    const ERC: CongestionControl = CongestionControl::Ecnq(Scheme::Erc);
+    for clear in [0, 1] {
+        let (client, server) = endpoints(ERC, ERC, "127.0.0.1:0");
+        let relay = clearing_relay(&server, clear);
+        let (c, s) = connect(&client, &server, relay.addr).await;
+        transfer(&s, &c, MB, 21).await;
+        let stats = s.congestion_stats();
+        match clear {
+            0 => assert_eq!(stats.start_code, Some(0), "{stats:?}"),
+            _ => assert!(matches!(stats.start_code, Some(1) | None), "{stats:?}"),
+        }
+        assert_eq!(stats.mode, PeerMode::Ecnq, "{stats:?}");
+    }
+}
+
+/// quinn keeps sending ECN past a start code, and still stops on a path
+/// that bleaches it: a server running quinn's Cubic sends quinn's own
+/// codepoint, ECT(0) to the end behind a cleared first datagram, Not-ECT
+/// once it has seen every datagram come Not-ECT in its 1-RTT counts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_code_leaves_quinn_sending_ecn() {
+    const ERC: CongestionControl = CongestionControl::Ecnq(Scheme::Erc);
+    for (clear, ect_at_end) in [(1, true), (u64::MAX, false)] {
+        let (client, server) = endpoints(ERC, CongestionControl::Cubic, "127.0.0.1:0");
+        let relay = clearing_relay(&server, clear);
+        let (c, s) = connect(&client, &server, relay.addr).await;
+        transfer(&s, &c, MB, 22).await;
+        let sent = relay.tos(Dir::ToClient);
+        let last = &sent[sent.len() - 50..];
+        let ect = last
+            .iter()
+            .filter(|&&tos| Ecn::from_tos(tos) == Ecn::Ect0)
+            .count();
+        assert_eq!(
+            ect == last.len(),
+            ect_at_end,
+            "clear {clear}: {ect} of {}",
+            last.len()
+        );
+        assert_eq!(
+            ect == 0,
+            !ect_at_end,
+            "clear {clear}: {ect} of {}",
+            last.len()
+        );
+    }
+}

@@ -515,6 +515,7 @@ impl StatsHandle {
             decreases: session.decreases,
             ack_frames_read: session.ack_frames_read,
             ack_frames_unread: session.ack_frames_unread,
+            start_code: session.start_code,
             app_datagrams_dropped: self.dropped.load(Ordering::Relaxed),
         }
     }
@@ -562,6 +563,10 @@ pub struct CongestionStats {
     pub ack_frames_read: u64,
     /// ACK frames with ECN counts that could not be read.
     pub ack_frames_unread: u64,
+    /// erc's start code the handshake's ACK-ECN counts told: this end's
+    /// flight datagrams a router cleared; `None` before the handshake's
+    /// end or without counts.
+    pub start_code: Option<u8>,
     /// Application datagrams dropped because the application read too slowly.
     pub app_datagrams_dropped: u64,
 }

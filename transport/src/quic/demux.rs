@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use super::cid::{CidCodec, CidGenerator, CID_LEN, UNBOUND};
 use super::congestion::CongestionControl;
-use super::header::{retry_in, Header, Packet, MAX_CID_LEN};
+use super::header::{retry_in, starts_long, Header, Packet, MAX_CID_LEN};
 use super::peer::{canonical, quinn_view, Peer, PeerTable, MSS};
 use crate::wire::ecn::{Ecn, SchemeTag};
 
@@ -260,7 +260,10 @@ impl Routes {
         if let Some(run) = run {
             run.deliver(at, tos, &payload[run.start * stride..], stride);
         }
-        quinn_view(Ecn::from_tos(tos), SchemeTag::from_tos(tos))
+        // quinn takes one codepoint per batch: a batch that starts with a
+        // handshake datagram is taken as the handshake's.
+        let handshake = starts_long(payload);
+        quinn_view(Ecn::from_tos(tos), SchemeTag::from_tos(tos), handshake)
     }
 
     /// The state a received packet counts under, if any.

@@ -19,6 +19,7 @@
 use std::fmt;
 use std::ops::Range;
 
+use crate::session::HandshakeSpace;
 use crate::wire::ack::Reader;
 
 /// The longest connection ID this layer reads. QUIC v1 allows 20 bytes;
@@ -78,6 +79,7 @@ pub fn starts_long(datagram: &[u8]) -> bool {
 /// as the type bits read (shifted down).
 mod long_type {
     pub const INITIAL: u8 = 0;
+    pub const HANDSHAKE: u8 = 2;
     pub const RETRY: u8 = 3;
 }
 
@@ -147,6 +149,26 @@ impl<T: AsRef<[u8]>> Packet<T> {
             _ => long_type::RETRY,
         };
         self.is_long() && self.version() != 0 && bits == retry
+    }
+
+    /// The handshake space a long header's type bits name: Initial or
+    /// Handshake (RFC 9000 §17.2; RFC 9369 §3.2 for v2, whose types are
+    /// one above v1's), `None` for 0-RTT, Retry or a short header.
+    pub fn handshake_space(&self) -> Option<HandshakeSpace> {
+        if !self.is_long() {
+            return None;
+        }
+        let bits = (self.buffer.as_ref()[field::FIRST] & field::LONG_TYPE) >> 4;
+        let v1_bits = match self.version() {
+            0 => return None,
+            QUIC_V2 => bits.wrapping_sub(1) & 3,
+            _ => bits,
+        };
+        match v1_bits {
+            long_type::INITIAL => Some(HandshakeSpace::Initial),
+            long_type::HANDSHAKE => Some(HandshakeSpace::Handshake),
+            _ => None,
+        }
     }
 
     /// A long header's version (0 for version negotiation).
@@ -333,6 +355,30 @@ mod tests {
         assert_eq!(retry_in(&negotiation), None);
         assert_eq!(retry_in(&[0x4f; 30]), None);
         assert_eq!(retry_in(&first[..first.len() - 1]), None);
+    }
+
+    /// Initial and Handshake packets name their space in v1 and v2;
+    /// 0-RTT, Retry and short headers name none.
+    #[test]
+    fn long_headers_name_their_handshake_space() {
+        let space = |first: u8, version: u32| {
+            let mut p = long(&[1; 8], &[2; 8], &[0; 4]);
+            p[0] = first;
+            p[1..5].copy_from_slice(&version.to_be_bytes());
+            Packet::new_checked(&p[..], 8).unwrap().handshake_space()
+        };
+        use HandshakeSpace::{Handshake, Initial};
+        let v1: Vec<_> = (0..4).map(|t| space(0xc0 | t << 4, 1)).collect();
+        assert_eq!(v1, [Some(Initial), None, Some(Handshake), None]);
+        let v2: Vec<_> = (0..4).map(|t| space(0xc0 | t << 4, QUIC_V2)).collect();
+        assert_eq!(v2, [None, Some(Initial), None, Some(Handshake)]);
+        let short = [0x40; 12];
+        assert_eq!(
+            Packet::new_checked(&short[..], 8)
+                .unwrap()
+                .handshake_space(),
+            None
+        );
     }
 
     #[test]

@@ -12,10 +12,16 @@
 //! The keys also see every 1-RTT packet's number as it is sealed and every
 //! ACK frame as it is opened, before quinn acts on it: where the session
 //! reads its peer's ACK-ECN counts ([`Published::reads_counts`](crate::session::Published::reads_counts)), the tap
-//! hands it each packet's number and hash, and each ACK frame. Everything
-//! else is passed through unchanged.
+//! hands it each packet's number and hash, and each ACK frame. The
+//! handshake's ACK frames go to the session whatever it reads (their ECN
+//! counts carry erc's start code), and the peer's first 1-RTT packet tells
+//! it the handshake is done. Everything else is passed through unchanged
+//! but the handshake's ECN counts, whose start code quinn must not take
+//! for a bleaching path ([`Tap::on_handshake_acks`]).
 
 use std::any::Any;
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -31,8 +37,8 @@ use super::cid::CID_LEN;
 use super::demux::{Cid, Routes};
 use super::header::{Header, Packet};
 use super::peer::Peer;
-use crate::session::PeerEvent;
-use crate::wire::ack::ack_frames;
+use crate::session::{HandshakeSpace, PeerEvent};
+use crate::wire::ack::{ack_frames, AckFrame, AckRepr, EcnCounts};
 use crate::wire::hash::packet_hash;
 
 /// One connection's view of its packets' CIDs.
@@ -41,6 +47,8 @@ pub(crate) struct Tap {
     key: u32,
     peer: Arc<Peer>,
     state: Mutex<TapState>,
+    /// Whether the peer's first 1-RTT packet came.
+    handshake_done: AtomicBool,
 }
 
 #[derive(Default)]
@@ -58,6 +66,7 @@ impl Tap {
             key,
             peer,
             state: Mutex::default(),
+            handshake_done: AtomicBool::new(false),
         })
     }
 
@@ -73,18 +82,66 @@ impl Tap {
         }
     }
 
-    /// A 1-RTT packet was opened: its ACK frames go to the session before
-    /// quinn reads them. A frame type the reader does not know ends the
-    /// walk; the ACK frames before it are read (quinn and the stacks seen
-    /// so far put ACK frames first).
-    fn on_opened(&self, header: &[u8], payload: &[u8]) {
-        if !is_short(header) || !self.peer.published().reads_counts() {
+    /// A packet was opened: a 1-RTT packet's ACK frames go to the session
+    /// before quinn reads them, where the session reads counts. A frame
+    /// type the reader does not know ends the walk; the ACK frames before
+    /// it are read (quinn and the stacks seen so far put ACK frames first).
+    /// The peer's first 1-RTT packet ends the handshake for the session;
+    /// an Initial or Handshake packet's ACK frames carry erc's start code
+    /// ([`Tap::on_handshake_acks`]).
+    fn on_opened(&self, header: &[u8], payload: &mut BytesMut) {
+        if !is_short(header) {
+            let packet = Packet::new_checked(header, CID_LEN).ok();
+            if let Some(space) = packet.and_then(|p| p.handshake_space()) {
+                self.on_handshake_acks(Instant::now(), space, payload);
+            }
+            return;
+        }
+        if !self.handshake_done.load(Ordering::Relaxed)
+            && !self.handshake_done.swap(true, Ordering::Relaxed)
+        {
+            self.peer.on_peer(Instant::now(), PeerEvent::HandshakeDone);
+        }
+        if !self.peer.published().reads_counts() {
             return;
         }
         let now = Instant::now();
         for frame in ack_frames(payload).map_while(Result::ok) {
             self.peer.on_peer(now, PeerEvent::AckFrame(frame));
         }
+    }
+
+    /// The ACK frames of an Initial or Handshake packet go to the session,
+    /// which reads erc's start code from their ECN counts; then quinn gets
+    /// them with every acknowledged packet not counted ECT(1) or CE
+    /// counted ECT(0), as ACK_ECN frames. quinn stops sending ECN when it
+    /// sees an acknowledged ECT(0) packet counted Not-ECT (a bleaching
+    /// path) or an ACK with no counts, which a client sends until an
+    /// ECT(0) packet has come: a router's code alone did either. A path
+    /// that bleaches, or a client that does not count, still fails
+    /// quinn's check in the 1-RTT space, which no code touches
+    /// (`handshake_acks_reach_quinn_with_the_code_counted_ect0`,
+    /// `a_start_code_leaves_quinn_sending_ecn`).
+    fn on_handshake_acks(&self, now: Instant, space: HandshakeSpace, payload: &mut BytesMut) {
+        let mut repairs = Vec::new();
+        for frame in ack_frames(payload).map_while(Result::ok) {
+            self.peer
+                .on_peer(now, PeerEvent::HandshakeAck { space, frame });
+            repairs.extend(ect0_repair(payload, &frame));
+        }
+        if repairs.is_empty() {
+            return;
+        }
+        let mut repaired = Vec::with_capacity(payload.len() + 3 * repairs.len());
+        let mut at = 0;
+        for (range, frame) in repairs {
+            repaired.extend_from_slice(&payload[at..range.start]);
+            repaired.extend_from_slice(&frame);
+            at = range.end;
+        }
+        repaired.extend_from_slice(&payload[at..]);
+        payload.clear();
+        payload.extend_from_slice(&repaired);
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, TapState> {
@@ -312,8 +369,67 @@ impl PacketKey for TappedKey {
     }
 }
 
+/// Where `frame` lies in `payload`, and the ACK_ECN frame that takes every
+/// packet it acknowledges that was not counted ECT(1) or CE for ECT(0);
+/// `None` where its counts already do.
+fn ect0_repair(payload: &[u8], frame: &AckFrame<'_>) -> Option<(Range<usize>, Vec<u8>)> {
+    let mut repr = AckRepr::parse(frame);
+    let counts = repr.ecn.unwrap_or_default();
+    let ect0 = frame
+        .acknowledged()
+        .saturating_sub(counts.ect1.saturating_add(counts.ce));
+    if repr.ecn.is_some() && ect0 <= counts.ect0 {
+        return None;
+    }
+    repr.ecn = Some(EcnCounts { ect0, ..counts });
+    let at = (frame.as_bytes().as_ptr() as usize).checked_sub(payload.as_ptr() as usize)?;
+    let mut bytes = Vec::new();
+    repr.emit(&mut bytes);
+    Some((at..at + frame.as_bytes().len(), bytes))
+}
+
 /// Whether a packet has a short header (RFC 9000 §17.3: the header form
 /// bit, which header protection leaves alone, is 0): a 1-RTT packet.
 fn is_short(packet: &[u8]) -> bool {
     packet.first().is_some_and(|b| b & 0x80 == 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A payload of a PING, an ACK frame of packets 0 to 3 with `ecn`
+    /// counts, and a PADDING byte.
+    fn payload(ecn: Option<(u64, u64)>) -> Vec<u8> {
+        let repr = AckRepr {
+            largest: 3,
+            delay: 0,
+            ranges: vec![0..=3],
+            ecn: ecn.map(|(ect0, ce)| EcnCounts { ect0, ect1: 0, ce }),
+        };
+        let mut bytes = vec![0x01];
+        repr.emit(&mut bytes);
+        bytes.push(0x00);
+        bytes
+    }
+
+    /// The handshake's packets a router cleared reach quinn counted ECT(0),
+    /// an ACK without counts becomes an ACK_ECN frame, the rest of the
+    /// payload is untouched, and counts that take every packet already
+    /// are left as they are.
+    #[test]
+    fn handshake_acks_reach_quinn_with_the_code_counted_ect0() {
+        for (ecn, repaired) in [(Some((1, 1)), (3, 1)), (None, (4, 0))] {
+            let bytes = payload(ecn);
+            let frame = ack_frames(&bytes).next().unwrap().unwrap();
+            assert_eq!(frame.acknowledged(), 4);
+            let (range, frame) = ect0_repair(&bytes, &frame).expect("a repair");
+            let mut out = bytes[..range.start].to_vec();
+            out.extend_from_slice(&frame);
+            out.extend_from_slice(&bytes[range.end..]);
+            assert_eq!(out, payload(Some(repaired)), "{ecn:?}");
+            let frame = ack_frames(&out).next().unwrap().unwrap();
+            assert!(ect0_repair(&out, &frame).is_none());
+        }
+    }
 }

@@ -33,6 +33,7 @@ mod rate_gate;
 mod receiving;
 pub mod report;
 mod sending;
+mod start_code;
 
 #[cfg(test)]
 mod ack_patterns;
@@ -45,6 +46,7 @@ pub use ack_counts::NO_COUNTS_AFTER;
 pub use mode::{Marking, PeerMode};
 pub use report::{Next, ReportError, Repr};
 pub use sending::{idle_gap, GATED_WINDOW_CAP};
+pub use start_code::HandshakeSpace;
 
 use crate::schemes::registry::Scheme;
 use crate::session::presence::is_probe;
@@ -142,6 +144,18 @@ pub enum PeerEvent<'a> {
     /// without, read where the sender reads counts
     /// ([`Published::reads_counts`]).
     AckFrame(AckFrame<'a>),
+    /// An ACK frame the peer sent in an Initial or Handshake packet: its
+    /// ECN counts carry erc's start code until the handshake is done.
+    HandshakeAck {
+        /// The packet's space.
+        space: HandshakeSpace,
+        /// The frame.
+        frame: AckFrame<'a>,
+    },
+    /// The handshake is done: the peer's first 1-RTT packet came, after
+    /// its acknowledgements of this end's whole flight. A law that reads
+    /// erc's start code paces its first window at it.
+    HandshakeDone,
     /// The transport acknowledged one packet of `bytes`; `rtt` is its
     /// estimate.
     Acked {
@@ -223,6 +237,10 @@ pub struct SessionStats {
     pub ack_frames_read: u64,
     /// See [`SessionStats::ack_frames_read`].
     pub ack_frames_unread: u64,
+    /// erc's start code as the handshake's ACK-ECN counts told it: the
+    /// flight's datagrams a router cleared; `None` before the handshake's
+    /// end or where no counts came.
+    pub start_code: Option<u8>,
 }
 
 /// What the sending path reads without the session's lock: the marking of
@@ -419,13 +437,15 @@ impl Session {
                 .on_peer_packet(!tag.is_untagged(), &mut self.events);
             self.publish();
         }
+        let mut handshake = false;
+        let hashes = hashes.inspect(|hash| handshake |= hash.is_none());
         let wake_reporter = self.receiving.on_datagram(now, ecn, tag, hashes);
-        let quinn_ecn = if ecn == Ecn::NotEct && self.sending.mode().peer_probes() {
+        let quinn_ecn = if ecn == Ecn::NotEct && !handshake && self.sending.mode().peer_probes() {
             // A presence probe from an ecnq peer, whose tag a path may have
             // bleached: its quinn counted it as ECT(0).
             Ecn::Ect0
         } else {
-            quinn_view(ecn, tag)
+            quinn_view(ecn, tag, handshake)
         };
         Arrival {
             quinn_ecn,
@@ -500,11 +520,14 @@ impl Session {
 /// packets than it acked (`detect_ecn` in quinn-proto). ecnq senders put
 /// scheme codes on their packets, so every tagged non-CE packet is reported
 /// as ECT(0); CE stays CE (quinn's controller hook sees it, and the session
-/// decides what it means). Untagged Not-ECT stays Not-ECT.
-pub fn quinn_view(ecn: Ecn, tag: SchemeTag) -> Ecn {
+/// decides what it means). Untagged Not-ECT stays Not-ECT, and so does
+/// a `handshake` datagram's (one that starts with a long header): there
+/// Not-ECT is erc's start code, which this end's counts of the handshake
+/// tell the peer (`a_handshake_datagram_keeps_its_not_ect_for_quinn`).
+pub fn quinn_view(ecn: Ecn, tag: SchemeTag, handshake: bool) -> Ecn {
     match ecn {
         Ecn::Ce => Ecn::Ce,
-        Ecn::NotEct if tag.is_untagged() => Ecn::NotEct,
+        Ecn::NotEct if tag.is_untagged() || handshake => Ecn::NotEct,
         _ => Ecn::Ect0,
     }
 }

@@ -9,8 +9,10 @@ use super::ack_gap::AckGap;
 use super::mode::{PeerMode, Signal};
 use super::rate_gate::{Pace, RateGate};
 use super::report::{ReportFilter, Repr};
+use super::start_code::StartCode;
 use super::{Cause, Event, PeerEvent, SessionStats};
 use crate::schemes::cubic::CubicLaw;
+use crate::schemes::erc::first_window_pace;
 use crate::schemes::registry::Scheme;
 use crate::session::presence::RouterPresence;
 use crate::signal::{Congestion, Feedback, Law, LawConfig, Mode, RttSample};
@@ -132,6 +134,10 @@ pub(super) struct Sending {
     /// When the last data packet (see [`CONTROL_PACKET`]) was sent, to
     /// tell an idle restart.
     last_sent: Option<Duration>,
+    /// The handshake's ACK-ECN counts, until the handshake is done.
+    handshake_counts: Option<StartCode>,
+    /// The start code they told (see [`SessionStats::start_code`]).
+    start_code: Option<u8>,
 }
 
 impl Sending {
@@ -167,6 +173,8 @@ impl Sending {
             in_flight: 0,
             probing_packets: 0,
             last_sent: None,
+            handshake_counts: Some(StartCode::default()),
+            start_code: None,
         }
     }
 
@@ -207,6 +215,7 @@ impl Sending {
                 .map(|c| c.estimate()),
             ack_frames_read: counts.map_or(0, |c| c.frames_read),
             ack_frames_unread: counts.map_or(0, |c| c.frames_skipped),
+            start_code: self.start_code,
         }
     }
 
@@ -399,6 +408,12 @@ impl Sending {
         match event {
             PeerEvent::Report(datagram) => self.on_report(now, datagram, probes_sent, events),
             PeerEvent::AckFrame(frame) => self.on_ack_frame(now, &frame, events),
+            PeerEvent::HandshakeAck { space, frame } => {
+                if let Some(counts) = self.handshake_counts.as_mut() {
+                    counts.on_ack(space, &frame);
+                }
+            }
+            PeerEvent::HandshakeDone => self.on_handshake_done(now),
             PeerEvent::Acked {
                 bytes,
                 app_limited,
@@ -416,6 +431,27 @@ impl Sending {
                 };
                 self.tell(now, Told::Congestion { sent, kind }, events);
             }
+        }
+    }
+
+    /// The handshake is done: erc's start code, where the counts told one,
+    /// paces the law's first window (the window over the handshake's round
+    /// trip, halved per cleared datagram; `a_start_code_paces_the_first_window`).
+    /// Laws that do not read the code ignore it.
+    fn on_handshake_done(&mut self, now: Duration) {
+        let Some((cleared, flight)) = self.handshake_counts.take().and_then(|c| c.read()) else {
+            return;
+        };
+        self.start_code = Some(cleared);
+        let (Some(law), rtt) = (self.law.as_mut(), self.rtt) else {
+            return;
+        };
+        if rtt.smoothed.is_zero() {
+            return;
+        }
+        let window_rate = law.window() as f64 / rtt.smoothed.as_secs_f64();
+        if let Some(pace) = first_window_pace(cleared, flight, window_rate) {
+            law.pace_first_window(now, pace, &rtt);
         }
     }
 

@@ -494,3 +494,78 @@ fn handshake_datagrams_are_counted_but_not_decoded() {
     assert_eq!(handshake.local_estimate, fresh.local_estimate);
     assert_ne!(data.local_estimate, fresh.local_estimate);
 }
+
+/// erc's start code: the flight datagrams the handshake's ACK-ECN counts
+/// say came Not-ECT halve the first window's pace each (the window over
+/// the handshake's round trip); none, or no counts, leave the start as it
+/// is, and a law that does not read the code ignores it.
+#[test]
+fn a_start_code_paces_the_first_window() {
+    use super::HandshakeSpace::{Handshake, Initial};
+    use crate::wire::ack::{ack_frames, AckRepr, EcnCounts};
+    let now = 50 * MS;
+    let start = |scheme: Scheme, cleared: u64, counts: bool| {
+        let config = LawConfig::with_mss(MSS);
+        let mut session = Session::new(Some(scheme), config, HEADERS);
+        // quinn's flight: Initial and Handshake coalesced, then Handshake.
+        for (space, acked) in [(Initial, 1), (Handshake, 3)] {
+            let not_ect = cleared.min(acked);
+            let repr = AckRepr {
+                largest: acked - 1,
+                delay: 0,
+                ranges: vec![0..=acked - 1],
+                ecn: counts.then_some(EcnCounts {
+                    ect0: acked - not_ect,
+                    ect1: 0,
+                    ce: 0,
+                }),
+            };
+            let mut bytes = Vec::new();
+            repr.emit(&mut bytes);
+            let frame = ack_frames(&bytes).next().unwrap().unwrap();
+            session.on_peer(now, PeerEvent::HandshakeAck { space, frame });
+        }
+        assert_eq!(
+            session.pacing_rate(),
+            None,
+            "not before the handshake's end"
+        );
+        session.on_peer(now, PeerEvent::HandshakeDone);
+        let window_rate = config.initial_window as f64 / 0.333;
+        let ratio = session.pacing_rate().map(|r| window_rate / r);
+        (session.stats(now).start_code, ratio)
+    };
+    let (code, halved) = start(Scheme::Erc, 1, true);
+    assert_eq!(code, Some(1));
+    assert!(
+        halved.is_some_and(|r| (1.5..3.0).contains(&r)),
+        "{halved:?}"
+    );
+    let (code, quartered) = start(Scheme::Erc, 2, true);
+    assert_eq!(code, Some(2));
+    assert!(
+        quartered.is_some_and(|r| (3.0..6.0).contains(&r)),
+        "{quartered:?}"
+    );
+    assert_eq!(start(Scheme::Erc, 0, true), (Some(0), None));
+    assert_eq!(start(Scheme::Erc, 3, true), (Some(3), None), "bleached");
+    assert_eq!(start(Scheme::Erc, 1, false), (None, None), "no counts");
+    assert_eq!(start(Scheme::Vcp, 1, true).1, None, "not erc");
+}
+
+/// A handshake datagram's Not-ECT reaches quinn as it came, so that this
+/// end's counts of the handshake tell the peer erc's start code; a tagged
+/// 1-RTT datagram's Not-ECT is a digit, which quinn takes for ECT(0).
+#[test]
+fn a_handshake_datagram_keeps_its_not_ect_for_quinn() {
+    let tagged = scheme_tag(Scheme::Erc);
+    assert_eq!(super::quinn_view(Ecn::NotEct, tagged, true), Ecn::NotEct);
+    assert_eq!(super::quinn_view(Ecn::NotEct, tagged, false), Ecn::Ect0);
+    assert_eq!(super::quinn_view(Ecn::Ce, tagged, true), Ecn::Ce);
+    let mut session = Session::new(Some(Scheme::Erc), LawConfig::with_mss(MSS), HEADERS);
+    let tos = tagged.tos(Ecn::NotEct);
+    let arrival = session.on_receive(MS, tos, [None].into_iter());
+    assert_eq!(arrival.quinn_ecn, Ecn::NotEct);
+    let arrival = session.on_receive(MS, tos, [Some(7)].into_iter());
+    assert_eq!(arrival.quinn_ecn, Ecn::Ect0);
+}

@@ -395,6 +395,13 @@ impl<'a> AckFrame<'a> {
         }
     }
 
+    /// How many packets the frame acknowledges.
+    pub fn acknowledged(&self) -> u64 {
+        self.ranges()
+            .map(|r| r.end().saturating_sub(*r.start()).saturating_add(1))
+            .fold(0, u64::saturating_add)
+    }
+
     /// The ECN counts of an ACK_ECN frame (type 0x03), `None` for type 0x02.
     pub fn ecn(&self) -> Option<EcnCounts> {
         self.ecn
