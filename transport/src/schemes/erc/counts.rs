@@ -14,15 +14,17 @@
 //!
 //! When the router changes the index, the newest frame fits none of them.
 //! A neighbour of the index in force that fits it is the new index (Gray
-//! neighbours differ in one digit); otherwise the decoder starts again from
-//! that frame, which may also acknowledge packets sent before the change:
-//! from a pinned code, it keeps every code the frame fits with its older
-//! packets at the pinned code and the rest at that code. Until the frames since then pin
+//! neighbours differ in one digit); otherwise the decoder starts again.
+//! That frame may also acknowledge packets sent before the change: from a
+//! pinned code, it keeps every code the frame fits with its older packets
+//! at the pinned code and the rest at that code; from several codes, it
+//! drops the frame and starts from the next. Until the frames since then pin
 //! one code, it reports what the receiver's own decoder would read from the
 //! digits that frames tell one by one (a frame whose packets all counted
 //! ECT(0), or none did), else the fitting index nearest the one it last
 //! pinned if that is slower, else the one it last pinned; either never
-//! more than a step faster than that one. Before the first pin, the bound
+//! more than a step faster than that one. A pin ten steps or more from the
+//! last, either way, waits for a frame that confirms it. Before the first pin, the bound
 //! it reports only tightens, across changes too. A code pinned from frames across a change, or digits
 //! mixed from both sides, would otherwise tell rates no router advertised
 //! (test `a_frame_across_a_change_reads_no_index_beyond_either_side`).
@@ -171,15 +173,19 @@ impl Codes {
     }
 }
 
-/// A code pinned this many steps faster than the last pinned index or more
-/// (18 % more rate) is taken only once a later frame fits it and no index
-/// within [`NEAR`] of the last pinned one: a frame whose marks the sender
-/// placed on the wrong packets can leave a code far from the index in
-/// force, which frames at the index in force go on fitting by chance, and
-/// a sender ramps towards what it reads. A smaller move may be a Gray
-/// walk, which the receiver's decoder makes too (test
-/// `a_misplaced_frame_does_not_pin_a_far_faster_index`).
-const FAR_FASTER: u16 = 10;
+/// A code pinned this many steps from the last pinned index or more (18 %
+/// more or less rate), either way, is taken only once a later frame fits
+/// it and no index within [`NEAR`] of the last pinned one: a frame whose
+/// marks the sender placed on the wrong packets, or one that straddles a
+/// change of the index, can leave a code far from the index in force,
+/// which frames at the index in force go on fitting by chance, and a
+/// sender ramps towards what it reads. A far slower code pinned at once
+/// became the reference that any far faster code then "confirmed" against,
+/// since nothing near it fits (test
+/// `frames_of_ten_keep_the_link_full` in sim/tests/ack_counts.rs). A
+/// smaller move may be a Gray walk, which the receiver's decoder makes too
+/// (test `a_misplaced_frame_does_not_pin_a_far_faster_index`).
+const FAR: u16 = 10;
 
 /// How far from the index in force a misplaced frame may have moved the
 /// last pinned index (a Gray step or two).
@@ -197,9 +203,9 @@ pub struct ErcCountReader {
     /// Before the first pinned index, the slowest index that fitted every
     /// frame so far (the bound the level reports); 0 while none does.
     bound: u16,
-    /// A code the frames pinned [`FAR_FASTER`] or more steps faster than
-    /// `pinned` (before the first pin, than `bound`), until a frame
-    /// confirms it.
+    /// A code the frames pinned [`FAR`] or more steps from `pinned`
+    /// (before the first pin, faster than `bound` or, once there is one,
+    /// slower), until a frame confirms it.
     unconfirmed: Option<u16>,
     /// The receiver's decoder, fed the digits that frames tell one by
     /// one: it follows an index that moves faster than the frames since
@@ -229,7 +235,12 @@ impl ErcCountReader {
             // it keeps every code it fits from the old one.
             Codes::ALL.retain(|code| frame.fits_across(old, code))
         } else {
-            Codes::ALL.filter(&frame)
+            // With no single code to split it against, the frame that
+            // fits none may straddle a change of the index, and a code
+            // that fits it and the few frames after it may be neither
+            // side: it is dropped, and the codes start again from the
+            // next frame.
+            Codes::ALL
         });
         // A first pin is held to the bound as later ones are to the last
         // pin: the frames of a first reading are few, and a change of the
@@ -245,7 +256,8 @@ impl ErcCountReader {
             let near = reference.saturating_sub(NEAR)..=(reference + NEAR).min(MAX_INDEX);
             let confirms =
                 self.unconfirmed == Some(code) && !near.into_iter().any(|i| frame.fits(gray(i)));
-            if index + FAR_FASTER <= reference && !confirms {
+            let far = index + FAR <= reference || (reference != 0 && index >= reference + FAR);
+            if far && !confirms {
                 self.unconfirmed = Some(code);
             } else {
                 self.pinned = index;
@@ -617,7 +629,10 @@ mod tests {
     /// towards rates no router advertised. The reader now stays within
     /// `GRAY_WALK` steps of the faster side, as the receiver's decoder
     /// does (in these streams it reads up to 31 steps faster), and ends
-    /// within a step of the new index.
+    /// within a step of the new index in all but about 1 % of streams
+    /// (41 of 3600, all with frames of two: a new index that no frame of
+    /// two packets tells from its neighbour, or a far slower one still
+    /// waiting for a frame that rules out the old).
     #[test]
     fn a_frame_across_a_change_reads_no_index_beyond_either_side() {
         /// Steps faster than both sides: a chain whose changed digits
@@ -649,7 +664,7 @@ mod tests {
             }
         }
         assert!(
-            off.len() * 100 <= streams,
+            off.len() * 1000 <= streams * 12,
             "{} of {streams}: {off:?}",
             off.len()
         );
@@ -722,7 +737,7 @@ mod tests {
             for per_frame in [1, 2, 10] {
                 for seed in 1..=200 {
                     let (slowest, receiver, last) = after_a_change(from, to, per_frame, seed);
-                    if slowest > receiver.max(from.max(to)) + 5 * FAR_FASTER {
+                    if slowest > receiver.max(from.max(to)) + 5 * FAR {
                         far.push((from, to, per_frame, seed, slowest, receiver));
                     }
                     assert_eq!(last, to, "{from} -> {to}, {per_frame}, {seed}");
@@ -852,10 +867,10 @@ mod tests {
                 // frames whose bound or reading is far faster count too.
                 let index = |l: u16| l.checked_sub(PARTIAL).unwrap_or(l);
                 fast_frames += (levels.iter())
-                    .filter(|&&l| l != 0 && index(l) + FAR_FASTER <= before)
+                    .filter(|&&l| l != 0 && index(l) + FAR <= before)
                     .count();
                 let fastest = levels.iter().filter(|&&l| l != 0 && l < PARTIAL).min();
-                if fastest.is_some_and(|&f| f + FAR_FASTER <= before) {
+                if fastest.is_some_and(|&f| f + FAR <= before) {
                     worst.push((per_frame, seed, levels[..24].to_vec()));
                 }
                 match read_at {
@@ -879,13 +894,16 @@ mod tests {
             worst.len(),
             worst.first()
         );
-        // About 980 such frames in 3000 streams: the bound holds through a
+        // About 1250 such frames in 3000 streams: the bound holds through a
         // restart (`a_change_during_the_first_reading_keeps_the_router_and_its_bound`),
         // so a bound that frames straddling the change left far faster
-        // lasts until the next pin. Reporting "no router" at a restart
+        // lasts until the next pin, and a first pin far slower than the
+        // bound waits for a frame to confirm it (pinned at once, 980
+        // frames, but such pins were wrong often enough with frames of
+        // ten to wreck a link). Reporting "no router" at a restart
         // instead read 336, and a restart that loosened the bound by at
         // most a third read 710; both stalled first readings.
-        assert!(fast_frames <= 1000, "{fast_frames} frames");
+        assert!(fast_frames <= 1300, "{fast_frames} frames");
     }
 
     #[test]
