@@ -18,7 +18,7 @@
 //! every Initial with its whole flight.
 //! Tests: `sim/tests/engine.rs`, `a_flow_starts_with_the_handshake`.
 
-use ecnq::schemes::erc::first_window_pace;
+use ecnq::schemes::erc::start_with_code;
 use ecnq::signal::RttSample;
 use ecnq::wire::ecn::Ecn;
 
@@ -185,10 +185,7 @@ impl Sim {
             flow.law.on_echo(dur(now), pkt.explicit, &rtt);
         }
         let cleared = flow.handshake.cleared.count_ones() as u8;
-        let window_rate = flow.law.window() as f64 / rtt.smoothed.as_secs_f64();
-        if let Some(pace) = first_window_pace(cleared, FLIGHT, window_rate) {
-            flow.law.pace_first_window(dur(now), pace, &rtt);
-        }
+        start_with_code(&mut *flow.law, dur(now), (cleared, FLIGHT), &rtt);
         flow.state = FlowState::Active;
         flow.pace_next = now;
         self.try_send(f);

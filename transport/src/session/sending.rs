@@ -12,7 +12,7 @@ use super::report::{ReportFilter, Repr};
 use super::start_code::StartCode;
 use super::{Cause, Event, PeerEvent, SessionStats};
 use crate::schemes::cubic::CubicLaw;
-use crate::schemes::erc::first_window_pace;
+use crate::schemes::erc::start_with_code;
 use crate::schemes::registry::Scheme;
 use crate::session::presence::RouterPresence;
 use crate::signal::{Congestion, Feedback, Law, LawConfig, Mode, RttSample};
@@ -443,15 +443,8 @@ impl Sending {
             return;
         };
         self.start_code = Some(cleared);
-        let (Some(law), rtt) = (self.law.as_mut(), self.rtt) else {
-            return;
-        };
-        if rtt.smoothed.is_zero() {
-            return;
-        }
-        let window_rate = law.window() as f64 / rtt.smoothed.as_secs_f64();
-        if let Some(pace) = first_window_pace(cleared, flight, window_rate) {
-            law.pace_first_window(now, pace, &rtt);
+        if let Some(law) = self.law.as_mut() {
+            start_with_code(law.as_mut(), now, (cleared, flight), &self.rtt);
         }
     }
 

@@ -106,7 +106,7 @@ pub use index::{
 };
 pub use law::ErcLaw;
 pub use router::{ErcConfig, ErcMarker};
-pub use start::{first_window_pace, START_CODE_DIGITS, START_CODE_STEP};
+pub use start::{first_window_pace, start_with_code, START_CODE_DIGITS, START_CODE_STEP};
 
 use crate::wire::ecn::WireScheme;
 

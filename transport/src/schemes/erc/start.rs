@@ -6,6 +6,10 @@
 //! clear, so the path carries its largest code. A flight with none cleared
 //! (no erc router) or all cleared (a path that bleaches ECN) asks nothing.
 
+use std::time::Duration;
+
+use crate::signal::{Law, RttSample};
+
 /// The datagrams of a server's first flight that carry the code: three, the
 /// most a server sends before its client's address is validated (RFC 9000
 /// §8.1).
@@ -25,6 +29,28 @@ pub fn first_window_pace(cleared: u8, datagrams: u8, window_rate: f64) -> Option
     }
     let halvings = i32::from(cleared) * i32::from(START_CODE_STEP);
     Some(window_rate / 2f64.powi(halvings))
+}
+
+/// Hands `law` the start code its server read at the end of a handshake of
+/// round trip `rtt`: `cleared` of the flight's `datagrams`. The pace is the
+/// law's window over that round trip, as [`first_window_pace`] slows it;
+/// laws that do not read the code ignore it. The QUIC session and the
+/// simulator both start a flow through here
+/// (`a_start_code_paces_the_first_window`,
+/// `a_flash_crowd_paces_its_initial_windows_to_the_start_code`).
+pub fn start_with_code(
+    law: &mut dyn Law,
+    now: Duration,
+    (cleared, datagrams): (u8, u8),
+    rtt: &RttSample,
+) {
+    if rtt.smoothed.is_zero() {
+        return;
+    }
+    let window_rate = law.window() as f64 / rtt.smoothed.as_secs_f64();
+    if let Some(pace) = first_window_pace(cleared, datagrams, window_rate) {
+        law.pace_first_window(now, pace, rtt);
+    }
 }
 
 #[cfg(test)]
