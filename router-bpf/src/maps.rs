@@ -6,6 +6,7 @@ use std::collections::HashSet;
 use std::io;
 use std::net::IpAddr;
 
+use crate::control::Codes;
 use crate::sys::{self, Map};
 
 /// The map names in `bpf/ecnq.bpf.c`.
@@ -33,13 +34,13 @@ pub struct Control {
     /// packets in, through their priority, apart from classic traffic;
     /// 0: one queue for all.
     pub ecnq_class: u32,
-    /// The code VCP's router writes (ECN bits; 0: none): the program
-    /// raises an ECT packet of VCP's to it.
-    pub vcp_code: u8,
+    /// What the routers of the schemes other than erc write, from the
+    /// loop's load factors.
+    pub codes: Codes,
 }
 
 impl Control {
-    const SIZE: usize = 24;
+    const SIZE: usize = 48;
 
     fn bytes(&self) -> [u8; Self::SIZE] {
         let mut b = [0; Self::SIZE];
@@ -49,7 +50,14 @@ impl Control {
         b[11] = u8::from(self.ready);
         b[12..16].copy_from_slice(&coarse_lag_ns().to_ne_bytes());
         b[16..20].copy_from_slice(&self.ecnq_class.to_ne_bytes());
-        b[20] = self.vcp_code;
+        let c = &self.codes;
+        b[20] = c.vcp;
+        b[21] = c.mcp;
+        b[22] = u8::from(c.bmcc_ce);
+        b[24..32].copy_from_slice(&c.epoch.to_ne_bytes());
+        b[32..36].copy_from_slice(&c.bmcc_below.to_ne_bytes());
+        b[36..38].copy_from_slice(&c.dpcp);
+        b[39..42].copy_from_slice(&c.tpcp);
         b
     }
 }
@@ -135,9 +143,10 @@ impl FlowValue {
 pub struct ClassCounters {
     pub bytes: u64,
     pub packets: u64,
-    /// Packets whose ECN the program rewrote.
+    /// Packets whose TOS byte (ECN, MCP's flags) the program rewrote.
     pub marked: u64,
-    /// erc and VCP packets left unmarked because the state was stale.
+    /// Packets of the schemes it marks left unmarked because the state
+    /// was stale.
     pub stale: u64,
     /// GSO packets counted and left unmarked.
     pub gso: u64,

@@ -147,7 +147,7 @@ fn control_loop(
             l3,
             ready: true,
             ecnq_class: class.as_ref().map_or(0, |(classid, _)| *classid),
-            vcp_code: control.vcp_code().bits(),
+            codes: control.codes(),
         };
         maps.set_control(control_state).map_err(step_error)?;
         if let Some(every) = options.stats_every.filter(|_| Instant::now() >= next_stats) {

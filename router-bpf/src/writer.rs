@@ -66,8 +66,8 @@ mod tests {
         SchemeTag::new(erc::WIRE.id())
     }
 
-    /// The C source's copies of erc's wire constants are erc's, and its
-    /// flow table is as large as the shim router's.
+    /// The C source's copies of the schemes' wire constants are theirs,
+    /// and its flow table is as large as the shim router's.
     #[test]
     fn the_programs_constants_are_the_routers() {
         let source = include_str!("../bpf/ecnq.bpf.c");
@@ -84,6 +84,12 @@ mod tests {
         assert_eq!(define("UNSPOKEN"), u32::from(erc::UNSPOKEN));
         assert_eq!(define("ERC_TAG"), u32::from(erc::WIRE.id()));
         assert_eq!(define("VCP_TAG"), u32::from(ecnq::schemes::vcp::WIRE.id()));
+        use ecnq::schemes::{bmcc, mcp, mpcp::Chain};
+        assert_eq!(define("DPCP_TAG"), u32::from(Chain::Two.wire().id()));
+        assert_eq!(define("TPCP_TAG"), u32::from(Chain::Three.wire().id()));
+        assert_eq!(define("BMCC_TAG"), u32::from(bmcc::WIRE.id()));
+        assert_eq!(define("MCP_TAG"), u32::from(mcp::WIRE.id()));
+        assert_eq!(define("FAIRING_PERIODS"), mcp::FAIRING_PERIODS as u32);
         assert_eq!(
             define("HASHED_TAIL") as usize,
             ecnq::wire::hash::HASHED_TAIL
