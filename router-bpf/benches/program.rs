@@ -81,6 +81,7 @@ fn main() {
             ready: true,
             ecnq_class: 0,
             codes: Codes::of(&load),
+            starts: Default::default(),
         };
         maps.set_control(control).unwrap();
         let tos = |wire: WireScheme| SchemeTag::new(wire.id()).tos(wire.base_ecn());

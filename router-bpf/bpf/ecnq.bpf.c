@@ -4,7 +4,8 @@
 // It parses IPv4 / IPv6 with UDP or TCP, reads the DSCP scheme tag
 // (docs/design.md §2 "DSCP scheme tag"), counts every packet per flow and
 // per class, and writes erc's digit into the ECN field of erc packets from
-// the index the userspace control loop leaves in `ecnq_ctl`, and the other
+// the index the userspace control loop leaves in `ecnq_ctl` (its start
+// code into a new flow's flight), and the other
 // schemes' marks from the values the loop derives from its load factors
 // (src/control.rs, `Codes`). erc's per-packet rule is the one in
 // src/writer.rs; the others are their routers' (`Marker::mark`); the tests
@@ -48,6 +49,18 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 // A fairing request lasts until two periods past the one it came in
 // (transport/src/schemes/mcp.rs, FAIRING_PERIODS).
 #define FAIRING_PERIODS 2
+// erc's start code (transport/src/schemes/erc/start.rs,
+// START_CODE_DIGITS; router/mod.rs, DATA_PACKET, RETURN_GAP,
+// LONGEST_ROUND): a new flow's first data-sized datagrams (IP bytes)
+// before its first silence, up to this many, carry it.
+#define START_CODE_DIGITS 3
+#define DATA_PACKET 256
+#define RETURN_GAP_NS 10000000ull
+#define LONGEST_ROUND_NS 3000000000ull
+// The start codes the loop leaves ahead: for the next new flights, one
+// after the other (src/maps.rs, `StartCodes`).
+#define START_CODES 8
+
 // The experimental pool xxxx11 (RFC 2474 §6; docs/design.md §2).
 #define POOL 3
 // The packet hash reads the last 16 bytes of the UDP payload
@@ -110,6 +123,11 @@ struct control {
 	// of two and of three (MpcpMarker).
 	__u8 mpcp_digits[2][3];
 	__u8 pad1[6];
+	// The start codes erc's router would write into the next new flows'
+	// flights, one after the other (ErcMarker::next_start_codes), from
+	// the `flights_base`th flight on (the count in `ecnq_flights`).
+	__u8 start_codes[START_CODES];
+	__u64 flights_base;
 };
 
 // A flow: the 5-tuple, IPv4 addresses in the first 4 bytes (src/maps.rs,
@@ -139,6 +157,16 @@ struct flow_value {
 	// (MpcpMarker's `Prefix`).
 	__u8 mpcp_prefix[2];
 	__u8 pad;
+	// erc's flight (ErcMarker's FlowState): when the flow's first and
+	// last packets came (the coarse clock), its flight datagrams seen,
+	// whether its first silence of RETURN_GAP came, and the code its
+	// flight carries.
+	__u64 first_ns;
+	__u64 last_ns;
+	__u8 flight;
+	__u8 round_seen;
+	__u8 start_code;
+	__u8 pad2[5];
 };
 
 // Per-class counters (src/maps.rs, `ClassCounters`).
@@ -198,6 +226,15 @@ struct {
 	__type(key, __u32);
 	__type(value, struct mcp_state);
 } ecnq_mcp SEC(".maps");
+
+// New erc flights seen, for the control loop, which leaves the codes of
+// the next ones from this count on.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} ecnq_flights SEC(".maps");
 
 // Whether the control loop's index is current (now < `expires_ns`). The
 // coarse clock, a read of the last tick's time, answers for most of a
@@ -443,6 +480,41 @@ static __always_inline int erc_digit(struct flow_value *flow, __u16 index, __u32
 	return ((index ^ (index >> 1)) & bit) ? ECN_ECT0 : ECN_NOT_ECT;
 }
 
+// erc's flight (ErcMarker::mark, meter_packet): a new flow's data-sized
+// datagrams before its first silence of RETURN_GAP, up to
+// START_CODE_DIGITS, carry the start code in place of the chain's digits.
+// Returns the datagram's place in the flight, or -1 past it. The first
+// takes the code the loop left for the flight's turn; a stale loop's is
+// none.
+static __always_inline int erc_flight(struct control *ctl, struct flow_value *flow, int created,
+				      __u32 len, int live)
+{
+	__u64 now = bpf_ktime_get_coarse_ns(), *count, turn;
+	__u32 zero = 0;
+	int nth;
+
+	if (created) {
+		flow->first_ns = now;
+		flow->last_ns = now;
+	}
+	if (!flow->round_seen && now - flow->last_ns >= RETURN_GAP_NS &&
+	    now - flow->first_ns <= LONGEST_ROUND_NS)
+		flow->round_seen = 1;
+	flow->last_ns = now;
+	if (flow->round_seen || len < DATA_PACKET || flow->flight >= START_CODE_DIGITS)
+		return -1;
+	nth = flow->flight++;
+	if (nth == 0) {
+		count = bpf_map_lookup_elem(&ecnq_flights, &zero);
+		turn = count ? __sync_fetch_and_add(count, 1) - ctl->flights_base : 0;
+		// A turn past the table's (or before its base) takes its last.
+		if (turn >= START_CODES)
+			turn = START_CODES - 1;
+		flow->start_code = live ? ctl->start_codes[turn & (START_CODES - 1)] : 0;
+	}
+	return nth;
+}
+
 // MPCP's prefix comparison (MpcpMarker's `Prefix`): equal so far, this
 // router more congested (it writes its digits), upstream more congested.
 #define PREFIX_EQUAL 0
@@ -576,7 +648,7 @@ int ecnq_egress(struct __sk_buff *skb)
 	struct control *ctl;
 	__u32 zero = 0, tag, hash, segs, l3, bytes;
 	__u8 ecn;
-	int out;
+	int out, created = 0, live, nth;
 
 	ctl = bpf_map_lookup_elem(&ecnq_ctl, &zero);
 	if (!ctl || !ctl->ready)
@@ -597,8 +669,10 @@ int ecnq_egress(struct __sk_buff *skb)
 	}
 	flow = bpf_map_lookup_elem(&ecnq_flows, &p.key);
 	if (!flow) {
-		if (bpf_map_update_elem(&ecnq_flows, &p.key, &fresh, BPF_NOEXIST) == 0)
+		if (bpf_map_update_elem(&ecnq_flows, &p.key, &fresh, BPF_NOEXIST) == 0) {
 			bpf_map_push_elem(&ecnq_new_flows, &p.key, 0);
+			created = 1;
+		}
 		flow = bpf_map_lookup_elem(&ecnq_flows, &p.key);
 		if (!flow)
 			return TC_ACT_OK;
@@ -623,9 +697,20 @@ int ecnq_egress(struct __sk_buff *skb)
 	ecn = p.tos & ECN_MASK;
 	if (p.key.proto != IPPROTO_UDP)
 		return TC_ACT_OK;
+	live = ctl->index != 0 && lease_live(ctl);
+	// A GSO batch is a local sender's, never a handshake flight.
+	nth = segs > 1 ? -1 : erc_flight(ctl, flow, created, bytes, live);
+	if (nth >= 0) {
+		// A datagram an upstream router cleared stays cleared; CE and
+		// ECT(1) pass.
+		if (ecn == ECN_ECT0 && nth < flow->start_code &&
+		    write_tos(skb, l3, &p, p.tos & ~ECN_MASK) == 0 && class)
+			class->marked++;
+		return TC_ACT_OK;
+	}
 	if (ecn != ECN_NOT_ECT && ecn != ECN_ECT0)
 		return TC_ACT_OK;
-	if (ctl->index == 0 || !lease_live(ctl)) {
+	if (!live) {
 		if (class)
 			class->stale++;
 		return TC_ACT_OK;

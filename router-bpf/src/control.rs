@@ -18,7 +18,7 @@ use ecnq::signal::flow_table::FlowTableConfig;
 use ecnq::signal::{LinkState, Marker, PacketMarks};
 use ecnq::wire::ecn::{Ecn, SchemeTag};
 
-use crate::maps::{FlowKey, FlowValue};
+use crate::maps::{FlowKey, FlowValue, StartCodes};
 
 /// How long the index the loop leaves stays valid: erc's shortest
 /// measurement interval (`ErcConfig::min_interval`), so marks from a dead
@@ -306,6 +306,16 @@ impl ControlLoop {
             } else {
                 self.router.observe(at, &link, &pkt);
             }
+        }
+    }
+
+    /// The start codes of the next new erc flights, were they to come at
+    /// `now` on a link of `capacity` bytes per second, counted from the
+    /// program's `base`th flight.
+    pub fn start_codes(&self, now: Duration, capacity: f64, base: u64) -> StartCodes {
+        StartCodes {
+            codes: self.router.next_start_codes(now, capacity),
+            base,
         }
     }
 

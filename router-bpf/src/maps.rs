@@ -14,6 +14,7 @@ const CONTROL: &str = "ecnq_ctl";
 const FLOWS: &str = "ecnq_flows";
 const CLASSES: &str = "ecnq_class";
 const NEW_FLOWS: &str = "ecnq_new_flows";
+const FLIGHTS: &str = "ecnq_flights";
 /// Per-class counters, one per DSCP pool tag (`CLASSES` in the C source).
 pub const CLASS_COUNT: u32 = 16;
 
@@ -37,10 +38,37 @@ pub struct Control {
     /// What the routers of the schemes other than erc write, from the
     /// loop's load factors.
     pub codes: Codes,
+    /// The start codes of the next new erc flights.
+    pub starts: StartCodes,
+}
+
+/// The start codes erc's router would write into the next new flows'
+/// flights, one after the other (`ErcMarker::next_start_codes`): the
+/// program gives the flight it counts as the `base`th the first, the next
+/// the second, and every later one the last.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StartCodes {
+    pub codes: [u8; START_CODES],
+    /// The program's count of flights ([`Maps::flights`]) when the codes
+    /// were computed.
+    pub base: u64,
+}
+
+/// How many start codes the loop leaves ahead (`START_CODES` in the C
+/// source): more flights than a period of the loop sees in a flash crowd
+/// of a thousand flows a second.
+pub const START_CODES: usize = 8;
+
+impl StartCodes {
+    /// The code of the flight the program counts as the `turn`th.
+    pub fn of(&self, turn: u64) -> u8 {
+        let at = turn.wrapping_sub(self.base).min(START_CODES as u64 - 1);
+        self.codes[at as usize]
+    }
 }
 
 impl Control {
-    const SIZE: usize = 48;
+    const SIZE: usize = 64;
 
     fn bytes(&self) -> [u8; Self::SIZE] {
         let mut b = [0; Self::SIZE];
@@ -58,6 +86,8 @@ impl Control {
         b[32..36].copy_from_slice(&c.bmcc_below.to_ne_bytes());
         b[36..38].copy_from_slice(&c.dpcp);
         b[39..42].copy_from_slice(&c.tpcp);
+        b[48..56].copy_from_slice(&self.starts.codes);
+        b[56..64].copy_from_slice(&self.starts.base.to_ne_bytes());
         b
     }
 }
@@ -126,7 +156,7 @@ pub struct FlowValue {
 }
 
 impl FlowValue {
-    const SIZE: usize = 24;
+    const SIZE: usize = 48;
 
     fn parse(b: &[u8]) -> FlowValue {
         let u64_at = |at: usize| u64::from_ne_bytes(b[at..at + 8].try_into().expect("8 bytes"));
@@ -163,6 +193,7 @@ pub struct Maps {
     flows: Map,
     classes: Map,
     new_flows: Map,
+    flights: Map,
     cpus: usize,
 }
 
@@ -190,8 +221,16 @@ impl Maps {
             flows: take(FLOWS, FlowKey::SIZE, FlowValue::SIZE)?,
             classes: take(CLASSES, 4, ClassCounters::SIZE)?,
             new_flows: take(NEW_FLOWS, 0, FlowKey::SIZE)?,
+            flights: take(FLIGHTS, 4, 8)?,
             cpus: sys::possible_cpus()?,
         })
+    }
+
+    /// The new erc flights the program has seen.
+    pub fn flights(&self) -> io::Result<u64> {
+        let mut value = [0u8; 8];
+        self.flights.lookup(&0u32.to_ne_bytes(), &mut value)?;
+        Ok(u64::from_ne_bytes(value))
     }
 
     /// Leaves `control` for the program.

@@ -30,7 +30,7 @@ use ecnq::signal::{LinkState, Marker, MarkerConfig, PacketMarks};
 use ecnq::wire::ecn::{Ecn, SchemeTag, WireScheme};
 use ecnq::wire::hash::packet_hash;
 use ecnq_bpf::control::{lease, Codes};
-use ecnq_bpf::maps::{Control, FlowKey, FlowReader, FlowValue, Maps};
+use ecnq_bpf::maps::{Control, FlowKey, FlowReader, FlowValue, Maps, StartCodes};
 use ecnq_bpf::run::monotonic_ns;
 use ecnq_bpf::tc;
 use ecnq_bpf::writer::Writer;
@@ -183,10 +183,17 @@ fn trace(n: u32, flows: &[Flow], rng: &mut Lcg) -> Vec<(usize, Spec)> {
 }
 
 /// Sends `packets` out of `va` and collects what `vb` receives of them,
-/// by sequence number.
-fn replay(tx: &PacketSocket, rx: &PacketSocket, packets: &[(usize, Spec)]) -> HashMap<u32, Seen> {
+/// by sequence number, with the time each was sent (on the monotonic
+/// clock, as the program reads it).
+fn replay(
+    tx: &PacketSocket,
+    rx: &PacketSocket,
+    packets: &[(usize, Spec)],
+) -> (HashMap<u32, Seen>, Vec<Duration>) {
     let mut seen = HashMap::new();
+    let mut sent_at = Vec::with_capacity(packets.len());
     for (_, spec) in packets {
+        sent_at.push(Duration::from_nanos(monotonic_ns()));
         tx.send(&spec.build());
         // Drain as we go: the receive buffer holds the rest.
         while let Some(p) = rx.recv(Duration::ZERO) {
@@ -199,7 +206,7 @@ fn replay(tx: &PacketSocket, rx: &PacketSocket, packets: &[(usize, Spec)]) -> Ha
             keep(&mut seen, &p);
         }
     }
-    seen
+    (seen, sent_at)
 }
 
 /// The bytes a packet's hash is taken over, as the shim's router takes
@@ -252,9 +259,15 @@ fn the_kernel_path_marks_as_the_router_code_does() {
     // levels), BMCC's (each of ADPM's ranges, past u) and MCP's (its four
     // codes), and the meter's interval, which times MCP's fairing.
     let far = monotonic_ns() + 3_600_000_000_000;
+    // erc's flights, the first round's: the start codes of their turns.
+    let starts = StartCodes {
+        codes: [2, 1, 2, 2, 0, 2, 1, 2],
+        base: 0,
+    };
+    let mut flight_cleared = 0;
     let rounds = [
-        (0, far, [0.3, 0.5, 0.3]),
         (400, far, [0.9, 0.9, 0.6]),
+        (0, far, [0.3, 0.5, 0.3]),
         (700, far, [1.1, 1.3, 0.9]),
         (550, far, [0.7, 1.1, 1.1]),
         (400, 1, [1.1, 1.1, 0.6]),
@@ -277,24 +290,35 @@ fn the_kernel_path_marks_as_the_router_code_does() {
             ready: true,
             ecnq_class: 0,
             codes: Codes::of(&load),
+            starts,
         })
         .unwrap();
         let packets = trace(700, &flows, &mut rng);
-        let seen = replay(&tx, &rx, &packets);
+        let (seen, sent_at) = replay(&tx, &rx, &packets);
         assert_eq!(seen.len(), packets.len(), "packets lost at index {index}");
         let live = (expires_ns > 1).then_some(index);
         let link = LinkState {
             load,
             ..LinkState::default()
         };
-        for (i, spec) in &packets {
+        for ((i, spec), &now) in packets.iter().zip(&sent_at) {
             let seq = u32::from_be_bytes(spec.payload[..4].try_into().unwrap());
             let got = &seen[&seq];
             let came = Ecn::from_tos(spec.tos);
             let tag = SchemeTag::from_tos(spec.tos);
             let wire = tag.wire();
             let expected = if wire == erc::WIRE && !spec.tcp {
-                let ecn = model.write(live, *i as u64, tag, came, packet_hash(&spec.payload));
+                // A flight's datagram carries the start code, the others
+                // the chain's digit.
+                let len = spec.build().len() as u32;
+                let speaks = live.filter(|&index| index != 0).map(|_| &starts);
+                let ecn = match model.flight(now, *i as u64, len, came, speaks) {
+                    Some(ecn) => {
+                        flight_cleared += u32::from(ecn != came);
+                        ecn
+                    }
+                    None => model.write(live, *i as u64, tag, came, packet_hash(&spec.payload)),
+                };
                 spec.tos & !0b11 | ecn.bits()
             } else if let Some(marker) = markers.get_mut(&wire).filter(|_| live.is_some()) {
                 // The scheme's own router: a presence probe raised, then
@@ -329,6 +353,11 @@ fn the_kernel_path_marks_as_the_router_code_does() {
             count.1 += 1;
         }
     }
+    assert!(
+        flight_cleared >= 3,
+        "{flight_cleared} flight datagrams cleared"
+    );
+    assert_eq!(model.flights(), maps.flights().unwrap());
     // Every scheme's packets were rewritten, many of them.
     for wire in &wires {
         let n = rewritten.get(wire).copied().unwrap_or(0);
