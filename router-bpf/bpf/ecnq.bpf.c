@@ -489,10 +489,14 @@ static __always_inline int erc_digit(struct flow_value *flow, __u16 index, __u32
 static __always_inline int erc_flight(struct control *ctl, struct flow_value *flow, int created,
 				      __u32 len, int live)
 {
-	__u64 now = bpf_ktime_get_coarse_ns(), *count, turn;
+	__u64 now, *count, turn;
 	__u32 zero = 0;
 	int nth;
 
+	// Past its flight a flow's times no longer matter: no clock read.
+	if (!created && (flow->round_seen || flow->flight >= START_CODE_DIGITS))
+		return -1;
+	now = bpf_ktime_get_coarse_ns();
 	if (created) {
 		flow->first_ns = now;
 		flow->last_ns = now;
