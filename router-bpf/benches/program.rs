@@ -1,7 +1,9 @@
 //! The tc program's own cost per packet, in the kernel and in isolation
 //! (BPF_PROG_TEST_RUN, a million runs per packet kind): counting an
-//! untagged packet, and writing erc's digit into IPv4 and IPv6 packets
-//! of 64 and 1200 bytes of payload, with the control loop's index set.
+//! untagged packet, writing erc's digit into IPv4 and IPv6 packets of 64
+//! and 1200 bytes of payload, with the control loop's index set, and
+//! marking an IPv4 packet of each other scheme the program marks, its
+//! load at 90 %.
 //! The figure excludes forwarding; `cargo bench -p ecnq-shim --bench
 //! forwarding` measures the whole path.
 //!
@@ -11,8 +13,11 @@
 
 use std::process::Command;
 
-use ecnq::schemes::registry::Scheme;
-use ecnq::wire::ecn::{Ecn, SchemeTag};
+use ecnq::router::meter::LinkLoad;
+use ecnq::schemes::registry::{Scheme, FORMULAS};
+use ecnq::signal::load::LoadFactor;
+use ecnq::wire::ecn::{Ecn, SchemeTag, WireScheme};
+use ecnq_bpf::control::Codes;
 use ecnq_bpf::maps::{Control, FlowReader, Maps};
 use ecnq_bpf::run::monotonic_ns;
 use ecnq_bpf::{sys, tc};
@@ -65,23 +70,35 @@ fn main() {
         assert_eq!(r, 0);
         let prog = tc::attach("va").unwrap();
         let maps = Maps::open(prog).unwrap();
+        let mut load = LinkLoad::default();
+        for entry in &FORMULAS {
+            load[entry.formula] = LoadFactor::new(0.9);
+        }
         let control = Control {
             expires_ns: monotonic_ns() + 3_600_000_000_000,
             index: INDEX,
             l3: 14,
             ready: true,
             ecnq_class: 0,
-            vcp_code: 0,
+            codes: Codes::of(&load),
+            starts: Default::default(),
         };
         maps.set_control(control).unwrap();
-        let erc = SchemeTag::new(Scheme::Erc.wire().id()).tos(Ecn::Ect0);
+        let tos = |wire: WireScheme| SchemeTag::new(wire.id()).tos(wire.base_ecn());
+        let erc = tos(Scheme::Erc.wire());
         let untagged = Ecn::Ect0.bits();
+        let mut kinds = vec![
+            ("untagged, counted".to_owned(), false, untagged),
+            ("erc IPv4, marked".to_owned(), false, erc),
+            ("erc IPv6, marked".to_owned(), true, erc),
+        ];
+        let mut others: Vec<WireScheme> = ecnq_bpf::SCHEMES.iter().map(|s| s.wire()).collect();
+        others.dedup();
+        for wire in others.into_iter().filter(|&w| w != Scheme::Erc.wire()) {
+            kinds.push((format!("{wire} IPv4, marked"), false, tos(wire)));
+        }
         println!("ns per packet, mean of {RUNS} runs (BPF_PROG_TEST_RUN):");
-        for (what, v6, tos) in [
-            ("untagged, counted", false, untagged),
-            ("erc IPv4, marked", false, erc),
-            ("erc IPv6, marked", true, erc),
-        ] {
+        for (what, v6, tos) in kinds {
             for payload in [64, 1200] {
                 let (verdict, ns, _) = sys::test_run(prog, &frame(v6, tos, payload), RUNS).unwrap();
                 assert_eq!(verdict, 0, "TC_ACT_OK");

@@ -4,9 +4,12 @@
 // It parses IPv4 / IPv6 with UDP or TCP, reads the DSCP scheme tag
 // (docs/design.md §2 "DSCP scheme tag"), counts every packet per flow and
 // per class, and writes erc's digit into the ECN field of erc packets from
-// the index the userspace control loop leaves in `ecnq_ctl`. The per-packet
-// rule is the one in src/writer.rs, which the tests hold it to packet by
-// packet (tests/marks.rs). Every packet passes (TC_ACT_OK): the program
+// the index the userspace control loop leaves in `ecnq_ctl` (its start
+// code into a new flow's flight), and the other
+// schemes' marks from the values the loop derives from its load factors
+// (src/control.rs, `Codes`). erc's per-packet rule is the one in
+// src/writer.rs; the others are their routers' (`Marker::mark`); the tests
+// hold the program to both packet by packet (tests/marks.rs). Every packet passes (TC_ACT_OK): the program
 // never drops, so detaching it, or its control loop dying, leaves plain
 // forwarding.
 
@@ -29,8 +32,35 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #define UNSPOKEN 682
 // erc's DSCP pool tag (transport/src/schemes/erc/mod.rs, WIRE).
 #define ERC_TAG 6
-// VCP's DSCP pool tag (transport/src/schemes/vcp.rs, WIRE).
+// VCP's DSCP pool tag (transport/src/schemes/vcp.rs, WIRE); EVCP's too.
 #define VCP_TAG 1
+// MPCP's tags, chains of two and three (transport/src/schemes/mpcp.rs,
+// `Chain::wire`).
+#define DPCP_TAG 2
+#define TPCP_TAG 3
+// BMCC's tag (transport/src/schemes/bmcc.rs, WIRE).
+#define BMCC_TAG 4
+// MCP's first tag; tags MCP_TAG..15 carry its flag bits
+// (transport/src/schemes/mcp.rs, WIRE): fairing, this-path, probe.
+#define MCP_TAG 8
+#define MCP_FAIRING 0x1
+#define MCP_THIS_PATH 0x2
+#define MCP_PROBE 0x4
+// A fairing request lasts until two periods past the one it came in
+// (transport/src/schemes/mcp.rs, FAIRING_PERIODS).
+#define FAIRING_PERIODS 2
+// erc's start code (transport/src/schemes/erc/start.rs,
+// START_CODE_DIGITS; router/mod.rs, DATA_PACKET, RETURN_GAP,
+// LONGEST_ROUND): a new flow's first data-sized datagrams (IP bytes)
+// before its first silence, up to this many, carry it.
+#define START_CODE_DIGITS 3
+#define DATA_PACKET 256
+#define RETURN_GAP_NS 10000000ull
+#define LONGEST_ROUND_NS 3000000000ull
+// The start codes the loop leaves ahead: for the next new flights, one
+// after the other (src/maps.rs, `StartCodes`).
+#define START_CODES 8
+
 // The experimental pool xxxx11 (RFC 2474 §6; docs/design.md §2).
 #define POOL 3
 // The packet hash reads the last 16 bytes of the UDP payload
@@ -51,7 +81,9 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 #define ECN_MASK 0x3
 #define ECN_NOT_ECT 0x0
+#define ECN_ECT1 0x1
 #define ECN_ECT0 0x2
+#define ECN_CE 0x3
 
 // What the control loop writes every period (src/maps.rs, `Control`).
 struct control {
@@ -72,10 +104,30 @@ struct control {
 	// the packet's priority as it is (one queue for all).
 	__u32 ecnq_class;
 	// The code VCP's router writes, from the load factor of its last
-	// interval: an ECT packet of VCP's is raised to it (VcpMarker);
-	// 0: none.
+	// interval: an ECT packet of VCP's is raised to it (VcpMarker).
 	__u8 vcp_code;
-	__u8 pad[3];
+	// The code MCP's router writes (McpMarker): a packet's code is
+	// raised to it.
+	__u8 mcp_code;
+	// Whether BMCC's load is past u: every ECT packet of BMCC's is CE.
+	__u8 bmcc_ce;
+	__u8 pad0;
+	// The meter's last completed interval, which times MCP's fairing
+	// requests (LinkLoad's epoch).
+	__u64 epoch;
+	// How many of the 65 536 values of a hash's high 16 bits have an ADPM
+	// threshold under BMCC's load: a packet whose high bits are under
+	// this is marked ECT(1) (BmccMarker).
+	__u32 bmcc_below;
+	// The digit MPCP's router writes at each chain position, for chains
+	// of two and of three (MpcpMarker).
+	__u8 mpcp_digits[2][3];
+	__u8 pad1[6];
+	// The start codes erc's router would write into the next new flows'
+	// flights, one after the other (ErcMarker::next_start_codes), from
+	// the `flights_base`th flight on (the count in `ecnq_flights`).
+	__u8 start_codes[START_CODES];
+	__u64 flights_base;
 };
 
 // A flow: the 5-tuple, IPv4 addresses in the first 4 bytes (src/maps.rs,
@@ -100,20 +152,41 @@ struct flow_value {
 	__u16 in_seen;
 	// The DSCP pool tag of the flow's last packet (0: untagged).
 	__u8 tag;
-	__u8 pad[3];
+	// MPCP: how this router's level compares with the packet's over the
+	// digits of the chain so far, after each of its first two positions
+	// (MpcpMarker's `Prefix`).
+	__u8 mpcp_prefix[2];
+	__u8 pad;
+	// erc's flight (ErcMarker's FlowState): when the flow's first and
+	// last packets came (the coarse clock), its flight datagrams seen,
+	// whether its first silence of RETURN_GAP came, and the code its
+	// flight carries.
+	__u64 first_ns;
+	__u64 last_ns;
+	__u8 flight;
+	__u8 round_seen;
+	__u8 start_code;
+	__u8 pad2[5];
 };
 
 // Per-class counters (src/maps.rs, `ClassCounters`).
 struct class_counters {
 	__u64 bytes;
 	__u64 packets;
-	// Packets whose ECN the program rewrote.
+	// Packets whose TOS byte the program rewrote.
 	__u64 marked;
-	// erc and VCP packets left unmarked because the control loop's state
-	// was stale.
+	// Packets of the schemes it marks left unmarked because the control
+	// loop's state was stale.
 	__u64 stale;
 	// GSO packets counted but not marked: their segments' hashes differ.
 	__u64 gso;
+};
+
+// The end of MCP's fairing request, a period of the meter's (McpMarker's
+// `fairing_until`): set by the packets that ask for fairing, apart from
+// the control map, which the loop writes whole.
+struct mcp_state {
+	__u64 fairing_until;
 };
 
 struct {
@@ -146,6 +219,22 @@ struct {
 	__type(key, __u32);
 	__type(value, struct class_counters);
 } ecnq_class SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct mcp_state);
+} ecnq_mcp SEC(".maps");
+
+// New erc flights seen, for the control loop, which leaves the codes of
+// the next ones from this count on.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} ecnq_flights SEC(".maps");
 
 // Whether the control loop's index is current (now < `expires_ns`). The
 // coarse clock, a read of the last tick's time, answers for most of a
@@ -333,10 +422,10 @@ static __always_inline int parse(struct __sk_buff *skb, __u32 l3, struct parsed 
 	return parse_linear(skb, l3, p) ? -1 : 0;
 }
 
-// Rewrites the ECN field to `ecn` in place: for IPv4 with an incremental
-// update of the header checksum (RFC 1624, eqn. 3: HC' = ~(~HC + ~m +
-// m')), over the header's first 16-bit word, which holds the TOS byte.
-static __always_inline int write_ecn(struct __sk_buff *skb, __u32 l3, struct parsed *p, __u8 ecn)
+// Rewrites the TOS byte (DSCP and ECN) to `tos` in place: for IPv4 with an
+// incremental update of the header checksum (RFC 1624, eqn. 3: HC' = ~(~HC
+// + ~m + m')), over the header's first 16-bit word, which holds the TOS byte.
+static __always_inline int write_tos(struct __sk_buff *skb, __u32 l3, struct parsed *p, __u8 tos)
 {
 	void *data = (void *)(long)skb->data;
 	void *data_end = (void *)(long)skb->data_end;
@@ -350,18 +439,19 @@ static __always_inline int write_ecn(struct __sk_buff *skb, __u32 l3, struct par
 		if ((void *)(iph + 1) > data_end)
 			return -1;
 		old_word = *(__u16 *)iph;
-		iph->tos = (p->tos & ~ECN_MASK) | ecn;
+		iph->tos = tos;
 		new_word = *(__u16 *)iph;
 		sum = (__u16)~iph->check + (__u16)~old_word + new_word;
 		sum = (sum & 0xffff) + (sum >> 16);
 		sum = (sum & 0xffff) + (sum >> 16);
 		iph->check = ~sum;
 	} else {
-		// The traffic class straddles the first two bytes: ECN is bits
-		// 4-5 of byte 1 (RFC 8200 §3).
+		// The traffic class straddles the first two bytes, after the
+		// version and before the flow label (RFC 8200 §3).
 		if ((void *)(ip + 2) > data_end)
 			return -1;
-		ip[1] = (ip[1] & ~(ECN_MASK << 4)) | (ecn << 4);
+		ip[0] = (ip[0] & 0xf0) | (tos >> 4);
+		ip[1] = (ip[1] & 0x0f) | (tos << 4);
 	}
 	return 0;
 }
@@ -390,6 +480,169 @@ static __always_inline int erc_digit(struct flow_value *flow, __u16 index, __u32
 	return ((index ^ (index >> 1)) & bit) ? ECN_ECT0 : ECN_NOT_ECT;
 }
 
+// erc's flight (ErcMarker::mark, meter_packet): a new flow's data-sized
+// datagrams before its first silence of RETURN_GAP, up to
+// START_CODE_DIGITS, carry the start code in place of the chain's digits.
+// Returns the datagram's place in the flight, or -1 past it. The first
+// takes the code the loop left for the flight's turn; a stale loop's is
+// none.
+static __always_inline int erc_flight(struct control *ctl, struct flow_value *flow, int created,
+				      __u32 len, int live)
+{
+	__u64 now, *count, turn;
+	__u32 zero = 0;
+	int nth;
+
+	// Past its flight a flow's times no longer matter: no clock read.
+	if (!created && (flow->round_seen || flow->flight >= START_CODE_DIGITS))
+		return -1;
+	now = bpf_ktime_get_coarse_ns();
+	if (created) {
+		flow->first_ns = now;
+		flow->last_ns = now;
+	}
+	if (!flow->round_seen && now - flow->last_ns >= RETURN_GAP_NS &&
+	    now - flow->first_ns <= LONGEST_ROUND_NS)
+		flow->round_seen = 1;
+	flow->last_ns = now;
+	if (flow->round_seen || len < DATA_PACKET || flow->flight >= START_CODE_DIGITS)
+		return -1;
+	nth = flow->flight++;
+	if (nth == 0) {
+		count = bpf_map_lookup_elem(&ecnq_flights, &zero);
+		turn = count ? __sync_fetch_and_add(count, 1) - ctl->flights_base : 0;
+		// A turn past the table's (or before its base) takes its last.
+		if (turn >= START_CODES)
+			turn = START_CODES - 1;
+		flow->start_code = live ? ctl->start_codes[turn & (START_CODES - 1)] : 0;
+	}
+	return nth;
+}
+
+// MPCP's prefix comparison (MpcpMarker's `Prefix`): equal so far, this
+// router more congested (it writes its digits), upstream more congested.
+#define PREFIX_EQUAL 0
+#define PREFIX_ROUTER 1
+#define PREFIX_UPSTREAM 2
+
+// MPCP's per-packet decision (MpcpMarker::mark) for an ECT packet at its
+// chain position, `n` digits a chain: compare this router's digit with the
+// carried one while the chain's digits so far are equal, write its own
+// where this router's level is the higher. Returns the new ECN.
+static __always_inline __u8 mpcp_mark(struct flow_value *flow, const __u8 *digits, __u32 n,
+				      __u32 hash, __u8 ecn)
+{
+	__u32 position = hash % n;
+	__u8 own, carried = ecn - 1, before, after;
+
+	// Constant indices: the verifier does not bound a remainder.
+	if (position == 0) {
+		own = digits[0];
+		before = PREFIX_EQUAL;
+	} else if (position == 1) {
+		own = digits[1];
+		before = flow->mpcp_prefix[0];
+	} else {
+		own = digits[2];
+		before = flow->mpcp_prefix[1];
+	}
+	after = before;
+	if (before == PREFIX_EQUAL && own > carried)
+		after = PREFIX_ROUTER;
+	else if (before == PREFIX_EQUAL && own < carried)
+		after = PREFIX_UPSTREAM;
+	if (position == 0 && n > 1)
+		flow->mpcp_prefix[0] = after;
+	else if (position == 1 && n > 2)
+		flow->mpcp_prefix[1] = after;
+	return after == PREFIX_ROUTER ? own + 1 : ecn;
+}
+
+// BMCC's per-packet decision (BmccMarker::mark, ADPM) for an ECT packet:
+// CE past u, ECT(1) where the load is over the packet's threshold θ(h).
+static __always_inline __u8 bmcc_mark(struct control *ctl, __u32 hash, __u8 ecn)
+{
+	if (ecn == ECN_CE)
+		return ecn;
+	if (ctl->bmcc_ce)
+		return ECN_CE;
+	return (hash >> 16) < ctl->bmcc_below ? ECN_ECT1 : ecn;
+}
+
+// MCP's per-packet decision (McpMarker::mark): raise the code, start or
+// prolong a fairing request, set the fairing bit while one lasts. Returns
+// the new TOS byte.
+static __always_inline __u8 mcp_mark(struct control *ctl, __u8 tag, __u8 ecn)
+{
+	__u32 zero = 0;
+	struct mcp_state *state = bpf_map_lookup_elem(&ecnq_mcp, &zero);
+	__u8 code = ecn > ctl->mcp_code ? ecn : ctl->mcp_code;
+	__u8 flags = tag & ~MCP_PROBE & 0x7;
+	__u64 until = ctl->epoch + FAIRING_PERIODS;
+
+	if (state) {
+		if ((flags & MCP_FAIRING) && (flags & MCP_THIS_PATH) && state->fairing_until < until)
+			state->fairing_until = until;
+		// Codes `01` and `10`, 48 to 98 % (McpCode::admits_fairing).
+		if (ctl->epoch < state->fairing_until && (code == ECN_ECT1 || code == ECN_ECT0))
+			flags |= MCP_FAIRING;
+	}
+	return (((MCP_TAG | flags) << 2) | POOL) << 2 | code;
+}
+
+// Whether the program marks a tag's packets from the loop's values: VCP's
+// (and EVCP's), MPCP's, BMCC's and MCP's. Prague's marks come from the
+// sojourn time, which a packet has not had before it is queued.
+static __always_inline int marked_by_load(__u8 tag)
+{
+	return tag == VCP_TAG || tag == DPCP_TAG || tag == TPCP_TAG || tag == BMCC_TAG ||
+	       tag >= MCP_TAG;
+}
+
+// The schemes other than erc, whose routers write a value per interval
+// into each packet: raise a presence probe as the registry says
+// (`WireScheme::raise_probe`), then mark as the scheme's router does.
+// Returns the new TOS byte.
+static __always_inline int mark_by_load(struct __sk_buff *skb, struct control *ctl,
+					struct parsed *p, struct flow_value *flow,
+					struct class_counters *class, __u32 segs)
+{
+	__u8 tag = p->tag, ecn = p->tos & ECN_MASK, dscp_bits = p->tos & ~ECN_MASK;
+	__u32 hash = 0, off = p->l4_off, len = p->l4_len;
+	int hashed = tag == DPCP_TAG || tag == TPCP_TAG || tag == BMCC_TAG;
+
+	if (tag >= MCP_TAG)
+		return mcp_mark(ctl, tag, ecn);
+	// A Not-ECT packet of these schemes is a presence probe: raised to
+	// the base codepoint.
+	if (ecn == ECN_NOT_ECT)
+		ecn = tag == BMCC_TAG ? ECN_ECT0 : ECN_ECT1;
+	if (tag == VCP_TAG)
+		return dscp_bits | (ecn > ctl->vcp_code ? ecn : ctl->vcp_code);
+	if (!hashed)
+		return p->tos;
+	// The hash of a UDP packet's payload, of a TCP packet's segment
+	// (the shim's classification); a GSO batch's segments differ.
+	if (segs > 1) {
+		if (class)
+			class->gso++;
+		return p->tos;
+	}
+	if (p->key.proto == IPPROTO_UDP) {
+		if (len < 8)
+			return p->tos;
+		off += 8;
+		len -= 8;
+	}
+	if (p->l4_len > skb->len - p->l4_off || packet_hash(skb, off, len, &hash))
+		return p->tos;
+	if (tag == BMCC_TAG)
+		return dscp_bits | bmcc_mark(ctl, hash, ecn);
+	if (tag == DPCP_TAG)
+		return dscp_bits | mpcp_mark(flow, ctl->mpcp_digits[0], 2, hash, ecn);
+	return dscp_bits | mpcp_mark(flow, ctl->mpcp_digits[1], 3, hash, ecn);
+}
+
 SEC("tc")
 int ecnq_egress(struct __sk_buff *skb)
 {
@@ -399,7 +652,7 @@ int ecnq_egress(struct __sk_buff *skb)
 	struct control *ctl;
 	__u32 zero = 0, tag, hash, segs, l3, bytes;
 	__u8 ecn;
-	int out;
+	int out, created = 0, live, nth;
 
 	ctl = bpf_map_lookup_elem(&ecnq_ctl, &zero);
 	if (!ctl || !ctl->ready)
@@ -420,8 +673,10 @@ int ecnq_egress(struct __sk_buff *skb)
 	}
 	flow = bpf_map_lookup_elem(&ecnq_flows, &p.key);
 	if (!flow) {
-		if (bpf_map_update_elem(&ecnq_flows, &p.key, &fresh, BPF_NOEXIST) == 0)
+		if (bpf_map_update_elem(&ecnq_flows, &p.key, &fresh, BPF_NOEXIST) == 0) {
 			bpf_map_push_elem(&ecnq_new_flows, &p.key, 0);
+			created = 1;
+		}
 		flow = bpf_map_lookup_elem(&ecnq_flows, &p.key);
 		if (!flow)
 			return TC_ACT_OK;
@@ -430,25 +685,36 @@ int ecnq_egress(struct __sk_buff *skb)
 	__sync_fetch_and_add(&flow->packets, segs);
 	flow->tag = p.tag;
 
-	ecn = p.tos & ECN_MASK;
-	if (tag == VCP_TAG) {
-		// Codes are only raised, and a Not-ECT packet carries none.
-		if (ecn == ECN_NOT_ECT || ctl->vcp_code <= ecn)
+	if (tag != ERC_TAG) {
+		if (!marked_by_load(tag))
 			return TC_ACT_OK;
 		if (!lease_live(ctl)) {
 			if (class)
 				class->stale++;
 			return TC_ACT_OK;
 		}
-		if (write_ecn(skb, l3, &p, ctl->vcp_code) == 0 && class)
+		out = mark_by_load(skb, ctl, &p, flow, class, segs);
+		if (out != p.tos && write_tos(skb, l3, &p, out) == 0 && class)
 			class->marked++;
 		return TC_ACT_OK;
 	}
-	if (tag != ERC_TAG || p.key.proto != IPPROTO_UDP)
+	ecn = p.tos & ECN_MASK;
+	if (p.key.proto != IPPROTO_UDP)
 		return TC_ACT_OK;
+	live = ctl->index != 0 && lease_live(ctl);
+	// A GSO batch is a local sender's, never a handshake flight.
+	nth = segs > 1 ? -1 : erc_flight(ctl, flow, created, bytes, live);
+	if (nth >= 0) {
+		// A datagram an upstream router cleared stays cleared; CE and
+		// ECT(1) pass.
+		if (ecn == ECN_ECT0 && nth < flow->start_code &&
+		    write_tos(skb, l3, &p, p.tos & ~ECN_MASK) == 0 && class)
+			class->marked++;
+		return TC_ACT_OK;
+	}
 	if (ecn != ECN_NOT_ECT && ecn != ECN_ECT0)
 		return TC_ACT_OK;
-	if (ctl->index == 0 || !lease_live(ctl)) {
+	if (!live) {
 		if (class)
 			class->stale++;
 		return TC_ACT_OK;
@@ -465,7 +731,7 @@ int ecnq_egress(struct __sk_buff *skb)
 	out = erc_digit(flow, ctl->index, hash, ecn);
 	if (out < 0 || out == ecn)
 		return TC_ACT_OK;
-	if (write_ecn(skb, l3, &p, out) == 0 && class)
+	if (write_tos(skb, l3, &p, (p.tos & ~ECN_MASK) | out) == 0 && class)
 		class->marked++;
 	return TC_ACT_OK;
 }

@@ -10,13 +10,15 @@ use std::time::Duration;
 
 use ecnq::router::meter::{LinkLoad, LoadFactorMeter, MeterConfig};
 use ecnq::schemes::erc::{ErcConfig, ErcMarker};
+use ecnq::schemes::mpcp::Chain;
 use ecnq::schemes::registry::Scheme;
 use ecnq::schemes::vcp::{self, VcpMarker};
+use ecnq::schemes::{bmcc, mcp};
 use ecnq::signal::flow_table::FlowTableConfig;
 use ecnq::signal::{LinkState, Marker, PacketMarks};
 use ecnq::wire::ecn::{Ecn, SchemeTag};
 
-use crate::maps::{FlowKey, FlowValue};
+use crate::maps::{FlowKey, FlowValue, StartCodes};
 
 /// How long the index the loop leaves stays valid: erc's shortest
 /// measurement interval (`ErcConfig::min_interval`), so marks from a dead
@@ -81,6 +83,62 @@ pub fn vcp_code(load: &LinkLoad) -> Ecn {
     };
     VcpMarker.mark(Duration::ZERO, &link, &mut pkt);
     pkt.ecn
+}
+
+/// What the routers of the schemes other than erc write into a packet,
+/// from a link's load factors: the values the program compares a packet
+/// with (`struct control` in `bpf/ecnq.bpf.c`). Each comes from its
+/// scheme's own code, so that the program marks as the scheme's router
+/// does (tests/marks.rs, `the_kernel_path_marks_as_the_router_code_does`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Codes {
+    /// VCP's code (and EVCP's, which travels as VCP), ECN bits.
+    pub vcp: u8,
+    /// MCP's code, ECN bits.
+    pub mcp: u8,
+    /// Whether BMCC's load is at least u: its ECT packets become CE.
+    pub bmcc_ce: bool,
+    /// How many values of a hash's high 16 bits have an ADPM threshold
+    /// under BMCC's load: their packets are marked ECT(1).
+    pub bmcc_below: u32,
+    /// MPCP's digit at each position of a chain of two, and of three.
+    pub dpcp: [u8; 2],
+    pub tpcp: [u8; 3],
+    /// The meter's last completed interval: MCP's fairing requests last
+    /// in intervals.
+    pub epoch: u64,
+}
+
+impl Codes {
+    /// The codes of a link loaded as `load` says.
+    pub fn of(load: &LinkLoad) -> Codes {
+        let f = load[bmcc::FORMULA].get();
+        // θ(h) rises with the hash's high 16 bits (bmcc::threshold): the
+        // marked ones are those under the first whose θ is not under f.
+        let (mut below, mut above) = (0u32, 1u32 << 16);
+        while below < above {
+            let mid = (below + above) / 2;
+            if f > bmcc::threshold(mid << 16) {
+                below = mid + 1;
+            } else {
+                above = mid;
+            }
+        }
+        let digits = |chain: Chain| {
+            let level = chain.level_of(load[vcp::FORMULA]);
+            move |position: usize| chain.digit(level, position)
+        };
+        let (dpcp, tpcp) = (digits(Chain::Two), digits(Chain::Three));
+        Codes {
+            vcp: vcp_code(load).bits(),
+            mcp: mcp::code_of(load[mcp::FORMULA]).bits(),
+            bmcc_ce: f >= bmcc::U,
+            bmcc_below: below,
+            dpcp: std::array::from_fn(dpcp),
+            tpcp: std::array::from_fn(tpcp),
+            epoch: load.epoch,
+        }
+    }
 }
 
 /// How long the classic class's departure rate is averaged over: a few
@@ -197,12 +255,12 @@ impl ControlLoop {
         meter.on_queue(now, backlog);
     }
 
-    /// The code VCP's router writes now (see [`vcp_code`]); `NotEct`
+    /// What the other schemes' routers write now ([`Codes`]); none
     /// before the first step.
-    pub fn vcp_code(&self) -> Ecn {
+    pub fn codes(&self) -> Codes {
         self.meter
             .as_ref()
-            .map_or(Ecn::NotEct, |meter| vcp_code(meter.load()))
+            .map_or(Codes::default(), |meter| Codes::of(meter.load()))
     }
 
     /// Hands the router each flow's traffic as up to [`MOST_PACKETS`]
@@ -248,6 +306,16 @@ impl ControlLoop {
             } else {
                 self.router.observe(at, &link, &pkt);
             }
+        }
+    }
+
+    /// The start codes of the next new erc flights, were they to come at
+    /// `now` on a link of `capacity` bytes per second, counted from the
+    /// program's `base`th flight.
+    pub fn start_codes(&self, now: Duration, capacity: f64, base: u64) -> StartCodes {
+        StartCodes {
+            codes: self.router.next_start_codes(now, capacity),
+            base,
         }
     }
 
@@ -355,7 +423,7 @@ mod tests {
             assert_eq!(vcp_code(&load), code, "{rho}");
         }
         let mut control = ControlLoop::default();
-        assert_eq!(control.vcp_code(), Ecn::NotEct);
+        assert_eq!(control.codes(), Codes::default());
         let capacity = 1.25e6;
         let mut flow = FlowValue {
             tag: vcp::WIRE.id(),
@@ -368,11 +436,45 @@ mod tests {
                 flow.packets += 5;
                 let now = period() * (codes.len() as u32 + 1);
                 control.step(now, &[(key(1), flow)], 0, capacity);
-                codes.push(control.vcp_code());
+                codes.push(Ecn::from_bits(control.codes().vcp));
             }
         }
         assert_eq!(codes[190], Ecn::Ect1);
         assert_eq!(codes[390], Ecn::Ce);
+    }
+
+    /// BMCC's split of the hashes is its marker's, hash by hash: a packet
+    /// whose high 16 bits are under `bmcc_below` is the one BmccMarker
+    /// marks ECT(1), at loads across ADPM's three ranges and past u.
+    #[test]
+    fn bmcc_marks_the_hashes_its_marker_marks() {
+        use ecnq::schemes::bmcc::BmccMarker;
+        for f in [0.1, 0.15, 0.5, 0.75, 0.9, 1.0, 1.1, 1.19, 1.2, 1.5] {
+            let mut load = LinkLoad::default();
+            load[bmcc::FORMULA] = ecnq::signal::load::LoadFactor::new(f);
+            let codes = Codes::of(&load);
+            let link = LinkState {
+                load,
+                ..LinkState::default()
+            };
+            for high in 0..1u32 << 16 {
+                let mut pkt = PacketMarks {
+                    ecn: Ecn::Ect0,
+                    tag: SchemeTag::new(bmcc::WIRE.id()),
+                    hash: high << 16 | 0xffff,
+                    flow: 0,
+                };
+                BmccMarker.mark(Duration::ZERO, &link, &mut pkt);
+                let ours = if codes.bmcc_ce {
+                    Ecn::Ce
+                } else if high < codes.bmcc_below {
+                    Ecn::Ect1
+                } else {
+                    Ecn::Ect0
+                };
+                assert_eq!(ours, pkt.ecn, "load {f}, high bits {high}");
+            }
+        }
     }
 
     /// The ecnq class gets the link while the others are idle, what they

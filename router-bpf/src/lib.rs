@@ -3,12 +3,12 @@
 //! headers are installed) parses IPv4 / IPv6 with UDP or TCP, reads the
 //! DSCP scheme tag, counts bytes and packets per flow (an LRU table keyed
 //! by the 5-tuple) and per class (per CPU), computes the packet hash,
-//! writes erc's digit into erc packets and raises VCP packets to VCP's
-//! code. A userspace control loop ([`control`]) runs erc's sans-IO router
-//! and VCP's load factor meter, the code the TUN shim runs, every period
-//! from those counters and from the kernel queue's backlog ([`qdisc`],
-//! over rtnetlink), and leaves the index and the code in a map with a
-//! lease.
+//! writes erc's digit into erc packets and the other schemes' marks
+//! ([`SCHEMES`]) from values per interval ([`control::Codes`]). A
+//! userspace control loop ([`control`]) runs erc's sans-IO router and the
+//! load factor meter, the code the TUN shim runs, every period from those
+//! counters and from the kernel queue's backlog ([`qdisc`], over
+//! rtnetlink), and leaves the index and the codes in a map with a lease.
 //!
 //! The program never drops a packet: taken off the device, or left by a
 //! control loop that died (its lease runs out within erc's shortest
@@ -21,9 +21,18 @@
 
 use ecnq::schemes::registry::Scheme;
 
-/// The schemes the program marks; packets of the others pass unmarked
-/// (docs/design.md, the router in the kernel, says which others fit).
-pub const SCHEMES: [Scheme; 2] = [Scheme::Erc, Scheme::Vcp];
+/// The schemes the program marks; packets of the others pass unmarked:
+/// Prague's marks come from a packet's sojourn in the queue, which a tc
+/// egress program runs before (docs/design.md, the router in the kernel).
+pub const SCHEMES: [Scheme; 7] = [
+    Scheme::Erc,
+    Scheme::Vcp,
+    Scheme::Evcp,
+    Scheme::Dpcp,
+    Scheme::Tpcp,
+    Scheme::Bmcc,
+    Scheme::Mcp,
+];
 
 pub mod control;
 pub mod maps;

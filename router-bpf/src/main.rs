@@ -7,9 +7,10 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use ecnq_bpf::run::{self, EcnqClass, Options};
 
-/// ecnq's router as a tc eBPF program: marks erc's rate and VCP's load
-/// level into the packets that leave a device, with a control loop that
-/// runs their routers from the program's counters and the device's queue.
+/// ecnq's router as a tc eBPF program: marks erc's rate and the load of
+/// VCP, EVCP, DPCP, TPCP, BMCC and MCP into the packets that leave a
+/// device, with a control loop that runs their routers from the program's
+/// counters and the device's queue (Prague's packets pass unmarked).
 /// Needs root.
 #[derive(Parser, Debug)]
 #[command(name = "ecnq-bpf", version)]

@@ -6,6 +6,7 @@ use std::collections::HashSet;
 use std::io;
 use std::net::IpAddr;
 
+use crate::control::Codes;
 use crate::sys::{self, Map};
 
 /// The map names in `bpf/ecnq.bpf.c`.
@@ -13,6 +14,7 @@ const CONTROL: &str = "ecnq_ctl";
 const FLOWS: &str = "ecnq_flows";
 const CLASSES: &str = "ecnq_class";
 const NEW_FLOWS: &str = "ecnq_new_flows";
+const FLIGHTS: &str = "ecnq_flights";
 /// Per-class counters, one per DSCP pool tag (`CLASSES` in the C source).
 pub const CLASS_COUNT: u32 = 16;
 
@@ -33,13 +35,40 @@ pub struct Control {
     /// packets in, through their priority, apart from classic traffic;
     /// 0: one queue for all.
     pub ecnq_class: u32,
-    /// The code VCP's router writes (ECN bits; 0: none): the program
-    /// raises an ECT packet of VCP's to it.
-    pub vcp_code: u8,
+    /// What the routers of the schemes other than erc write, from the
+    /// loop's load factors.
+    pub codes: Codes,
+    /// The start codes of the next new erc flights.
+    pub starts: StartCodes,
+}
+
+/// The start codes erc's router would write into the next new flows'
+/// flights, one after the other (`ErcMarker::next_start_codes`): the
+/// program gives the flight it counts as the `base`th the first, the next
+/// the second, and every later one the last.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StartCodes {
+    pub codes: [u8; START_CODES],
+    /// The program's count of flights ([`Maps::flights`]) when the codes
+    /// were computed.
+    pub base: u64,
+}
+
+/// How many start codes the loop leaves ahead (`START_CODES` in the C
+/// source): more flights than a period of the loop sees in a flash crowd
+/// of a thousand flows a second.
+pub const START_CODES: usize = 8;
+
+impl StartCodes {
+    /// The code of the flight the program counts as the `turn`th.
+    pub fn of(&self, turn: u64) -> u8 {
+        let at = turn.wrapping_sub(self.base).min(START_CODES as u64 - 1);
+        self.codes[at as usize]
+    }
 }
 
 impl Control {
-    const SIZE: usize = 24;
+    const SIZE: usize = 64;
 
     fn bytes(&self) -> [u8; Self::SIZE] {
         let mut b = [0; Self::SIZE];
@@ -49,7 +78,16 @@ impl Control {
         b[11] = u8::from(self.ready);
         b[12..16].copy_from_slice(&coarse_lag_ns().to_ne_bytes());
         b[16..20].copy_from_slice(&self.ecnq_class.to_ne_bytes());
-        b[20] = self.vcp_code;
+        let c = &self.codes;
+        b[20] = c.vcp;
+        b[21] = c.mcp;
+        b[22] = u8::from(c.bmcc_ce);
+        b[24..32].copy_from_slice(&c.epoch.to_ne_bytes());
+        b[32..36].copy_from_slice(&c.bmcc_below.to_ne_bytes());
+        b[36..38].copy_from_slice(&c.dpcp);
+        b[39..42].copy_from_slice(&c.tpcp);
+        b[48..56].copy_from_slice(&self.starts.codes);
+        b[56..64].copy_from_slice(&self.starts.base.to_ne_bytes());
         b
     }
 }
@@ -118,7 +156,7 @@ pub struct FlowValue {
 }
 
 impl FlowValue {
-    const SIZE: usize = 24;
+    const SIZE: usize = 48;
 
     fn parse(b: &[u8]) -> FlowValue {
         let u64_at = |at: usize| u64::from_ne_bytes(b[at..at + 8].try_into().expect("8 bytes"));
@@ -135,9 +173,10 @@ impl FlowValue {
 pub struct ClassCounters {
     pub bytes: u64,
     pub packets: u64,
-    /// Packets whose ECN the program rewrote.
+    /// Packets whose TOS byte (ECN, MCP's flags) the program rewrote.
     pub marked: u64,
-    /// erc and VCP packets left unmarked because the state was stale.
+    /// Packets of the schemes it marks left unmarked because the state
+    /// was stale.
     pub stale: u64,
     /// GSO packets counted and left unmarked.
     pub gso: u64,
@@ -154,6 +193,7 @@ pub struct Maps {
     flows: Map,
     classes: Map,
     new_flows: Map,
+    flights: Map,
     cpus: usize,
 }
 
@@ -181,8 +221,16 @@ impl Maps {
             flows: take(FLOWS, FlowKey::SIZE, FlowValue::SIZE)?,
             classes: take(CLASSES, 4, ClassCounters::SIZE)?,
             new_flows: take(NEW_FLOWS, 0, FlowKey::SIZE)?,
+            flights: take(FLIGHTS, 4, 8)?,
             cpus: sys::possible_cpus()?,
         })
+    }
+
+    /// The new erc flights the program has seen.
+    pub fn flights(&self) -> io::Result<u64> {
+        let mut value = [0u8; 8];
+        self.flights.lookup(&0u32.to_ne_bytes(), &mut value)?;
+        Ok(u64::from_ne_bytes(value))
     }
 
     /// Leaves `control` for the program.

@@ -124,6 +124,7 @@ fn control_loop(
             std::thread::sleep(wait);
         }
         let flows = reader.read(maps).map_err(step_error)?;
+        let flights = maps.flights().map_err(step_error)?;
         let now = start.elapsed();
         // The root's figures for the stats line; erc's queue and capacity
         // are its class's where there is one.
@@ -147,7 +148,8 @@ fn control_loop(
             l3,
             ready: true,
             ecnq_class: class.as_ref().map_or(0, |(classid, _)| *classid),
-            vcp_code: control.vcp_code().bits(),
+            codes: control.codes(),
+            starts: control.start_codes(now, erc_capacity, flights),
         };
         maps.set_control(control_state).map_err(step_error)?;
         if let Some(every) = options.stats_every.filter(|_| Instant::now() >= next_stats) {

@@ -8,26 +8,101 @@
 //! digit of the router's index at the packet's position, unless the
 //! upstream routers' whole chain spells an index at least as large (the
 //! path minimum of the rate). The index comes from `ErcMarker` itself,
-//! computed by the control loop every period. Two parts of the shim's
-//! per-packet rule stay out of the kernel path, as they need per-packet
-//! work the program cannot do within the verifier's and the speed budget:
+//! computed by the control loop every period. A new flow's handshake
+//! flight carries the start code instead ([`Writer::flight`]), from codes
+//! the loop computes ahead with the router's own rule
+//! (`ErcMarker::next_start_codes`). Two parts of the shim's per-packet
+//! rule stay out of the kernel path, as they need per-packet work the
+//! program cannot do within the verifier's and the speed budget:
 //! the newcomer's index for a flow's first ten packets (the kernel path
 //! counts a newcomer from the next period on), and the rule that keeps a
 //! lagging flow on its last index until it has passed every position
 //! (`WrittenIndex`): a flow hears a change at the next packet.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
-use ecnq::schemes::erc::{self, digit, digit_of, ecn_of, position, Digits};
+use ecnq::schemes::erc::{
+    self, digit, digit_of, ecn_of, position, Digits, DATA_PACKET, LONGEST_ROUND, RETURN_GAP,
+    START_CODE_DIGITS,
+};
 use ecnq::wire::ecn::{Ecn, SchemeTag};
+
+use crate::maps::StartCodes;
 
 /// The per-flow state the writer keeps, as the program's `flow_value` does.
 #[derive(Clone, Debug, Default)]
 pub struct Writer {
     incoming: HashMap<u64, Digits>,
+    flights: HashMap<u64, Flight>,
+    /// New flights seen, as the program counts them (`ecnq_flights`).
+    counted: u64,
+}
+
+/// A flow's handshake flight, as erc's router follows it (its
+/// `FlowState`): when its first and last packets came, whether its first
+/// silence came, its flight datagrams seen and the code they carry.
+#[derive(Clone, Copy, Debug)]
+struct Flight {
+    first: Duration,
+    last: Duration,
+    round: bool,
+    seen: u8,
+    code: u8,
 }
 
 impl Writer {
+    /// A packet of `len` IP bytes of erc's `flow` at `now`, which came with
+    /// `ecn`: `Some` of the ECN it leaves with if it is one of a new flow's
+    /// flight datagrams (its first data-sized ones, up to
+    /// `START_CODE_DIGITS`, before its first silence of `RETURN_GAP`), with
+    /// the first `code` of them cleared where they came ECT(0), `code` the
+    /// one `starts` holds for the flight's turn (none where the loop's
+    /// state is stale: `None`); `None` past the flight, where the chain's
+    /// digit is written ([`Writer::write`]). `ErcMarker::mark`'s rule.
+    pub fn flight(
+        &mut self,
+        now: Duration,
+        flow: u64,
+        len: u32,
+        ecn: Ecn,
+        starts: Option<&StartCodes>,
+    ) -> Option<Ecn> {
+        let flight = self.flights.entry(flow).or_insert(Flight {
+            first: now,
+            last: now,
+            round: false,
+            seen: 0,
+            code: 0,
+        });
+        if !flight.round
+            && now.saturating_sub(flight.last) >= RETURN_GAP
+            && now.saturating_sub(flight.first) <= LONGEST_ROUND
+        {
+            flight.round = true;
+        }
+        flight.last = now;
+        if flight.round || len < DATA_PACKET || flight.seen >= START_CODE_DIGITS {
+            return None;
+        }
+        let nth = flight.seen;
+        flight.seen += 1;
+        if nth == 0 {
+            flight.code = starts.map_or(0, |s| s.of(self.counted));
+            self.counted += 1;
+        }
+        Some(if ecn == Ecn::Ect0 && nth < flight.code {
+            Ecn::NotEct
+        } else {
+            ecn
+        })
+    }
+
+    /// New flights seen so far.
+    pub fn flights(&self) -> u64 {
+        self.counted
+    }
+
     /// The ECN a packet of `flow` leaves with: `ecn`, its tag and hash as it
     /// came, the router's `index` (0 or stale: none).
     pub fn write(
@@ -66,8 +141,8 @@ mod tests {
         SchemeTag::new(erc::WIRE.id())
     }
 
-    /// The C source's copies of erc's wire constants are erc's, and its
-    /// flow table is as large as the shim router's.
+    /// The C source's copies of the schemes' wire constants are theirs,
+    /// and its flow table is as large as the shim router's.
     #[test]
     fn the_programs_constants_are_the_routers() {
         let source = include_str!("../bpf/ecnq.bpf.c");
@@ -84,6 +159,25 @@ mod tests {
         assert_eq!(define("UNSPOKEN"), u32::from(erc::UNSPOKEN));
         assert_eq!(define("ERC_TAG"), u32::from(erc::WIRE.id()));
         assert_eq!(define("VCP_TAG"), u32::from(ecnq::schemes::vcp::WIRE.id()));
+        use ecnq::schemes::{bmcc, mcp, mpcp::Chain};
+        assert_eq!(define("DPCP_TAG"), u32::from(Chain::Two.wire().id()));
+        assert_eq!(define("TPCP_TAG"), u32::from(Chain::Three.wire().id()));
+        assert_eq!(define("BMCC_TAG"), u32::from(bmcc::WIRE.id()));
+        assert_eq!(define("MCP_TAG"), u32::from(mcp::WIRE.id()));
+        assert_eq!(define("FAIRING_PERIODS"), mcp::FAIRING_PERIODS as u32);
+        assert_eq!(define("START_CODE_DIGITS"), u32::from(START_CODE_DIGITS));
+        assert_eq!(define("DATA_PACKET"), DATA_PACKET);
+        let ns = |name: &str| {
+            let line = source
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("#define {name} ")))
+                .unwrap_or_else(|| panic!("no #define {name}"));
+            let digits = line.trim().trim_end_matches("ull");
+            Duration::from_nanos(digits.parse().unwrap_or_else(|_| panic!("{name}: {line}")))
+        };
+        assert_eq!(ns("RETURN_GAP_NS"), RETURN_GAP);
+        assert_eq!(ns("LONGEST_ROUND_NS"), LONGEST_ROUND);
+        assert_eq!(define("START_CODES") as usize, crate::maps::START_CODES);
         assert_eq!(
             define("HASHED_TAIL") as usize,
             ecnq::wire::hash::HASHED_TAIL
@@ -160,6 +254,77 @@ mod tests {
         assert!(compared > 10_000, "{compared}");
         assert!(indices.len() > 2, "the share did not move: {indices:?}");
         assert_eq!(differ, 0, "{differ} of {compared} packets marked otherwise");
+    }
+
+    /// A flash crowd's flights (100 within 10 ms at 100 Mbit/s, each
+    /// flow's data 40 ms after its flight) leave the kernel path's rule as
+    /// they leave erc's own router, with the codes the router computes
+    /// ahead (`next_start_codes`) left every `period`: where the loop runs
+    /// before every packet, datagram for datagram; at the loop's period,
+    /// the later flights of a period share one turn's code and are cleared
+    /// less, but never more.
+    #[test]
+    fn flights_carry_the_start_code_erc_s_router_writes() {
+        use ecnq::schemes::erc::{ErcConfig, ErcMarker};
+        use ecnq::signal::flow_table::FlowTableConfig;
+        use ecnq::signal::{LinkState, Marker, PacketMarks};
+
+        let capacity = 12.5e6;
+        let ms = Duration::from_millis(1);
+        let mut packets: Vec<(Duration, u64, u32)> = Vec::new();
+        for flow in 0..100u64 {
+            let start = ms / 10 * flow as u32;
+            for n in 0..3 {
+                packets.push((start + Duration::from_micros(n), flow, n as u32));
+            }
+            for n in 0..10 {
+                packets.push((start + ms * (40 + n), flow, 3 + n));
+            }
+        }
+        packets.sort();
+        for (period, exact) in [(Duration::ZERO, true), (crate::control::period(), false)] {
+            let mut router = ErcMarker::new(ErcConfig::default(), FlowTableConfig::default());
+            let mut writer = Writer::default();
+            let mut starts = None;
+            let mut next = Duration::ZERO;
+            let (mut theirs, mut ours, mut flights) = (0, 0, 0);
+            for &(now, flow, n) in &packets {
+                if now >= next {
+                    let codes = router.next_start_codes(now, capacity);
+                    starts = Some(StartCodes {
+                        codes,
+                        base: writer.flights(),
+                    });
+                    next = now + period;
+                }
+                let link = LinkState {
+                    capacity,
+                    packet_len: 1_200,
+                    ..LinkState::default()
+                };
+                let mut pkt = PacketMarks {
+                    ecn: Ecn::Ect0,
+                    tag: erc(),
+                    hash: n,
+                    flow,
+                };
+                router.mark(now, &link, &mut pkt);
+                let Some(out) = writer.flight(now, flow, 1_200, Ecn::Ect0, starts.as_ref()) else {
+                    assert!(n >= 3, "flow {flow}'s datagram {n} is in its flight");
+                    continue;
+                };
+                assert!(n < 3, "flow {flow}'s datagram {n} is past its flight");
+                flights += usize::from(n == 0);
+                theirs += usize::from(pkt.ecn == Ecn::NotEct);
+                ours += usize::from(out == Ecn::NotEct);
+                if exact {
+                    assert_eq!(out, pkt.ecn, "flow {flow}'s datagram {n}");
+                }
+            }
+            assert_eq!(flights, 100);
+            assert!(theirs > 100, "{theirs}");
+            assert!(ours <= theirs && 2 * ours >= theirs, "{ours} of {theirs}");
+        }
     }
 
     #[test]

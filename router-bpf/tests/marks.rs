@@ -1,11 +1,13 @@
 //! The kernel path against the router code, packet by packet: a trace of
-//! erc, VCP, other-scheme and untagged packets (IPv4 and IPv6, UDP and TCP,
-//! upstream chains larger and smaller than this router's, CE and ECT(1),
-//! payloads shorter than the hashed tail) goes through the tc program on a
-//! veth in a namespace of its own, and through `ecnq_bpf::writer`, with
-//! the same index; every packet leaves both with the same ECN, its IPv4
-//! checksum valid, its DSCP and payload untouched, and the program's
-//! counters count it. Then the control loop: marks stop when it dies, and
+//! packets of every scheme the program marks, and of others and untagged
+//! ones (IPv4 and IPv6, UDP and TCP, upstream chains larger and smaller
+//! than this router's, every codepoint, MCP's flag bits, payloads shorter
+//! than the hashed tail) goes through the tc program on a veth in a
+//! namespace of its own, and through the router code: `ecnq_bpf::writer`
+//! for erc with the same index, the other schemes' own markers (a probe
+//! raised first, as the shim's router does) at the same load; every packet
+//! leaves both with the same TOS byte, its IPv4 checksum valid, its payload
+//! untouched, and the program's counters count it. Then the control loop: marks stop when it dies, and
 //! detaching leaves forwarding with nothing lost.
 //!
 //! Needs root (skipped otherwise, failed where CI is set and the program
@@ -20,13 +22,15 @@ use std::time::{Duration, Instant};
 use common::{read, Lcg, Netns, PacketSocket, Seen, Spec};
 use ecnq::router::meter::LinkLoad;
 use ecnq::schemes::erc::{self, digit, digit_of, ecn_of, position, rate_of, Digits, DIGITS};
-use ecnq::schemes::vcp::{self, VcpMarker};
+use ecnq::schemes::mpcp::Chain;
+use ecnq::schemes::{bmcc, mcp, vcp};
+use ecnq::signal::flow_table::FlowTableConfig;
 use ecnq::signal::load::LoadFactor;
-use ecnq::signal::{LinkState, Marker, PacketMarks};
-use ecnq::wire::ecn::{Ecn, SchemeTag};
+use ecnq::signal::{LinkState, Marker, MarkerConfig, PacketMarks};
+use ecnq::wire::ecn::{Ecn, SchemeTag, WireScheme};
 use ecnq::wire::hash::packet_hash;
-use ecnq_bpf::control::{lease, vcp_code};
-use ecnq_bpf::maps::{Control, FlowKey, FlowReader, FlowValue, Maps};
+use ecnq_bpf::control::{lease, Codes};
+use ecnq_bpf::maps::{Control, FlowKey, FlowReader, FlowValue, Maps, StartCodes};
 use ecnq_bpf::run::monotonic_ns;
 use ecnq_bpf::tc;
 use ecnq_bpf::writer::Writer;
@@ -45,6 +49,9 @@ enum Upstream {
     Index(u16),
     /// A sender that does not speak ECN: Not-ECT.
     NotEct,
+    /// Any codepoint: a presence probe, or codes and digits upstream
+    /// routers wrote.
+    Any,
 }
 
 struct Flow {
@@ -56,6 +63,8 @@ struct Flow {
     upstream: Upstream,
     /// CE or ECT(1) now and then (an AQM upstream, an L4S sender).
     others: bool,
+    /// Any of MCP's flag bits in the tag, packet by packet.
+    flags: bool,
     payload: (u32, u32),
 }
 
@@ -64,6 +73,8 @@ fn flows() -> Vec<Flow> {
     let v6 = |a: u16| IpAddr::from([0xfd00, 0, 0, 0, 0, 0, 0, a]);
     let erc = dscp(erc::WIRE.id());
     let vcp_dscp = dscp(vcp::WIRE.id());
+    let (dpcp, tpcp) = (dscp(Chain::Two.wire().id()), dscp(Chain::Three.wire().id()));
+    let (bmcc, mcp) = (dscp(bmcc::WIRE.id()), dscp(mcp::WIRE.id()));
     let flow = |src, dst, sport, dscp, upstream| Flow {
         src,
         dst,
@@ -72,6 +83,7 @@ fn flows() -> Vec<Flow> {
         dscp,
         upstream,
         others: false,
+        flags: false,
         payload: (4, 1200),
     };
     vec![
@@ -106,6 +118,26 @@ fn flows() -> Vec<Flow> {
             ..flow(v6(5), v6(2), 40_010, vcp_dscp, Upstream::Sender)
         },
         flow(v4(5), v4(2), 40_011, vcp_dscp, Upstream::NotEct),
+        flow(v4(6), v4(2), 40_012, dpcp, Upstream::Any),
+        flow(v6(6), v6(2), 40_013, tpcp, Upstream::Any),
+        Flow {
+            tcp: true,
+            payload: (4, 40),
+            ..flow(v4(6), v4(2), 40_014, tpcp, Upstream::Any)
+        },
+        flow(v4(7), v4(2), 40_015, bmcc, Upstream::Any),
+        Flow {
+            tcp: true,
+            ..flow(v6(7), v6(2), 40_016, bmcc, Upstream::Any)
+        },
+        Flow {
+            flags: true,
+            ..flow(v4(8), v4(2), 40_017, mcp, Upstream::Any)
+        },
+        Flow {
+            flags: true,
+            ..flow(v6(8), v6(2), 40_018, mcp, Upstream::Any)
+        },
     ]
 }
 
@@ -125,9 +157,16 @@ fn trace(n: u32, flows: &[Flow], rng: &mut Lcg) -> Vec<(usize, Spec)> {
                 (_, true) => [Ecn::Ce, Ecn::Ect1][rng.below(2) as usize],
                 (Upstream::Sender, false) => Ecn::Ect0,
                 (Upstream::NotEct, _) => Ecn::NotEct,
+                (Upstream::Any, _) => Ecn::ALL[rng.below(4) as usize],
                 (Upstream::Index(index), false) => {
                     ecn_of(digit(index, position(packet_hash(&payload))))
                 }
+            };
+            // MCP's flag bits are the tag's low three (docs/design.md §2).
+            let flags = if f.flags {
+                (rng.below(8) as u8) << 2
+            } else {
+                0
             };
             let spec = Spec {
                 src: f.src,
@@ -135,7 +174,7 @@ fn trace(n: u32, flows: &[Flow], rng: &mut Lcg) -> Vec<(usize, Spec)> {
                 sport: f.sport,
                 dport: PORT,
                 tcp: f.tcp,
-                tos: f.dscp << 2 | ecn.bits(),
+                tos: (f.dscp | flags) << 2 | ecn.bits(),
                 payload,
             };
             (i, spec)
@@ -144,10 +183,17 @@ fn trace(n: u32, flows: &[Flow], rng: &mut Lcg) -> Vec<(usize, Spec)> {
 }
 
 /// Sends `packets` out of `va` and collects what `vb` receives of them,
-/// by sequence number.
-fn replay(tx: &PacketSocket, rx: &PacketSocket, packets: &[(usize, Spec)]) -> HashMap<u32, Seen> {
+/// by sequence number, with the time each was sent (on the monotonic
+/// clock, as the program reads it).
+fn replay(
+    tx: &PacketSocket,
+    rx: &PacketSocket,
+    packets: &[(usize, Spec)],
+) -> (HashMap<u32, Seen>, Vec<Duration>) {
     let mut seen = HashMap::new();
+    let mut sent_at = Vec::with_capacity(packets.len());
     for (_, spec) in packets {
+        sent_at.push(Duration::from_nanos(monotonic_ns()));
         tx.send(&spec.build());
         // Drain as we go: the receive buffer holds the rest.
         while let Some(p) = rx.recv(Duration::ZERO) {
@@ -160,7 +206,19 @@ fn replay(tx: &PacketSocket, rx: &PacketSocket, packets: &[(usize, Spec)]) -> Ha
             keep(&mut seen, &p);
         }
     }
-    seen
+    (seen, sent_at)
+}
+
+/// The bytes a packet's hash is taken over, as the shim's router takes
+/// it: a UDP packet's payload, a TCP packet's whole segment.
+fn hashed(spec: &Spec) -> Vec<u8> {
+    if !spec.tcp {
+        return spec.payload.clone();
+    }
+    // The built packet's segment: its 20-byte header, then the payload.
+    let mut packet = spec.build();
+    packet.drain(..packet.len() - spec.payload.len() - 20);
+    packet
 }
 
 fn keep(seen: &mut HashMap<u32, Seen>, packet: &[u8]) {
@@ -181,81 +239,130 @@ fn the_kernel_path_marks_as_the_router_code_does() {
     let flows = flows();
     let mut rng = Lcg(0x65_63_6e_71);
     let mut model = Writer::default();
+    // The other schemes' routers, one marker per wire, as the shim's
+    // router holds them.
+    let config = MarkerConfig {
+        flows: FlowTableConfig::default(),
+        classic_threshold: 0,
+    };
+    let wires: Vec<WireScheme> = ecnq_bpf::SCHEMES.iter().map(|s| s.wire()).collect();
+    let mut markers: HashMap<WireScheme, Box<dyn Marker>> = wires
+        .iter()
+        .filter(|&&w| w != erc::WIRE)
+        .map(|&w| (w, w.marker(&config)))
+        .collect();
     let mut sent: HashMap<usize, (u64, u64)> = HashMap::new();
-    let (mut rewritten, mut vcp_rewritten) = (0, 0);
-    // No index yet, two indices on either side of the upstream chains'
-    // (kept under 550 and 250, overwritten above), then a stale one; VCP's
-    // link at each of its three levels (load factors of 50, 90 and 110 %).
+    let mut rewritten: HashMap<WireScheme, u64> = HashMap::new();
+    // Rounds: no index yet, two indices on either side of the upstream
+    // chains' (kept under 550 and 250, overwritten above), then a stale
+    // one; the load factors of VCP's formula (VCP's three levels, MPCP's
+    // levels), BMCC's (each of ADPM's ranges, past u) and MCP's (its four
+    // codes), and the meter's interval, which times MCP's fairing.
     let far = monotonic_ns() + 3_600_000_000_000;
-    for (index, expires_ns, rho) in [
-        (0, far, 0.5),
-        (400, far, 0.9),
-        (700, far, 1.1),
-        (400, 1, 1.1),
-    ] {
-        let mut load = LinkLoad::default();
-        load[vcp::FORMULA] = LoadFactor::new(rho);
+    // erc's flights, the first round's: the start codes of their turns.
+    let starts = StartCodes {
+        codes: [2, 1, 2, 2, 0, 2, 1, 2],
+        base: 0,
+    };
+    let mut flight_cleared = 0;
+    let rounds = [
+        (400, far, [0.9, 0.9, 0.6]),
+        (0, far, [0.3, 0.5, 0.3]),
+        (700, far, [1.1, 1.3, 0.9]),
+        (550, far, [0.7, 1.1, 1.1]),
+        (400, 1, [1.1, 1.1, 0.6]),
+    ];
+    for (round, (index, expires_ns, factors)) in rounds.into_iter().enumerate() {
+        let mut load = LinkLoad {
+            epoch: round as u64 + 1,
+            ..LinkLoad::default()
+        };
+        for (formula, f) in [vcp::FORMULA, bmcc::FORMULA, mcp::FORMULA]
+            .into_iter()
+            .zip(factors)
+        {
+            load[formula] = LoadFactor::new(f);
+        }
         maps.set_control(Control {
             expires_ns,
             index,
             l3: 14,
             ready: true,
             ecnq_class: 0,
-            vcp_code: vcp_code(&load).bits(),
+            codes: Codes::of(&load),
+            starts,
         })
         .unwrap();
         let packets = trace(700, &flows, &mut rng);
-        let seen = replay(&tx, &rx, &packets);
+        let (seen, sent_at) = replay(&tx, &rx, &packets);
         assert_eq!(seen.len(), packets.len(), "packets lost at index {index}");
         let live = (expires_ns > 1).then_some(index);
-        for (i, spec) in &packets {
+        let link = LinkState {
+            load,
+            ..LinkState::default()
+        };
+        for ((i, spec), &now) in packets.iter().zip(&sent_at) {
             let seq = u32::from_be_bytes(spec.payload[..4].try_into().unwrap());
             let got = &seen[&seq];
             let came = Ecn::from_tos(spec.tos);
             let tag = SchemeTag::from_tos(spec.tos);
-            let expected = if tag.wire() == vcp::WIRE {
-                // VCP's own router (the shim's), while the code is live.
+            let wire = tag.wire();
+            let expected = if wire == erc::WIRE && !spec.tcp {
+                // A flight's datagram carries the start code, the others
+                // the chain's digit.
+                let len = spec.build().len() as u32;
+                let speaks = live.filter(|&index| index != 0).map(|_| &starts);
+                let ecn = match model.flight(now, *i as u64, len, came, speaks) {
+                    Some(ecn) => {
+                        flight_cleared += u32::from(ecn != came);
+                        ecn
+                    }
+                    None => model.write(live, *i as u64, tag, came, packet_hash(&spec.payload)),
+                };
+                spec.tos & !0b11 | ecn.bits()
+            } else if let Some(marker) = markers.get_mut(&wire).filter(|_| live.is_some()) {
+                // The scheme's own router: a presence probe raised, then
+                // marked; the TOS byte written as the shim writes it.
                 let mut pkt = PacketMarks {
                     ecn: came,
                     tag,
-                    hash: 0,
+                    hash: packet_hash(&hashed(spec)),
                     flow: *i as u64,
                 };
-                let link = LinkState {
-                    load,
-                    ..LinkState::default()
-                };
-                if live.is_some() {
-                    VcpMarker.mark(Duration::ZERO, &link, &mut pkt);
+                wire.raise_probe(&mut pkt);
+                marker.mark(Duration::ZERO, &link, &mut pkt);
+                if pkt.tag == tag {
+                    spec.tos & !0b11 | pkt.ecn.bits()
+                } else {
+                    pkt.tag.tos(pkt.ecn)
                 }
-                pkt.ecn
-            } else if spec.tcp {
-                came
             } else {
-                model.write(live, *i as u64, tag, came, packet_hash(&spec.payload))
+                spec.tos
             };
             let f = &flows[*i];
             assert_eq!(
-                Ecn::from_tos(got.tos),
-                expected,
-                "packet {seq} of flow {i} ({:?}, index {index}): came {came:?}",
-                f.upstream
+                got.tos, expected,
+                "packet {seq} of flow {i} ({:?}, {wire}, round {round}): came {:#04x}",
+                f.upstream, spec.tos
             );
-            assert_eq!(got.tos >> 2, spec.tos >> 2, "packet {seq}: DSCP changed");
             assert!(got.checksum_ok, "packet {seq}: IPv4 checksum");
             assert_eq!(got.payload, spec.payload, "packet {seq}: payload");
-            rewritten += u64::from(expected != came);
-            vcp_rewritten += u64::from(expected != came && tag.wire() == vcp::WIRE);
+            *rewritten.entry(wire).or_default() += u64::from(expected != spec.tos);
             let count = sent.entry(*i).or_default();
             count.0 += spec.build().len() as u64;
             count.1 += 1;
         }
     }
-    assert!(rewritten > 300, "only {rewritten} packets rewritten");
     assert!(
-        vcp_rewritten > 100,
-        "only {vcp_rewritten} VCP packets raised"
+        flight_cleared >= 3,
+        "{flight_cleared} flight datagrams cleared"
     );
+    assert_eq!(model.flights(), maps.flights().unwrap());
+    // Every scheme's packets were rewritten, many of them.
+    for wire in &wires {
+        let n = rewritten.get(wire).copied().unwrap_or(0);
+        assert!(n > 50, "only {n} packets of {wire} rewritten");
+    }
     // The counters: every flow by its 5-tuple, every mark by its class.
     let counted = maps.flows().unwrap();
     for (i, f) in flows.iter().enumerate() {
@@ -270,8 +377,10 @@ fn the_kernel_path_marks_as_the_router_code_does() {
             sent[&i],
             "flow {i}'s counters"
         );
+        // MCP's flag bits change packet by packet: the tag without them.
+        let flags = if f.flags { 0b111 } else { 0 };
         assert_eq!(
-            value.tag,
+            value.tag & !flags,
             f.dscp >> 2 & if f.dscp & 3 == 3 { 0xf } else { 0 },
             "flow {i}'s tag"
         );
@@ -285,8 +394,8 @@ fn the_kernel_path_marks_as_the_router_code_does() {
     let read = FlowReader::default().read(&maps).unwrap();
     assert_eq!(by_key(read), by_key(counted));
     let classes = maps.all_classes().unwrap();
-    assert_eq!(classes.marked, rewritten);
-    assert_eq!(classes.packets, 4 * 700);
+    assert_eq!(classes.marked, rewritten.values().sum::<u64>());
+    assert_eq!(classes.packets, 5 * 700);
     tc::detach("va").unwrap();
     assert_eq!(tc::program_id("va").unwrap(), None);
 }

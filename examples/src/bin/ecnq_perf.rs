@@ -43,7 +43,7 @@ enum Command {
     /// iperf3 (reno, cubic, bbr; ECN on) as extra baselines. Always removes
     /// the testbed again, also on an error or Ctrl-C. `--router bpf` runs
     /// it through the kernel's router instead (an htb and the ecnq-bpf
-    /// program; erc and vcp only), `--router shim,bpf` through both.
+    /// program; every ecnq scheme but prague), `--router shim,bpf` through both.
     ///
     /// The link options describe each router's link: the parking lot's long
     /// flow crosses two, so its round trip is twice --rtt. Plots and

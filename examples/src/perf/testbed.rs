@@ -161,8 +161,8 @@ pub struct TestbedArgs {
     pub versus: Vec<String>,
     /// The routers to run the comparison through, one after the other,
     /// comma separated: shim (the TUN shim's link and marking), bpf (the
-    /// kernel's htb dual queue and the ecnq-bpf program, erc and vcp only; the shim only
-    /// delays). Plots of bpf's go to OUT/testbed-TOPOLOGY-bpf.
+    /// kernel's htb dual queue and the ecnq-bpf program, which marks every ecnq scheme
+    /// but prague; the shim only delays). Plots of bpf's go to OUT/testbed-TOPOLOGY-bpf.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "shim")]
     pub router: Vec<Router>,
     /// The `ecnq-shim` program [default: next to this one, else on PATH].
@@ -304,7 +304,7 @@ fn kernel_marks_all(cc: &[CongestionControl]) -> Result<(), String> {
             let marked: Vec<&str> = ecnq_bpf::SCHEMES.iter().map(|s| s.name()).collect();
             Err(format!(
                 "--router bpf marks {} only, not {c}: pass --cc with those (or quinn controllers)",
-                marked.join(" and ")
+                marked.join(", ")
             ))
         }
         None => Ok(()),
@@ -1271,9 +1271,9 @@ mod tests {
         let cc = |names: &[&str]| -> Vec<CongestionControl> {
             names.iter().map(|n| n.parse().unwrap()).collect()
         };
-        assert!(kernel_marks_all(&cc(&["erc", "vcp", "cubic"])).is_ok());
-        let refused = kernel_marks_all(&cc(&["erc", "bmcc"])).unwrap_err();
-        assert!(refused.contains("bmcc"), "{refused}");
+        assert!(kernel_marks_all(&cc(&["erc", "vcp", "mcp", "bmcc", "cubic"])).is_ok());
+        let refused = kernel_marks_all(&cc(&["erc", "prague"])).unwrap_err();
+        assert!(refused.contains("prague"), "{refused}");
     }
 
     #[test]

@@ -105,7 +105,7 @@ pub use index::{
     MAX_INDEX, MAX_LEVEL, PARTIAL, RATE_MAX, RATE_MIN, UNSPOKEN,
 };
 pub use law::ErcLaw;
-pub use router::{ErcConfig, ErcMarker};
+pub use router::{ErcConfig, ErcMarker, DATA_PACKET, LONGEST_ROUND, RETURN_GAP};
 pub use start::{first_window_pace, start_with_code, START_CODE_DIGITS, START_CODE_STEP};
 
 use crate::wire::ecn::WireScheme;

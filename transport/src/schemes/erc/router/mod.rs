@@ -78,10 +78,10 @@ impl Default for ErcConfig {
 /// A silence this long among a new flow's packets ends its first flight
 /// (sent at once, or paced faster than about 1 Mbit/s): the flow waits for
 /// its first ACKs. ecnq's own.
-const RETURN_GAP: Duration = Duration::from_millis(10);
+pub const RETURN_GAP: Duration = Duration::from_millis(10);
 /// The longest round trip the router learns: a flow silent for longer after
 /// its first packets has paused, not waited for its ACKs. ecnq's own.
-const LONGEST_ROUND: Duration = Duration::from_secs(3);
+pub const LONGEST_ROUND: Duration = Duration::from_secs(3);
 /// A packet this long or longer carries data. The return direction of
 /// a flow in the other direction carries only ACKs (QUIC's are 60–90 bytes
 /// on the wire, the simulator's 40), which will never use a share: counted
@@ -90,7 +90,7 @@ const LONGEST_ROUND: Duration = Duration::from_secs(3);
 /// `a_flow_of_acks_never_becomes_a_newcomer`).
 /// A sender's first flight is full-sized (QUIC pads its first packet to
 /// 1200 bytes). ecnq's own.
-const DATA_PACKET: u32 = 256;
+pub const DATA_PACKET: u32 = 256;
 /// Packet size assumed before the router has seen any packets.
 const DEFAULT_PACKET: f64 = 1_200.0;
 
@@ -236,6 +236,18 @@ impl ErcMarker {
     /// Flows in the current computation.
     pub fn flows(&self) -> usize {
         self.listed.len()
+    }
+
+    /// The start codes the next new flows' flights would get, one after
+    /// the other, were they to come at `now` on a link of `capacity` bytes
+    /// per second, as [`Marker::mark`] computes them; the router is left as
+    /// it is. For a router whose packets are marked elsewhere, from codes
+    /// computed ahead (router-bpf's tc program).
+    pub fn next_start_codes<const N: usize>(&self, now: Duration, capacity: f64) -> [u8; N] {
+        let mut flights = self.flights.clone();
+        let target = capacity * self.config.target_utilization;
+        let shared = (self.bottleneck_capacity, self.bottlenecked);
+        std::array::from_fn(|_| flights.code(now, target, shared))
     }
 
     /// Counts a packet of `flow` on the link: closes the interval when it
