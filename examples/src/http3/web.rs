@@ -105,6 +105,10 @@ pub struct WebArgs {
     /// shared among the clients].
     #[arg(long, value_parser = rate_arg, requires = "dash")]
     pub bitrate: Option<u64>,
+    /// The server's qlog, a file per connection, into a directory per run
+    /// below this one.
+    #[arg(long, value_name = "DIR")]
+    pub qlog: Option<PathBuf>,
     /// Also write the table, and the notes under it, as Markdown to this
     /// file (what scripts/update-results puts in docs/results.md).
     #[arg(long, value_name = "PATH")]
@@ -520,6 +524,7 @@ pub async fn run_real(
     quic_go: Option<&QuicGo>,
     www: &Path,
     flight: Flight,
+    qlog: Option<PathBuf>,
 ) -> Result<RealRun, String> {
     let identity = flight.identity()?;
     let mut roots = RootCertStore::empty();
@@ -530,7 +535,7 @@ pub async fn run_real(
         cc,
         root: www.to_owned(),
         send_window: SEND_WINDOW,
-        qlog: None,
+        qlog,
     })?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server_addr = server.local_addr()?;
@@ -1077,7 +1082,18 @@ pub async fn measure(args: &WebArgs) -> Result<(Mix, Vec<(RealRun, WebRow)>), St
                 _ => format!("{cc}, {flight}"),
             };
             eprintln!("  {name} …");
-            let run = run_real(&mix, cc, &clients, quic_go.as_ref(), www.path(), flight).await?;
+            let qlog =
+                (args.qlog.as_ref()).map(|dir| dir.join(name.replace(", ", "-").replace(' ', "-")));
+            let run = run_real(
+                &mix,
+                cc,
+                &clients,
+                quic_go.as_ref(),
+                www.path(),
+                flight,
+                qlog,
+            )
+            .await?;
             let row = WebRow::of(&name, &mix, &run);
             runs.push((run, row));
         }
@@ -1269,6 +1285,7 @@ pub async fn run_paired(args: &PairedArgs) -> Result<(), String> {
                     None,
                     www.path(),
                     Flight::Short,
+                    None,
                 );
                 let run = run.await?;
                 let (figures, times) = real_figures(&mix, &run);
