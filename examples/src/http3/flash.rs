@@ -14,7 +14,9 @@ use ecnq::statistics::jain_index;
 use tokio::time::Instant;
 
 use super::client::{GetConfig, Session};
-use super::web::{by_class, fetched, file_name, uri, Fetch, Mix, Outcome, RealRun, Tasks};
+use super::web::{
+    by_class, failure_note, fetched, file_name, uri, Fetch, Mix, Outcome, RealRun, Tasks,
+};
 use crate::perf::host::steal_note;
 
 /// The span over which a crowd's clients start: issue 70's flash crowd
@@ -147,16 +149,7 @@ pub struct FlashRow {
 impl FlashRow {
     /// The figures of `run`, the crowd of `mix`, under `name`.
     pub fn of(name: &str, mix: &Mix, run: &RealRun) -> FlashRow {
-        let full = |o: &Outcome, planned: u64| o.seconds.filter(|_| o.bytes == planned);
-        let times: Vec<Option<f64>> = (run.outcomes.iter().zip(&run.planned))
-            .map(|(o, &p)| full(o, p))
-            .collect();
-        let failure = (run.outcomes.iter().zip(&run.planned))
-            .find(|(o, &p)| full(o, p).is_none())
-            .map(|(o, &p)| match &o.error {
-                Some(e) => e.clone(),
-                None => format!("{} of {p} bytes arrived", o.bytes),
-            });
+        let (times, failure) = run.times();
         let rates: Vec<f64> = (run.outcomes.iter())
             .filter_map(|o| o.second_bytes)
             .map(|b| b as f64)
@@ -220,14 +213,8 @@ fn notes(rows: &[FlashRow], mix: &Mix) -> Vec<String> {
         JAIN_WINDOW.1
     )];
     for r in rows {
-        if let Some(failure) = &r.failure {
-            notes.push(format!(
-                "{}: {} of {} fetches did not arrive whole; the first: {failure}",
-                r.name,
-                r.planned - r.finished,
-                r.planned
-            ));
-        }
+        let done = (r.planned, r.finished);
+        notes.extend(failure_note(&r.name, done, r.failure.as_ref()));
         notes.extend(steal_note(&r.name, r.host_steal));
     }
     notes

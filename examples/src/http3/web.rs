@@ -161,7 +161,8 @@ pub enum Flight {
 /// three datagrams of 1200 bytes and no more (the anti-amplification limit
 /// of RFC 9000 §8.1: three times the client's 1200-byte Initial), as an
 /// internet server's chain of two or three certificates does
-/// (`a_long_flight_carries_the_start_code`).
+/// (`ecnq-perf web --flash 50 --flight short,long`: 42 of 50
+/// connections read a code of 2 with a long flight).
 pub const LONG_CERTIFICATE: usize = 2600;
 
 impl Flight {
@@ -824,19 +825,42 @@ pub enum Completion {
     },
 }
 
-impl WebRow {
-    /// The figures of `run`, the run of `mix` with controller `name`.
-    pub fn of(name: &str, mix: &Mix, run: &RealRun) -> WebRow {
+impl RealRun {
+    /// Each fetch's time (s; `None` unless every byte came), and why the
+    /// first that failed did.
+    pub fn times(&self) -> (Vec<Option<f64>>, Option<String>) {
         let full = |o: &Outcome, planned: u64| o.seconds.filter(|_| o.bytes == planned);
-        let times: Vec<Option<f64>> = (run.outcomes.iter().zip(&run.planned))
+        let times = (self.outcomes.iter().zip(&self.planned))
             .map(|(o, &p)| full(o, p))
             .collect();
-        let failure = (run.outcomes.iter().zip(&run.planned))
+        let failure = (self.outcomes.iter().zip(&self.planned))
             .find(|(o, &p)| full(o, p).is_none())
             .map(|(o, &p)| match &o.error {
                 Some(e) => e.clone(),
                 None => format!("{} of {p} bytes arrived", o.bytes),
             });
+        (times, failure)
+    }
+}
+
+/// The note on a run whose fetches did not all arrive whole, if any.
+pub(super) fn failure_note(
+    name: &str,
+    (planned, finished): (usize, usize),
+    failure: Option<&String>,
+) -> Option<String> {
+    failure.map(|failure| {
+        format!(
+            "{name}: {} of {planned} fetches did not arrive whole; the first: {failure}",
+            planned - finished
+        )
+    })
+}
+
+impl WebRow {
+    /// The figures of `run`, the run of `mix` with controller `name`.
+    pub fn of(name: &str, mix: &Mix, run: &RealRun) -> WebRow {
+        let (times, failure) = run.times();
         let sojourns = run.link.sojourn_hist(0.0, f64::INFINITY);
         let sharing = mix.sharing();
         let mut kinds = run.clients.clone();
@@ -960,14 +984,8 @@ fn notes(rows: &[WebRow], mix: &Mix) -> Vec<String> {
             .to_owned(),
     }];
     for r in rows {
-        if let Some(failure) = &r.failure {
-            notes.push(format!(
-                "{}: {} of {} fetches did not arrive whole; the first: {failure}",
-                r.name,
-                r.planned - r.finished,
-                r.planned
-            ));
-        }
+        let done = (r.planned, r.finished);
+        notes.extend(failure_note(&r.name, done, r.failure.as_ref()));
         if !r.by_client.is_empty() {
             let parts: Vec<String> = (r.by_client.iter())
                 .map(|(kind, c)| format!("{kind} {}", class_cell(c)))

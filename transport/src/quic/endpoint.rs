@@ -276,7 +276,7 @@ impl Endpoint {
     /// the endpoint is closed. [`Accepting::finish`] waits for it, so a
     /// server that spawns that wait takes its next client at once rather
     /// than a round trip later (a flash crowd's handshakes overlap:
-    /// tests/web.rs `a_long_flight_carries_the_start_code`).
+    /// tests/web.rs `the_file_server_takes_a_crowds_handshakes_at_once`).
     pub async fn incoming(&self) -> Option<Accepting> {
         let incoming = self.inner.accept().await?;
         let Some(crypto) = self.server.clone() else {
