@@ -177,6 +177,11 @@ impl Session {
         self.connection.congestion_stats()
     }
 
+    /// UDP payload bytes the connection has received so far.
+    pub fn received_bytes(&self) -> u64 {
+        self.connection.quinn().stats().udp_rx.bytes
+    }
+
     /// Closes the connection as done, waiting a little for the server to
     /// acknowledge it.
     pub async fn close(self) {

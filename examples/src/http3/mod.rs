@@ -7,10 +7,11 @@
 //!
 //! `ecnq-perf h3-server` and `ecnq-perf h3-get` are the command lines;
 //! `ecnq-perf web` ([`web`]) runs both through the relay shim as a
-//! benchmark.
+//! benchmark, and its `--flash` a flash crowd ([`flash`]).
 
 pub mod client;
 pub mod command;
+pub mod flash;
 pub mod server;
 pub mod web;
 

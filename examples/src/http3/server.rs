@@ -167,11 +167,13 @@ impl FileServer {
     {
         let report = Arc::new(report);
         let accept = async {
-            while let Some(incoming) = self.endpoint.accept().await {
+            // Each handshake in a task of its own: the next client's
+            // starts at once, not a round trip later.
+            while let Some(incoming) = self.endpoint.incoming().await {
                 let (report, root) = (report.clone(), self.root.clone());
                 let board = self.board.clone();
                 tokio::spawn(async move {
-                    match incoming {
+                    match incoming.finish().await {
                         Ok(connection) => {
                             let _tracked = board.map(|b| b.track(&connection));
                             report(Ok(serve_connection(connection, root).await))

@@ -37,7 +37,8 @@ use rustls::RootCertStore;
 use tokio::time::Instant;
 
 use super::client::{Fetched, GetConfig, Session};
-use super::server::{FileServer, ServerConfig, SEND_WINDOW};
+use super::flash;
+use super::server::{FileServer, Served, ServerConfig, SEND_WINDOW};
 use crate::perf::demo::{bottleneck, cc_arg, rate_arg, time_arg};
 use crate::perf::host::{steal_note, StealMeter};
 use crate::perf::loopback::{LinkSeries, RelayChain, RelayLink, DOWN};
@@ -92,10 +93,22 @@ pub struct WebArgs {
     /// Instead of the web mix, this many video clients (1 to 100).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100), long_help = DASH_HELP)]
     pub dash: Option<u32>,
+    /// Instead of the web mix, a flash crowd: this many clients (2 to
+    /// 1000) starting within 10 ms.
+    #[arg(long, value_name = "N", conflicts_with = "dash", value_parser = clap::value_parser!(u32).range(2..=1000), long_help = FLASH_HELP)]
+    pub flash: Option<u32>,
+    /// The server's handshake flight, comma separated: each controller
+    /// runs with each.
+    #[arg(long, value_delimiter = ',', default_value = "short", long_help = FLIGHT_HELP)]
+    pub flight: Vec<Flight>,
     /// Each video client's bitrate with --dash [default: --load of the link
     /// shared among the clients].
     #[arg(long, value_parser = rate_arg, requires = "dash")]
     pub bitrate: Option<u64>,
+    /// The server's qlog, a file per connection, into a directory per run
+    /// below this one.
+    #[arg(long, value_name = "DIR")]
+    pub qlog: Option<PathBuf>,
     /// Also write the table, and the notes under it, as Markdown to this
     /// file (what scripts/update-results puts in docs/results.md).
     #[arg(long, value_name = "PATH")]
@@ -118,6 +131,57 @@ const DASH_HELP: &str = "Instead of the web mix, the app-limited case: this many
     two seconds. A chunk due while the previous one is still coming is asked for as soon as \
     that one ends, as a player does. The table shows the chunks' download times (mean, p95, \
     and how many were late: over two seconds) and the queue.";
+
+/// `--flash`'s long help.
+const FLASH_HELP: &str = "Instead of the web mix, a flash crowd: this many of ecnq's clients \
+    (2 to 1000), one every 10 ms over the number, each fetching one file of the link's rate \
+    times --duration over the number, so the crowd keeps the link busy for about --duration. \
+    The table shows the loss, the queue from the third round trip on, Jain's index over the \
+    flows' rates in the crowd's second second, the files' mean completion time over \
+    processor sharing's, and the start codes the server read.";
+
+/// `--flight`'s long help.
+const FLIGHT_HELP: &str = "The server's handshake flight, comma separated (each controller \
+    runs with each): `short`, a self-signed certificate for localhost, which fits the flight \
+    in one datagram; `long`, a certificate of many names, which makes the flight three \
+    datagrams, as an internet server's certificate chain does. erc's start code (a router \
+    clears some of the first three datagrams) can be read only from a flight of two or more.";
+
+/// The server's handshake flight.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Flight {
+    /// One datagram: a short self-signed certificate.
+    Short,
+    /// Three datagrams: a certificate of [`LONG_CERTIFICATE`] bytes.
+    Long,
+}
+
+/// A certificate of this many bytes makes the server's handshake flight
+/// three datagrams of 1200 bytes and no more (the anti-amplification limit
+/// of RFC 9000 §8.1: three times the client's 1200-byte Initial), as an
+/// internet server's chain of two or three certificates does
+/// (`ecnq-perf web --flash 50 --flight short,long`: 42 of 50
+/// connections read a code of 2 with a long flight).
+pub const LONG_CERTIFICATE: usize = 2600;
+
+impl Flight {
+    /// The server's identity, for localhost.
+    fn identity(self) -> Result<ecnq::quic::Identity, String> {
+        let at_least = match self {
+            Flight::Short => 0,
+            Flight::Long => LONG_CERTIFICATE,
+        };
+        Ok(proto::self_signed_of_size(&["localhost".to_owned()], at_least)?.0)
+    }
+}
+
+impl std::fmt::Display for Flight {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let value = self.to_possible_value().expect("no variant is skipped");
+        write!(f, "{} flight", value.get_name())
+    }
+}
 
 /// One HTTP/3 client program.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize)]
@@ -177,6 +241,8 @@ pub struct Mix {
     pub fetches: Vec<Fetch>,
     /// Video clients and each one's chunk in bytes, if a DASH run.
     pub video: Option<(u32, u64)>,
+    /// Whether the files are a flash crowd (`--flash`).
+    pub flash: bool,
 }
 
 impl WebArgs {
@@ -216,6 +282,7 @@ impl WebArgs {
             span: self.duration,
             fetches: Vec::new(),
             video: None,
+            flash: self.flash.is_some(),
         };
         if let Some(n) = self.dash {
             let bitrate =
@@ -225,6 +292,10 @@ impl WebArgs {
                 return Err("--bitrate must be above 0".into());
             }
             mix.video = Some((n, chunk));
+            return Ok(mix);
+        }
+        if let Some(n) = self.flash {
+            mix.fetches = flash::crowd(n, rate_bps, self.duration)?;
             return Ok(mix);
         }
         mix.fetches = (self.source().arrivals(self.seed).into_iter())
@@ -285,14 +356,18 @@ pub struct Outcome {
     pub bytes: u64,
     /// Why it failed.
     pub error: Option<String>,
+    /// A flash crowd's file: the bytes its connection received in the
+    /// crowd's second second, if it was still coming at its end.
+    pub second_bytes: Option<u64>,
 }
 
 impl Outcome {
-    fn failed(error: String) -> Outcome {
+    pub(super) fn failed(error: String) -> Outcome {
         Outcome {
             seconds: None,
             bytes: 0,
             error: Some(error),
+            second_bytes: None,
         }
     }
 }
@@ -313,6 +388,9 @@ pub struct RealRun {
     pub elapsed: f64,
     /// The host's share of the CPU time during the run (steal).
     pub host_steal: Option<f64>,
+    /// The server's connections by the start code it read: 0, 1, 2 or 3
+    /// flight datagrams cleared (erc's servers only; none without counts).
+    pub start_codes: [usize; 4],
 }
 
 /// quic-go's interop client and how to give it its own /downloads.
@@ -379,6 +457,7 @@ impl QuicGo {
                     seconds: Some(seconds),
                     bytes,
                     error: None,
+                    second_bytes: None,
                 },
                 Err(_) => Outcome::failed("quic-go's client saved no file".into()),
             },
@@ -426,7 +505,7 @@ fn write_files(dir: &Path, mix: &Mix) -> Result<(), String> {
 }
 
 /// The name of the mix's `i`-th file.
-fn file_name(i: usize) -> String {
+pub(super) fn file_name(i: usize) -> String {
     format!("{i}.bin")
 }
 
@@ -445,8 +524,10 @@ pub async fn run_real(
     clients: &[ClientKind],
     quic_go: Option<&QuicGo>,
     www: &Path,
+    flight: Flight,
+    qlog: Option<PathBuf>,
 ) -> Result<RealRun, String> {
-    let (identity, _) = proto::self_signed(&["localhost".to_owned()])?;
+    let identity = flight.identity()?;
     let mut roots = RootCertStore::empty();
     roots.add_parsable_certificates(identity.chain.iter().cloned());
     let server = FileServer::bind(ServerConfig {
@@ -455,15 +536,26 @@ pub async fn run_real(
         cc,
         root: www.to_owned(),
         send_window: SEND_WINDOW,
-        qlog: None,
+        qlog,
     })?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server_addr = server.local_addr()?;
-    let serving = tokio::spawn(async move {
-        let shutdown = async {
-            let _ = stopped.await;
-        };
-        server.serve(shutdown, |_| {}).await;
+    let codes = Arc::new(std::sync::Mutex::new([0; 4]));
+    let serving = tokio::spawn({
+        let codes = codes.clone();
+        async move {
+            let shutdown = async {
+                let _ = stopped.await;
+            };
+            let count = move |served: Result<Served, String>| {
+                let code = served.ok().and_then(|s| s.stats.start_code);
+                if let Some(code) = code {
+                    let mut codes = codes.lock().unwrap_or_else(|e| e.into_inner());
+                    codes[usize::from(code).min(3)] += 1;
+                }
+            };
+            server.serve(shutdown, count).await;
+        }
     });
     let chain = RelayChain::start(std::slice::from_ref(&mix.link), server_addr)?;
     let config = GetConfig {
@@ -481,6 +573,14 @@ pub async fn run_real(
             let (tasks, planned) = video_tasks(mix, n, chunk, &config, start, &done);
             let client_of = vec![ClientKind::Ecnq; planned.len()];
             (tasks, planned, client_of)
+        }
+        None if mix.flash => {
+            let (tasks, planned) = flash::tasks(mix, &config, start, &done);
+            (
+                tasks,
+                planned.clone(),
+                vec![ClientKind::Ecnq; planned.len()],
+            )
         }
         None => {
             let (tasks, planned) = web_tasks(mix, clients, quic_go, &config, start, &done);
@@ -522,6 +622,7 @@ pub async fn run_real(
     let link = chain.stop_direction(DOWN).await.remove(0);
     let _ = stop.send(());
     let _ = serving.await;
+    let start_codes = *codes.lock().unwrap_or_else(|e| e.into_inner());
     Ok(RealRun {
         outcomes,
         planned,
@@ -529,11 +630,12 @@ pub async fn run_real(
         link,
         elapsed,
         host_steal: steal.fraction(),
+        start_codes,
     })
 }
 
 /// Each client's task and how many fetches it makes.
-type Tasks = Vec<(tokio::task::JoinHandle<Vec<Outcome>>, usize)>;
+pub(super) type Tasks = Vec<(tokio::task::JoinHandle<Vec<Outcome>>, usize)>;
 
 /// One task per file of the web mix, each its own connection, started at
 /// its arrival; and the files' sizes.
@@ -571,7 +673,7 @@ fn web_tasks(
 
 /// `name` over a connection of its own, timed from the connection's first
 /// packet to the body's end.
-async fn fetch_once(config: &GetConfig, name: &str) -> Outcome {
+pub(super) async fn fetch_once(config: &GetConfig, name: &str) -> Outcome {
     let started = Instant::now();
     let session = match Session::connect(config).await {
         Ok(session) => session,
@@ -584,12 +686,13 @@ async fn fetch_once(config: &GetConfig, name: &str) -> Outcome {
 }
 
 /// The outcome of a fetch that started at `started`.
-fn fetched(result: Result<Fetched, String>, started: Instant) -> Outcome {
+pub(super) fn fetched(result: Result<Fetched, String>, started: Instant) -> Outcome {
     match result {
         Ok(f) if f.status.is_success() => Outcome {
             seconds: Some(started.elapsed().as_secs_f64()),
             bytes: f.bytes,
             error: None,
+            second_bytes: None,
         },
         Ok(f) => Outcome::failed(format!("{}: status {}", f.uri, f.status)),
         Err(e) => Outcome::failed(e),
@@ -597,7 +700,7 @@ fn fetched(result: Result<Fetched, String>, started: Instant) -> Outcome {
 }
 
 /// The URL of file `name` (the connection picks the server).
-fn uri(name: &str) -> Uri {
+pub(super) fn uri(name: &str) -> Uri {
     format!("https://localhost/{name}")
         .parse()
         .expect("a file name is a path")
@@ -722,19 +825,42 @@ pub enum Completion {
     },
 }
 
-impl WebRow {
-    /// The figures of `run`, the run of `mix` with controller `name`.
-    pub fn of(name: &str, mix: &Mix, run: &RealRun) -> WebRow {
+impl RealRun {
+    /// Each fetch's time (s; `None` unless every byte came), and why the
+    /// first that failed did.
+    pub fn times(&self) -> (Vec<Option<f64>>, Option<String>) {
         let full = |o: &Outcome, planned: u64| o.seconds.filter(|_| o.bytes == planned);
-        let times: Vec<Option<f64>> = (run.outcomes.iter().zip(&run.planned))
+        let times = (self.outcomes.iter().zip(&self.planned))
             .map(|(o, &p)| full(o, p))
             .collect();
-        let failure = (run.outcomes.iter().zip(&run.planned))
+        let failure = (self.outcomes.iter().zip(&self.planned))
             .find(|(o, &p)| full(o, p).is_none())
             .map(|(o, &p)| match &o.error {
                 Some(e) => e.clone(),
                 None => format!("{} of {p} bytes arrived", o.bytes),
             });
+        (times, failure)
+    }
+}
+
+/// The note on a run whose fetches did not all arrive whole, if any.
+pub(super) fn failure_note(
+    name: &str,
+    (planned, finished): (usize, usize),
+    failure: Option<&String>,
+) -> Option<String> {
+    failure.map(|failure| {
+        format!(
+            "{name}: {} of {planned} fetches did not arrive whole; the first: {failure}",
+            planned - finished
+        )
+    })
+}
+
+impl WebRow {
+    /// The figures of `run`, the run of `mix` with controller `name`.
+    pub fn of(name: &str, mix: &Mix, run: &RealRun) -> WebRow {
+        let (times, failure) = run.times();
         let sojourns = run.link.sojourn_hist(0.0, f64::INFINITY);
         let sharing = mix.sharing();
         let mut kinds = run.clients.clone();
@@ -858,14 +984,8 @@ fn notes(rows: &[WebRow], mix: &Mix) -> Vec<String> {
             .to_owned(),
     }];
     for r in rows {
-        if let Some(failure) = &r.failure {
-            notes.push(format!(
-                "{}: {} of {} fetches did not arrive whole; the first: {failure}",
-                r.name,
-                r.planned - r.finished,
-                r.planned
-            ));
-        }
+        let done = (r.planned, r.finished);
+        notes.extend(failure_note(&r.name, done, r.failure.as_ref()));
         if !r.by_client.is_empty() {
             let parts: Vec<String> = (r.by_client.iter())
                 .map(|(kind, c)| format!("{kind} {}", class_cell(c)))
@@ -948,12 +1068,14 @@ pub async fn measure(args: &WebArgs) -> Result<(Mix, Vec<(RealRun, WebRow)>), St
     let mix = args.mix()?;
     let (clients, quic_go) = match mix.video {
         Some(_) => (vec![ClientKind::Ecnq], None),
+        None if mix.flash => (vec![ClientKind::Ecnq], None),
         None => usable_clients(&args.clients)?,
     };
     let www = tempfile::tempdir().map_err(|e| format!("cannot make a directory: {e}"))?;
     write_files(www.path(), &mix)?;
     let what = match mix.video {
         Some((n, _)) => format!("{n} video client(s) for {} s", mix.span),
+        None if mix.flash => flash::what(&mix),
         None => format!(
             "{} files over {} s ({} load; clients {})",
             mix.fetches.len(),
@@ -969,11 +1091,30 @@ pub async fn measure(args: &WebArgs) -> Result<(Mix, Vec<(RealRun, WebRow)>), St
         mix.link.to_client
     );
     let mut runs = Vec::new();
-    for &cc in &args.cc {
-        eprintln!("  {cc} …");
-        let run = run_real(&mix, cc, &clients, quic_go.as_ref(), www.path()).await?;
-        let row = WebRow::of(&cc.to_string(), &mix, &run);
-        runs.push((run, row));
+    // Controller by controller within each flight, so that runs of one
+    // controller with different flights alternate with the others'.
+    for &flight in &args.flight {
+        for &cc in &args.cc {
+            let name = match args.flight.len() {
+                1 => cc.to_string(),
+                _ => format!("{cc}, {flight}"),
+            };
+            eprintln!("  {name} …");
+            let qlog =
+                (args.qlog.as_ref()).map(|dir| dir.join(name.replace(", ", "-").replace(' ', "-")));
+            let run = run_real(
+                &mix,
+                cc,
+                &clients,
+                quic_go.as_ref(),
+                www.path(),
+                flight,
+                qlog,
+            )
+            .await?;
+            let row = WebRow::of(&name, &mix, &run);
+            runs.push((run, row));
+        }
     }
     Ok((mix, runs))
 }
@@ -981,6 +1122,17 @@ pub async fn measure(args: &WebArgs) -> Result<(Mix, Vec<(RealRun, WebRow)>), St
 /// Runs `ecnq-perf web`.
 pub async fn run(args: WebArgs) -> Result<(), String> {
     let (mix, runs) = measure(&args).await?;
+    if mix.flash {
+        let rows: Vec<flash::FlashRow> = (runs.iter())
+            .map(|(run, row)| flash::FlashRow::of(&row.name, &mix, run))
+            .collect();
+        print!("{}", flash::table_text(&rows, &mix));
+        return match &args.markdown {
+            Some(path) => std::fs::write(path, flash::table_markdown(&rows, &mix))
+                .map_err(|e| format!("cannot write {}: {e}", path.display())),
+            None => Ok(()),
+        };
+    }
     let rows: Vec<WebRow> = runs.into_iter().map(|(_, row)| row).collect();
     print!("{}", table_text(&rows, &mix));
     match &args.markdown {
@@ -1144,7 +1296,15 @@ pub async fn run_paired(args: &PairedArgs) -> Result<(), String> {
                 eprint!("; real stack …");
                 let mut real_mix = mix.clone();
                 real_mix.link = mix.link_for(case.queue);
-                let run = run_real(&real_mix, case.cc, &[ClientKind::Ecnq], None, www.path());
+                let run = run_real(
+                    &real_mix,
+                    case.cc,
+                    &[ClientKind::Ecnq],
+                    None,
+                    www.path(),
+                    Flight::Short,
+                    None,
+                );
                 let run = run.await?;
                 let (figures, times) = real_figures(&mix, &run);
                 eprint!(" {:.1} Mbit/s", figures.goodput_mbit);

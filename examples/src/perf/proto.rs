@@ -134,8 +134,30 @@ pub fn find_cert(dir: &Path, server: SocketAddr) -> Result<PathBuf, String> {
 
 /// A fresh self-signed identity for `names`, and its certificate as PEM.
 pub fn self_signed(names: &[String]) -> Result<(Identity, String), String> {
-    let certified = rcgen::generate_simple_self_signed(names.to_vec())
-        .map_err(|e| format!("cannot make a certificate: {e}"))?;
+    self_signed_of_size(names, 0)
+}
+
+/// A fresh self-signed identity for `names` whose certificate is at least
+/// `at_least` bytes of DER, filled out with more names (as a server's
+/// certificate for many hosts is), and its certificate as PEM: a server
+/// flight as long as the internet's (`ecnq-perf web --flight long`).
+pub fn self_signed_of_size(
+    names: &[String],
+    at_least: usize,
+) -> Result<(Identity, String), String> {
+    let mut names = names.to_vec();
+    let certified = loop {
+        let certified = rcgen::generate_simple_self_signed(names.clone())
+            .map_err(|e| format!("cannot make a certificate: {e}"))?;
+        let short = certified.cert.der().len();
+        if short >= at_least {
+            break certified;
+        }
+        // Each name of this form adds about its length and 2 bytes of DER.
+        let more = (at_least - short).div_ceil(FILL_NAME_BYTES);
+        let from = names.len();
+        names.extend((from..from + more).map(|i| format!("h{i:05}.ecnq.invalid")));
+    };
     let pem = certified.cert.pem();
     let key = PrivateKeyDer::try_from(certified.key_pair.serialize_der())
         .map_err(|e| format!("cannot use the generated key: {e}"))?;
@@ -145,6 +167,9 @@ pub fn self_signed(names: &[String]) -> Result<(Identity, String), String> {
     };
     Ok((identity, pem))
 }
+
+/// The DER bytes one name `hNNNNN.ecnq.invalid` adds to a certificate.
+const FILL_NAME_BYTES: usize = 21;
 
 /// An identity from PEM files.
 pub fn load_identity(cert: &Path, key: &Path) -> Result<Identity, String> {
@@ -251,6 +276,15 @@ mod tests {
             std::fs::remove_file(p).unwrap();
         }
         std::fs::remove_dir(&real).unwrap();
+    }
+
+    #[test]
+    fn a_certificate_can_be_made_as_long_as_asked() {
+        let (short, _) = self_signed(&["localhost".into()]).unwrap();
+        let (long, _) = self_signed_of_size(&["localhost".into()], 3000).unwrap();
+        let len = |i: &Identity| i.chain[0].len();
+        assert!(len(&short) < 1000, "{}", len(&short));
+        assert!((3000..3100).contains(&len(&long)), "{}", len(&long));
     }
 
     #[test]

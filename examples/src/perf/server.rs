@@ -73,10 +73,12 @@ async fn accept<F>(
     F: Fn(Result<Finished, String>) + Send + Sync + 'static,
 {
     let report = Arc::new(report);
-    while let Some(incoming) = endpoint.accept().await {
+    // Each handshake in the connection's own task: the next client's
+    // starts at once, not a round trip later.
+    while let Some(incoming) = endpoint.incoming().await {
         let (report, board) = (report.clone(), board.clone());
         let task = async move {
-            match incoming {
+            match incoming.finish().await {
                 Ok(connection) => {
                     let _tracked = board.map(|b| b.track(&connection));
                     report(run_test(connection).await)

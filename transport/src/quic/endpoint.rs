@@ -149,6 +149,25 @@ impl Options {
     }
 }
 
+/// An incoming connection whose handshake is under way
+/// ([`Endpoint::incoming`]).
+pub struct Accepting {
+    /// Its registration and its handshake, or why the endpoint refused it.
+    state: Result<(Prepared, Result<quinn::Connecting, Error>), Error>,
+}
+
+impl Accepting {
+    /// Waits for the handshake: the connection, or why it failed.
+    pub async fn finish(self) -> Result<Connection, Error> {
+        let (prepared, handshake) = self.state?;
+        let handshake = match handshake {
+            Ok(connecting) => connecting.await.map_err(Error::Connection),
+            Err(e) => Err(e),
+        };
+        prepared.settle(handshake)
+    }
+}
+
 /// An ecnq QUIC endpoint: [`Endpoint::client`] or [`Endpoint::server`], then
 /// [`Endpoint::connect`] / [`Endpoint::accept`], then plain quinn streams.
 pub struct Endpoint {
@@ -246,29 +265,39 @@ impl Endpoint {
         prepared.settle(result)
     }
 
-    /// Accepts the next incoming connection; `None` once the endpoint is closed.
+    /// Accepts the next incoming connection and waits for its handshake;
+    /// `None` once the endpoint is closed. A server that must not hold the
+    /// next client back for a round trip takes [`Endpoint::incoming`].
     pub async fn accept(&self) -> Option<Result<Connection, Error>> {
-        let incoming = self.inner.accept().await?;
-        Some(self.accept_incoming(incoming).await)
+        Some(self.incoming().await?.finish().await)
     }
 
-    async fn accept_incoming(&self, incoming: quinn::Incoming) -> Result<Connection, Error> {
+    /// The next incoming connection, its handshake under way; `None` once
+    /// the endpoint is closed. [`Accepting::finish`] waits for it, so a
+    /// server that spawns that wait takes its next client at once rather
+    /// than a round trip later (a flash crowd's handshakes overlap:
+    /// tests/web.rs `the_file_server_takes_a_crowds_handshakes_at_once`).
+    pub async fn incoming(&self) -> Option<Accepting> {
+        let incoming = self.inner.accept().await?;
         let Some(crypto) = self.server.clone() else {
             incoming.refuse();
-            return Err(Error::NoServerConfig);
+            return Some(Accepting {
+                state: Err(Error::NoServerConfig),
+            });
         };
         let remote = incoming.remote_address();
         let prepared = self.socket().prepare(remote, self.options.cc);
-        let result = async {
-            let mut config = quinn::ServerConfig::with_crypto(prepared.server_crypto(crypto));
-            config.transport_config(Arc::new(self.options.transport_config(&prepared, remote)?));
-            let connecting = prepared
-                .accept(incoming, Arc::new(config))
-                .map_err(Error::Connection)?;
-            connecting.await.map_err(Error::Connection)
-        }
-        .await;
-        prepared.settle(result)
+        let mut config = quinn::ServerConfig::with_crypto(prepared.server_crypto(crypto));
+        let handshake = self
+            .options
+            .transport_config(&prepared, remote)
+            .and_then(|transport| {
+                config.transport_config(Arc::new(transport));
+                (prepared.accept(incoming, Arc::new(config))).map_err(Error::Connection)
+            });
+        Some(Accepting {
+            state: Ok((prepared, handshake)),
+        })
     }
 
     /// The local address.

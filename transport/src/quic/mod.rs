@@ -117,7 +117,7 @@ pub use crate::session::PeerMode;
 pub use congestion::{CongestionControl, UnknownController};
 pub use connection::{CongestionStats, Connection, DatagramError, Prepared, StatsHandle};
 pub use controller::EcnqControllerFactory;
-pub use endpoint::{Endpoint, Options, TransportHook, STREAM_RECEIVE_WINDOW};
+pub use endpoint::{Accepting, Endpoint, Options, TransportHook, STREAM_RECEIVE_WINDOW};
 pub use socket::{EcnSocket, SocketStats};
 pub use tls::{Identity, SelfSigned};
 
