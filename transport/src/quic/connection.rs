@@ -549,7 +549,7 @@ impl StatsHandle {
         let srtt = self.inner.rtt();
         let session = self
             .peer
-            .session()
+            .reading()
             .stats(self.peer.since_epoch(Instant::now()));
         // Without a law, the sender runs one of quinn's controllers.
         let window = session

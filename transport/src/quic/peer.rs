@@ -79,6 +79,17 @@ impl UnderRate {
     }
 }
 
+/// The locked session, to read only ([`Peer::reading`]).
+pub(crate) struct Reading<'a>(MutexGuard<'a, Session>);
+
+impl Deref for Reading<'_> {
+    type Target = Session;
+
+    fn deref(&self) -> &Session {
+        &self.0
+    }
+}
+
 /// The locked session; when the lock is released, what happened inside it
 /// is logged, and whether the session is left under its rate is published
 /// ([`UnderRate`]). Every call that can change that goes through here.
@@ -208,6 +219,15 @@ impl Peer {
         }
     }
 
+    /// The session for a read that changes nothing: its `&self` methods
+    /// only, so there are no events to log and no rate to publish when the
+    /// lock is released. quinn reads a rate law's window for every packet
+    /// it sends; through [`Peer::session`] each read computed the law's
+    /// pace again on release.
+    pub fn reading(&self) -> Reading<'_> {
+        Reading(lock(&self.session))
+    }
+
     /// Logs the session's events into `qlog` too, from now on.
     #[cfg(feature = "qlog")]
     pub fn log_to(&self, qlog: Arc<super::qlog::QlogFile>) {
@@ -227,7 +247,7 @@ impl Peer {
             return published;
         }
         // The law may have changed since the flag was read.
-        self.session()
+        self.reading()
             .window(self.since_epoch(at))
             .unwrap_or(published)
     }
