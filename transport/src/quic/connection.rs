@@ -14,7 +14,7 @@ use super::cid::issuing_for;
 use super::congestion::CongestionControl;
 use super::controller::EcnqControllerFactory;
 use super::demux::Routes;
-use super::peer::Peer;
+use super::peer::{reading_stats, Peer};
 use super::socket::EcnSocket;
 use super::tap::{Tap, TappedClient, TappedServer};
 use crate::session::report::{self, Next};
@@ -172,15 +172,20 @@ impl Prepared {
         let dropped = Arc::new(AtomicU64::new(0));
         let app_received = Arc::new(AtomicU64::new(0));
         let app_sent = Arc::new(AtomicU64::new(0));
-        tokio::spawn(send_reports(
-            connection.clone(),
-            self.peer.clone(),
-            app_received.clone(),
-            app_sent.clone(),
-        ));
+        let mut companions = Companions(Vec::with_capacity(2));
+        companions.0.push(
+            tokio::spawn(send_reports(
+                connection.clone(),
+                self.peer.clone(),
+                app_received.clone(),
+                app_sent.clone(),
+            ))
+            .abort_handle(),
+        );
         // quinn's own controllers have no law, so never a rate to fall short of.
         if matches!(self.peer.cc, CongestionControl::Ecnq(_)) {
-            tokio::spawn(ask_while_under_rate(connection.clone(), self.peer.clone()));
+            let ask = ask_while_under_rate(connection.clone(), self.peer.clone());
+            companions.0.push(tokio::spawn(ask).abort_handle());
         }
         tokio::spawn(read_datagrams(
             connection.clone(),
@@ -192,6 +197,7 @@ impl Prepared {
             },
             self.routes,
             self.key,
+            companions,
         ));
         Connection {
             inner: connection,
@@ -234,15 +240,21 @@ impl std::fmt::Debug for Peer {
 
 /// The receiver side of feedback: reports the decoder's estimate of the
 /// peer's traffic, following [`report::FeedbackSender`]'s policy.
+///
+/// One timer serves the whole task: it is moved only when the policy's
+/// deadline moves, so a wake by news that leaves the deadline where it was
+/// costs no timer work (`a_report_timer_moves_only_with_its_deadline`).
+/// It ends with the connection as one of its [`Companions`].
 async fn send_reports(
     connection: quinn::Connection,
     peer: Arc<Peer>,
     app_received: Arc<AtomicU64>,
     app_sent: Arc<AtomicU64>,
 ) {
+    let mut timer = ReportTimer::new();
     loop {
         // Data progress both ways: what was exchanged besides ACKs and reports.
-        let stats = connection.stats();
+        let stats = reading_stats(|| connection.stats());
         let progress = Progress {
             sent: stats.frame_tx.stream + app_sent.load(Ordering::Relaxed),
             received: stats.frame_rx.stream + app_received.load(Ordering::Relaxed),
@@ -258,18 +270,48 @@ async fn send_reports(
                 }
             },
             (Next::At(at), _) => {
-                let at = tokio::time::Instant::from_std(peer.epoch() + at);
+                timer.set(tokio::time::Instant::from_std(peer.epoch() + at));
                 tokio::select! {
-                    _ = tokio::time::sleep_until(at) => {}
+                    biased;
                     _ = peer.notify.notified() => {}
-                    _ = connection.closed() => return,
+                    _ = timer.fired() => {}
                 }
             }
-            _ => tokio::select! {
-                _ = peer.notify.notified() => {}
-                _ = connection.closed() => return,
-            },
+            _ => peer.notify.notified().await,
         }
+    }
+}
+
+/// The report task's one timer: armed at a deadline, moved only when the
+/// deadline moves.
+struct ReportTimer {
+    sleep: std::pin::Pin<Box<tokio::time::Sleep>>,
+    deadline: Option<tokio::time::Instant>,
+}
+
+impl ReportTimer {
+    fn new() -> ReportTimer {
+        ReportTimer {
+            sleep: Box::pin(tokio::time::sleep(Duration::ZERO)),
+            deadline: None,
+        }
+    }
+
+    /// Arms the timer at `at`; a timer already at `at` is left alone.
+    /// Returns whether it was moved.
+    fn set(&mut self, at: tokio::time::Instant) -> bool {
+        if self.deadline == Some(at) {
+            return false;
+        }
+        self.deadline = Some(at);
+        self.sleep.as_mut().reset(at);
+        true
+    }
+
+    /// Waits for the deadline; a fired timer fires again at once until it
+    /// is moved, as a fresh sleep until a past deadline would.
+    async fn fired(&mut self) {
+        self.sleep.as_mut().await;
     }
 }
 
@@ -289,7 +331,8 @@ const ASK_GAP: Duration = Duration::from_millis(1);
 /// else. An ask while the driver has not read its window since the last
 /// one is skipped: that wake is still pending, and another adds nothing
 /// but a lock and a wake-up (on a busy host, hundreds of connections asked
-/// every millisecond; `an_ask_waits_for_quinn_to_read_its_window`).
+/// every millisecond; `an_ask_waits_for_quinn_to_read_its_window`). It
+/// ends with the connection as one of its [`Companions`].
 async fn ask_while_under_rate(connection: quinn::Connection, peer: Arc<Peer>) {
     let last_read = AtomicU64::new(NEVER_ASKED);
     let ask = || {
@@ -297,10 +340,8 @@ async fn ask_while_under_rate(connection: quinn::Connection, peer: Arc<Peer>) {
             connection.set_receive_window(quinn::VarInt::MAX);
         }
     };
-    tokio::select! {
-        _ = ask_while(|| peer.session().under_rate(), ask, &peer.under_rate) => {}
-        _ = connection.closed() => {}
-    }
+    let under_rate = &peer.under_rate;
+    ask_while(|| under_rate.get(), ask, &under_rate.became).await;
 }
 
 /// No ask yet: no count of window reads is this high.
@@ -313,12 +354,16 @@ fn window_read_since(last: &AtomicU64, reads: u64) -> bool {
 }
 
 /// Calls `ask` every [`ASK_GAP`] while `under_rate()`; otherwise waits for
-/// `became_under`, which whatever makes `under_rate()` true notifies.
+/// `became_under`, which whatever makes `under_rate()` true notifies. One
+/// timer serves every gap, reset rather than made anew.
 async fn ask_while(under_rate: impl Fn() -> bool, ask: impl Fn(), became_under: &Notify) {
+    let gap = tokio::time::sleep(ASK_GAP);
+    tokio::pin!(gap);
     loop {
         if under_rate() {
             ask();
-            tokio::time::sleep(ASK_GAP).await;
+            gap.as_mut().reset(tokio::time::Instant::now() + ASK_GAP);
+            gap.as_mut().await;
         } else {
             became_under.notified().await;
         }
@@ -332,14 +377,31 @@ struct AppDatagrams {
     dropped: Arc<AtomicU64>,
 }
 
+/// A connection's other feedback tasks, ended with [`read_datagrams`]:
+/// its read fails exactly when the connection ends, so they need not each
+/// wait for the end themselves. A wait on quinn's `closed()` beside each
+/// of their sleeps took a lock on every wake, every millisecond while a
+/// law is under its rate (`the_feedback_tasks_end_with_the_connection`).
+struct Companions(Vec<tokio::task::AbortHandle>);
+
+impl Drop for Companions {
+    fn drop(&mut self) {
+        for task in &self.0 {
+            task.abort();
+        }
+    }
+}
+
 /// Splits incoming DATAGRAM frames into reports (to the law) and the
-/// application's datagrams; unregisters the connection when it ends.
+/// application's datagrams; unregisters the connection, and ends its
+/// `companions`, when it ends.
 async fn read_datagrams(
     connection: quinn::Connection,
     peer: Arc<Peer>,
     app: AppDatagrams,
     routes: Arc<Routes>,
     key: u32,
+    companions: Companions,
 ) {
     while let Ok(datagram) = connection.read_datagram().await {
         if report::is_report(&datagram) {
@@ -352,6 +414,7 @@ async fn read_datagrams(
         }
     }
     routes.remove(key);
+    drop(companions);
 }
 
 /// An established ecnq connection. Streams are plain quinn streams; use
@@ -486,7 +549,7 @@ impl StatsHandle {
         let srtt = self.inner.rtt();
         let session = self
             .peer
-            .session()
+            .reading()
             .stats(self.peer.since_epoch(Instant::now()));
         // Without a law, the sender runs one of quinn's controllers.
         let window = session
@@ -634,6 +697,39 @@ mod tests {
         assert!(after <= 1, "{after} asks once at the rate");
         let looks = checks.load(Ordering::Relaxed) - checked;
         assert!(looks <= 1, "{looks} looks in 100 ms at the rate");
+    }
+
+    /// The report timer is moved only when its deadline is; it fires at
+    /// its deadline, and once fired stays fired until moved.
+    #[tokio::test(start_paused = true)]
+    async fn a_report_timer_moves_only_with_its_deadline() {
+        let start = tokio::time::Instant::now();
+        let mut timer = ReportTimer::new();
+        let at = start + Duration::from_millis(10);
+        assert!(timer.set(at), "the first deadline");
+        assert!(!timer.set(at), "the same deadline");
+        timer.fired().await;
+        assert_eq!(tokio::time::Instant::now(), at);
+        assert!(!timer.set(at));
+        timer.fired().await;
+        assert_eq!(tokio::time::Instant::now(), at, "fired stays fired");
+        let later = at + Duration::from_millis(5);
+        assert!(timer.set(later), "a new deadline");
+        timer.fired().await;
+        assert_eq!(tokio::time::Instant::now(), later);
+    }
+
+    /// A connection's other feedback tasks end when its datagram reader
+    /// lets its companions go.
+    #[tokio::test]
+    async fn the_feedback_tasks_end_with_the_connection() {
+        let task = tokio::spawn(std::future::pending::<()>());
+        let companions = Companions(vec![task.abort_handle()]);
+        tokio::task::yield_now().await;
+        assert!(!task.is_finished(), "runs while the connection lives");
+        drop(companions);
+        let ended = task.await.expect_err("aborted");
+        assert!(ended.is_cancelled());
     }
 
     #[test]

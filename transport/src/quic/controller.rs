@@ -133,7 +133,7 @@ impl Controller for SessionController {
     }
 
     fn initial_window(&self) -> u64 {
-        self.peer.session().config().initial_window
+        self.peer.reading().config().initial_window
     }
 
     fn into_any(self: Box<Self>) -> Box<dyn Any> {

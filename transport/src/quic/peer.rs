@@ -6,6 +6,7 @@
 //! The socket finds it by connection ID (`demux.rs`); [`PeerTable`] is the
 //! by-address fallback.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::ops::{Deref, DerefMut};
@@ -30,9 +31,9 @@ pub(crate) struct Peer {
     session: Mutex<Session>,
     published: Arc<Published>,
     pub notify: Notify,
-    /// Notified whenever the session is left under its rate
-    /// ([`Session::under_rate`]).
-    pub under_rate: Notify,
+    /// Whether the session is under its rate, and the wake-up of the task
+    /// that asks while it is.
+    pub under_rate: UnderRate,
     attached: AtomicBool,
     /// How often quinn read its window ([`Peer::quinn_window`]): the
     /// under-rate task asks again only once quinn has read it since.
@@ -47,13 +48,55 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Whether a session is under its rate ([`Session::under_rate`]), as of
+/// the last release of its lock, and the under-rate task's wake-up. The
+/// task reads the flag without the lock, and a law's pace is computed
+/// once per release, not again for every look.
+#[derive(Default)]
+pub(crate) struct UnderRate {
+    now: AtomicBool,
+    /// Notified when the flag turns true.
+    pub became: Notify,
+}
+
+impl UnderRate {
+    pub fn get(&self) -> bool {
+        self.now.load(Ordering::Acquire)
+    }
+
+    /// Sets the flag; wakes the task if it turned true. Only the turn
+    /// wakes: the task waits only after it read the flag false
+    /// (`ask_while`, `quinn_is_asked_only_while_the_law_is_under_its_rate`),
+    /// so a session that stays under its rate has nobody waiting, and a
+    /// notification on every release cost a shared write per packet
+    /// (`the_under_rate_task_is_woken_when_the_flag_turns_true`).
+    fn set(&self, under: bool) {
+        if under && !self.now.swap(true, Ordering::AcqRel) {
+            self.became.notify_one();
+        } else if !under {
+            self.now.store(false, Ordering::Release);
+        }
+    }
+}
+
+/// The locked session, to read only ([`Peer::reading`]).
+pub(crate) struct Reading<'a>(MutexGuard<'a, Session>);
+
+impl Deref for Reading<'_> {
+    type Target = Session;
+
+    fn deref(&self) -> &Session {
+        &self.0
+    }
+}
+
 /// The locked session; when the lock is released, what happened inside it
-/// is logged, and the under-rate task is woken if the session is left
-/// under its rate. Every call that can change that goes through here.
+/// is logged, and whether the session is left under its rate is published
+/// ([`UnderRate`]). Every call that can change that goes through here.
 pub(crate) struct Locked<'a> {
     session: MutexGuard<'a, Session>,
     cc: CongestionControl,
-    under_rate: &'a Notify,
+    under_rate: &'a UnderRate,
     #[cfg(feature = "qlog")]
     qlog: Option<&'a super::qlog::QlogFile>,
 }
@@ -81,9 +124,7 @@ impl Drop for Locked<'_> {
                 qlog.log(Instant::now(), &event);
             }
         }
-        if self.session.under_rate() {
-            self.under_rate.notify_one();
-        }
+        self.under_rate.set(self.session.under_rate());
     }
 }
 
@@ -138,7 +179,7 @@ impl Peer {
             published: session.published().clone(),
             session: Mutex::new(session),
             notify: Notify::new(),
-            under_rate: Notify::new(),
+            under_rate: UnderRate::default(),
             attached: AtomicBool::new(false),
             window_reads: AtomicU64::new(0),
             #[cfg(feature = "qlog")]
@@ -178,6 +219,15 @@ impl Peer {
         }
     }
 
+    /// The session for a read that changes nothing: its `&self` methods
+    /// only, so there are no events to log and no rate to publish when the
+    /// lock is released. quinn reads a rate law's window for every packet
+    /// it sends; through [`Peer::session`] each read computed the law's
+    /// pace again on release.
+    pub fn reading(&self) -> Reading<'_> {
+        Reading(lock(&self.session))
+    }
+
     /// Logs the session's events into `qlog` too, from now on.
     #[cfg(feature = "qlog")]
     pub fn log_to(&self, qlog: Arc<super::qlog::QlogFile>) {
@@ -185,15 +235,19 @@ impl Peer {
     }
 
     /// The window quinn may use at `at`: the published one, or, for a rate
-    /// law, its gate's.
+    /// law, its gate's. Inside [`reading_stats`], the published one, and
+    /// the read is not counted.
     pub fn quinn_window(&self, at: Instant) -> u64 {
-        self.window_reads.fetch_add(1, Ordering::Relaxed);
         let published = self.published.window();
+        if READING_STATS.get() {
+            return published;
+        }
+        self.window_reads.fetch_add(1, Ordering::Relaxed);
         if !self.published.rate_gated() {
             return published;
         }
         // The law may have changed since the flag was read.
-        self.session()
+        self.reading()
             .window(self.since_epoch(at))
             .unwrap_or(published)
     }
@@ -307,3 +361,73 @@ impl PeerTable {
 
 /// quinn's initial MTU (1200 bytes, RFC 9000 §14) is the laws' packet unit.
 pub(crate) const MSS: u64 = 1200;
+
+thread_local! {
+    /// Set while this thread reads a connection's stats ([`reading_stats`]).
+    static READING_STATS: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `read`, a read of quinn's connection stats: quinn fills their
+/// window in by asking the controller, which is not quinn reading its
+/// window to send. Inside, [`Peer::quinn_window`] gives the published
+/// window, with no lock and no gate, and does not count the read: the
+/// report task reads the stats for its progress counters on every wake,
+/// and counted, those reads let the under-rate task ask while quinn's
+/// driver had not run (`a_stats_read_is_not_a_window_read`).
+pub(crate) fn reading_stats<T>(read: impl FnOnce() -> T) -> T {
+    /// Clears the flag however `read` ends.
+    struct Clear;
+    impl Drop for Clear {
+        fn drop(&mut self) {
+            READING_STATS.set(false);
+        }
+    }
+    READING_STATS.set(true);
+    let _clear = Clear;
+    read()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn a_stats_read_is_not_a_window_read() {
+        let peer = Peer::new(
+            CongestionControl::DEFAULT,
+            MSS,
+            "[::1]:4433".parse().unwrap(),
+        );
+        let now = Instant::now();
+        let window = reading_stats(|| peer.quinn_window(now));
+        assert_eq!(window, peer.published().window());
+        assert_eq!(peer.window_reads(), 0, "a stats read");
+        peer.quinn_window(now);
+        assert_eq!(peer.window_reads(), 1, "quinn's own read, after");
+    }
+
+    /// Whether `notify` holds a wake-up.
+    async fn woken(notify: &Notify) -> bool {
+        tokio::time::timeout(Duration::ZERO, notify.notified())
+            .await
+            .is_ok()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_under_rate_task_is_woken_when_the_flag_turns_true() {
+        let under = UnderRate::default();
+        under.set(false);
+        assert!(!under.get());
+        assert!(!woken(&under.became).await, "at its rate");
+        under.set(true);
+        assert!(under.get());
+        assert!(woken(&under.became).await, "turned under its rate");
+        under.set(true);
+        assert!(!woken(&under.became).await, "stayed under: no one to wake");
+        under.set(false);
+        under.set(true);
+        assert!(woken(&under.became).await, "turned again");
+    }
+}

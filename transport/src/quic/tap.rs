@@ -21,8 +21,8 @@
 
 use std::any::Any;
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::BytesMut;
@@ -34,8 +34,8 @@ use quinn_proto::transport_parameters::TransportParameters;
 use quinn_proto::{ConnectError, ConnectionId, Side, TransportError};
 
 use super::cid::CID_LEN;
-use super::demux::{Cid, Routes};
-use super::header::{Header, Packet};
+use super::demux::Routes;
+use super::header::{Header, Packet, MAX_CID_LEN};
 use super::peer::Peer;
 use crate::session::{HandshakeSpace, PeerEvent};
 use crate::wire::ack::{ack_frames, AckFrame, AckRepr, EcnCounts};
@@ -46,17 +46,46 @@ pub(crate) struct Tap {
     routes: Arc<Routes>,
     key: u32,
     peer: Arc<Peer>,
-    state: Mutex<TapState>,
+    /// The length of the peer's CIDs, from its long headers, plus one; 0
+    /// before the first.
+    peer_cid_len: AtomicU8,
+    last_received: LastCid,
+    last_sent: LastCid,
     /// Whether the peer's first 1-RTT packet came.
     handshake_done: AtomicBool,
 }
 
+/// The CID the last packet one way named, so that the routes' lock is
+/// taken only when it changes. Plain atomics, no lock, since every packet
+/// passes here: quinn seals and opens one connection's packets one at a
+/// time (under its connection lock), so the words are never written by
+/// two at once (`a_last_cid_changes_only_with_the_cid`).
 #[derive(Default)]
-struct TapState {
-    /// The length of the peer's CIDs, from its long headers.
-    peer_cid_len: Option<usize>,
-    last_received: Option<Cid>,
-    last_sent: Option<Cid>,
+struct LastCid([AtomicU64; 3]);
+
+impl LastCid {
+    /// Records `cid`; whether it differs from the last one recorded. A CID
+    /// longer than any QUIC version 1 allows is never recorded.
+    fn replace(&self, cid: &[u8]) -> bool {
+        if cid.len() > MAX_CID_LEN {
+            return false;
+        }
+        // The length plus one (0 is "none yet"), then the bytes.
+        let mut bytes = [0; 24];
+        bytes[0] = cid.len() as u8 + 1;
+        bytes[1..=cid.len()].copy_from_slice(cid);
+        let words = bytes
+            .chunks_exact(8)
+            .map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes")));
+        let mut changed = false;
+        for (word, new) in self.0.iter().zip(words) {
+            if word.load(Ordering::Relaxed) != new {
+                word.store(new, Ordering::Relaxed);
+                changed = true;
+            }
+        }
+        changed
+    }
 }
 
 impl Tap {
@@ -65,7 +94,9 @@ impl Tap {
             routes,
             key,
             peer,
-            state: Mutex::default(),
+            peer_cid_len: AtomicU8::new(0),
+            last_received: LastCid::default(),
+            last_sent: LastCid::default(),
             handshake_done: AtomicBool::new(false),
         })
     }
@@ -144,32 +175,27 @@ impl Tap {
         payload.extend_from_slice(&repaired);
     }
 
-    fn state(&self) -> std::sync::MutexGuard<'_, TapState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// A packet of this connection was decrypted: its header is genuine.
     fn on_received(&self, header: &[u8]) {
         let Ok(header) = Header::parse(header, CID_LEN) else {
             return;
         };
-        let mut state = self.state();
         if let Header::Long { src_cid, .. } = header {
-            state.peer_cid_len = Some(src_cid.len());
+            // QUIC version 1 CIDs are at most 20 bytes (RFC 9000 §17.2).
+            if let Ok(len) = u8::try_from(src_cid.len() + 1) {
+                self.peer_cid_len.store(len, Ordering::Relaxed);
+            }
             return;
         }
-        let cid = Cid::new(header.dst_cid());
-        if cid.is_some() && cid != state.last_received {
-            state.last_received = cid;
-            drop(state);
+        if self.last_received.replace(header.dst_cid()) {
             self.routes.claim(self.key, header.dst_cid());
         }
     }
 
     /// A packet of this connection is being sent.
     fn on_sent(&self, header: &[u8]) {
-        let mut state = self.state();
-        let Some(len) = state.peer_cid_len else {
+        let Some(len) = usize::from(self.peer_cid_len.load(Ordering::Relaxed)).checked_sub(1)
+        else {
             return;
         };
         let Ok(packet) = Packet::new_checked(header, len) else {
@@ -178,10 +204,7 @@ impl Tap {
         if packet.is_long() {
             return;
         }
-        let cid = Cid::new(packet.short_dst_cid(len));
-        if cid.is_some() && cid != state.last_sent {
-            state.last_sent = cid;
-            drop(state);
+        if self.last_sent.replace(packet.short_dst_cid(len)) {
             self.routes
                 .learn_remote_cid(self.key, packet.short_dst_cid(len));
         }
@@ -411,6 +434,27 @@ mod tests {
         repr.emit(&mut bytes);
         bytes.push(0x00);
         bytes
+    }
+
+    /// A CID is new when it differs from the last in length or in any
+    /// byte, including the last of a 20-byte one; an empty CID is a CID.
+    #[test]
+    fn a_last_cid_changes_only_with_the_cid() {
+        let last = LastCid::default();
+        assert!(last.replace(&[]), "the first, though empty");
+        assert!(!last.replace(&[]));
+        assert!(last.replace(&[0]), "longer by a zero byte");
+        let mut long = [7; MAX_CID_LEN];
+        assert!(last.replace(&long));
+        assert!(!last.replace(&long));
+        long[MAX_CID_LEN - 1] = 8;
+        assert!(last.replace(&long), "the last byte");
+        assert!(last.replace(&long[..8]), "shorter");
+        assert!(
+            !last.replace(&[1; MAX_CID_LEN + 1]),
+            "too long: not recorded"
+        );
+        assert!(!last.replace(&long[..8]), "still the last recorded");
     }
 
     /// The handshake's packets a router cleared reach quinn counted ECT(0),
