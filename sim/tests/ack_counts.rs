@@ -134,10 +134,13 @@ fn a_scheme_the_counts_cannot_carry_is_refused() {
 /// on their way, and frames that straddle the change once pinned indexes
 /// far from both sides, against which every later frame "confirmed" a far
 /// faster one (utilization 0.47–0.97 over these seeds, with heavy loss).
-/// Now every seed keeps the link as full as frames of one do.
+/// Then the newcomer's first-reading bound, taken from such frames, read
+/// hundreds of steps faster than the router wrote (loss up to 8.6 %); a
+/// bound now waits for the next frame to fit it. Every seed keeps the link
+/// as full as frames of one do, with no loss.
 #[test]
 fn frames_of_ten_keep_the_link_full() {
-    for seed in 1..=6 {
+    for seed in 1..=8 {
         let scenario = common::scenario("session-feedback", &["ack_frame=10"]);
         let overrides = Overrides {
             feedback: Some(FeedbackPath::AckCounts),
@@ -151,5 +154,6 @@ fn frames_of_ten_keep_the_link_full() {
             l.utilization, l.loss
         );
         assert!(l.utilization >= 0.9, "seed {seed}: {}", l.utilization);
+        assert!(l.loss <= 0.001, "seed {seed}: {}", l.loss);
     }
 }
