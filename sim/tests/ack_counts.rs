@@ -37,6 +37,18 @@ fn link<'a>(s: &'a Summary, name: &str) -> &'a ecnq_sim::report::metrics::LinkSu
     s.links.iter().find(|l| l.name == name).unwrap()
 }
 
+/// Prints session-feedback's `label` run and asserts its link L was at
+/// least 90 % full with at most 0.1 % of its packets lost.
+fn full_without_loss(label: &str, summary: &Summary) {
+    let l = link(summary, "L");
+    println!(
+        "session-feedback, {label}: utilization {:.3}, loss {:.4}",
+        l.utilization, l.loss
+    );
+    assert!(l.utilization >= 0.9, "{label}: {}", l.utilization);
+    assert!(l.loss <= 0.001, "{label}: {}", l.loss);
+}
+
 /// Staggered erc flows, on one bottleneck and on a parking lot: reading
 /// the counts gives the utilization, queue and fairness of the receiver's
 /// decoder.
@@ -148,12 +160,27 @@ fn frames_of_ten_keep_the_link_full() {
             ..Overrides::default()
         };
         let summary = runner::run(&scenario, &overrides).unwrap().summary;
-        let l = link(&summary, "L");
-        println!(
-            "session-feedback, frames of 10, seed {seed}: utilization {:.3}, loss {:.4}",
-            l.utilization, l.loss
-        );
-        assert!(l.utilization >= 0.9, "seed {seed}: {}", l.utilization);
-        assert!(l.loss <= 0.001, "seed {seed}: {}", l.loss);
+        full_without_loss(&format!("frames of 10, seed {seed}"), &summary);
+    }
+}
+
+/// Receivers that acknowledge by time or by the hundred: every quarter
+/// RTT (10 ms of the 40 ms RTT) whatever the count, and on a 300 Mbit/s
+/// link frames of 200 packets (or 25 ms), or up to 1000 (or 100 ms, a
+/// loaded client). Frames this large are one equation each over many
+/// packets, and straddle each change of the index; the link stays full
+/// without loss.
+#[test]
+fn frames_by_time_and_by_the_hundred_keep_the_link_full() {
+    let fast = ["links.0.rate=300Mbit", "duration=8s"];
+    for set in [
+        vec!["ack_frame=100000", "ack_delay=10ms"],
+        [&fast[..], &["ack_frame=200", "ack_delay=25ms"]].concat(),
+        [&fast[..], &["ack_frame=1000", "ack_delay=100ms"]].concat(),
+    ] {
+        let summary = run_with("session-feedback", &set, FeedbackPath::AckCounts, None)
+            .unwrap()
+            .summary;
+        full_without_loss(&format!("{set:?}"), &summary);
     }
 }
