@@ -24,7 +24,8 @@
 //! ECT(0), or none did), else the fitting index nearest the one it last
 //! pinned if that is slower, else the one it last pinned; either never
 //! more than a step faster than that one. A pin ten steps or more from the
-//! last, either way, waits for a frame that confirms it, and a fitting
+//! last, either way, waits for a frame that confirms it (two once a code
+//! was pinned), and a fitting
 //! index that far slower is not reported until then. Before the first
 //! pin, the bound it reports only tightens, across changes too, and only
 //! to an index that fitted the frames since a change and then the next
@@ -225,6 +226,13 @@ pub struct ErcCountReader {
     /// when the frames pinned it: the next frames confirm it against that
     /// one, not against a looser bound that waits for a frame to tighten.
     held_against: u16,
+    /// Frames that confirmed `unconfirmed`. Once a code was pinned, a far
+    /// one needs two: frames of 40 to 80 packets from a receiver that
+    /// acknowledges by time straddle each step of a moving index, and
+    /// one of them "confirmed" a code 266 steps faster than the index in
+    /// force (loss 32 % to 86 % in some runs, test
+    /// `frames_by_time_and_by_the_hundred_keep_the_link_full`).
+    confirmations: u8,
     /// The receiver's decoder, fed the digits that frames tell one by
     /// one: it follows an index that moves faster than the frames since
     /// a change can pin one.
@@ -278,7 +286,13 @@ impl ErcCountReader {
             let confirms =
                 self.unconfirmed == Some(code) && !near.into_iter().any(|i| frame.fits(gray(i)));
             let far = index + FAR <= reference || (reference != 0 && index >= reference + FAR);
-            if far && !confirms {
+            if confirms {
+                self.confirmations += 1;
+            } else if self.unconfirmed != Some(code) {
+                self.confirmations = 0;
+            }
+            let needed = if self.pinned == 0 { 1 } else { 2 };
+            if far && self.confirmations < needed {
                 self.unconfirmed = Some(code);
                 self.held_against = reference;
             } else {
@@ -628,15 +642,15 @@ mod tests {
                     "{from} -> {to}, {per_frame} a frame: chain {chain:.1}, counts {counts:.1}"
                 );
                 // A decrease of FAR_SLOWER steps or more is heard once
-                // the frames pin it: 300 -> 500 takes 31.6 packets in
-                // frames of two and 68 in frames of ten, where the chain
-                // takes 20.3.
+                // the frames pin it and two more confirm it: 300 -> 500
+                // takes 34.4 packets in frames of two and 81 in frames of
+                // ten, where the chain takes 20.3.
                 let far = from != 0 && to >= from + FAR_SLOWER;
                 let bound = match (per_frame, far) {
                     (2, false) => 1.4 * chain + 3.0,
                     (2, true) => 1.6 * chain + 3.0,
                     (_, false) => 2.0 * chain + 10.0,
-                    (_, true) => 3.5 * chain,
+                    (_, true) => 4.5 * chain,
                 };
                 assert!(counts <= bound, "{from} -> {to}: {counts} against {chain}");
             }
@@ -687,9 +701,9 @@ mod tests {
     /// `GRAY_WALK` steps of the faster side, as the receiver's decoder
     /// does (in these streams it reads up to 31 steps faster), and ends
     /// within a step of the new index in all but about 1 % of streams
-    /// (44 of 3600, all with frames of two: a new index that no frame of
-    /// two packets tells from its neighbour, or a far slower one still
-    /// waiting for a frame that rules out the old, or to be pinned).
+    /// (78 of 3600, most with frames of two: a new index that no frame of
+    /// two packets tells from its neighbour, or a far one still waiting
+    /// for the two frames that confirm it against the old).
     #[test]
     fn a_frame_across_a_change_reads_no_index_beyond_either_side() {
         /// Steps faster than both sides: a chain whose changed digits
@@ -721,7 +735,7 @@ mod tests {
             }
         }
         assert!(
-            off.len() * 1000 <= streams * 13,
+            off.len() * 1000 <= streams * 25,
             "{} of {streams}: {off:?}",
             off.len()
         );
