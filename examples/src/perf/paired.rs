@@ -383,6 +383,7 @@ pub fn sim_flow(protocol: Protocol, start: f64, stop: Option<f64>, group: &str) 
         pace: true,
         feedback: FeedbackPath::Session,
         ack_frame: 1,
+        ack_delay: None,
     }
 }
 

@@ -148,6 +148,10 @@ pub struct FlowSpec {
     /// ACK frames newly acknowledges: the sender reads the counts once per
     /// frame.
     pub ack_frame: u32,
+    /// With ACK-count feedback, a frame also ends at the first ACK once
+    /// its oldest has waited this long (a receiver that acknowledges by
+    /// time, or its max_ack_delay, RFC 9000 §13.2.1); `None`: by count only.
+    pub ack_delay: Option<Nanos>,
 }
 
 impl LinkSpec {

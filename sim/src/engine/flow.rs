@@ -57,6 +57,8 @@ pub struct Flow {
     /// The hashes of the packets acknowledged since the counts were last
     /// read: the ACK frame being gathered.
     pub(super) frame: Vec<u32>,
+    /// When the first ACK of the frame being gathered arrived.
+    pub(super) frame_since: Option<Nanos>,
     pub(super) data_ecn: Ecn,
     pub(super) router_assisted: bool,
     /// Presence probes, for the schemes that send them.
@@ -129,6 +131,7 @@ impl Flow {
             tally: EcnTally::default(),
             tally_read: EcnTally::default(),
             frame: Vec::new(),
+            frame_since: None,
             data_ecn: spec.protocol.data_ecn(),
             router_assisted: spec.protocol.router_assisted() && piggyback,
             probes: (spec.protocol.sends_probes() && piggyback)
@@ -324,10 +327,12 @@ impl Flow {
     /// puts the reader's estimate in its place of the receiver's. ACKs
     /// gather into frames of `ack_frame` packets, and the counts are read
     /// once per frame, as from a receiver that acknowledges every
-    /// `ack_frame` packets. The simulator's ACKs name one or two packets,
-    /// not QUIC's cumulative ranges, so a rise that covers packets whose
-    /// ACKs were lost says nothing and is not read.
-    pub(super) fn read_counts(&mut self, ack: &mut Packet) {
+    /// `ack_frame` packets, or at the first ACK `ack_delay` after the
+    /// frame's first (a receiver that acknowledges by time). The
+    /// simulator's ACKs name one or two packets, not QUIC's cumulative
+    /// ranges, so a rise that covers packets whose ACKs were lost says
+    /// nothing and is not read.
+    pub(super) fn read_counts(&mut self, now: Nanos, ack: &mut Packet) {
         let Some(reader) = self.count_reader.as_mut() else {
             return;
         };
@@ -342,6 +347,11 @@ impl Flow {
             }
         }
         let named = self.frame.len() as u64;
+        let since = match named {
+            0 => now,
+            _ => *self.frame_since.get_or_insert(now),
+        };
+        let waited = (self.spec.ack_delay).is_some_and(|delay| now >= since + delay);
         // A rise over none of the named packets, or over packets whose
         // ACKs were lost, says nothing: the frame starts again.
         if tally.received.checked_sub(read.received) != Some(named) {
@@ -349,7 +359,8 @@ impl Flow {
                 self.tally_read = tally;
             }
             self.frame.clear();
-        } else if named >= u64::from(self.spec.ack_frame) {
+            self.frame_since = None;
+        } else if named >= u64::from(self.spec.ack_frame) || (waited && named > 0) {
             let rises = EcnCounts {
                 ect0: tally.ect0 - read.ect0,
                 ect1: 0,
@@ -358,6 +369,7 @@ impl Flow {
             reader.on_ack(&self.frame, rises);
             self.tally_read = tally;
             self.frame.clear();
+            self.frame_since = None;
         }
         ack.feedback = reader.estimate();
     }

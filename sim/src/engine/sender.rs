@@ -154,7 +154,7 @@ impl Sim {
     pub(super) fn on_ack(&mut self, mut ack: Packet) {
         let f = ack.flow as usize;
         let now = self.clock.now();
-        self.flows[f].read_counts(&mut ack);
+        self.flows[f].read_counts(now, &mut ack);
         let acked = 1 + u64::from(ack.also.is_some());
         self.flows[f].on_probe_echo(acked, ack.unraised);
         if let Some(session) = self.flows[f].session.as_deref_mut() {

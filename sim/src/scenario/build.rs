@@ -53,6 +53,7 @@ impl Scenario {
                     self.origin
                 )
             })?,
+            ack_delay: f.ack_delay.map(|t| t.0),
             mss,
             queue: o.queue,
         };
@@ -95,6 +96,8 @@ struct Builder<'a> {
     feedback: FeedbackPath,
     /// With ACK-count feedback, the packets each ACK frame acknowledges.
     ack_frame: u32,
+    /// With ACK-count feedback, how long an ACK frame gathers at most.
+    ack_delay: Option<Nanos>,
     /// The scenario's packet size.
     mss: u32,
     /// Every link's queue discipline, if overridden.
@@ -364,6 +367,7 @@ impl Builder<'_> {
                 pace: g.pace,
                 feedback: self.feedback,
                 ack_frame: self.ack_frame,
+                ack_delay: self.ack_delay,
             });
         }
         Ok(())
@@ -526,6 +530,7 @@ impl Builder<'_> {
             pace: true,
             feedback: self.feedback,
             ack_frame: self.ack_frame,
+            ack_delay: self.ack_delay,
         }
     }
 }

@@ -271,6 +271,11 @@ pub struct ScenarioFile {
     /// Chromium's is 10). The sender reads the counts once per frame.
     #[serde(default = "one")]
     pub ack_frame: u32,
+    /// With `"ack-counts"`: a frame also ends once its oldest ACK has
+    /// waited this long, e.g. `10ms` for a receiver that acknowledges
+    /// every quarter RTT of 40 ms (default: by count only).
+    #[serde(default)]
+    pub ack_delay: Option<Time>,
     /// Simulated time.
     pub duration: Time,
     /// RNG seed.

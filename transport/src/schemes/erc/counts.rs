@@ -24,9 +24,15 @@
 //! ECT(0), or none did), else the fitting index nearest the one it last
 //! pinned if that is slower, else the one it last pinned; either never
 //! more than a step faster than that one. A pin ten steps or more from the
-//! last, either way, waits for a frame that confirms it. Before the first pin, the bound
-//! it reports only tightens, across changes too. A code pinned from frames across a change, or digits
-//! mixed from both sides, would otherwise tell rates no router advertised
+//! last, either way, waits for a frame that confirms it (two once a code
+//! was pinned), and a fitting
+//! index that far slower is not reported until then. Before the first
+//! pin, the bound it reports only tightens, across changes too, and only
+//! to an index that fitted the frames since a change and then the next
+//! one: frames that straddle a change leave a few codes that fit them
+//! but are neither side, and the next frame at the index in force rules
+//! them out. A code pinned from frames across a change, or digits mixed
+//! from both sides, would otherwise tell rates no router advertised
 //! (test `a_frame_across_a_change_reads_no_index_beyond_either_side`).
 
 use std::time::Duration;
@@ -191,6 +197,11 @@ const FAR: u16 = 10;
 /// last pinned index (a Gray step or two).
 const NEAR: u16 = 2;
 
+/// A fitting index this many steps slower than the last pinned one or
+/// more (a rate 0.43 times as large) is not reported until the frames pin
+/// it: see [`ErcCountReader::index`].
+const FAR_SLOWER: u16 = 5 * FAR;
+
 /// The index as the peer's ACK-ECN counts tell it (see the module docs).
 #[derive(Clone, Debug, Default)]
 pub struct ErcCountReader {
@@ -203,10 +214,25 @@ pub struct ErcCountReader {
     /// Before the first pinned index, the slowest index that fitted every
     /// frame so far (the bound the level reports); 0 while none does.
     bound: u16,
+    /// A tighter bound, the slowest index that fits, which waits for the
+    /// next frame to fit it too (test
+    /// `a_change_during_the_first_reading_pins_no_far_faster_index`).
+    tighter: Option<u16>,
     /// A code the frames pinned [`FAR`] or more steps from `pinned`
     /// (before the first pin, faster than `bound` or, once there is one,
     /// slower), until a frame confirms it.
     unconfirmed: Option<u16>,
+    /// Before the first pin, the bound that `unconfirmed` was far from
+    /// when the frames pinned it: the next frames confirm it against that
+    /// one, not against a looser bound that waits for a frame to tighten.
+    held_against: u16,
+    /// Frames that confirmed `unconfirmed`. Once a code was pinned, a far
+    /// one needs two: frames of 40 to 80 packets from a receiver that
+    /// acknowledges by time straddle each step of a moving index, and
+    /// one of them "confirmed" a code 266 steps faster than the index in
+    /// force (loss 32 % to 86 % in some runs, test
+    /// `frames_by_time_and_by_the_hundred_keep_the_link_full`).
+    confirmations: u8,
     /// The receiver's decoder, fed the digits that frames tell one by
     /// one: it follows an index that moves faster than the frames since
     /// a change can pin one.
@@ -223,6 +249,8 @@ impl ErcCountReader {
         self.read_digits(&frame);
         let before = self.fitting.unwrap_or(Codes::ALL);
         let kept = before.filter(&frame);
+        let pending = self.tighter.take();
+        let tighter = pending.filter(|&i| kept.contains(gray(i)));
         self.fitting = Some(if !kept.is_empty() {
             kept
         } else if let Some(step) = self.gray_step(&frame) {
@@ -246,10 +274,11 @@ impl ErcCountReader {
         // pin: the frames of a first reading are few, and a change of the
         // index during them leaves a far-faster code alone as easily
         // (`a_change_during_the_first_reading_pins_no_far_faster_index`).
-        let reference = if self.pinned != 0 {
-            self.pinned
-        } else {
-            self.bound
+        let reference = match (self.pinned, pending) {
+            (0, _) if self.unconfirmed.is_some() => self.held_against,
+            (0, Some(bound)) => bound,
+            (0, None) => self.bound,
+            (pinned, _) => pinned,
         };
         if let Some(code) = self.fitting.and_then(|c| c.single()) {
             let index = index_of_code(code);
@@ -257,19 +286,51 @@ impl ErcCountReader {
             let confirms =
                 self.unconfirmed == Some(code) && !near.into_iter().any(|i| frame.fits(gray(i)));
             let far = index + FAR <= reference || (reference != 0 && index >= reference + FAR);
-            if far && !confirms {
+            if confirms {
+                self.confirmations += 1;
+            } else if self.unconfirmed != Some(code) {
+                self.confirmations = 0;
+            }
+            let needed = if self.pinned == 0 { 1 } else { 2 };
+            if far && self.confirmations < needed {
                 self.unconfirmed = Some(code);
+                self.held_against = reference;
             } else {
                 self.pinned = index;
                 self.unconfirmed = None;
             }
         }
         if self.pinned == 0 {
-            if let Some(bound) = self.level().checked_sub(PARTIAL) {
-                self.bound = bound;
-            }
+            self.tighten(tighter);
         }
         self.level() != level
+    }
+
+    /// Before the first pin: the bound takes `confirmed`, a tighter bound
+    /// that this frame fitted too, and the slowest index that fits now
+    /// waits for the next frame. The first bound is taken at once: before
+    /// it the level is "no router". A bound taken from frames that
+    /// straddle a change read indexes hundreds of steps faster than the
+    /// router wrote, which a newcomer paced at until a pin, and a pin that
+    /// far slower waited for its confirmation (test
+    /// `frames_of_ten_keep_the_link_full` in sim/tests/ack_counts.rs).
+    fn tighten(&mut self, confirmed: Option<u16>) {
+        if let Some(bound) = confirmed {
+            self.bound = self.bound.min(bound);
+        }
+        if self.bound == 0 {
+            self.bound = self.level().saturating_sub(PARTIAL);
+        } else if let Some(slowest) = self.slowest().filter(|&i| i < self.bound) {
+            self.tighter = Some(slowest);
+        }
+    }
+
+    /// The slowest index that fits, but for a code waiting to be confirmed.
+    fn slowest(&self) -> Option<u16> {
+        (self.codes())
+            .filter(|&code| self.unconfirmed != Some(code))
+            .map(index_of_code)
+            .max()
     }
 
     /// Hands the receiver's decoder the digits `frame` tells one by one:
@@ -343,14 +404,9 @@ impl ErcCountReader {
                 return 0;
             }
             // A code waiting to be confirmed bounds nothing yet.
-            let slowest = (self.codes())
-                .filter(|&code| self.unconfirmed != Some(code))
-                .map(index_of_code)
-                .max();
-            let bound = match slowest {
-                Some(index) if self.bound != 0 => index.min(self.bound),
-                Some(index) => index,
-                None => self.bound,
+            let bound = match self.bound {
+                0 => self.slowest().unwrap_or(0),
+                bound => bound,
             };
             return if bound == 0 { 0 } else { PARTIAL + bound };
         }
@@ -360,12 +416,20 @@ impl ErcCountReader {
     /// The index in force: the one code that fits; else what the
     /// receiver's decoder reads from the digits frames told one by one;
     /// else the fitting index nearest the last pinned one, if it is
-    /// slower, else the last pinned one. Neither is taken more than a step
-    /// faster than the last pinned index until the frames pin it (a
-    /// decrease is heard at once, an increase once it is certain, as the
+    /// slower by less than [`FAR_SLOWER`], else the last pinned one. Neither is
+    /// taken more than a step faster than the last pinned index until the
+    /// frames pin it (an increase is heard once it is certain, as the
     /// receiver's decoder does). Taking the nearest slower index when a
     /// faster one fits too read indexes hundreds of steps slower than both
     /// sides of a change (`a_change_reads_no_index_far_slower_than_either_side`).
+    /// A far slower one waits to be pinned: the few codes that frames
+    /// across a change leave, or a far slower code that waits to be
+    /// confirmed, read indexes hundreds of steps slower, a flow paced at
+    /// them sends too few packets for frames of ten to correct them soon,
+    /// and the link emptied (test `frames_of_ten_keep_the_link_full` in
+    /// sim/tests/ack_counts.rs); [`FAR`] instead of [`FAR_SLOWER`] slowed
+    /// the reading of larger decreases
+    /// (`the_counts_follow_the_index_about_as_fast_as_the_receiver`).
     fn index(&self) -> u16 {
         if let Some(code) = self.single() {
             return index_of_code(code);
@@ -376,10 +440,11 @@ impl ErcCountReader {
         }
         let nearest = self
             .codes()
+            .filter(|&code| self.unconfirmed != Some(code))
             .map(index_of_code)
             .min_by_key(|&i| (i.abs_diff(self.pinned), std::cmp::Reverse(i)));
         nearest
-            .filter(|&i| i + 1 >= self.pinned)
+            .filter(|&i| i + 1 >= self.pinned && i < self.pinned + FAR_SLOWER)
             .unwrap_or(self.pinned)
     }
 }
@@ -576,10 +641,16 @@ mod tests {
                 eprintln!(
                     "{from} -> {to}, {per_frame} a frame: chain {chain:.1}, counts {counts:.1}"
                 );
-                let bound = if per_frame == 2 {
-                    1.4 * chain + 3.0
-                } else {
-                    2.0 * chain + 10.0
+                // A decrease of FAR_SLOWER steps or more is heard once
+                // the frames pin it and two more confirm it: 300 -> 500
+                // takes 34.4 packets in frames of two and 81 in frames of
+                // ten, where the chain takes 20.3.
+                let far = from != 0 && to >= from + FAR_SLOWER;
+                let bound = match (per_frame, far) {
+                    (2, false) => 1.4 * chain + 3.0,
+                    (2, true) => 1.6 * chain + 3.0,
+                    (_, false) => 2.0 * chain + 10.0,
+                    (_, true) => 4.5 * chain,
                 };
                 assert!(counts <= bound, "{from} -> {to}: {counts} against {chain}");
             }
@@ -630,9 +701,9 @@ mod tests {
     /// `GRAY_WALK` steps of the faster side, as the receiver's decoder
     /// does (in these streams it reads up to 31 steps faster), and ends
     /// within a step of the new index in all but about 1 % of streams
-    /// (41 of 3600, all with frames of two: a new index that no frame of
-    /// two packets tells from its neighbour, or a far slower one still
-    /// waiting for a frame that rules out the old).
+    /// (78 of 3600, most with frames of two: a new index that no frame of
+    /// two packets tells from its neighbour, or a far one still waiting
+    /// for the two frames that confirm it against the old).
     #[test]
     fn a_frame_across_a_change_reads_no_index_beyond_either_side() {
         /// Steps faster than both sides: a chain whose changed digits
@@ -664,7 +735,7 @@ mod tests {
             }
         }
         assert!(
-            off.len() * 1000 <= streams * 12,
+            off.len() * 1000 <= streams * 25,
             "{} of {streams}: {off:?}",
             off.len()
         );
@@ -894,16 +965,15 @@ mod tests {
             worst.len(),
             worst.first()
         );
-        // About 1250 such frames in 3000 streams: the bound holds through a
+        // About 670 such frames in 3000 streams: the bound holds through a
         // restart (`a_change_during_the_first_reading_keeps_the_router_and_its_bound`),
         // so a bound that frames straddling the change left far faster
-        // lasts until the next pin, and a first pin far slower than the
-        // bound waits for a frame to confirm it (pinned at once, 980
-        // frames, but such pins were wrong often enough with frames of
-        // ten to wreck a link). Reporting "no router" at a restart
-        // instead read 336, and a restart that loosened the bound by at
-        // most a third read 710; both stalled first readings.
-        assert!(fast_frames <= 1300, "{fast_frames} frames");
+        // would last until the next pin; a bound tightens only once the
+        // next frame fits it too (taken at once, 1245 frames). Reporting
+        // "no router" at a restart instead read 336, and a restart that
+        // loosened the bound by at most a third read 710; both stalled
+        // first readings.
+        assert!(fast_frames <= 800, "{fast_frames} frames");
     }
 
     #[test]
