@@ -341,7 +341,7 @@ impl Sending {
     /// Whether a pacing law's flow is short of its rate, so that the
     /// transport should ask for its window again soon: quinn asks only as
     /// ACKs come, and at each ask the gate lets one burst out. So while
-    /// less than its cap is in flight the flow is asked between ACKs, and
+    /// room for a packet under its cap the flow is asked between ACKs, and
     /// paces at its rate whenever the ACKs come, as the simulator's sender
     /// does. Asked only while it had less than half its rate × srtt out,
     /// an erc flow on a link that delivers in bursts (a cellular one, whose
@@ -349,7 +349,18 @@ impl Sending {
     /// rate; a Prague flow on a long fat path, whose gate holds one burst,
     /// fell further short (`a_rate_law_is_asked_between_acks_until_its_cap`).
     pub fn under_rate(&self) -> bool {
-        matches!(self.gating(), Some(Gating::Gate { cap, .. }) if self.in_flight < cap)
+        matches!(self.gating(), Some(Gating::Gate { cap, .. })
+            if self.in_flight + self.config.mss <= cap)
+    }
+
+    /// When the gate of a flow under its rate ([`Sending::under_rate`])
+    /// lets one more packet out if time alone passes: `now` if it already
+    /// does; `None` when the flow is not under its rate.
+    pub fn next_packet_at(&self, now: Duration) -> Option<Duration> {
+        if !self.under_rate() {
+            return None;
+        }
+        self.gated_window_reaches(now, self.in_flight + self.config.mss)
     }
 
     pub fn on_data_progress(&mut self, sent: u64) {
@@ -990,10 +1001,12 @@ mod tests {
             let window = sending.law().expect("a law").window();
             let cap = window * GATED_WINDOW_CAP + sending.ack_room();
             assert!(cap as f64 > through_gap, "every {every}: {cap}");
-            sending.in_flight = cap - 1;
+            sending.in_flight = cap - 1200;
             assert!(sending.under_rate(), "every {every}");
-            sending.in_flight = cap;
+            assert!(sending.next_packet_at(now).is_some(), "every {every}");
+            sending.in_flight = cap - 1199;
             assert!(!sending.under_rate(), "every {every}");
+            assert_eq!(sending.next_packet_at(now), None, "every {every}");
         }
     }
 
