@@ -315,18 +315,20 @@ impl ReportTimer {
     }
 }
 
-/// How often quinn is made to ask for its window while a rate law is short
-/// of its rate ([`crate::session::Session::under_rate`]): the gate lets 1 ms
-/// of the rate out per ask.
+/// How often at most quinn is made to ask for its window while a rate law
+/// is under its rate ([`crate::session::Session::under_rate`]): the gate
+/// lets 1 ms of the rate out per ask.
 const ASK_GAP: Duration = Duration::from_millis(1);
 
 /// quinn asks for its congestion window when ACKs arrive or its timers fire;
 /// a rate law's gate lets one burst through per ask. At a start on a long
-/// path few ACKs come, and the flow grew by only about half per round trip
-/// under a law that already knew its rate (docs/design.md §3). While the
-/// law is short of its rate this wakes quinn's driver every millisecond;
-/// the rest of the time it sleeps until the session is left under its
-/// rate. quinn has no call that only wakes it; setting the receive window to the
+/// path few ACKs come, and on a cellular link the ACKs pause with the link:
+/// asked only as they came, a flow sent one burst per ACK, under its rate
+/// (docs/design.md §3). While the law has room under its flight cap this
+/// wakes quinn's driver when the gate lets one more packet out
+/// ([`crate::session::Session::next_packet_at`]), at most every
+/// [`ASK_GAP`]; the rest of the time it sleeps until the session is left
+/// under its rate. quinn has no call that only wakes it; setting the receive window to the
 /// value ecnq leaves it at (quinn's default, unlimited) changes nothing
 /// else. An ask while the driver has not read its window since the last
 /// one is skipped: that wake is still pending, and another adds nothing
@@ -341,7 +343,15 @@ async fn ask_while_under_rate(connection: quinn::Connection, peer: Arc<Peer>) {
         }
     };
     let under_rate = &peer.under_rate;
-    ask_while(|| under_rate.get(), ask, &under_rate.became).await;
+    let next = || {
+        if !under_rate.get() {
+            return None;
+        }
+        let now = peer.since_epoch(Instant::now());
+        let at = peer.reading().next_packet_at(now)?;
+        Some(tokio::time::Instant::from_std(peer.epoch() + at))
+    };
+    ask_while(next, ask, &under_rate.became).await;
 }
 
 /// No ask yet: no count of window reads is this high.
@@ -353,19 +363,22 @@ fn window_read_since(last: &AtomicU64, reads: u64) -> bool {
     last.swap(reads, Ordering::Relaxed) != reads
 }
 
-/// Calls `ask` every [`ASK_GAP`] while `under_rate()`; otherwise waits for
-/// `became_under`, which whatever makes `under_rate()` true notifies. One
-/// timer serves every gap, reset rather than made anew.
-async fn ask_while(under_rate: impl Fn() -> bool, ask: impl Fn(), became_under: &Notify) {
-    let gap = tokio::time::sleep(ASK_GAP);
-    tokio::pin!(gap);
+/// Calls `ask` once the time `next()` names has come, at most every
+/// [`ASK_GAP`], sleeping until then; while it names none, waits for
+/// `became_under`, which whatever makes it name one notifies.
+async fn ask_while(
+    next: impl Fn() -> Option<tokio::time::Instant>,
+    ask: impl Fn(),
+    became_under: &Notify,
+) {
     loop {
-        if under_rate() {
-            ask();
-            gap.as_mut().reset(tokio::time::Instant::now() + ASK_GAP);
-            gap.as_mut().await;
-        } else {
-            became_under.notified().await;
+        match next() {
+            Some(at) if at <= tokio::time::Instant::now() => {
+                ask();
+                tokio::time::sleep(ASK_GAP).await;
+            }
+            Some(at) => tokio::time::sleep_until(at).await,
+            None => became_under.notified().await,
         }
     }
 }
@@ -669,7 +682,9 @@ mod tests {
         let task = ask_while(
             || {
                 checks.fetch_add(1, Ordering::Relaxed);
-                under.load(Ordering::Relaxed)
+                under
+                    .load(Ordering::Relaxed)
+                    .then(tokio::time::Instant::now)
             },
             || {
                 asks.fetch_add(1, Ordering::Relaxed);
@@ -730,6 +745,28 @@ mod tests {
         drop(companions);
         let ended = task.await.expect_err("aborted");
         assert!(ended.is_cancelled());
+    }
+
+    /// A flow whose gate opens 10 ms from now is not asked before then,
+    /// and then every millisecond while it stays open.
+    #[tokio::test(start_paused = true)]
+    async fn quinn_is_asked_once_the_gate_opens() {
+        let opens = tokio::time::Instant::now() + Duration::from_millis(10);
+        let asks = AtomicU64::new(0);
+        let never = Notify::new();
+        let task = ask_while(
+            || Some(opens),
+            || {
+                asks.fetch_add(1, Ordering::Relaxed);
+            },
+            &never,
+        );
+        tokio::pin!(task);
+        run_for(task.as_mut(), Duration::from_millis(9)).await;
+        assert_eq!(asks.load(Ordering::Relaxed), 0, "asked while shut");
+        run_for(task.as_mut(), Duration::from_millis(11)).await;
+        let open = asks.load(Ordering::Relaxed);
+        assert!((9..=11).contains(&open), "{open} asks in 10 ms open");
     }
 
     #[test]

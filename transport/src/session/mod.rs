@@ -406,12 +406,20 @@ impl Session {
         self.sending.gated_window_reaches(now, window)
     }
 
-    /// Whether a rate law is short of its rate in flight (a start, a return
-    /// from idle; for a law that does not catch up, any time): the
-    /// transport should ask for its window again soon rather than wait for
-    /// ACKs.
+    /// Whether a rate law has room under its flight cap for another
+    /// packet: the transport should ask for its window between ACKs rather
+    /// than wait for them ([`Session::next_packet_at`] says when).
     pub fn under_rate(&self) -> bool {
         self.sending.under_rate()
+    }
+
+    /// When a rate law under its rate ([`Session::under_rate`]) has one
+    /// more packet through its gate if nothing but time passes: `now` if
+    /// it already has; `None` when it is not under its rate. The transport
+    /// asks for its window then, so a flow paces at its rate however its
+    /// ACKs come, at no more asks than it has packets.
+    pub fn next_packet_at(&self, now: Duration) -> Option<Duration> {
+        self.sending.next_packet_at(now)
     }
 
     /// The rate a rate law sends at, in bytes per second; `None` for a

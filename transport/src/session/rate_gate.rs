@@ -69,7 +69,7 @@ impl Pace {
 
     /// The most that may leave at once, so at one ask: the law's burst
     /// span at the rate, plus [`DEPTH_PACKETS`].
-    pub fn burst_depth(self, mss: u64) -> f64 {
+    fn burst_depth(self, mss: u64) -> f64 {
         self.holding(self.burst.unwrap_or(FILL_SPAN), mss)
     }
 

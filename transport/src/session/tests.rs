@@ -343,71 +343,55 @@ fn reordered_reports_never_move_the_law_backwards() {
     assert!(newer.window < before.window);
 }
 
-/// A rate law that catches up (erc) with less than half its rate's worth in
-/// flight is under its rate (the transport should ask for its window again
-/// soon); at its rate it is not, nor is a window law. On a 200 ms path the
-/// first reading finds a start's few packets in flight.
+/// A rate law is under its rate (the transport asks for its window between
+/// ACKs) from its first reading on, at its rate too, while less than its
+/// cap is in flight, whether it catches up (erc) or not (Prague); a window
+/// law never is. On a 200 ms path the first reading finds a start's few
+/// packets in flight.
 #[test]
-fn a_rate_law_short_of_its_rate_in_flight_is_under_rate() {
-    let mut pair = Pair::new(Scheme::Erc);
-    pair.set_one_way_delay(100 * MS);
-    assert!(!pair.sender.under_rate(), "no rate yet");
-    let mut seen_under = false;
-    pair.run_checking(SECOND, |p| seen_under |= p.sender.under_rate());
-    assert!(seen_under, "the start, once the rate is known");
-    pair.run_until(5 * SECOND);
-    let mut under = 0;
-    let mut steps = 0;
-    pair.run_checking(6 * SECOND, |p| {
-        steps += 1;
-        under += usize::from(p.sender.under_rate());
-    });
-    assert!(under * 100 < steps, "{under} of {steps} steps at the rate");
-    let mut window_law = Pair::new(Scheme::Classic);
-    window_law.run_checking(2 * SECOND, |p| assert!(!p.sender.under_rate()));
-}
-
-/// A law that does not catch up (Prague) is under its rate until its whole
-/// rate × srtt is in flight, since between the transport's asks its gate
-/// lets one burst out; one that catches up (erc) only below half of it,
-/// since its window floor lets quinn's pacer send the rest.
-#[test]
-fn a_law_that_does_not_catch_up_is_under_rate_until_its_whole_rate_is_out() {
-    for (scheme, under_above_half) in [(Scheme::Prague, true), (Scheme::Erc, false)] {
+fn a_rate_law_is_under_rate_until_its_cap() {
+    for scheme in [Scheme::Erc, Scheme::Prague] {
         let mut pair = Pair::new(scheme);
         pair.set_one_way_delay(100 * MS);
-        let (mut above_half, mut under) = (0, 0);
-        pair.run_checking(5 * SECOND, |p| {
+        assert!(!pair.sender.under_rate(), "{scheme}: no rate yet");
+        pair.run_until(5 * SECOND);
+        let (mut below_cap, mut under) = (0, 0);
+        pair.run_checking(6 * SECOND, |p| {
             let Some(window) = p.stats().window else {
                 return;
             };
-            let in_flight = p.in_flight();
-            if in_flight * 2 >= window && in_flight < window {
-                above_half += 1;
+            if p.in_flight() < window {
+                below_cap += 1;
                 under += usize::from(p.sender.under_rate());
             }
         });
-        assert!(above_half > 10, "{scheme}: {above_half} steps");
-        let expected = if under_above_half { above_half } else { 0 };
+        assert!(below_cap > 10, "{scheme}: {below_cap} steps");
         assert_eq!(
-            under, expected,
-            "{scheme}: under in {under} of {above_half}"
+            under, below_cap,
+            "{scheme}: under in {under} of {below_cap}"
         );
     }
+    let mut window_law = Pair::new(Scheme::Classic);
+    window_law.run_checking(2 * SECOND, |p| assert!(!p.sender.under_rate()));
 }
 
 /// quinn paces at 1.25 times its window per srtt. Given only the gate's
 /// window (what is in flight plus a burst), its pacer held a start to
 /// about a quarter more per round trip; a floor of rate × srtt / 1.25
-/// lets it send the law's rate at once: on a 200 ms path the start is
-/// short of its rate for under a round trip after its first reading.
+/// lets it send the law's rate at once: on a 200 ms path the start has
+/// less than half its rate × srtt in flight for under a round trip after
+/// its first reading.
 #[test]
 fn once_a_start_knows_its_rate_the_pacer_sends_it() {
     let mut pair = Pair::new(Scheme::Erc);
     pair.set_one_way_delay(100 * MS);
     let (mut short_from, mut at_rate) = (None, None);
     pair.run_checking(2 * SECOND, |p| {
-        let short = p.sender.under_rate();
+        let stats = p.stats();
+        let short = stats.pacing_rate.is_some()
+            && stats
+                .window
+                .is_some_and(|window| p.in_flight() * 2 < window);
         if short && short_from.is_none() {
             short_from = Some(p.now);
         }

@@ -292,6 +292,7 @@ pub struct Bottleneck<P> {
     flows: ActiveFlows,
     policer: Policer,
     codel: Codel,
+    stall: stall::StallGuard,
     pi2: Pi2,
     seed: u64,
     /// The packet in service: when it ends, its sojourn, the packet.
@@ -346,6 +347,7 @@ impl<P: Queued> Bottleneck<P> {
             flows: ActiveFlows::new(interval, capacity, now),
             policer: Policer::new(capacity, interval, now),
             codel: Codel::default(),
+            stall: stall::StallGuard::default(),
             pi2: Pi2::new(now, config.seed),
             seed: config.seed,
             in_service: None,
