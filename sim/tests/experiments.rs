@@ -391,6 +391,24 @@ fn compare_prints_the_arrival_period() {
     assert_eq!(rows[0][1], "L", "{text}");
 }
 
+/// Issue 70's goal: fake newcomers at 10 % of the link (a new flow every
+/// 12 packets, back to back, never answered) claim no share, so the long
+/// erc flow keeps at least 85 % of what the flood leaves it. Counted at
+/// their tenth packet, as flows that waited for a handshake are, they
+/// each claimed a share, and it fell short.
+#[test]
+fn fake_newcomers_at_a_tenth_of_the_link_claim_no_share() {
+    let s = scenario("erc-fake-newcomers", &["newcomer_flood.0.rate=5Mbit"]);
+    let summary = run(&s, "erc", 60);
+    let long = summary
+        .flows
+        .iter()
+        .find(|f| f.group == "long")
+        .expect("the long flow");
+    let keeps = long.throughput_bps / (50e6 - 5e6);
+    assert!(keeps >= 0.85, "the long flow keeps {keeps:.3}");
+}
+
 /// A flood of fake newcomers is background traffic, not a flow that
 /// should converge: the convergence column has no later flow to count.
 #[test]

@@ -42,9 +42,12 @@
 //! well under the share are limited elsewhere (or by their application)
 //! and keep their rate; the rest split what is left (water-filling). A new
 //! flow counts as one more bottlenecked flow from its tenth packet on (no
-//! receiver reads a chain from fewer), and stays so while young, so that
-//! the share drops before the newcomer sends at it (a safe start); a short
-//! flow that ends sooner never takes a share from the others. Once the
+//! receiver reads a chain from fewer) if it has waited a round trip for
+//! its peer, else once its packets have passed every position of the chain
+//! (fake newcomers sent back to back claim nothing), and stays so while
+//! young, so that the share drops before the newcomer sends at it (a safe
+//! start); a short flow that ends sooner never takes a share from the
+//! others. Once the
 //! share is computed again, young flows hold as many shares as recent
 //! newcomers came to use (most do where flows are long, few where most are
 //! short), and a newcomer that came back after a round trip and then went

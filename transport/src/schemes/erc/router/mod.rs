@@ -104,6 +104,13 @@ struct FlowState {
     /// Packets of at least [`DATA_PACKET`] bytes seen since the flow was
     /// listed (saturating): a flow of ACKs never becomes a newcomer.
     packets: u32,
+    /// The chain positions its data packets have passed since it was
+    /// listed (their digits are not kept).
+    seen: Digits,
+    /// Whether it counts in the share ([`FlowState::count`]).
+    counts: bool,
+    /// Whether it has waited for its peer ([`FlowState::answered`]).
+    waited: bool,
     /// When the flow had sent enough packets to learn its rate.
     arrived: Option<Duration>,
     /// When its last packet arrived.
@@ -185,8 +192,8 @@ pub struct ErcMarker {
     /// target (shares reserved for flows that never come to use them), and
     /// falls as soon as the flows' arrivals exceed the target.
     spare_gain: f64,
-    /// Data packets this interval from flows that do not count yet (their
-    /// first [`DIGITS`]).
+    /// Data packets this interval from flows that do not count yet
+    /// ([`FlowState::count`]).
     uncounted_packets: u64,
     /// The newcomers' flights, for the start code.
     flights: Flights,
@@ -253,16 +260,14 @@ impl ErcMarker {
     /// Counts a packet of `flow` on the link: closes the interval when it
     /// is due, and lists the flow in the computation. Returns the indices
     /// written into a newcomer's packets and into the others', as they were
-    /// when the packet came, the flow's state, and whether this packet made
-    /// the flow one that may learn its rate from now on (its
-    /// [`DIGITS`]th of data size).
+    /// when the packet came, and the flow's state.
     fn meter_packet(
         &mut self,
         now: Duration,
         link: &LinkState,
         flow: u64,
         signalled: bool,
-    ) -> (u16, u16, &mut FlowState, bool) {
+    ) -> (u16, u16, &mut FlowState) {
         if !self.started {
             self.start(now, link);
         }
@@ -284,13 +289,18 @@ impl ErcMarker {
             // within a round trip, which the others must make room for.
             let back = state.packets > 0 && now.saturating_sub(state.last_packet) <= LONGEST_ROUND;
             let (first_packet, last_packet, round, packets) = if back {
-                let counted_before = state.packets >= DIGITS;
-                let packets = if counted_before { DIGITS - 1 } else { 0 };
+                let packets = if state.counts { DIGITS - 1 } else { 0 };
                 (state.first_packet, state.last_packet, state.round, packets)
             } else {
                 (now, now, None, 0)
             };
             *state = FlowState {
+                seen: if back && state.counts {
+                    state.seen
+                } else {
+                    Digits::default()
+                },
+                waited: back && state.waited,
                 listed: true,
                 counted: self.epoch,
                 first_packet,
@@ -307,15 +317,12 @@ impl ErcMarker {
         if data {
             state.packets = state.packets.saturating_add(1);
         }
-        // No receiver can read a chain from fewer packets than it has
-        // digits: from here on the flow may learn its rate at any time.
-        let arrived = data && state.packets == DIGITS;
-        if data && state.packets <= DIGITS {
+        if data && !state.counts {
             self.uncounted_packets += 1;
         }
         state.signalled = signalled;
-        if signalled && arrived {
-            state.arrived = Some(now);
+        if data {
+            state.answered(now);
         }
         let since_first = now.saturating_sub(state.first_packet);
         if state.round.is_none()
@@ -328,7 +335,7 @@ impl ErcMarker {
             }
         }
         state.last_packet = now;
-        (self.newcomer_index, self.index, state, arrived)
+        (self.newcomer_index, self.index, state)
     }
 
     /// Writes the start code into a datagram of a new flow's handshake
@@ -365,10 +372,53 @@ impl ErcMarker {
     }
 }
 
+impl FlowState {
+    /// Notes a data packet that comes after a silence, following the first
+    /// [`START_CODE_DIGITS`] (its handshake flight), at least twice as long
+    /// as they took to arrive: the flow waited for its peer on a path too
+    /// short for a [`RETURN_GAP`] (`erc-staggered` at 2 ms,
+    /// `staggered_arrivals_are_fair_within_3_s_with_a_near_empty_queue`).
+    /// Packets sent evenly spaced, as a stream of fakes is, show no such
+    /// silence.
+    fn answered(&mut self, now: Duration) {
+        let flight = self.last_packet.saturating_sub(self.first_packet);
+        let silence = now.saturating_sub(self.last_packet);
+        if self.packets == u32::from(START_CODE_DIGITS) + 1 && silence > 2 * flight {
+            self.waited = true;
+        }
+    }
+
+    /// Records a data packet at `position` of the chain (none for another
+    /// scheme's, which reads no chain); returns whether it makes the flow
+    /// count. A flow counts from its [`DIGITS`]th data packet once it has
+    /// waited a round trip for its peer (its handshake: the router learnt
+    /// its round, or saw it wait on a short path), so that its rate is cut
+    /// for before its receiver reads it (`erc-staggered`), and otherwise
+    /// only once its packets have passed every position, when its receiver
+    /// can first read a whole chain: a stream of fake newcomers that never wait for an answer
+    /// claims no share (`erc-fake-newcomers`;
+    /// `a_flow_that_never_waited_counts_once_it_could_read_a_chain`).
+    fn count(&mut self, now: Duration, position: Option<u32>) -> bool {
+        let answered = self.waited || self.round.is_some() || position.is_none();
+        if let Some(position) = position {
+            self.seen.set(position, false);
+        }
+        let readable = (answered && self.packets >= DIGITS) || self.seen.complete();
+        let arrived = readable && !self.counts;
+        if arrived {
+            self.counts = true;
+            if self.signalled {
+                self.arrived = Some(now);
+            }
+        }
+        arrived
+    }
+}
+
 impl Marker for ErcMarker {
     fn mark(&mut self, now: Duration, link: &LinkState, pkt: &mut PacketMarks) {
         self.last_own = Some(now);
-        let (newcomer_index, index, state, arrived) = self.meter_packet(now, link, pkt.flow, true);
+        let (newcomer_index, index, state) = self.meter_packet(now, link, pkt.flow, true);
         let in_flight = state.round.is_none() && link.packet_len >= DATA_PACKET;
         if in_flight && state.flight < START_CODE_DIGITS {
             let nth = state.flight;
@@ -378,13 +428,14 @@ impl Marker for ErcMarker {
             return;
         }
         let position = position(pkt.hash);
+        let arrived = link.packet_len >= DATA_PACKET && state.count(now, Some(position));
         // A newcomer reads its first chain mostly from packets it sent
         // before it counted: they carry the share that counts it, and so
         // does the packet that makes it count. Written with the share from
         // before, that one packet mixed two indices into the chain, which
         // spells a third, unrelated share
         // (`a_newcomers_first_chain_spells_the_share_that_counts_it`).
-        let young = state.packets < DIGITS || arrived;
+        let young = !state.counts || arrived;
         let wanted = if young { newcomer_index } else { index };
         let own = state.written.write(wanted, position, state.rate, young);
         let write = digit_of(pkt.ecn).is_some_and(|incoming| {
@@ -417,7 +468,8 @@ impl Marker for ErcMarker {
             return;
         }
         let signalled = pkt.tag.wire().is_ecnq();
-        let (_, _, _, arrived) = self.meter_packet(now, link, pkt.flow, signalled);
+        let (_, _, state) = self.meter_packet(now, link, pkt.flow, signalled);
+        let arrived = link.packet_len >= DATA_PACKET && state.count(now, None);
         if signalled && arrived {
             self.on_new_flow(now);
         }
@@ -532,28 +584,87 @@ mod tests {
         let capacity = 1e6;
         let mut r = ErcMarker::new(ErcConfig::default(), FlowTableConfig::default());
         drive(&mut r, capacity, &[2e6], Duration::ZERO, MS * 1_000);
+        // Its handshake flight, then its data a round trip later.
+        send_flight(&mut r, 99, MS * 1_000, capacity);
+        drive(&mut r, capacity, &[2e6], MS * 1_000, MS * 100);
         let alone = r.share();
         assert_share(&r, 0.98 * capacity);
         let mut pkt = packet(99, 0);
         // A flow too short to read a chain takes nothing from the others ...
         for _ in 1..DIGITS {
-            r.mark(MS * 1_000, &link(capacity, 0), &mut pkt);
+            r.mark(MS * 1_100, &link(capacity, 0), &mut pkt);
         }
         assert_eq!(r.share(), alone);
         // ... from its tenth packet on it is one of two.
-        r.mark(MS * 1_000, &link(capacity, 0), &mut pkt);
+        r.mark(MS * 1_100, &link(capacity, 0), &mut pkt);
         assert_share(&r, alone / 2.0);
     }
 
-    /// A flow's first [`DIGITS`] data packets are traffic no share
-    /// accounts for yet; ACKs never are.
+    /// On a path too short for a [`RETURN_GAP`], a silence after the
+    /// handshake flight twice as long as the flight took is its wait for
+    /// the peer: the flow counts at its tenth data packet, as on a long
+    /// path. Evenly spaced packets show none.
+    #[test]
+    fn a_flow_that_waited_on_a_short_path_counts_at_its_tenth_packet() {
+        let capacity = 1e6;
+        let us = Duration::from_micros(1);
+        for (spacing, wait, counts) in [(us * 100, MS * 2, true), (MS, MS, false)] {
+            let mut r = ErcMarker::new(ErcConfig::default(), FlowTableConfig::default());
+            drive(&mut r, capacity, &[2e6], Duration::ZERO, MS * 1_000);
+            let alone = r.share();
+            let mut t = MS * 1_000;
+            for n in 0..DIGITS {
+                // One position only: no chain is ever complete.
+                r.mark(t, &link(capacity, 0), &mut packet(99, 0));
+                t += if n + 1 == u32::from(START_CODE_DIGITS) {
+                    wait
+                } else {
+                    spacing
+                };
+            }
+            let expected = if counts { alone / 2.0 } else { alone };
+            assert_share(&r, expected);
+        }
+    }
+
+    /// A flow that never waited for an answer (no handshake: a fake
+    /// newcomer's packets sent back to back) counts only once its packets
+    /// have passed every position of the chain, when its receiver could
+    /// first read one.
+    #[test]
+    fn a_flow_that_never_waited_counts_once_it_could_read_a_chain() {
+        let capacity = 1e6;
+        let mut r = ErcMarker::new(ErcConfig::default(), FlowTableConfig::default());
+        drive(&mut r, capacity, &[2e6], Duration::ZERO, MS * 1_000);
+        let alone = r.share();
+        // Its flight carries no chain; the packets after it pass every
+        // position but the third ...
+        let mut pkt = |n: u32| {
+            r.mark(MS * 1_000, &link(capacity, 0), &mut packet(99, n));
+            r.share()
+        };
+        for n in 0..u32::from(START_CODE_DIGITS) {
+            assert_eq!(pkt(n), alone);
+        }
+        for n in (0..DIGITS).filter(|&p| p != 2).cycle().take(20) {
+            assert_eq!(pkt(n), alone, "position {n}");
+        }
+        // ... and the one that passes it makes the flow one of two.
+        let two = pkt(2);
+        assert!((two / (alone / 2.0) - 1.0).abs() < 0.02, "{two} vs {alone}");
+    }
+
+    /// A flow's data packets until it counts (here its flight and one at
+    /// every position) are traffic no share accounts for yet; ACKs never
+    /// are.
     #[test]
     fn a_flows_first_data_packets_are_uncounted_traffic() {
         let mut r = ErcMarker::new(ErcConfig::default(), FlowTableConfig::default());
-        for n in 0..DIGITS + 5 {
+        let until_counted = u32::from(START_CODE_DIGITS) + DIGITS;
+        for n in 0..until_counted + 5 {
             r.mark(MS, &link(1e6, 0), &mut packet(7, n));
         }
-        assert_eq!(r.uncounted_packets, u64::from(DIGITS));
+        assert_eq!(r.uncounted_packets, u64::from(until_counted));
         let acks = LinkState {
             packet_len: 60,
             ..link(1e6, 0)
@@ -561,7 +672,7 @@ mod tests {
         for n in 0..20 {
             r.mark(MS, &acks, &mut packet(8, n));
         }
-        assert_eq!(r.uncounted_packets, u64::from(DIGITS));
+        assert_eq!(r.uncounted_packets, u64::from(until_counted));
     }
 
     #[test]

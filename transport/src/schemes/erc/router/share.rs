@@ -443,7 +443,7 @@ impl ErcMarker {
 mod tests {
     use super::super::testing::*;
     use super::*;
-    use crate::schemes::erc::{ErcConfig, ErcDecoder, DIGITS};
+    use crate::schemes::erc::{ErcConfig, ErcDecoder, DIGITS, START_CODE_DIGITS};
     use crate::signal::flow_table::FlowTableConfig;
     use crate::signal::{Decoder, Marker};
     use crate::wire::ecn::Ecn;
@@ -475,9 +475,10 @@ mod tests {
     fn a_newcomer_that_came_back_and_went_quiet_frees_its_share() {
         let mut r = ErcMarker::new(ErcConfig::default(), FlowTableConfig::default());
         // Flow 2 sends its two flights and ends; flow 3 sends a first
-        // flight only, as a newcomer on a long path does while it waits.
+        // flight only, long enough to count, as a newcomer on a long path
+        // does while it waits.
         let mut packets: Vec<_> = short_flow(2, Duration::ZERO).collect();
-        packets.extend((0..DIGITS).map(|i| (3, MS * i)));
+        packets.extend((0..u32::from(START_CODE_DIGITS) + DIGITS).map(|i| (3, MS * i)));
         beside_a_long_flow(&mut r, Duration::ZERO, MS * 500, packets);
         // Quiet for two of its round trips, flow 2 has left; flow 3 may
         // still come back (it is held for a second).
@@ -564,7 +565,8 @@ mod tests {
         let mut sent_since = Vec::new();
         while t < MS * 30_000 {
             if t >= next_newcomer {
-                for i in 0..DIGITS {
+                // Its flight, then a packet at every position: it counts.
+                for i in 0..u32::from(START_CODE_DIGITS) + DIGITS {
                     let mut pkt = packet(newcomer, i);
                     r.mark(t, &link(capacity, 0), &mut pkt);
                 }
@@ -701,10 +703,8 @@ mod tests {
     fn a_standing_queue_lowers_the_share_until_it_drains() {
         let capacity = 1e6;
         let mut r = ErcMarker::new(ErcConfig::default(), FlowTableConfig::default());
-        let mut pkt = packet(1, 0);
-        for i in 0..200u64 {
-            pkt.ecn = Ecn::Ect0;
-            r.mark(MS * i as u32, &link(capacity, 100_000), &mut pkt);
+        for i in 0..200u32 {
+            r.mark(MS * i, &link(capacity, 100_000), &mut packet(1, i));
         }
         let drain = ErcConfig::default().drain_time.as_secs_f64();
         let expected = 0.98 * capacity - 100_000.0 / drain;

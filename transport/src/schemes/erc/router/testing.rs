@@ -80,8 +80,9 @@ pub(super) fn drive_beside(
     span: Duration,
 ) {
     let mut next: Vec<Duration> = vec![from; rates.len()];
+    // Each flow's packets pass the chain's positions in turn.
+    let mut sent = vec![0u32; rates.len()];
     let end = from + span;
-    let mut hash = 0u32;
     loop {
         let (f, &t) = next
             .iter()
@@ -91,8 +92,8 @@ pub(super) fn drive_beside(
         if t >= end {
             break;
         }
-        hash = hash.wrapping_add(0x9e37_79b9);
-        let mut pkt = packet(f as u64 + 1, hash);
+        sent[f] += 1;
+        let mut pkt = packet(f as u64 + 1, sent[f]);
         if f + foreign < rates.len() {
             router.mark(t, &link(capacity, 0), &mut pkt);
         } else {
@@ -134,16 +135,22 @@ pub(super) fn beside_a_long_flow(
         t += MS / 10;
     }
     packets.sort_by_key(|&(_, at)| at);
-    for (i, (flow, at)) in packets.into_iter().enumerate() {
-        let mut pkt = packet(flow, i as u32);
+    // Each flow's packets pass the chain's positions in turn.
+    let mut sent = std::collections::HashMap::new();
+    for (flow, at) in packets {
+        let n = sent.entry(flow).or_insert(0u32);
+        let mut pkt = packet(flow, *n);
+        *n += 1;
         router.mark(at, &link(1e7, 0), &mut pkt);
     }
 }
 
-/// A short flow's packets: a first flight of ten from `start`, and five
-/// more a round trip of 100 ms later (1 ms apart, far under the share).
+/// A short flow's packets: its handshake flight from `start`, a first
+/// flight of ten a round trip of 100 ms later, and five more a round trip
+/// after that (1 ms apart, far under the share).
 pub(super) fn short_flow(flow: u64, start: Duration) -> impl Iterator<Item = (u64, Duration)> {
-    let first = (0..DIGITS).map(move |i| (flow, start + MS * i));
-    let second = (0..5).map(move |i| (flow, start + MS * (100 + i)));
-    first.chain(second)
+    let handshake = (0..u32::from(START_CODE_DIGITS)).map(move |i| (flow, start + MS * i));
+    let first = (0..DIGITS).map(move |i| (flow, start + MS * (100 + i)));
+    let second = (0..5).map(move |i| (flow, start + MS * (200 + i)));
+    handshake.chain(first).chain(second)
 }
