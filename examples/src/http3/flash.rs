@@ -34,7 +34,7 @@ const QUEUE_FROM_ROUNDS: f64 = 3.0;
 const JAIN_WINDOW: (f64, f64) = (1.0, 2.0);
 
 /// The files of a crowd of `n` clients on a link of `rate_bps`: client i
-/// starts at i × [`SPREAD`] / n, each file the link's rate over `seconds`
+/// starts at i × `SPREAD` / n, each file the link's rate over `seconds`
 /// split n ways.
 pub fn crowd(n: u32, rate_bps: f64, seconds: f64) -> Result<Vec<Fetch>, String> {
     if seconds < JAIN_WINDOW.1 + 1.0 {
@@ -133,7 +133,7 @@ pub struct FlashRow {
     /// The p99 of the packets' sojourns from the third round trip on, ms.
     pub queue_p99_ms: f64,
     /// Jain's index over the rates of the flows still coming at the end
-    /// of [`JAIN_WINDOW`], and how many they were.
+    /// of `JAIN_WINDOW`, and how many they were.
     pub jain: Option<(f64, usize)>,
     /// The files' mean completion time over processor sharing's.
     pub mean_x: Option<f64>,
