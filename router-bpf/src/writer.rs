@@ -14,8 +14,9 @@
 //! (`ErcMarker::next_start_codes`). Two parts of the shim's per-packet
 //! rule stay out of the kernel path, as they need per-packet work the
 //! program cannot do within the verifier's and the speed budget:
-//! the newcomer's index for a flow's first ten packets (the kernel path
-//! counts a newcomer from the next period on), and the rule that keeps a
+//! the newcomer's index for a flow that does not count yet (its first ten
+//! packets, or its first whole chain where it never waited for its peer;
+//! the kernel path counts a newcomer from the next period on), and the rule that keeps a
 //! lagging flow on its last index until it has passed every position
 //! (`WrittenIndex`): a flow hears a change at the next packet.
 
@@ -205,7 +206,10 @@ mod tests {
         // Flow i's upstream index (0: none, the sender's ECT(0)) and rate.
         let flows: [(u16, f64); 4] = [(0, 0.6e6), (0, 0.5e6), (250, 0.5e6), (900, 0.4e6)];
         let mut next = [Duration::ZERO; 4];
-        let mut seed = 0x5eed_u32;
+        // Each flow its own hash sequence: one sequence shared in turn
+        // gives a flow only some chain positions, and a flow that never
+        // waited for its peer counts only once it has passed all of them.
+        let mut seeds = [0x5eed_u32, 0xb0a7, 0xc0de, 0xfeed];
         let (mut compared, mut differ) = (0, 0);
         let mut indices = std::collections::BTreeSet::new();
         let end = Duration::from_secs(12);
@@ -214,8 +218,8 @@ mod tests {
             if now >= end {
                 break;
             }
-            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-            let hash = seed;
+            seeds[i] = seeds[i].wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            let hash = seeds[i];
             let (upstream, rate) = flows[i];
             // From 6 s on, flow 0 halves its rate: the share moves.
             let rate = if now >= Duration::from_secs(6) && i == 0 {
