@@ -17,7 +17,7 @@ use ecnq::router::meter::LinkLoad;
 use ecnq::schemes::registry::{Scheme, FORMULAS};
 use ecnq::signal::load::LoadFactor;
 use ecnq::wire::ecn::{Ecn, SchemeTag, WireScheme};
-use ecnq_bpf::control::Codes;
+use ecnq_bpf::codes::Codes;
 use ecnq_bpf::maps::{Control, FlowReader, Maps};
 use ecnq_bpf::run::monotonic_ns;
 use ecnq_bpf::{sys, tc};

@@ -4,7 +4,7 @@
 //! DSCP scheme tag, counts bytes and packets per flow (an LRU table keyed
 //! by the 5-tuple) and per class (per CPU), computes the packet hash,
 //! writes erc's digit into erc packets and the other schemes' marks
-//! ([`SCHEMES`]) from values per interval ([`control::Codes`]). A
+//! ([`SCHEMES`]) from values per interval ([`codes::Codes`]). A
 //! userspace control loop ([`control`]) runs erc's sans-IO router and the
 //! load factor meter, the code the TUN shim runs, every period from those
 //! counters and from the kernel queue's backlog ([`qdisc`], over
@@ -34,6 +34,7 @@ pub const SCHEMES: [Scheme; 7] = [
     Scheme::Mcp,
 ];
 
+pub mod codes;
 pub mod control;
 pub mod maps;
 pub mod qdisc;

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::io;
 use std::net::IpAddr;
 
-use crate::control::Codes;
+use crate::codes::Codes;
 use crate::sys::{self, Map};
 
 /// The map names in `bpf/ecnq.bpf.c`.
