@@ -7,11 +7,10 @@
 //!
 //! `ecnq-perf h3-server` and `ecnq-perf h3-get` are the command lines;
 //! `ecnq-perf web` ([`web`]) runs both through the relay shim as a
-//! benchmark, and its `--flash` a flash crowd ([`flash`]).
+//! benchmark, and its `--flash` a flash crowd ([`web::flash`]).
 
 pub mod client;
 pub mod command;
-pub mod flash;
 pub mod server;
 pub mod web;
 

@@ -13,10 +13,8 @@ use std::time::Duration;
 use ecnq::statistics::jain_index;
 use tokio::time::Instant;
 
-use super::client::{GetConfig, Session};
-use super::web::{
-    by_class, failure_note, fetched, file_name, uri, Fetch, Mix, Outcome, RealRun, Tasks,
-};
+use super::{by_class, failure_note, fetched, file_name, uri, Fetch, Mix, Outcome, RealRun, Tasks};
+use crate::http3::client::{GetConfig, Session};
 use crate::perf::host::steal_note;
 
 /// The span over which a crowd's clients start: issue 70's flash crowd

@@ -36,8 +36,9 @@ use http::Uri;
 use rustls::RootCertStore;
 use tokio::time::Instant;
 
+pub mod flash;
+
 use super::client::{Fetched, GetConfig, Session};
-use super::flash;
 use super::server::{FileServer, Served, ServerConfig, SEND_WINDOW};
 use crate::perf::demo::{bottleneck, cc_arg, rate_arg, time_arg};
 use crate::perf::host::{steal_note, StealMeter};
