@@ -286,8 +286,15 @@ fn the_kernel_path_marks_as_the_router_code_does() {
         (700, far, [1.1, 1.3, 0.9]),
         (550, far, [0.7, 1.1, 1.1]),
         (400, 1, [1.1, 1.1, 0.6]),
+        // After a silence longer than erc's LONGEST_ROUND: each erc flow
+        // comes back as a new one, with a new flight.
+        (550, far, [0.9, 0.9, 0.6]),
     ];
+    let (count, silent_before) = (rounds.len() as u64, rounds.len() - 1);
     for (round, (index, expires_ns, factors)) in rounds.into_iter().enumerate() {
+        if round == silent_before {
+            std::thread::sleep(erc::LONGEST_ROUND + Duration::from_millis(100));
+        }
         let mut load = LinkLoad {
             epoch: round as u64 + 1,
             ..LinkLoad::default()
@@ -410,7 +417,7 @@ fn the_kernel_path_marks_as_the_router_code_does() {
     assert_eq!(by_key(read), by_key(counted));
     let classes = maps.all_classes().unwrap();
     assert_eq!(classes.marked, rewritten.values().sum::<u64>());
-    assert_eq!(classes.packets, 5 * 700);
+    assert_eq!(classes.packets, count * 700);
     tc::detach("va").unwrap();
     assert_eq!(tc::program_id("va").unwrap(), None);
 }
