@@ -241,12 +241,12 @@ struct {
 // lease; the last `coarse_lag_ns` of it, where the coarse clock cannot
 // tell, and wherever the lag is unknown, read the exact clock
 // (tests/marks.rs, marks_stop_when_the_control_loop_dies_and_nothing_is_lost).
-static __always_inline int lease_live(struct control *ctl)
+static __always_inline int lease_live(struct control *ctl, __u64 coarse_now)
 {
 	__u64 expires = ctl->expires_ns;
 	__u32 lag = ctl->coarse_lag_ns;
 
-	if (lag && bpf_ktime_get_coarse_ns() + lag < expires)
+	if (lag && coarse_now + lag < expires)
 		return 1;
 	return bpf_ktime_get_ns() < expires;
 }
@@ -483,23 +483,31 @@ static __always_inline int erc_digit(struct flow_value *flow, __u16 index, __u32
 // erc's flight (ErcMarker::mark, meter_packet): a new flow's data-sized
 // datagrams before its first silence of RETURN_GAP, up to
 // START_CODE_DIGITS, carry the start code in place of the chain's digits.
-// Returns the datagram's place in the flight, or -1 past it. The first
-// takes the code the loop left for the flight's turn; a stale loop's is
-// none.
+// A flow silent for longer than LONGEST_ROUND comes back as a new one, as
+// erc's router has forgotten it by then: a new flight, its incoming chain
+// unknown (Writer::flight; tests/marks.rs replays a round after such a
+// silence). Returns the datagram's place in the flight, or -1 past it.
+// The first takes the code the loop left for the flight's turn; a stale
+// loop's is none. `now` is the coarse clock, which the lease check reads
+// too.
 static __always_inline int erc_flight(struct control *ctl, struct flow_value *flow, int created,
-				      __u32 len, int live)
+				      __u32 len, int live, __u64 now)
 {
-	__u64 now, *count, turn;
+	__u64 *count, turn;
 	__u32 zero = 0;
 	int nth;
 
-	// Past its flight a flow's times no longer matter: no clock read.
-	if (!created && (flow->round_seen || flow->flight >= START_CODE_DIGITS))
-		return -1;
-	now = bpf_ktime_get_coarse_ns();
-	if (created) {
+	if (created || now - flow->last_ns > LONGEST_ROUND_NS) {
 		flow->first_ns = now;
 		flow->last_ns = now;
+		flow->round_seen = 0;
+		flow->flight = 0;
+		flow->start_code = 0;
+		flow->in_code = 0;
+		flow->in_seen = 0;
+	} else if (flow->round_seen || flow->flight >= START_CODE_DIGITS) {
+		flow->last_ns = now;
+		return -1;
 	}
 	if (!flow->round_seen && now - flow->last_ns >= RETURN_GAP_NS &&
 	    now - flow->first_ns <= LONGEST_ROUND_NS)
@@ -651,6 +659,7 @@ int ecnq_egress(struct __sk_buff *skb)
 	struct class_counters *class;
 	struct control *ctl;
 	__u32 zero = 0, tag, hash, segs, l3, bytes;
+	__u64 now;
 	__u8 ecn;
 	int out, created = 0, live, nth;
 
@@ -688,7 +697,7 @@ int ecnq_egress(struct __sk_buff *skb)
 	if (tag != ERC_TAG) {
 		if (!marked_by_load(tag))
 			return TC_ACT_OK;
-		if (!lease_live(ctl)) {
+		if (!lease_live(ctl, bpf_ktime_get_coarse_ns())) {
 			if (class)
 				class->stale++;
 			return TC_ACT_OK;
@@ -701,9 +710,10 @@ int ecnq_egress(struct __sk_buff *skb)
 	ecn = p.tos & ECN_MASK;
 	if (p.key.proto != IPPROTO_UDP)
 		return TC_ACT_OK;
-	live = ctl->index != 0 && lease_live(ctl);
+	now = bpf_ktime_get_coarse_ns();
+	live = ctl->index != 0 && lease_live(ctl, now);
 	// A GSO batch is a local sender's, never a handshake flight.
-	nth = segs > 1 ? -1 : erc_flight(ctl, flow, created, bytes, live);
+	nth = segs > 1 ? -1 : erc_flight(ctl, flow, created, bytes, live, now);
 	if (nth >= 0) {
 		// A datagram an upstream router cleared stays cleared; CE and
 		// ECT(1) pass.

@@ -153,6 +153,9 @@ pub struct FlowValue {
     pub packets: u64,
     /// The DSCP pool tag of its last packet (0: untagged).
     pub tag: u8,
+    /// When its last erc datagram came, on the coarse clock (erc's
+    /// flights; `bpf_ktime_get_coarse_ns`).
+    pub last_ns: u64,
 }
 
 impl FlowValue {
@@ -164,6 +167,7 @@ impl FlowValue {
             bytes: u64_at(0),
             packets: u64_at(8),
             tag: b[20],
+            last_ns: u64_at(32),
         }
     }
 }

@@ -39,12 +39,22 @@ pub struct EcnqClass {
 
 /// CLOCK_MONOTONIC, the clock of `bpf_ktime_get_ns()`, in nanoseconds.
 pub fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// CLOCK_MONOTONIC_COARSE, the clock of `bpf_ktime_get_coarse_ns()`, which
+/// times erc's flights in the program, in nanoseconds.
+pub fn coarse_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC_COARSE)
+}
+
+fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: writes into `ts`, a live timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 

@@ -11,14 +11,18 @@
 //! computed by the control loop every period. A new flow's handshake
 //! flight carries the start code instead ([`Writer::flight`]), from codes
 //! the loop computes ahead with the router's own rule
-//! (`ErcMarker::next_start_codes`). Two parts of the shim's per-packet
-//! rule stay out of the kernel path, as they need per-packet work the
-//! program cannot do within the verifier's and the speed budget:
-//! the newcomer's index for a flow that does not count yet (its first ten
-//! packets, or its first whole chain where it never waited for its peer;
-//! the kernel path counts a newcomer from the next period on), and the rule that keeps a
-//! lagging flow on its last index until it has passed every position
-//! (`WrittenIndex`): a flow hears a change at the next packet.
+//! (`ErcMarker::next_start_codes`). A flow silent for longer than
+//! `LONGEST_ROUND` comes back as a new one, as it does to the router.
+//! Three parts of the shim's per-packet rule stay out of the kernel path,
+//! as they need per-packet work the program cannot do within the
+//! verifier's and the speed budget: the newcomer's index for a flow that
+//! does not count yet (its first ten packets, or its first whole chain
+//! where it never waited for its peer; the kernel path counts a newcomer
+//! from the next period on); the rule that keeps a lagging flow on its
+//! last index until it has passed every position (`WrittenIndex`): a flow
+//! hears a change at the next packet; and the router's forgetting of a
+//! flow's incoming chain when it leaves the computation after a shorter
+//! silence (a few of the router's intervals): the kernel path keeps it.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -69,13 +73,22 @@ impl Writer {
         ecn: Ecn,
         starts: Option<&StartCodes>,
     ) -> Option<Ecn> {
-        let flight = self.flights.entry(flow).or_insert(Flight {
+        let fresh = Flight {
             first: now,
             last: now,
             round: false,
             seen: 0,
             code: 0,
-        });
+        };
+        let flight = self.flights.entry(flow).or_insert(fresh);
+        // A flow silent for longer than LONGEST_ROUND comes back as a new
+        // one, as erc's router has forgotten it by then: a new flight,
+        // its incoming chain unknown
+        // (`flights_carry_the_start_code_erc_s_router_writes`).
+        if now.saturating_sub(flight.last) > LONGEST_ROUND {
+            *flight = fresh;
+            self.incoming.remove(&flow);
+        }
         if !flight.round
             && now.saturating_sub(flight.last) >= RETURN_GAP
             && now.saturating_sub(flight.first) <= LONGEST_ROUND
@@ -266,7 +279,9 @@ mod tests {
     /// ahead (`next_start_codes`) left every `period`: where the loop runs
     /// before every packet, datagram for datagram; at the loop's period,
     /// the later flights of a period share one turn's code and are cleared
-    /// less, but never more.
+    /// less, but never more. Where the loop runs before every packet, the
+    /// crowd comes back after a silence longer than `LONGEST_ROUND`, and
+    /// its flights carry the router's start codes again.
     #[test]
     fn flights_carry_the_start_code_erc_s_router_writes() {
         use ecnq::schemes::erc::{ErcConfig, ErcMarker};
@@ -275,24 +290,33 @@ mod tests {
 
         let capacity = 12.5e6;
         let ms = Duration::from_millis(1);
+        // Each flow's datagrams, numbered: 0 to 2 its flight, 3 to 12 its
+        // data; after the silence 13 to 15 its flight, then its data.
+        let back = LONGEST_ROUND + ms * 100;
         let mut packets: Vec<(Duration, u64, u32)> = Vec::new();
         for flow in 0..100u64 {
-            let start = ms / 10 * flow as u32;
-            for n in 0..3 {
-                packets.push((start + Duration::from_micros(n), flow, n as u32));
-            }
-            for n in 0..10 {
-                packets.push((start + ms * (40 + n), flow, 3 + n));
+            for (start, first) in [
+                (ms / 10 * flow as u32, 0),
+                (back + ms / 10 * flow as u32, 13),
+            ] {
+                for n in 0..3 {
+                    packets.push((start + Duration::from_micros(n), flow, first + n as u32));
+                }
+                for n in 0..10 {
+                    packets.push((start + ms * (40 + n), flow, first + 3 + n));
+                }
             }
         }
         packets.sort();
+        let in_flight = |n: u32| n % 13 < 3;
         for (period, exact) in [(Duration::ZERO, true), (crate::control::period(), false)] {
+            let crowds = if exact { 2 } else { 1 };
             let mut router = ErcMarker::new(ErcConfig::default(), FlowTableConfig::default());
             let mut writer = Writer::default();
             let mut starts = None;
             let mut next = Duration::ZERO;
             let (mut theirs, mut ours, mut flights) = (0, 0, 0);
-            for &(now, flow, n) in &packets {
+            for &(now, flow, n) in packets.iter().filter(|p| p.2 < 13 * crowds) {
                 if now >= next {
                     let codes = router.next_start_codes(now, capacity);
                     starts = Some(StartCodes {
@@ -314,19 +338,22 @@ mod tests {
                 };
                 router.mark(now, &link, &mut pkt);
                 let Some(out) = writer.flight(now, flow, 1_200, Ecn::Ect0, starts.as_ref()) else {
-                    assert!(n >= 3, "flow {flow}'s datagram {n} is in its flight");
+                    assert!(!in_flight(n), "flow {flow}'s datagram {n} is in its flight");
                     continue;
                 };
-                assert!(n < 3, "flow {flow}'s datagram {n} is past its flight");
-                flights += usize::from(n == 0);
+                assert!(
+                    in_flight(n),
+                    "flow {flow}'s datagram {n} is past its flight"
+                );
+                flights += usize::from(n % 13 == 0);
                 theirs += usize::from(pkt.ecn == Ecn::NotEct);
                 ours += usize::from(out == Ecn::NotEct);
                 if exact {
                     assert_eq!(out, pkt.ecn, "flow {flow}'s datagram {n}");
                 }
             }
-            assert_eq!(flights, 100);
-            assert!(theirs > 100, "{theirs}");
+            assert_eq!(flights, 100 * crowds as usize);
+            assert!(theirs > 100 * crowds as usize, "{theirs}");
             assert!(ours <= theirs && 2 * ours >= theirs, "{ours} of {theirs}");
         }
     }

@@ -33,6 +33,28 @@
 //! needs more CPU per packet forwards fewer packets/s. A path's own CPU per
 //! packet is its figure less plain forwarding's.
 //!
+//! In those rounds the kernel forwards inside the senders' system calls,
+//! so the senders' own work is most of every packet's cost and the ratio
+//! measures the sender as much as the router. The router-bound rounds that
+//! follow give the router a core of its own: the router's ingress device
+//! takes packets in through NAPI in a kernel thread of its own (GRO on,
+//! `threaded`), pinned to [`ROUTER_CPU`], and the senders run on
+//! [`SENDER_CPU`]; a packet's forwarding, the tc program, and its delivery
+//! to the receiver all run in that thread. The thread and the senders run
+//! at the highest nice priority, and the senders offer more than the
+//! router forwards: its input ring (veth's, 256 packets) overflows and
+//! packets are lost, which shows that the router, not the sender, sets the
+//! rate. Plain forwarding and the tc program alternate; the bench prints
+//! their packets/s, the router thread's CPU time per packet forwarded
+//! (from the scheduler's clock) and the shares of the trial the thread
+//! ran and waited for its core, and two ratios per round: of the
+//! packets/s measured, and of a core that forwards flat out (plain
+//! forwarding's CPU time per packet over the tc path's). On a busy host
+//! the thread ran a fifth of each trial and waited for its core 1 % of
+//! it: it slept while its ring overflowed, between the senders' bursts,
+//! so the packets/s measured are set by how those bursts and its wake-ups
+//! meet, and the second ratio is the router's own.
+//!
 //! Needs root; prints "skipped" otherwise, and runs without the tc path
 //! where ecnq-bpf was built without its program.
 //! Run: `cargo bench -p ecnq-shim --bench forwarding`.
@@ -69,6 +91,20 @@ const BATCH_BYTES: usize = 65_000;
 /// The router's interface towards the receiver, where the tc program
 /// marks (the testbed names a router's interface after the host on it).
 const EGRESS: &str = "r1";
+/// Each sender's send buffer, bytes: far more than the router's input
+/// ring holds (veth's 256 packets).
+const SEND_BUFFER: i32 = 1 << 26;
+/// The core the senders run on in the router-bound rounds.
+const SENDER_CPU: usize = 0;
+/// The core the router's thread runs on in the router-bound rounds.
+const ROUTER_CPU: usize = 1;
+/// The router's interface towards the sender, where it takes packets in.
+const INGRESS: &str = "s1";
+/// The nice value of the senders and the router's thread in the
+/// router-bound rounds: the highest, which takes a core from other work
+/// of the normal one. Not real-time: the tc program's control loop, at
+/// the lowest real-time priority, must still run on time.
+const NICE: i32 = -20;
 /// The rate the tc program's control loop meters against: more than the
 /// path carries, as the shim's link is unlimited.
 const BPF_CAPACITY: f64 = 100e9 / 8.0;
@@ -97,8 +133,98 @@ struct Trial {
     sent: u64,
     received: u64,
     pps: f64,
-    /// CPU seconds of the bench and the shim per packet received.
+    /// CPU seconds per packet received: of the bench and the shim, or in
+    /// the router-bound rounds of the router's thread.
     cpu_per_packet: f64,
+    /// The share of the trial the router's thread waited for its core
+    /// (router-bound rounds).
+    waiting: f64,
+}
+
+/// How the paths share the host's two cores.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cores {
+    /// Senders on both; the kernel forwards in their system calls.
+    Shared,
+    /// Senders on [`SENDER_CPU`], the router's thread (its pid) on
+    /// [`ROUTER_CPU`].
+    RouterBound(i32),
+}
+
+/// Pins thread `pid` (0: the calling one) to core `cpu` at nice value
+/// [`NICE`].
+fn pin(pid: i32, cpu: usize) {
+    // SAFETY: an all-zero cpu_set_t is the empty set, CPU_SET writes
+    // within it; both calls read what they are given.
+    let (affinity, nice) = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        (
+            libc::sched_setaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &set),
+            libc::setpriority(libc::PRIO_PROCESS, pid as libc::id_t, NICE),
+        )
+    };
+    let error = std::io::Error::last_os_error();
+    assert!(affinity == 0 && nice == 0, "pinning {pid}: {error}");
+}
+
+/// The kernel threads polling NAPI for a device named `dev`, in any
+/// namespace (their names: `napi/DEV-ID`).
+fn napi_threads(dev: &str) -> Vec<i32> {
+    let prefix = format!("napi/{dev}-");
+    std::fs::read_dir("/proc")
+        .expect("/proc")
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|comm| comm.starts_with(&prefix))
+        })
+        .collect()
+}
+
+/// Has the router's ingress device in `router_ns` take packets in through
+/// NAPI in a thread of its own, pins the thread to [`ROUTER_CPU`], and
+/// returns its pid. veth hands a packet to NAPI where GRO is on at the
+/// receiving end and the sending end (`sender_ns`'s) has TSO off.
+fn router_thread(router_ns: &str, sender_ns: &str) -> i32 {
+    let before = napi_threads(INGRESS);
+    let commands = [
+        (sender_ns, "ethtool -K eth0 tso off".to_owned()),
+        (router_ns, format!("ethtool -K {INGRESS} gro on")),
+        (
+            router_ns,
+            format!("echo 1 > /sys/class/net/{INGRESS}/threaded"),
+        ),
+    ];
+    for (ns, command) in commands {
+        // sysfs shows a namespace's devices only to a process that mounted
+        // it there, which `ip netns exec` does.
+        let status = Command::new("ip")
+            .args(["netns", "exec", ns, "sh", "-c", &command])
+            .status()
+            .expect("ip runs");
+        assert!(status.success(), "{command} in {ns} failed");
+    }
+    let new: Vec<i32> = napi_threads(INGRESS)
+        .into_iter()
+        .filter(|pid| !before.contains(pid))
+        .collect();
+    let [pid] = new[..] else {
+        panic!("no NAPI thread of its own for {INGRESS}: {new:?}");
+    };
+    pin(pid, ROUTER_CPU);
+    pid
+}
+
+/// What thread `pid` has done so far, from the scheduler's clock
+/// (/proc/PID/schedstat, nanoseconds): seconds run (softirq work done in
+/// its context included) and seconds it waited, runnable, for a core.
+fn run_and_wait(pid: i32) -> (f64, f64) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/schedstat")).unwrap_or_default();
+    let mut fields = stat
+        .split_whitespace()
+        .map(|f| f.parse::<u64>().map_or(0.0, |ns| ns as f64 / 1e9));
+    (fields.next().unwrap_or(0.0), fields.next().unwrap_or(0.0))
 }
 
 /// CPU time (user + system) a process has used so far, in seconds.
@@ -164,9 +290,16 @@ fn set_option(socket: &UdpSocket, level: i32, option: i32, value: i32) {
 
 /// The senders send `payload`-byte datagrams to `to` for [`TRIAL`], in
 /// GSO batches; what `rx_dev` took in, from the first send to [`DRAIN`]
-/// after the last, is what the path forwarded. Returns (sent, received,
-/// packets/s over the sending time).
-fn blast(senders: &[UdpSocket], to: SocketAddr, payload: usize, rx_ns: &str) -> (u64, u64, f64) {
+/// after the last, is what the path forwarded. Each sender runs on core
+/// `pin` where one is given ([`pin`]). Returns (sent, received, packets/s
+/// over the sending time).
+fn blast(
+    senders: &[UdpSocket],
+    to: SocketAddr,
+    payload: usize,
+    rx_ns: &str,
+    pin: Option<usize>,
+) -> (u64, u64, f64) {
     let segments = BATCH.min(BATCH_BYTES / payload);
     let before = rx_packets(rx_ns, "eth0");
     let start = Instant::now();
@@ -175,6 +308,9 @@ fn blast(senders: &[UdpSocket], to: SocketAddr, payload: usize, rx_ns: &str) -> 
             .iter()
             .map(|tx| {
                 scope.spawn(move || {
+                    if let Some(cpu) = pin {
+                        self::pin(0, cpu);
+                    }
                     set_option(tx, libc::SOL_UDP, libc::UDP_SEGMENT, payload as i32);
                     // Payloads that differ as ciphertext does, so that
                     // their hashes spread over erc's chain positions.
@@ -329,6 +465,145 @@ fn report(trials: &[Trial], paths: &[Route]) {
     }
 }
 
+/// The router-bound rounds' figures: each path's packets/s, loss, the
+/// router thread's CPU time per packet and the share of the trial it ran;
+/// per round, the tc path's packets/s over plain forwarding's, and the
+/// same ratio for a router core that runs flat out (plain forwarding's
+/// CPU time per packet over the tc path's).
+fn report_bound(trials: &[Trial]) {
+    println!(
+        "router-bound: senders on core {SENDER_CPU}, the router's thread on core {ROUTER_CPU}; \
+         {ROUNDS} rounds, medians [min–max]"
+    );
+    println!(
+        "path    payload      sent  received   loss             pkt/s   router µs/pkt  ran waited"
+    );
+    let of = |path: Route, payload: usize| {
+        trials
+            .iter()
+            .filter(move |t| t.path == path && t.payload == payload)
+    };
+    for payload in PAYLOADS {
+        for path in [Route::Kernel, Route::Bpf] {
+            let sent: u64 = of(path, payload).map(|t| t.sent).sum();
+            let received: u64 = of(path, payload).map(|t| t.received).sum();
+            let (pps, lo, hi) = spread(of(path, payload).map(|t| t.pps).collect());
+            let (cpu, _, _) = spread(of(path, payload).map(|t| t.cpu_per_packet * 1e6).collect());
+            let (busy, _, _) = spread(
+                of(path, payload)
+                    .map(|t| t.cpu_per_packet * t.pps)
+                    .collect(),
+            );
+            let (waiting, _, _) = spread(of(path, payload).map(|t| t.waiting).collect());
+            println!(
+                "{:<7} {payload:>5} B {sent:>9} {received:>9} {:>5.1} % {pps:>8.0} [{lo:>7.0}–{hi:>7.0}] {cpu:>6.2} {:>4.0} % {:>4.0} %",
+                path.name(),
+                100.0 * (1.0 - received as f64 / sent as f64),
+                100.0 * busy,
+                100.0 * waiting,
+            );
+        }
+    }
+    for payload in PAYLOADS {
+        let rounds: Vec<(&Trial, &Trial)> = (0..ROUNDS)
+            .filter_map(|r| {
+                let at = |path| of(path, payload).find(|t| t.round == r);
+                Some((at(Route::Bpf)?, at(Route::Kernel)?))
+            })
+            .collect();
+        let (ratio, lo, hi) = spread(rounds.iter().map(|(b, k)| b.pps / k.pps).collect());
+        let (core, core_lo, core_hi) = spread(
+            rounds
+                .iter()
+                .map(|(b, k)| k.cpu_per_packet / b.cpu_per_packet)
+                .collect(),
+        );
+        let (own, own_lo, own_hi) = spread(
+            rounds
+                .iter()
+                .map(|(b, k)| (b.cpu_per_packet - k.cpu_per_packet) * 1e6)
+                .collect(),
+        );
+        // Saturated: the senders offered at least 5 % more than arrived.
+        let saturated = |t: &Trial| t.sent as f64 > 1.05 * t.received as f64;
+        let both = rounds.iter().filter(|(b, k)| saturated(b) && saturated(k));
+        println!(
+            "{payload:>5} B router-bound ({} of {} rounds saturated on both paths): \
+             bpf / kernel = {ratio:.2} [{lo:.2}–{hi:.2}] measured, {core:.2} [{core_lo:.2}–{core_hi:.2}] \
+             for a core flat out (goal ≥ 0.9); bpf's own CPU {own:.2} µs/pkt [{own_lo:.2}–{own_hi:.2}]",
+            both.count(),
+            rounds.len()
+        );
+    }
+}
+
+/// The testbed the bench forwards through, and which path transit
+/// traffic takes now.
+struct Bench<'a> {
+    topology: &'a Topology,
+    senders: Vec<UdpSocket>,
+    to: SocketAddr,
+    router_ns: String,
+    receiver_ns: String,
+    current: Route,
+    bpf_counts: ClassCounters,
+}
+
+impl Bench<'_> {
+    /// [`ROUNDS`] rounds over `paths`, each path at each payload once a
+    /// round, the order turning between rounds.
+    fn rounds(&mut self, paths: &[Route], cores: Cores) -> Vec<Trial> {
+        let mut trials = Vec::new();
+        for round in 0..ROUNDS {
+            let mut order = paths.to_vec();
+            order.rotate_left(round % paths.len());
+            for payload in PAYLOADS {
+                for &path in &order {
+                    trials.push(self.trial(path, payload, round, cores));
+                }
+            }
+        }
+        trials
+    }
+
+    fn trial(&mut self, path: Route, payload: usize, round: usize, cores: Cores) -> Trial {
+        let through_shim = path == Route::Shim;
+        if through_shim != (self.current == Route::Shim) {
+            testbed::route_through_shims(self.topology, through_shim).unwrap();
+        }
+        self.current = path;
+        let bpf = (path == Route::Bpf).then(|| BpfRouter::start(&self.router_ns));
+        // CPU seconds so far, and seconds the router's thread waited.
+        let cpu_now = || match cores {
+            Cores::Shared => (cpu_used(&self.router_ns), 0.0),
+            Cores::RouterBound(thread) => run_and_wait(thread),
+        };
+        let pin = matches!(cores, Cores::RouterBound(_)).then_some(SENDER_CPU);
+        let (cpu, waited) = cpu_now();
+        let start = Instant::now();
+        let (sent, received, pps) = blast(&self.senders, self.to, payload, &self.receiver_ns, pin);
+        let (cpu_after, waited_after) = cpu_now();
+        let cpu_per_packet = (cpu_after - cpu) / received as f64;
+        let waiting = (waited_after - waited) / start.elapsed().as_secs_f64();
+        if let Some(c) = bpf.map(BpfRouter::stop) {
+            self.bpf_counts.packets += c.packets;
+            self.bpf_counts.marked += c.marked;
+            self.bpf_counts.stale += c.stale;
+            self.bpf_counts.gso += c.gso;
+        }
+        Trial {
+            path,
+            payload,
+            round,
+            sent,
+            received,
+            pps,
+            cpu_per_packet,
+            waiting,
+        }
+    }
+}
+
 fn main() {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
@@ -373,52 +648,33 @@ fn main() {
             .map(|i| {
                 let tx = testbed::udp_socket_in(&sender_ns, addr("s1", 4000 + i)).unwrap();
                 set_option(&tx, libc::IPPROTO_IP, libc::IP_TOS, tos);
+                // Packets waiting in the router's input ring hold the
+                // send buffer: a sender that blocked on it waited for the
+                // router, and both slept half the time.
+                set_option(&tx, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, SEND_BUFFER);
                 tx
             })
             .collect();
         let receiver_ns = namespace(&name, "r1");
         let rx = testbed::udp_socket_in(&receiver_ns, addr("r1", 5000)).unwrap();
-        let to = rx.local_addr().unwrap();
-        let router_ns = namespace(&name, "rt");
-        // `up` leaves transit traffic going through the shim.
-        let mut current = Route::Shim;
-        let mut trials = Vec::new();
-        let mut bpf_counts = ClassCounters::default();
-        for round in 0..ROUNDS {
-            let mut order = paths.to_vec();
-            order.rotate_left(round % paths.len());
-            for payload in PAYLOADS {
-                for &path in &order {
-                    let through_shim = path == Route::Shim;
-                    if through_shim != (current == Route::Shim) {
-                        testbed::route_through_shims(&topology, through_shim).unwrap();
-                    }
-                    current = path;
-                    let bpf = (path == Route::Bpf).then(|| BpfRouter::start(&router_ns));
-                    let cpu = cpu_used(&router_ns);
-                    let (sent, received, pps) = blast(&senders, to, payload, &receiver_ns);
-                    let cpu_per_packet = (cpu_used(&router_ns) - cpu) / received as f64;
-                    if let Some(c) = bpf.map(BpfRouter::stop) {
-                        bpf_counts.packets += c.packets;
-                        bpf_counts.marked += c.marked;
-                        bpf_counts.stale += c.stale;
-                        bpf_counts.gso += c.gso;
-                    }
-                    trials.push(Trial {
-                        path,
-                        payload,
-                        round,
-                        sent,
-                        received,
-                        pps,
-                        cpu_per_packet,
-                    });
-                }
-            }
-        }
+        let mut bench = Bench {
+            topology: &topology,
+            senders,
+            to: rx.local_addr().unwrap(),
+            router_ns: namespace(&name, "rt"),
+            receiver_ns,
+            // `up` leaves transit traffic going through the shim.
+            current: Route::Shim,
+            bpf_counts: ClassCounters::default(),
+        };
+        let trials = bench.rounds(paths, Cores::Shared);
         report(&trials, paths);
         if paths.contains(&Route::Bpf) {
-            let c = bpf_counts;
+            let thread = router_thread(&bench.router_ns, &sender_ns);
+            let paths = [Route::Kernel, Route::Bpf];
+            let bound = bench.rounds(&paths, Cores::RouterBound(thread));
+            report_bound(&bound);
+            let c = bench.bpf_counts;
             println!(
                 "the tc program saw {} packets: {} marked, {} unmarked with a stale index, {} GSO",
                 c.packets, c.marked, c.stale, c.gso
