@@ -121,8 +121,10 @@ impl Flow {
         let count_reader = (spec.feedback == FeedbackPath::AckCounts)
             .then(|| spec.protocol.count_reader())
             .flatten();
+        let mut law = spec.protocol.sender_law(config);
+        law.reads_ack_counts(count_reader.is_some());
         Flow {
-            law: spec.protocol.sender_law(config),
+            law,
             decoder: spec
                 .protocol
                 .decoder()

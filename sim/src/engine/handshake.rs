@@ -71,8 +71,10 @@ pub(super) struct Handshake {
     echo: Header,
     /// When the server last sent its flight.
     flight_sent: Nanos,
-    /// The flight's datagrams that came Not-ECT (erc's start code), one bit
-    /// each: the client's ACK-ECN counts of the handshake tell the server.
+    /// The flight's datagrams that came, every copy, and those of them that
+    /// came Not-ECT (erc's start code): the client's ACK-ECN counts of the
+    /// handshake tell the server.
+    received: u8,
     cleared: u8,
 }
 
@@ -159,8 +161,9 @@ impl Sim {
             let complete = hs.flight_complete();
             hs.client_rtt.get_or_insert(now - hs.initial_sent);
             hs.flight |= 1 << pkt.pn;
+            hs.received = hs.received.saturating_add(1);
             if pkt.marks.ecn == Ecn::NotEct {
-                hs.cleared |= 1 << pkt.pn;
+                hs.cleared = hs.cleared.saturating_add(1);
             }
             hs.echo = pkt.explicit;
             if !complete && self.flows[f].handshake.flight_complete() {
@@ -184,8 +187,8 @@ impl Sim {
         if pkt.explicit != Header::None {
             flow.law.on_echo(dur(now), pkt.explicit, &rtt);
         }
-        let cleared = flow.handshake.cleared.count_ones() as u8;
-        start_with_code(&mut *flow.law, dur(now), (cleared, FLIGHT), &rtt);
+        let code = (flow.handshake.cleared, flow.handshake.received);
+        start_with_code(&mut *flow.law, dur(now), code, &rtt);
         flow.state = FlowState::Active;
         flow.pace_next = now;
         self.try_send(f);

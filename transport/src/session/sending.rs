@@ -646,6 +646,9 @@ impl Sending {
         } else if from.is_fallback() {
             self.resume_scheme(events);
         }
+        if let Some(law) = self.law.as_mut() {
+            law.reads_ack_counts(to == PeerMode::EcnqAckCounts);
+        }
     }
 
     /// Replaces the scheme's law by Cubic at the law's window: without router

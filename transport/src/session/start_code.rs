@@ -10,11 +10,13 @@
 //! datagram: its first holds the Initial and the first Handshake packet,
 //! the others Handshake packets. So the cleared datagrams are the most
 //! cleared packets of one space, and the flight is the most packets
-//! acknowledged in one space, up to [`START_CODE_DIGITS`]
-//! (`a_coalesced_flight_counts_each_datagram_once`). A flight of single
+//! acknowledged in one space (`a_coalesced_flight_counts_each_datagram_once`);
+//! a flight sent again adds its packets, which carry no code
+//! ([`first_window_pace`] reads that). A flight of single
 //! packets a router cleared in both spaces reads low, never high.
 
-use crate::schemes::erc::START_CODE_DIGITS;
+#[cfg(doc)]
+use crate::schemes::erc::first_window_pace;
 use crate::wire::ack::AckFrame;
 
 /// A packet-number space of the handshake (RFC 9000 §12.3).
@@ -63,8 +65,8 @@ impl StartCode {
         let cleared = spaces.clone().map(|s| s.acked.saturating_sub(s.counted));
         let cleared = cleared.max()?;
         let flight = spaces.map(|s| s.acked).max()?;
-        let digits = u64::from(START_CODE_DIGITS);
-        Some((cleared.min(digits) as u8, flight.min(digits) as u8))
+        let most = u64::from(u8::MAX);
+        Some((cleared.min(most) as u8, flight.min(most) as u8))
     }
 }
 

@@ -390,6 +390,13 @@ pub trait Law: Send + fmt::Debug {
     /// it ignore it.
     fn pace_first_window(&mut self, _now: Duration, _rate: f64, _rtt: &RttSample) {}
 
+    /// Whether the routers' marks reach the law through the peer's ACK-ECN
+    /// counts (`true`) or through its ecnq receiver's reports: a count
+    /// reader reads only the packets its peer's ACK frames acknowledge, so
+    /// a law that would pace a few packets per round trip or fewer may keep
+    /// more to read by. Laws that do not care ignore it.
+    fn reads_ack_counts(&mut self, _counts: bool) {}
+
     /// A feedback report arrived from the receiver.
     fn on_feedback(&mut self, now: Duration, feedback: Feedback, rtt: &RttSample);
 

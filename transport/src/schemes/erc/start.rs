@@ -22,12 +22,16 @@ pub const START_CODE_STEP: u8 = 1;
 /// The pace of the initial window, bytes per second, of a server whose
 /// flight of `datagrams` came with `cleared` of them Not-ECT, where the
 /// window over the handshake's round trip is `window_rate`; `None`: no
-/// slow-down asked.
+/// slow-down asked. A flight sent again (one of its datagrams was lost)
+/// carries the chain's digits, not the code, so more datagrams than the
+/// code's most may come cleared: read as the most, unless all came so (a
+/// path that bleaches ECN; `a_flight_sent_again_reads_as_the_most_code`).
 pub fn first_window_pace(cleared: u8, datagrams: u8, window_rate: f64) -> Option<f64> {
     if cleared == 0 || cleared >= datagrams {
         return None;
     }
-    let halvings = i32::from(cleared) * i32::from(START_CODE_STEP);
+    let code = cleared.min(START_CODE_DIGITS - 1);
+    let halvings = i32::from(code) * i32::from(START_CODE_STEP);
     Some(window_rate / 2f64.powi(halvings))
 }
 
@@ -67,5 +71,13 @@ mod tests {
         let one = first_window_pace(1, START_CODE_DIGITS, 1e6).expect("a pace");
         let two = first_window_pace(2, START_CODE_DIGITS, 1e6).expect("a pace");
         assert!(two < one && one < 1e6, "{one} {two}");
+    }
+
+    #[test]
+    fn a_flight_sent_again_reads_as_the_most_code() {
+        let most = first_window_pace(START_CODE_DIGITS - 1, START_CODE_DIGITS, 1e6);
+        let again = 2 * START_CODE_DIGITS;
+        assert_eq!(first_window_pace(START_CODE_DIGITS, again, 1e6), most);
+        assert_eq!(first_window_pace(again, again, 1e6), None);
     }
 }
