@@ -252,6 +252,11 @@ impl ErcMarker {
     /// computed ahead (router-bpf's tc program).
     pub fn next_start_codes<const N: usize>(&self, now: Duration, capacity: f64) -> [u8; N] {
         let mut flights = self.flights.clone();
+        // The arrivals decay to `now`, as the flight's own packet would
+        // decay them: after an idle spell codes computed ahead would
+        // otherwise read the last busy moment's rate
+        // (router-bpf `flights_carry_the_start_code_erc_s_router_writes`).
+        flights.on_packet(now, 0);
         let target = capacity * self.config.target_utilization;
         let shared = (self.bottleneck_capacity, self.bottlenecked);
         std::array::from_fn(|_| flights.code(now, target, shared))
