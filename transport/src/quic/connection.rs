@@ -243,7 +243,7 @@ impl std::fmt::Debug for Peer {
 ///
 /// One timer serves the whole task: it is moved only when the policy's
 /// deadline moves, so a wake by news that leaves the deadline where it was
-/// costs no timer work (`a_report_timer_moves_only_with_its_deadline`).
+/// costs no timer work (`a_task_timer_moves_only_with_its_deadline`).
 /// It ends with the connection as one of its [`Companions`].
 async fn send_reports(
     connection: quinn::Connection,
@@ -251,7 +251,7 @@ async fn send_reports(
     app_received: Arc<AtomicU64>,
     app_sent: Arc<AtomicU64>,
 ) {
-    let mut timer = ReportTimer::new();
+    let mut timer = TaskTimer::new();
     loop {
         // Data progress both ways: what was exchanged besides ACKs and reports.
         let stats = reading_stats(|| connection.stats());
@@ -282,16 +282,17 @@ async fn send_reports(
     }
 }
 
-/// The report task's one timer: armed at a deadline, moved only when the
-/// deadline moves.
-struct ReportTimer {
+/// A feedback task's one timer: armed at a deadline, moved only when the
+/// deadline moves. A fresh sleep per wait cost a timer entry's
+/// registration and its removal under the timer driver's lock each time.
+struct TaskTimer {
     sleep: std::pin::Pin<Box<tokio::time::Sleep>>,
     deadline: Option<tokio::time::Instant>,
 }
 
-impl ReportTimer {
-    fn new() -> ReportTimer {
-        ReportTimer {
+impl TaskTimer {
+    fn new() -> TaskTimer {
+        TaskTimer {
             sleep: Box::pin(tokio::time::sleep(Duration::ZERO)),
             deadline: None,
         }
@@ -364,22 +365,29 @@ fn window_read_since(last: &AtomicU64, reads: u64) -> bool {
 }
 
 /// Calls `ask` once the time `next()` names has come, at most every
-/// [`ASK_GAP`], sleeping until then; while it names none, waits for
-/// `became_under`, which whatever makes it name one notifies.
+/// [`ASK_GAP`], sleeping until then on the task's one timer; while it
+/// names none, waits for `became_under`, which whatever makes it name one
+/// notifies.
 async fn ask_while(
     next: impl Fn() -> Option<tokio::time::Instant>,
     ask: impl Fn(),
     became_under: &Notify,
 ) {
+    let mut timer = TaskTimer::new();
     loop {
-        match next() {
+        let wake = match next() {
             Some(at) if at <= tokio::time::Instant::now() => {
                 ask();
-                tokio::time::sleep(ASK_GAP).await;
+                tokio::time::Instant::now() + ASK_GAP
             }
-            Some(at) => tokio::time::sleep_until(at).await,
-            None => became_under.notified().await,
-        }
+            Some(at) => at,
+            None => {
+                became_under.notified().await;
+                continue;
+            }
+        };
+        timer.set(wake);
+        timer.fired().await;
     }
 }
 
@@ -714,12 +722,12 @@ mod tests {
         assert!(looks <= 1, "{looks} looks in 100 ms at the rate");
     }
 
-    /// The report timer is moved only when its deadline is; it fires at
+    /// A task's timer is moved only when its deadline is; it fires at
     /// its deadline, and once fired stays fired until moved.
     #[tokio::test(start_paused = true)]
-    async fn a_report_timer_moves_only_with_its_deadline() {
+    async fn a_task_timer_moves_only_with_its_deadline() {
         let start = tokio::time::Instant::now();
-        let mut timer = ReportTimer::new();
+        let mut timer = TaskTimer::new();
         let at = start + Duration::from_millis(10);
         assert!(timer.set(at), "the first deadline");
         assert!(!timer.set(at), "the same deadline");
