@@ -670,48 +670,132 @@ const COUNTS_BYTES: u64 = 15_000_000;
 /// The seconds of their runs that are judged: the middle.
 const COUNTS_JUDGED: (f64, f64) = (2.0, 5.0);
 
+/// One erc upload of the counts tests, judged over [`COUNTS_JUDGED`].
+struct CountsRun {
+    stats: ecnq::quic::CongestionStats,
+    /// The link's utilization and p99 queue (ms), and the run's loss.
+    util: f64,
+    p99: f64,
+    loss: f64,
+    /// The median rate the law sent at (window over smoothed RTT), Mbit/s:
+    /// the index it read, whatever the host let the sender do.
+    law_mbit: f64,
+    /// The longest the host stalled this process.
+    stall: Duration,
+}
+
+impl CountsRun {
+    /// `run` and its `link`, judged over [`COUNTS_JUDGED`].
+    fn judge(run: client::StreamRun, link: &LinkSeries, stall: Duration) -> CountsRun {
+        let (from, to) = COUNTS_JUDGED;
+        let judged = run
+            .intervals
+            .iter()
+            .filter(|i| i.start >= from && i.end <= to);
+        let law: Vec<f64> = judged
+            .map(|i| i.snd_cwnd as f64 * 8.0 / (i.rtt.max(1) as f64 * 1e-6) / 1e6)
+            .collect();
+        CountsRun {
+            stats: run.stats,
+            util: link.utilization(from, to),
+            p99: percentile(&link.queue_ms(from, to), 99.0).unwrap_or(f64::INFINITY),
+            loss: link.loss(),
+            law_mbit: percentile(&law, 50.0).unwrap_or(0.0),
+            stall,
+        }
+    }
+
+    fn print(&self, label: &str) {
+        eprintln!(
+            "{label}: {:?} util {:.3} p99 {:.2} ms loss {:.4}, law {:.1} Mbit/s, \
+             {} frames read, {} not, host stall {:?}",
+            self.stats.mode,
+            self.util,
+            self.p99,
+            self.loss,
+            self.law_mbit,
+            self.stats.ack_frames_read,
+            self.stats.ack_frames_unread,
+            self.stall,
+        );
+    }
+}
+
+/// Two erc uploads at once, each of [`COUNTS_BYTES`] through a
+/// [`COUNTS_LINK`] of its own, to the server of each bed, whose receiver
+/// is asked to acknowledge every `ack_every` packets ([`upload_acked`]).
+/// Side by side, a loaded host slows both alike: made one after the
+/// other, at load 14-25 either run lost a tenth to a quarter of its
+/// utilization to a starved sender or relay, whichever way its feedback
+/// came (the law's rate read right in every run), and failed the ratio
+/// one run in ten. As [`measured_run`] does, a pair during which the host
+/// stalled this process longer than [`MAX_STALL`] is made again, and if
+/// every one of [`ATTEMPTS`] was, the least stalled is judged.
+async fn counts_uploads(beds: [(&LoopbackBed, Option<u32>); 2]) -> [CountsRun; 2] {
+    let upload = |(bed, ack_every): (&LoopbackBed, Option<u32>)| {
+        let erc = CongestionControl::Ecnq(Scheme::Erc);
+        let (server, roots) = (bed.server(), bed.roots().clone());
+        upload_acked(server, roots, COUNTS_LINK, erc, COUNTS_BYTES, ack_every)
+    };
+    let mut least_stalled: Option<[CountsRun; 2]> = None;
+    for attempt in 1..=ATTEMPTS {
+        let watch = StallWatch::start();
+        let ((a, link_a), (b, link_b)) = tokio::join!(upload(beds[0]), upload(beds[1]));
+        let stall = watch.worst();
+        let pair = [
+            CountsRun::judge(a, &link_a, stall),
+            CountsRun::judge(b, &link_b, stall),
+        ];
+        if stall <= MAX_STALL {
+            return pair;
+        }
+        eprintln!("pair {attempt} discarded: the host stalled this process for {stall:?}");
+        if least_stalled
+            .as_ref()
+            .is_none_or(|least| stall < least[0].stall)
+        {
+            least_stalled = Some(pair);
+        }
+        if attempt < ATTEMPTS {
+            tokio::time::sleep(RETRY_PAUSE).await;
+        }
+    }
+    least_stalled.expect("at least one pair was made")
+}
+
 /// erc from the sender alone: to a vanilla quinn server, which reports
 /// only its standard ACK-ECN counts, an ecnq client reads the router's
-/// rate from them, and fills the link with a queue close to the one it
-/// keeps when the server runs ecnq and reports.
+/// rate from them (its law's rate within 5 % of the one reports give),
+/// and fills the link with a queue close to the one it keeps when the
+/// server runs ecnq and reports.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn erc_reads_the_router_from_a_vanilla_peers_ack_ecn_counts() {
     let _machine = MACHINE.lock().await;
-    const SPEC: &str = COUNTS_LINK;
-    const BYTES: u64 = COUNTS_BYTES;
-    let (from, to) = COUNTS_JUDGED;
     let bed = LoopbackBed::ecnq().await.expect("ecnq server");
-    let erc = CongestionControl::Ecnq(Scheme::Erc);
-    let (reports, by_reports) = upload(bed.server(), bed.roots().clone(), SPEC, erc, BYTES).await;
     let vanilla = LoopbackBed::vanilla().await.expect("vanilla server");
-    let (counts, by_counts) =
-        upload(vanilla.server(), vanilla.roots().clone(), SPEC, erc, BYTES).await;
-    let (reports, counts) = (reports.stats, counts.stats);
-    let p99 = |s: &LinkSeries| percentile(&s.queue_ms(from, to), 99.0).unwrap_or(f64::INFINITY);
-    let (util_reports, util_counts) = (
-        by_reports.utilization(from, to),
-        by_counts.utilization(from, to),
+    let [reports, counts] = counts_uploads([(&bed, None), (&vanilla, None)]).await;
+    reports.print("reports");
+    counts.print("counts");
+    assert_eq!(reports.stats.mode, PeerMode::Ecnq);
+    assert_eq!(
+        counts.stats.mode,
+        PeerMode::EcnqAckCounts,
+        "{:?}",
+        counts.stats
     );
-    eprintln!(
-        "reports: {:?} util {util_reports:.3} p99 {:.2} ms loss {:.4}; \
-         counts: {:?} util {util_counts:.3} p99 {:.2} ms loss {:.4}, {} frames read, {} not",
-        reports.mode,
-        p99(&by_reports),
-        by_reports.loss(),
-        counts.mode,
-        p99(&by_counts),
-        by_counts.loss(),
-        counts.ack_frames_read,
-        counts.ack_frames_unread,
-    );
-    assert_eq!(reports.mode, PeerMode::Ecnq);
-    assert_eq!(counts.mode, PeerMode::EcnqAckCounts, "{counts:?}");
-    assert!(counts.ack_frames_read > 100, "{counts:?}");
+    assert!(counts.stats.ack_frames_read > 100, "{:?}", counts.stats);
+    let law = counts.law_mbit / reports.law_mbit;
     assert!(
-        util_counts >= 0.9 * util_reports,
-        "{util_counts} vs {util_reports}"
+        (0.95..=1.05).contains(&law),
+        "law {law:.3} of its rate from reports"
     );
-    assert!(p99(&by_counts) <= 2.0 * p99(&by_reports) + 2.0);
+    assert!(
+        counts.util >= 0.9 * reports.util,
+        "{} vs {}",
+        counts.util,
+        reports.util
+    );
+    assert!(counts.p99 <= 2.0 * reports.p99 + 2.0);
 }
 
 /// erc behind a vanilla quinn receiver that acknowledges only every tenth
@@ -722,34 +806,17 @@ async fn erc_reads_the_router_from_a_vanilla_peers_ack_ecn_counts() {
 async fn erc_keeps_the_link_full_behind_a_peer_that_acknowledges_every_tenth_packet() {
     let _machine = MACHINE.lock().await;
     let vanilla = LoopbackBed::vanilla().await.expect("vanilla server");
-    let mut util = Vec::new();
-    for every in [2, 10] {
-        let (run, link) = upload_acked(
-            vanilla.server(),
-            vanilla.roots().clone(),
-            COUNTS_LINK,
-            CongestionControl::Ecnq(Scheme::Erc),
-            COUNTS_BYTES,
-            Some(every),
-        )
-        .await;
-        let (from, to) = COUNTS_JUDGED;
-        let p99 = percentile(&link.queue_ms(from, to), 99.0).unwrap_or(f64::INFINITY);
-        let used = link.utilization(from, to);
-        eprintln!(
-            "every {every}: {:?} util {used:.3} p99 {p99:.2} ms loss {:.4}, {} frames read",
-            run.stats.mode,
-            link.loss(),
-            run.stats.ack_frames_read,
-        );
+    let [two, ten] = counts_uploads([(&vanilla, Some(2)), (&vanilla, Some(10))]).await;
+    two.print("every 2");
+    ten.print("every 10");
+    for run in [&two, &ten] {
         assert_eq!(run.stats.mode, PeerMode::EcnqAckCounts, "{:?}", run.stats);
-        util.push(used);
     }
     assert!(
-        util[1] >= 0.9 * util[0],
+        ten.util >= 0.9 * two.util,
         "every 10: {} of every 2: {}",
-        util[1],
-        util[0]
+        ten.util,
+        two.util
     );
 }
 

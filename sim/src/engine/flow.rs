@@ -40,6 +40,17 @@ pub(super) struct SentPacket {
     pub(super) hash: u32,
 }
 
+/// A data packet the receiver got, as the sender learns of it from the
+/// first ACK that covers it.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Arrival {
+    pub(super) pn: u64,
+    /// It arrived with CE.
+    pub(super) ce: bool,
+    /// It was a presence probe no ecnq router raised.
+    pub(super) unraised: bool,
+}
+
 /// A flow as the engine runs it.
 #[derive(Debug)]
 pub struct Flow {
@@ -52,6 +63,13 @@ pub struct Flow {
     pub(super) count_reader: Option<Box<dyn CountReader>>,
     /// The receiver's cumulative ECN counts.
     pub(super) tally: EcnTally,
+    /// The data packets the receiver got that no ACK read by the sender
+    /// has covered yet, in arrival order: every ACK covers all arrivals
+    /// before it, as QUIC's ACK ranges do, so a lost ACK costs nothing
+    /// once a later one arrives.
+    pub(super) arrivals: VecDeque<Arrival>,
+    /// Arrivals before the front of `arrivals`.
+    pub(super) arrivals_covered: u64,
     /// The receiver's counts as the last ACK the sender read carried them.
     pub(super) tally_read: EcnTally,
     /// The hashes of the packets acknowledged since the counts were last
@@ -131,6 +149,8 @@ impl Flow {
                 .filter(|_| piggyback && count_reader.is_none()),
             count_reader,
             tally: EcnTally::default(),
+            arrivals: VecDeque::new(),
+            arrivals_covered: 0,
             tally_read: EcnTally::default(),
             frame: Vec::new(),
             frame_since: None,
@@ -177,7 +197,7 @@ impl Flow {
     /// An ACK of `acked` packets echoed `unraised` probes that arrived
     /// unraised: on a change of verdict, Cubic takes over from the scheme's
     /// law at its window, or hands back to it.
-    pub(super) fn on_probe_echo(&mut self, acked: u64, unraised: u8) {
+    pub(super) fn on_probe_echo(&mut self, acked: u64, unraised: u64) {
         let Some(probes) = self.probes.as_mut() else {
             return;
         };
@@ -330,17 +350,17 @@ impl Flow {
     /// gather into frames of `ack_frame` packets, and the counts are read
     /// once per frame, as from a receiver that acknowledges every
     /// `ack_frame` packets, or at the first ACK `ack_delay` after the
-    /// frame's first (a receiver that acknowledges by time). The
-    /// simulator's ACKs name one or two packets, not QUIC's cumulative
-    /// ranges, so a rise that covers packets whose ACKs were lost says
-    /// nothing and is not read.
-    pub(super) fn read_counts(&mut self, now: Nanos, ack: &mut Packet) {
+    /// frame's first (a receiver that acknowledges by time). `late` are the
+    /// packets `ack` covers whose own ACKs were lost: the frame names them
+    /// too, as QUIC's ranges do.
+    pub(super) fn read_counts(&mut self, now: Nanos, ack: &mut Packet, late: &[Arrival]) {
         let Some(reader) = self.count_reader.as_mut() else {
             return;
         };
         let (tally, read) = (ack.counts, self.tally_read);
         let base = self.base_pn;
-        for pn in iter::once(ack.pn).chain(ack.also) {
+        let late = late.iter().map(|a| a.pn);
+        for pn in late.chain(iter::once(ack.pn)).chain(ack.also) {
             let entry = pn
                 .checked_sub(base)
                 .and_then(|i| self.sent.get(usize::try_from(i).ok()?));
@@ -354,8 +374,8 @@ impl Flow {
             _ => *self.frame_since.get_or_insert(now),
         };
         let waited = (self.spec.ack_delay).is_some_and(|delay| now >= since + delay);
-        // A rise over none of the named packets, or over packets whose
-        // ACKs were lost, says nothing: the frame starts again.
+        // A rise over none of the named packets, or over packets the sender
+        // no longer tracks, says nothing: the frame starts again.
         if tally.received.checked_sub(read.received) != Some(named) {
             if tally.received > read.received {
                 self.tally_read = tally;
@@ -374,6 +394,23 @@ impl Flow {
             self.frame_since = None;
         }
         ack.feedback = reader.estimate();
+    }
+
+    /// Takes the arrivals that `ack` covers beyond the one or two packets
+    /// it names (the last arrivals it covers): those whose own ACKs were
+    /// lost, in arrival order.
+    pub(super) fn late_arrivals(&mut self, ack: &Packet) -> Vec<Arrival> {
+        let named = 1 + usize::from(ack.also.is_some());
+        let through = ack.counts.received;
+        let covered = usize::try_from(through.saturating_sub(self.arrivals_covered))
+            .map_or(self.arrivals.len(), |n| n.min(self.arrivals.len()));
+        self.arrivals_covered += covered as u64;
+        let late: Vec<Arrival> = self
+            .arrivals
+            .drain(..covered.saturating_sub(named))
+            .collect();
+        self.arrivals.drain(..covered - late.len());
+        late
     }
 
     /// `bytes` sent at `sent` were declared lost at `now`.

@@ -69,11 +69,11 @@ impl Probes {
     pub(super) fn on_echo(
         &mut self,
         acked: u64,
-        unraised: u8,
+        unraised: u64,
         current: &dyn Law,
         protocol: Protocol,
     ) -> Option<(Box<dyn Law>, Ecn)> {
-        self.unraised += u64::from(unraised);
+        self.unraised += unraised;
         self.acked += acked;
         let was = self.presence.present();
         let present = self

@@ -1,7 +1,9 @@
 //! Receivers: every data packet goes through the flow's decoder, and each
 //! ACK carries the receiver's current estimate (the papers' ACK piggyback),
 //! whether the acknowledged packets arrived CE, and how many were presence
-//! probes no ecnq router raised. With session feedback
+//! probes no ecnq router raised; it also covers every packet received before
+//! it, as QUIC's ACK ranges do, so a lost ACK is made good by the next
+//! (`Flow::late_arrivals`). With session feedback
 //! the receiver's session decodes instead, and reports on its own
 //! (`session`). A delayed-ACK receiver acknowledges every second packet, or
 //! after 40 ms.
@@ -10,6 +12,7 @@ use ecnq::signal::Feedback;
 use ecnq::Ecn;
 
 use super::clock::{dur, Event, Nanos};
+use super::flow::Arrival;
 use super::packet::{Packet, PacketKind, ACK_LEN};
 use super::Sim;
 
@@ -26,6 +29,11 @@ impl Sim {
         flow.received_bytes += u64::from(pkt.len);
         flow.sample_received += u64::from(pkt.len);
         flow.tally.count(pkt.marks.ecn);
+        flow.arrivals.push_back(Arrival {
+            pn: pkt.pn,
+            ce: ce(&pkt),
+            unraised: unraised(&pkt),
+        });
         let report = flow.on_arrival(now, &pkt.marks);
         self.acknowledge(pkt);
         if report {
@@ -84,11 +92,6 @@ impl Sim {
             .as_ref()
             .map_or(Feedback::default(), |d| d.estimate(t));
         let marks = flow.reply_marks(data.marks.tag, u64::from(data.flow));
-        let ce = |p: &Packet| p.marks.ecn == Ecn::Ce;
-        let unraised = |p: &Packet| {
-            let (tag, ecn) = (p.marks.tag, p.marks.ecn);
-            u8::from(tag.wire().is_unraised_probe(tag, ecn))
-        };
         self.inject(Packet {
             id: 0,
             flow: data.flow,
@@ -100,10 +103,21 @@ impl Sim {
             sent: data.sent,
             feedback,
             ce: ce(data) || earlier.is_some_and(ce),
-            unraised: unraised(data) + earlier.map_or(0, unraised),
+            unraised: u8::from(unraised(data)) + earlier.map_or(0, |p| u8::from(unraised(p))),
             also: earlier.map(|p| p.pn),
             counts: flow.tally,
             explicit: data.explicit,
         });
     }
+}
+
+/// Whether `p` arrived with CE.
+fn ce(p: &Packet) -> bool {
+    p.marks.ecn == Ecn::Ce
+}
+
+/// Whether `p` is a presence probe that arrived unraised by any ecnq router.
+fn unraised(p: &Packet) -> bool {
+    let (tag, ecn) = (p.marks.tag, p.marks.ecn);
+    tag.wire().is_unraised_probe(tag, ecn)
 }

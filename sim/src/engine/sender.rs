@@ -150,18 +150,31 @@ impl Sim {
         self.try_send(f);
     }
 
-    /// An ACK reached its sender.
+    /// An ACK reached its sender. It acknowledges every packet the
+    /// receiver got before it, as QUIC's ranges do: first those whose own
+    /// ACKs were lost (no RTT sample: they waited for this ACK), then the
+    /// one or two it names.
     pub(super) fn on_ack(&mut self, mut ack: Packet) {
         let f = ack.flow as usize;
         let now = self.clock.now();
-        self.flows[f].read_counts(now, &mut ack);
-        let acked = 1 + u64::from(ack.also.is_some());
-        self.flows[f].on_probe_echo(acked, ack.unraised);
+        let late = self.flows[f].late_arrivals(&ack);
+        self.flows[f].read_counts(now, &mut ack, &late);
+        let acked = (late.len() + 1 + usize::from(ack.also.is_some())) as u64;
+        let unraised = late.iter().filter(|a| a.unraised).count() as u64;
+        let unraised = unraised + u64::from(ack.unraised);
+        self.flows[f].on_probe_echo(acked, unraised);
         if let Some(session) = self.flows[f].session.as_deref_mut() {
             session.on_reply(now, &ack.marks);
         }
-        let earlier = ack.also.is_some_and(|pn| self.ack_packet(f, pn, &ack));
-        if !(self.ack_packet(f, ack.pn, &ack) || earlier) {
+        let mut newly = false;
+        for a in &late {
+            let cover = Packet { ce: a.ce, ..ack };
+            newly |= self.ack_packet(f, a.pn, &cover, false);
+        }
+        let earlier = ack
+            .also
+            .is_some_and(|pn| self.ack_packet(f, pn, &ack, true));
+        if !(self.ack_packet(f, ack.pn, &ack, true) || earlier || newly) {
             return;
         }
         self.detect_losses(f);
@@ -176,10 +189,10 @@ impl Sim {
         self.try_send(f);
     }
 
-    /// Packet `pn` of flow `f` was acknowledged by `ack`; returns whether it
-    /// was still in flight (a late ACK for a packet declared lost is ignored:
-    /// its data is already queued again).
-    fn ack_packet(&mut self, f: usize, pn: u64, ack: &Packet) -> bool {
+    /// Packet `pn` of flow `f` was acknowledged by `ack` (an RTT sample if
+    /// `sample`); returns whether it was still in flight (a late ACK for a
+    /// packet declared lost is ignored: its data is already queued again).
+    fn ack_packet(&mut self, f: usize, pn: u64, ack: &Packet, sample: bool) -> bool {
         let now = self.clock.now();
         let flow = &mut self.flows[f];
         let Some(i) = pn.checked_sub(flow.base_pn).map(|i| i as usize) else {
@@ -196,7 +209,9 @@ impl Sim {
         flow.bytes_in_flight -= u64::from(len);
         flow.acked_bytes += u64::from(len);
         flow.rto_backoff = 0;
-        flow.rtt.update(now - sent);
+        if sample {
+            flow.rtt.update(now - sent);
+        }
         flow.largest_acked = Some(flow.largest_acked.map_or(pn, |l| l.max(pn)));
         flow.on_acked(now, len, sent, ack);
         true
