@@ -1,14 +1,14 @@
 //! quinn's `congestion::Controller` for an ecnq connection: the calls go to
 //! the connection's [`Session`](crate::session::Session), whose law decides.
-//! With `--cc newreno | cubic | bbr` the factory builds quinn's own
-//! controller instead, as a vanilla quinn connection runs it.
+//! With `--cc newreno | cubic` the factory builds quinn's own controller
+//! instead, as a vanilla quinn connection runs it.
 
 use std::any::Any;
 use std::sync::Arc;
 use std::time::Instant;
 
 use quinn_proto::congestion::{
-    BbrConfig, Controller, ControllerFactory, ControllerMetrics, CubicConfig, NewRenoConfig,
+    Controller, ControllerFactory, ControllerMetrics, CubicConfig, NewRenoConfig,
 };
 use quinn_proto::RttEstimator;
 
@@ -40,11 +40,10 @@ impl EcnqControllerFactory {
 impl ControllerFactory for EcnqControllerFactory {
     fn build(self: Arc<Self>, now: Instant, current_mtu: u16) -> Box<dyn Controller> {
         match self.peer.cc {
-            CongestionControl::Ecnq(_) => Box::new(SessionController {
+            CongestionControl::Ecnq(_) | CongestionControl::Bbr => Box::new(SessionController {
                 peer: self.peer.clone(),
             }),
             CongestionControl::Cubic => Arc::new(CubicConfig::default()).build(now, current_mtu),
-            CongestionControl::Bbr => Arc::new(BbrConfig::default()).build(now, current_mtu),
             CongestionControl::NewReno => {
                 Arc::new(NewRenoConfig::default()).build(now, current_mtu)
             }
