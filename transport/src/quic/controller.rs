@@ -5,7 +5,7 @@
 
 use std::any::Any;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use quinn_proto::congestion::{
     Controller, ControllerFactory, ControllerMetrics, CubicConfig, NewRenoConfig,
@@ -56,12 +56,16 @@ struct SessionController {
     peer: Arc<Peer>,
 }
 
-fn rtt_sample(rtt: &RttEstimator) -> RttSample {
+/// quinn's estimate, with `latest` the round trip of the packet just
+/// acknowledged, as the simulator's sender gives it: quinn exposes its own
+/// latest sample only as max(smoothed, latest), which never falls below
+/// the smoothed RTT, so a law that tracks the smallest recent RTT (BBR's
+/// 10-second minimum, Prague's per round) read its own queue in it.
+fn rtt_sample(rtt: &RttEstimator, latest: Duration) -> RttSample {
     RttSample {
         smoothed: rtt.get(),
         min: rtt.min(),
-        // quinn exposes the latest sample only as max(smoothed, latest).
-        latest: rtt.conservative(),
+        latest,
     }
 }
 
@@ -74,12 +78,12 @@ impl Controller for SessionController {
     fn on_ack(
         &mut self,
         now: Instant,
-        _sent: Instant,
+        sent: Instant,
         bytes: u64,
         app_limited: bool,
         rtt: &RttEstimator,
     ) {
-        let rtt = rtt_sample(rtt);
+        let rtt = rtt_sample(rtt, now.saturating_duration_since(sent));
         let acked = PeerEvent::Acked {
             bytes,
             app_limited,
