@@ -1100,10 +1100,10 @@ async fn erc_takes_what_a_light_flow_leaves_on_the_real_stack() {
 }
 
 /// A Cubic flow held to a 3 kB window (an SSH session, a call) beside one
-/// greedy flow that shares its classic queue, quinn's BBR or Cubic, through
+/// greedy flow that shares its classic queue, BBR or Cubic, through
 /// the shim's dual queue (50 Mbit/s, 40 ms RTT, 250 kB): the light flow
 /// gets about what it gets alone (≥ 0.4 Mbit/s), the greedy one
-/// ≥ 40 Mbit/s. quinn's BBR ignores CE and keeps the classic queue full:
+/// ≥ 40 Mbit/s. BBR ignores loss and keeps a queue of its own:
 /// the classic queue's sparse section and its drops from the fattest flow
 /// keep the light flow's windows from being lost to overflow.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

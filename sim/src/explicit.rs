@@ -4,8 +4,8 @@
 //! routers that rewrite it at each bottleneck, and the sender's side of it.
 //!
 //! ecnq's two ECN bits cannot carry these fields, so they live in the
-//! simulator only, beside its BBR model, not in the registry of wire
-//! schemes (docs/design.md §2, "Explicit-rate baselines"). The engine's
+//! simulator only, not in the registry of wire schemes (docs/design.md §2,
+//! "Explicit-rate baselines"). The engine's
 //! hooks are narrow: a link hands each packet's header to its RCP and XCP
 //! routers as the packet arrives and as it departs (with the
 //! [`LinkState`] they read), a sender stamps the header its law writes

@@ -4,12 +4,11 @@
 //! [`scenario`] turns a scenario file into a [`engine::SimConfig`],
 //! [`engine`] runs it, [`report`] says what it measured, and [`runner`]
 //! finds scenario files and runs them; [`protocol`] names what a flow runs;
-//! [`bbr`], [`rcp`] and [`xcp`] are the baselines the core does not have,
-//! the last two with the explicit headers of [`explicit`].
+//! [`rcp`] and [`xcp`] are the baselines the core does not have, with the
+//! explicit headers of [`explicit`].
 
 #![warn(missing_docs)]
 
-pub mod bbr;
 pub mod engine;
 pub mod explicit;
 pub mod protocol;

@@ -1,16 +1,17 @@
 //! The protocols a simulated flow can run: every ecnq scheme (the core's
 //! sans-IO laws and decoders) plus the simulator's NewReno and Cubic models,
 //! each with drop-tail (Not-ECT) or classic ECN (ECT(0), CE = congestion),
-//! its BBR model, and the explicit-rate anchors RCP and XCP.
+//! the core's BBR law (the real stack's BBR), and the explicit-rate anchors
+//! RCP and XCP.
 
 use std::fmt;
 use std::str::FromStr;
 
 use ecnq::router::bottleneck::Discipline;
+use ecnq::schemes::bbr::Bbr;
 use ecnq::signal::{CountReader, Decoder, Law, LawConfig};
 use ecnq::{Ecn, Scheme};
 
-use crate::bbr::Bbr;
 use crate::explicit::SenderLaw;
 use crate::rcp::RcpLaw;
 use crate::xcp::XcpLaw;
@@ -37,7 +38,7 @@ pub enum Baseline {
     Cubic,
     /// Cubic, ECT(0).
     CubicEcn,
-    /// BBR v1, Not-ECT ([`crate::bbr`]).
+    /// BBR v1, Not-ECT ([`ecnq::schemes::bbr`]): the real stack's too.
     Bbr,
     /// RCP, Not-ECT, with its rate header ([`crate::rcp`]).
     Rcp,
@@ -129,22 +130,6 @@ impl Protocol {
         }
     }
 
-    /// What a sender with `window` may have in flight: the window, for a
-    /// window law and for BBR, whose window caps its paced flight; for an
-    /// ecnq rate law, what the QUIC stack's gated window reaches
-    /// ([`ecnq::session::GATED_WINDOW_CAP`] × the law's window, which is at
-    /// most rate × srtt). Without that
-    /// cap a rate law kept filling the queue of a link in an outage, while
-    /// no ACK came back (test
-    /// `erc_rides_out_an_outage_without_loss_and_is_back_within_a_second`).
-    pub fn flight_cap(self, window: u64, paced: bool) -> u64 {
-        if paced && self != Protocol::Baseline(Baseline::Bbr) {
-            window.saturating_mul(ecnq::session::GATED_WINDOW_CAP)
-        } else {
-            window
-        }
-    }
-
     /// The codepoint a sender puts on fresh data packets: each scheme's base
     /// codepoint, which routers only raise (docs/design.md §2).
     pub fn data_ecn(self) -> Ecn {
@@ -209,7 +194,7 @@ impl Protocol {
         match self {
             Protocol::Ecnq(s) => s.summary(),
             Protocol::Baseline(Baseline::Bbr) => {
-                "the simulator's BBR v1 model (the 2017 IETF draft), Not-ECT, loss and CE ignored"
+                "BBR v1 (the 2017 IETF draft), the real stack's too, Not-ECT, loss and CE ignored"
             }
             Protocol::Baseline(Baseline::Rcp) => {
                 "the simulator's RCP (IWQoS 2005): routers write a rate into a header, senders pace at it"

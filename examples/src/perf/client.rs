@@ -152,7 +152,7 @@ pub async fn run_stream(
 
 /// Runs a flow of a scheduled run (the demo, the testbeds) that starts now
 /// and is scheduled to end at `end`. A flow joining a bottleneck that others
-/// flood (quinn's BBR loses half its packets there) can lose handshake after
+/// flood (quinn's BBR lost half its packets there) can lose handshake after
 /// handshake: it keeps trying, with a fresh connection every
 /// [`CONNECT_TIMEOUT`], until `end`, then sends for the time left. None if it
 /// never got in. Interval times count from now, like its schedule's.

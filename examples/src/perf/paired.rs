@@ -435,10 +435,10 @@ pub fn nanos(seconds: f64) -> Nanos {
     (seconds * 1e9).round() as Nanos
 }
 
-/// What the simulator runs for a real-stack controller: an ecnq scheme is
-/// the same law and decoder; quinn's NewReno, Cubic and BBR are the
-/// simulator's models, ECT(0) where quinn sends it (its packets are ECT(0)
-/// while its ECN validation holds; its BBR ignores CE, as the model does).
+/// What the simulator runs for a real-stack controller: an ecnq scheme and
+/// BBR are the same law (and decoder); quinn's NewReno and Cubic are the
+/// simulator's models, ECT(0) as quinn sends them (its packets are ECT(0)
+/// while its ECN validation holds). BBR's packets are Not-ECT both ways.
 pub fn sim_protocol(cc: CongestionControl) -> Protocol {
     match cc {
         CongestionControl::Ecnq(scheme) => Protocol::Ecnq(scheme),

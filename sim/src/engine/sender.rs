@@ -4,7 +4,8 @@
 //! flow's law (or its session) turns ACKs, feedback, CE marks and losses
 //! into its window or rate. Window senders may pace, as quinn does.
 
-use ecnq::signal::Feedback;
+use ecnq::session::GATED_WINDOW_CAP;
+use ecnq::signal::{Feedback, Law};
 
 use super::clock::{Event, Nanos};
 use super::flow::{SentPacket, SentState};
@@ -17,6 +18,21 @@ const PACKET_THRESHOLD: u64 = 3;
 /// Paced window senders send at this multiple of window / srtt, as quinn's
 /// pacer does (docs/design.md §3).
 const PACING_GAIN: f64 = 1.25;
+
+/// What a sender with `window` may have in flight: the window, for a
+/// window law and for a law whose window caps its paced flight (BBR,
+/// [`Law::window_caps_flight`]); for an ecnq rate law, what the QUIC
+/// stack's gated window reaches ([`GATED_WINDOW_CAP`] × the law's window,
+/// which is at most rate × srtt). Without that cap a rate law kept filling
+/// the queue of a link in an outage, while no ACK came back (test
+/// `erc_rides_out_an_outage_without_loss_and_is_back_within_a_second`).
+fn flight_cap(law: &dyn Law, window: u64, paced: bool) -> u64 {
+    if paced && !law.window_caps_flight() {
+        window.saturating_mul(GATED_WINDOW_CAP)
+    } else {
+        window
+    }
+}
 
 impl Sim {
     /// Sends what flow `f`'s law, pacing and data allow now; schedules the
@@ -36,7 +52,7 @@ impl Sim {
             flow.restart_if_idle(now);
             let paced = flow.pacing_rate();
             let window = flow.window();
-            let cap = flow.spec.protocol.flight_cap(window, paced.is_some());
+            let cap = flight_cap(&*flow.law, window, paced.is_some());
             if flow.bytes_in_flight > 0 && flow.bytes_in_flight + len > cap.max(len) {
                 return;
             }

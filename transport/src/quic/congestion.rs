@@ -4,10 +4,14 @@
 use std::fmt;
 use std::str::FromStr;
 
+use crate::schemes::bbr::Bbr;
 use crate::schemes::registry::Scheme;
+use crate::session::Session;
+use crate::signal::LawConfig;
 
 /// The congestion controller of a connection's sending direction: an ecnq
-/// scheme fed by router feedback, or one of quinn's own controllers.
+/// scheme fed by router feedback, the core's BBR, or one of quinn's own
+/// controllers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CongestionControl {
     /// An ecnq scheme. Its packets carry the scheme's DSCP tag; with a peer
@@ -19,7 +23,11 @@ pub enum CongestionControl {
     NewReno,
     /// quinn's Cubic, packets untagged.
     Cubic,
-    /// quinn's BBR, packets untagged.
+    /// The core's BBR v1 ([`crate::schemes::bbr`]), the simulator's BBR
+    /// too, paced by the session; packets untagged. quinn's BBR is not
+    /// used: its bandwidth samples, taken between two ACKs, grew its window
+    /// to several times the path's and lost about half its packets on the
+    /// cellular traces (docs/design.md §2, "BBR").
     Bbr,
 }
 
@@ -45,6 +53,36 @@ impl CongestionControl {
         }
     }
 
+    /// Whether the session's law controls the sending (an ecnq scheme's or
+    /// a baseline of the core), rather than one of quinn's controllers.
+    pub fn in_session(self) -> bool {
+        matches!(self, CongestionControl::Ecnq(_) | CongestionControl::Bbr)
+    }
+
+    /// Whether its packets may carry quinn's ECN codepoint: not BBR's, whose
+    /// law answers neither loss nor CE, and an ECN-capable sender must
+    /// answer CE (RFC 3168 §6.1.2). Its packets are Not-ECT, as in the
+    /// simulator, so an AQM drops them rather than marks them and lets its
+    /// queue grow to the buffer's limit.
+    pub fn ecn_capable(self) -> bool {
+        self != CongestionControl::Bbr
+    }
+
+    /// The session of a connection that runs this controller, with packets
+    /// of `mss` bytes and `header_bytes` of IP and UDP headers each.
+    pub(crate) fn session(self, mss: u64, header_bytes: u64) -> Session {
+        let config = LawConfig::with_mss(mss);
+        match self {
+            CongestionControl::Ecnq(scheme) => Session::new(Some(scheme), config, header_bytes),
+            CongestionControl::Bbr => {
+                Session::with_baseline(Box::new(Bbr::new(config)), config, header_bytes)
+            }
+            CongestionControl::NewReno | CongestionControl::Cubic => {
+                Session::new(None, config, header_bytes)
+            }
+        }
+    }
+
     /// What applications and tools run unless told otherwise: erc, ecnq's
     /// own scheme (Cubic on paths without an ecnq router).
     pub const DEFAULT: CongestionControl = CongestionControl::Ecnq(Scheme::Erc);
@@ -55,7 +93,7 @@ impl CongestionControl {
             CongestionControl::Ecnq(s) => s.summary(),
             CongestionControl::NewReno => "quinn's NewReno, packets untagged",
             CongestionControl::Cubic => "quinn's Cubic, packets untagged",
-            CongestionControl::Bbr => "quinn's BBR, packets untagged",
+            CongestionControl::Bbr => "BBR v1, the simulator's too, packets untagged",
         }
     }
 

@@ -183,7 +183,7 @@ impl Prepared {
             .abort_handle(),
         );
         // quinn's own controllers have no law, so never a rate to fall short of.
-        if matches!(self.peer.cc, CongestionControl::Ecnq(_)) {
+        if self.peer.cc.in_session() {
             let ask = ask_while_under_rate(connection.clone(), self.peer.clone());
             companions.0.push(tokio::spawn(ask).abort_handle());
         }

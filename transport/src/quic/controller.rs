@@ -1,14 +1,14 @@
 //! quinn's `congestion::Controller` for an ecnq connection: the calls go to
 //! the connection's [`Session`](crate::session::Session), whose law decides.
-//! With `--cc newreno | cubic | bbr` the factory builds quinn's own
-//! controller instead, as a vanilla quinn connection runs it.
+//! With `--cc newreno | cubic` the factory builds quinn's own controller
+//! instead, as a vanilla quinn connection runs it.
 
 use std::any::Any;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use quinn_proto::congestion::{
-    BbrConfig, Controller, ControllerFactory, ControllerMetrics, CubicConfig, NewRenoConfig,
+    Controller, ControllerFactory, ControllerMetrics, CubicConfig, NewRenoConfig,
 };
 use quinn_proto::RttEstimator;
 
@@ -40,11 +40,10 @@ impl EcnqControllerFactory {
 impl ControllerFactory for EcnqControllerFactory {
     fn build(self: Arc<Self>, now: Instant, current_mtu: u16) -> Box<dyn Controller> {
         match self.peer.cc {
-            CongestionControl::Ecnq(_) => Box::new(SessionController {
+            CongestionControl::Ecnq(_) | CongestionControl::Bbr => Box::new(SessionController {
                 peer: self.peer.clone(),
             }),
             CongestionControl::Cubic => Arc::new(CubicConfig::default()).build(now, current_mtu),
-            CongestionControl::Bbr => Arc::new(BbrConfig::default()).build(now, current_mtu),
             CongestionControl::NewReno => {
                 Arc::new(NewRenoConfig::default()).build(now, current_mtu)
             }
@@ -57,12 +56,16 @@ struct SessionController {
     peer: Arc<Peer>,
 }
 
-fn rtt_sample(rtt: &RttEstimator) -> RttSample {
+/// quinn's estimate, with `latest` the round trip of the packet just
+/// acknowledged, as the simulator's sender gives it: quinn exposes its own
+/// latest sample only as max(smoothed, latest), which never falls below
+/// the smoothed RTT, so a law that tracks the smallest recent RTT (BBR's
+/// 10-second minimum, Prague's per round) read its own queue in it.
+fn rtt_sample(rtt: &RttEstimator, latest: Duration) -> RttSample {
     RttSample {
         smoothed: rtt.get(),
         min: rtt.min(),
-        // quinn exposes the latest sample only as max(smoothed, latest).
-        latest: rtt.conservative(),
+        latest,
     }
 }
 
@@ -75,12 +78,12 @@ impl Controller for SessionController {
     fn on_ack(
         &mut self,
         now: Instant,
-        _sent: Instant,
+        sent: Instant,
         bytes: u64,
         app_limited: bool,
         rtt: &RttEstimator,
     ) {
-        let rtt = rtt_sample(rtt);
+        let rtt = rtt_sample(rtt, now.saturating_duration_since(sent));
         let acked = PeerEvent::Acked {
             bytes,
             app_limited,

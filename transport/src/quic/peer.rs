@@ -20,7 +20,6 @@ use super::congestion::CongestionControl;
 use super::header::starts_long;
 pub(crate) use crate::session::quinn_view;
 use crate::session::{Event, Next, PeerEvent, Progress, Published, Session};
-use crate::signal::LawConfig;
 use crate::wire::ecn::Ecn;
 use crate::wire::hash::packet_hash;
 
@@ -168,11 +167,7 @@ fn log(cc: CongestionControl, event: Event) {
 impl Peer {
     /// The state of the connection with `remote`.
     pub fn new(cc: CongestionControl, mss: u64, remote: SocketAddr) -> Peer {
-        let scheme = match cc {
-            CongestionControl::Ecnq(scheme) => Some(scheme),
-            _ => None,
-        };
-        let session = Session::new(scheme, LawConfig::with_mss(mss), header_bytes(remote));
+        let session = cc.session(mss, header_bytes(remote));
         Peer {
             epoch: Instant::now(),
             cc,
@@ -258,8 +253,11 @@ impl Peer {
     }
 
     /// The whole TOS byte for a datagram of `packets` packets (a GSO batch)
-    /// quinn wants sent with `quinn_ecn`. No lock: this is the send path.
+    /// quinn wants sent with `quinn_ecn`, which a controller that does not
+    /// answer CE leaves Not-ECT ([`CongestionControl::ecn_capable`]). No
+    /// lock: this is the send path.
     pub fn send_tos(&self, quinn_ecn: Option<quinn::udp::EcnCodepoint>, packets: u64) -> u8 {
+        let quinn_ecn = quinn_ecn.filter(|_| self.cc.ecn_capable());
         let quinn_ecn = Ecn::from_bits(quinn_ecn.map_or(0, |e| e as u8));
         self.published.send_tos(quinn_ecn, packets)
     }

@@ -16,9 +16,11 @@
 //! session keeps a [`Published`] view, updated after every change, that it
 //! shares with whoever sends.
 //!
-//! quinn's own controllers (NewReno, Cubic, BBR) take quinn's `Instant`s and
-//! RTT estimator, so they stay with quinn: a session built without a scheme
-//! only decodes and reports, and its sender is [`PeerMode::Unassisted`].
+//! quinn's own controllers (NewReno, Cubic) take quinn's `Instant`s and RTT
+//! estimator, so they stay with quinn: a session built without a scheme
+//! only decodes and reports, and its sender is [`PeerMode::Unassisted`]. A
+//! baseline law of the core (BBR) runs in a session of its own
+//! ([`Session::with_baseline`]), unassisted too.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -50,7 +52,7 @@ pub use start_code::HandshakeSpace;
 
 use crate::schemes::registry::Scheme;
 use crate::session::presence::is_probe;
-use crate::signal::{Feedback, LawConfig, Mode, RttSample};
+use crate::signal::{Feedback, Law, LawConfig, Mode, RttSample};
 use crate::wire::ack::AckFrame;
 use crate::wire::ecn::{Ecn, SchemeTag};
 use receiving::Receiving;
@@ -355,8 +357,19 @@ impl Session {
     /// controller outside the session. `header_bytes` are the IP and UDP
     /// header bytes of every packet (28 for IPv4, 48 for IPv6).
     pub fn new(scheme: Option<Scheme>, config: LawConfig, header_bytes: u64) -> Session {
+        Session::sending(Sending::new(scheme, config, header_bytes))
+    }
+
+    /// A session whose sender runs `law`, a baseline that no router feeds
+    /// (BBR, [`crate::schemes::bbr`]): its packets untagged, the law paced
+    /// through the rate gate as a scheme's is.
+    pub fn with_baseline(law: Box<dyn Law>, config: LawConfig, header_bytes: u64) -> Session {
+        Session::sending(Sending::baseline(law, config, header_bytes))
+    }
+
+    fn sending(sending: Sending) -> Session {
         let session = Session {
-            sending: Sending::new(scheme, config, header_bytes),
+            sending,
             receiving: Receiving::new(),
             published: Arc::default(),
             events: VecDeque::new(),

@@ -99,8 +99,8 @@ enum Gating {
 /// The sending direction: what the congestion controller owns.
 #[derive(Debug)]
 pub(super) struct Sending {
-    /// The scheme whose law this is; `None` when the sender runs a
-    /// controller outside the session (one of quinn's).
+    /// The scheme whose law this is; `None` for a baseline's law, or when
+    /// the sender runs a controller outside the session (one of quinn's).
     scheme: Option<Scheme>,
     /// The active law: the scheme's, or the classic law after a fallback.
     law: Option<Box<dyn Law>>,
@@ -142,7 +142,21 @@ pub(super) struct Sending {
 
 impl Sending {
     pub fn new(scheme: Option<Scheme>, config: LawConfig, header_bytes: u64) -> Sending {
-        let law = scheme.map(|s| s.law(config));
+        Sending::running(scheme, scheme.map(|s| s.law(config)), config, header_bytes)
+    }
+
+    /// A sender whose law is a baseline that no router feeds (BBR): no
+    /// scheme, untagged, its law told of ACKs and losses as a scheme's is.
+    pub fn baseline(law: Box<dyn Law>, config: LawConfig, header_bytes: u64) -> Sending {
+        Sending::running(None, Some(law), config, header_bytes)
+    }
+
+    fn running(
+        scheme: Option<Scheme>,
+        law: Option<Box<dyn Law>>,
+        config: LawConfig,
+        header_bytes: u64,
+    ) -> Sending {
         let assisted = scheme.filter(|s| s.is_router_assisted());
         Sending {
             scheme,
@@ -318,7 +332,7 @@ impl Sending {
         // A law whose own window is tighter than rate × srtt (erc's, whose
         // round trip is bounded by the path's least) caps the flight by it:
         // a queue the flow meets then holds it back, as in the simulator
-        // (`Protocol::flight_cap`).
+        // (`flight_cap` in the simulator's sender).
         let window = self
             .law
             .as_ref()
@@ -330,12 +344,15 @@ impl Sending {
         };
         // What the rate sends between two ACKs comes on top: the law's
         // window rule bounds the flight's round trip, the peer's pattern
-        // adds its gap to it.
-        Some(Gating::Gate {
-            pace,
-            cap: window.saturating_mul(GATED_WINDOW_CAP) + self.ack_room(),
-            floor,
-        })
+        // adds its gap to it. A law whose window is its flight cap (BBR's)
+        // gets that alone: twice it let BBR queue three of its
+        // bandwidth-delay products where the simulator's queued one
+        // (`a_bbr_flight_is_capped_by_its_window`).
+        let cap = match self.law.as_ref() {
+            Some(law) if law.window_caps_flight() => law.window(),
+            _ => window.saturating_mul(GATED_WINDOW_CAP) + self.ack_room(),
+        };
+        Some(Gating::Gate { pace, cap, floor })
     }
 
     /// Whether a pacing law's flow is short of its rate, so that the
@@ -803,7 +820,7 @@ mod tests {
     /// An erc flow in a queue of its own making (its link's capacity fell):
     /// the gate caps its flight by the law's window, whose round trip is
     /// bounded by the path's least, not by rate × srtt, as the simulator
-    /// caps it (`Protocol::flight_cap`).
+    /// caps it (`flight_cap` in the simulator's sender).
     #[test]
     fn a_rate_laws_flight_is_capped_by_its_own_window() {
         use crate::schemes::erc::index_of;
@@ -831,6 +848,26 @@ mod tests {
         sending.in_flight = own * GATED_WINDOW_CAP;
         let window = sending.gated_window(ms(60_000)).expect("a law");
         assert_eq!(window, sending.in_flight, "the law's window {own}");
+    }
+
+    /// BBR's window is its flight cap, as in the simulator: the gate opens
+    /// no further than it, where a rate law's flight may reach twice its
+    /// window.
+    #[test]
+    fn a_bbr_flight_is_capped_by_its_window() {
+        use crate::schemes::bbr::Bbr;
+        let ms = Duration::from_millis;
+        let config = LawConfig::with_mss(1200);
+        let mut sending = Sending::baseline(Box::new(Bbr::new(config)), config, 28);
+        let rtt = RttSample::uniform(ms(50));
+        for i in 0..200 {
+            sending.on_ack(ms(100 + i), 1_200, false, rtt, &mut VecDeque::new());
+        }
+        assert!(sending.law_rate().is_some(), "BBR paces");
+        let own = sending.law().expect("a law").window();
+        sending.in_flight = own;
+        let window = sending.gated_window(ms(60_000)).expect("a law");
+        assert_eq!(window, own, "the law's window {own}");
     }
 
     /// The real stack's start: a few datagrams carry quinn's ECT(0) before

@@ -431,6 +431,15 @@ pub trait Law: Send + fmt::Debug {
         false
     }
 
+    /// Whether a pacing law's [`Law::window`] is what it may have in flight
+    /// (BBR's, a gain times its bandwidth-delay product), rather than a
+    /// rate × RTT that the transport lets the flight reach a few times over
+    /// ([`crate::session::GATED_WINDOW_CAP`]). The session's gate and the
+    /// simulator's sender both cap the flight by it.
+    fn window_caps_flight(&self) -> bool {
+        false
+    }
+
     /// What the law is doing.
     fn mode(&self) -> Mode;
 

@@ -1,27 +1,29 @@
-//! The simulator's BBR model: BBR v1 as draft-cardwell-iccrg-bbr-congestion-control-00
-//! ("the draft") specifies it, so that `compare` and the coexistence
-//! scenarios set erc beside BBR as the demo does on the real stack. quinn's
-//! `Bbr` follows the same draft, but quinn paces every controller at 1.25 ×
-//! its window per smoothed RTT: with a window of twice the estimated
-//! bandwidth-delay product that is up to 2.5 times its bandwidth estimate,
-//! where this model paces at 0.75–1.25 times it once Startup is over.
+//! BBR v1 as draft-cardwell-iccrg-bbr-congestion-control-00 ("the draft")
+//! specifies it: the BBR baseline of both the simulator and the real stack,
+//! which runs it through the connection's session as it runs erc's law
+//! (`CongestionControl::Bbr`). It is a baseline, not a scheme: its packets
+//! are untagged Not-ECT and the registry does not list it.
 //!
 //! It paces at a gain times its bottleneck-bandwidth estimate (the largest
 //! delivery rate of the last ten round trips) and caps what it has in flight
 //! at a gain times that estimate times the smallest RTT of the last 10 s.
 //! Where the draft reads per-packet delivery state and the bytes in flight,
-//! which a [`Law`] does not see, the model measures delivery per round trip
+//! which a [`Law`] does not see, the law measures delivery per round trip
 //! on the ACK clock (the bytes acknowledged over one smoothed RTT), takes
 //! what it acknowledged over the last round trip as what it has in flight
 //! (Little's law), and moves through ProbeBW's gain cycle on time alone.
+//! A delivery rate taken over a whole round trip is not raised by ACKs
+//! that come in bunches (a cellular link's, or a receiver's ACK delay);
+//! one taken between two ACKs, as quinn's BBR does, is, and its window
+//! grows with it (docs/design.md §2, "BBR").
 //! Like BBR v1 it slows down for neither loss nor CE; the draft's packet
 //! conservation in recovery, one round trip long, is left out.
 
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use ecnq::signal::{Congestion, Feedback, Law, LawConfig, Mode, RttSample};
-use ecnq::wire::ecn::SchemeTag;
+use crate::signal::{Congestion, Feedback, Law, LawConfig, Mode, RttSample};
+use crate::wire::ecn::SchemeTag;
 
 /// Startup's pacing and window gain, 2/ln 2: the smallest that doubles the
 /// delivery rate every round trip (the draft's BBRHighGain).
@@ -49,7 +51,7 @@ const FULL_BW_GROWTH: f64 = 1.25;
 /// batching (the draft's quantization budget, 3 × SMSS).
 const QUANTIZATION_PACKETS: f64 = 3.0;
 
-/// Where the model is in the draft's state machine.
+/// Where the law is in the draft's state machine.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum State {
     /// Doubling the rate every round trip until the bandwidth stops growing.
@@ -153,7 +155,7 @@ impl Bbr {
         self.config.mss as f64
     }
 
-    /// The bandwidth-delay product of the model, bytes.
+    /// The bandwidth-delay product of the estimates, bytes.
     fn bdp(&self) -> Option<f64> {
         Some(self.rate.max()? * self.min_rtt?.0.as_secs_f64())
     }
@@ -235,7 +237,7 @@ impl Bbr {
     }
 
     /// ProbeBW begins in the cruising part of its cycle (the draft picks a
-    /// random phase other than the draining one; the model's runs stay
+    /// random phase other than the draining one; runs stay
     /// reproducible).
     fn enter_probe_bw(&mut self, now: Duration) {
         self.state = State::ProbeBw {
@@ -321,6 +323,12 @@ impl Law for Bbr {
         })
     }
 
+    /// The draft's cwnd: a gain times the bandwidth-delay product, the
+    /// flight's cap beside the pacing.
+    fn window_caps_flight(&self) -> bool {
+        true
+    }
+
     fn mode(&self) -> Mode {
         match self.state {
             State::Startup => Mode::SlowStart,
@@ -342,7 +350,7 @@ mod tests {
     const MSS: u64 = 1000;
 
     /// A bottleneck of `rate` bytes/s and a base RTT of `base`: feeds the
-    /// model the ACKs of what it sends, one packet per ACK, with the queue
+    /// law the ACKs of what it sends, one packet per ACK, with the queue
     /// its excess over the bottleneck builds.
     struct Path {
         rate: f64,
