@@ -64,7 +64,7 @@ impl<P: Queued> Bottleneck<P> {
     /// which costs too much with thousands of flows waiting) loses its
     /// oldest packets to make room, as FQ-CoDel drops from its fattest
     /// queue (RFC 8290 §4.1), unless it is the packet's own flow or holds
-    /// no more than `own`. A flow that fills the queue (quinn's BBR ignores
+    /// no more than `own`. A flow that fills the queue (BBR ignores
     /// CE and overflows it) pays for its overflow, not a light flow beside
     /// it (`a_full_classic_queue_drops_from_its_fattest_flow`).
     pub(super) fn make_room(&mut self, class: Class, flow: u64, own: u64, len: u32) -> bool {
@@ -102,7 +102,7 @@ impl<P: Queued> Bottleneck<P> {
     /// ([`ActiveFlows::sends_lightly`](super::ActiveFlows::sends_lightly)),
     /// has nothing waiting behind the section, and holds at most
     /// [`SPARSE_BURST`] in it with this packet. A light flow's window
-    /// otherwise waits behind a greedy flow's standing queue (quinn's BBR
+    /// otherwise waits behind a greedy flow's standing queue (BBR
     /// fills the classic queue and ignores CE) and gets a fraction of its
     /// rate (`a_light_classic_flow_goes_ahead_of_a_standing_queue`). A flow
     /// gains nothing over its equal split by it, and the section's packets

@@ -118,7 +118,7 @@ mod tests {
     /// CoDel's drops in the dual queue's classic queue fall on the flow
     /// with the most bytes waiting, not on whoever is at the head: a flow
     /// that answers them keeps its packets beside one that fills the queue
-    /// and ignores them (quinn's BBR).
+    /// and ignores them (BBR).
     #[test]
     fn codel_signals_the_flow_with_the_most_bytes_waiting() {
         // Flow 1 greedy (two packets a millisecond), flow 2 one packet
