@@ -1,7 +1,9 @@
 //! Bulk throughput on loopback, measured in one run: vanilla quinn (Cubic,
 //! quinn's own socket) as the baseline, then ecnq's socket with every
 //! controller, no remarking router in between. Prints each median and its
-//! ratio to the baseline (goal: ecnq ≥ 0.95 × vanilla).
+//! ratio to the baseline (goal: ecnq ≥ 0.95 × vanilla). ecnq's `bbr` is the
+//! core's BBR law (the simulator's), not quinn's: beside vanilla quinn's BBR
+//! its row compares two implementations, not one socket with another.
 //!
 //! `cargo bench -p ecnq --bench quic_throughput [-- MBYTES ROUNDS [CC,CC,…]]`
 //! (the optional list limits the ecnq runs to those controllers).
