@@ -213,15 +213,17 @@ fn a_flash_crowd_reads_its_first_chain_from_the_data() {
 /// per round trip, the flows kept the buffer full and lost 29 % of what
 /// they sent (Cubic 38 %); each now paces at its share, however small
 /// (12.5 %), and a loss before its first chain lowers its start's pace
-/// below the least window too (7.6 %). Issue 70 asks for 1 %: what remains
-/// is the flows' starts, which know no share until they read their chains
-/// (docs/design.md §2, Arrivals).
+/// below the least window too (7.6 %); a start its code asked the most
+/// falls far below that pace at its first loss (3.7 %). Issue 70 asks for
+/// 1 %: what remains is the crowd's initial windows, ten packets each
+/// within a second, about the link's capacity (docs/design.md §2,
+/// Arrivals).
 #[test]
 fn a_crowd_of_a_thousand_paces_below_its_least_windows() {
     let s = run("erc-flash-1000", &[]);
     let l = link(&s, "L");
     println!("crowd of 1000: loss {:.4}", l.loss);
-    assert!(l.loss <= 0.09, "loss {:.4}", l.loss);
+    assert!(l.loss <= 0.05, "loss {:.4}", l.loss);
 }
 
 /// A flash crowd's loss is its initial windows, sent before any router can

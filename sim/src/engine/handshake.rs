@@ -19,7 +19,9 @@
 //! Tests: `sim/tests/engine.rs`, `a_flow_starts_with_the_handshake`.
 
 use ecnq::schemes::erc::start_with_code;
+use ecnq::session::HandshakeSpace;
 use ecnq::signal::RttSample;
+use ecnq::wire::ack::{AckRepr, EcnCounts};
 use ecnq::wire::ecn::Ecn;
 
 use super::clock::{dur, Event, Nanos};
@@ -71,16 +73,61 @@ pub(super) struct Handshake {
     echo: Header,
     /// When the server last sent its flight.
     flight_sent: Nanos,
-    /// The flight's datagrams that came, every copy, and those of them that
-    /// came Not-ECT (erc's start code): the client's ACK-ECN counts of the
-    /// handshake tell the server.
-    received: u8,
-    cleared: u8,
+    /// The flight's packets that came, every copy, and those of them that
+    /// came Not-ECT (erc's start code), per packet-number space
+    /// ([`HandshakeSpace`] as index): the client's ACK-ECN counts of the
+    /// handshake tell the server. As quinn sends it, the flight's first
+    /// datagram holds an Initial and a Handshake packet, the others a
+    /// Handshake packet each, so the Handshake space counts every datagram.
+    received: [u8; 2],
+    cleared: [u8; 2],
 }
 
 impl Handshake {
     fn flight_complete(&self) -> bool {
         self.flight == (1 << FLIGHT) - 1
+    }
+
+    /// A packet of the flight in `space` came, Not-ECT or not.
+    fn count(&mut self, space: HandshakeSpace, not_ect: bool) {
+        let i = space as usize;
+        self.received[i] = self.received[i].saturating_add(1);
+        self.cleared[i] = self.cleared[i].saturating_add(u8::from(not_ect));
+    }
+
+    /// erc's start code as the counts tell it: (cleared, flight datagrams).
+    fn code(&self) -> (u8, u8) {
+        let i = HandshakeSpace::Handshake as usize;
+        (self.cleared[i], self.received[i])
+    }
+
+    /// The client's ACK frames of the flight, one per space that got a
+    /// packet, each acknowledging every packet that came, with the ACK-ECN
+    /// counts (RFC 9000 §19.3.2): those not cleared count as ECT(0), where
+    /// a CE mark would count; the code reads both as not cleared.
+    fn acks(&self) -> Vec<(HandshakeSpace, AckRepr)> {
+        let spaces = [HandshakeSpace::Initial, HandshakeSpace::Handshake];
+        let ack = |space: HandshakeSpace| {
+            let (received, cleared) = (self.received[space as usize], self.cleared[space as usize]);
+            let largest = u64::from(received.checked_sub(1)?);
+            let ect0 = u64::from(received - cleared);
+            let ecn = Some(EcnCounts {
+                ect0,
+                ect1: 0,
+                ce: 0,
+            });
+            let ranges = vec![0..=largest];
+            Some((
+                space,
+                AckRepr {
+                    largest,
+                    delay: 0,
+                    ranges,
+                    ecn,
+                },
+            ))
+        };
+        spaces.into_iter().filter_map(ack).collect()
     }
 
     /// The client's probe timeout: 3 × its first RTT sample (srtt plus four
@@ -161,9 +208,12 @@ impl Sim {
             let complete = hs.flight_complete();
             hs.client_rtt.get_or_insert(now - hs.initial_sent);
             hs.flight |= 1 << pkt.pn;
-            hs.received = hs.received.saturating_add(1);
-            if pkt.marks.ecn == Ecn::NotEct {
-                hs.cleared = hs.cleared.saturating_add(1);
+            let spaces: &[HandshakeSpace] = match pkt.pn {
+                0 => &[HandshakeSpace::Initial, HandshakeSpace::Handshake],
+                _ => &[HandshakeSpace::Handshake],
+            };
+            for &space in spaces {
+                hs.count(space, pkt.marks.ecn == Ecn::NotEct);
             }
             hs.echo = pkt.explicit;
             if !complete && self.flows[f].handshake.flight_complete() {
@@ -182,13 +232,21 @@ impl Sim {
         // Only an explicit header's echo comes with the handshake's round
         // trip, as an RCP SYN's does, and erc's start code: the flight's
         // datagrams a router cleared, which the client's ACK-ECN counts of
-        // the handshake tell the server, pace its first window.
+        // the handshake tell the server, pace its first window. A session
+        // hears the handshake as the QUIC stack's does: the client's ACK
+        // frames, quinn's acknowledgement of the flight with its round
+        // trip, then the handshake's end (`session_mode_hears_the_start_code`).
         let rtt = RttSample::uniform(dur(now - flow.handshake.flight_sent));
         if pkt.explicit != Header::None {
             flow.law.on_echo(dur(now), pkt.explicit, &rtt);
         }
-        let code = (flow.handshake.cleared, flow.handshake.received);
-        start_with_code(&mut *flow.law, dur(now), code, &rtt);
+        match flow.session.as_deref_mut() {
+            Some(session) => {
+                let flight = flow.handshake.code().1;
+                session.on_handshake(now, &flow.handshake.acks(), flight, INITIAL_LEN, rtt);
+            }
+            None => start_with_code(&mut *flow.law, dur(now), flow.handshake.code(), &rtt),
+        }
         flow.state = FlowState::Active;
         flow.pace_next = now;
         self.try_send(f);

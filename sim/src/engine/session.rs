@@ -11,8 +11,9 @@ use std::collections::VecDeque;
 use std::iter;
 
 use ecnq::session::report;
-use ecnq::session::{Event, Next, PeerEvent, PeerMode, Progress, Session};
+use ecnq::session::{Event, HandshakeSpace, Next, PeerEvent, PeerMode, Progress, Session};
 use ecnq::signal::{LawConfig, PacketMarks, RttSample};
+use ecnq::wire::ack::{ack_frames, AckRepr};
 use ecnq::{Ecn, Scheme, SchemeTag};
 
 use super::clock::{dur, Event as Timer, Nanos};
@@ -187,6 +188,45 @@ impl FlowSession {
             received: 0,
         };
         let _ = self.sender.poll_report(dur(now), dur(srtt), progress);
+        self.note_events(now);
+    }
+
+    /// The client's Finished reached the server: its session hears the
+    /// handshake as the QUIC stack's tap and quinn tell it. The client's
+    /// ACK frames of the flight, per space (`acks`), with their ECN counts
+    /// (erc's start code); quinn's acknowledgement of the `flight`
+    /// datagrams of `len` bytes each, with the handshake's round trip
+    /// `rtt`; then the handshake's end, at the request's 1-RTT packet, where
+    /// the law takes the code (`session_mode_hears_the_start_code`).
+    pub(super) fn on_handshake(
+        &mut self,
+        now: Nanos,
+        acks: &[(HandshakeSpace, AckRepr)],
+        flight: u8,
+        len: u32,
+        rtt: RttSample,
+    ) {
+        let t = dur(now);
+        for (space, repr) in acks {
+            let mut bytes = Vec::new();
+            repr.emit(&mut bytes);
+            for frame in ack_frames(&bytes).map_while(Result::ok) {
+                let space = *space;
+                self.sender
+                    .on_peer(t, PeerEvent::HandshakeAck { space, frame });
+            }
+        }
+        for _ in 0..flight {
+            let bytes = u64::from(len);
+            let acked = PeerEvent::Acked {
+                bytes,
+                app_limited: false,
+                rtt,
+            };
+            self.sender.on_peer(t, acked);
+        }
+        self.sender.on_peer(t, PeerEvent::AcksDone { in_flight: 0 });
+        self.sender.on_peer(t, PeerEvent::HandshakeDone);
         self.note_events(now);
     }
 

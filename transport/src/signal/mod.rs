@@ -384,11 +384,16 @@ pub trait Law: Send + fmt::Debug {
     fn on_idle_restart(&mut self, _now: Duration, _idle: Duration) {}
 
     /// The path's routers asked, in the handshake (whose round trip is
-    /// `rtt`), that the initial window go out no faster than `rate` bytes
-    /// per second (erc's start code,
-    /// [`crate::schemes::erc::first_window_pace`]). Laws that do not read
-    /// it ignore it.
-    fn pace_first_window(&mut self, _now: Duration, _rate: f64, _rtt: &RttSample) {}
+    /// `rtt`), that the initial window go out no faster than `pace` (erc's
+    /// start code, [`crate::schemes::erc::first_window_pace`]). Laws that
+    /// do not read it ignore it.
+    fn pace_first_window(
+        &mut self,
+        _now: Duration,
+        _pace: crate::schemes::erc::FirstPace,
+        _rtt: &RttSample,
+    ) {
+    }
 
     /// Whether the routers' marks reach the law through the peer's ACK-ECN
     /// counts (`true`) or through its ecnq receiver's reports: a count

@@ -19,20 +19,36 @@ pub const START_CODE_DIGITS: u8 = 3;
 /// asks for. ecnq's own.
 pub const START_CODE_STEP: u8 = 1;
 
-/// The pace of the initial window, bytes per second, of a server whose
-/// flight of `datagrams` came with `cleared` of them Not-ECT, where the
-/// window over the handshake's round trip is `window_rate`; `None`: no
+/// What a start code asks of a server's initial window.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FirstPace {
+    /// The window's pace, bytes per second.
+    pub rate: f64,
+    /// Whether the code is the most a flight carries: a router that asks
+    /// the most may have wanted the window slower still (a crowd larger
+    /// than the code can say), which the law answers at its first loss
+    /// ([`Law::pace_first_window`]).
+    pub most: bool,
+}
+
+/// The pace of the initial window of a server whose flight of `datagrams`
+/// came with `cleared` of them Not-ECT, where the window over the
+/// handshake's round trip is `window_rate` bytes per second; `None`: no
 /// slow-down asked. A flight sent again (one of its datagrams was lost)
 /// carries the chain's digits, not the code, so more datagrams than the
 /// code's most may come cleared: read as the most, unless all came so (a
 /// path that bleaches ECN; `a_flight_sent_again_reads_as_the_most_code`).
-pub fn first_window_pace(cleared: u8, datagrams: u8, window_rate: f64) -> Option<f64> {
+pub fn first_window_pace(cleared: u8, datagrams: u8, window_rate: f64) -> Option<FirstPace> {
     if cleared == 0 || cleared >= datagrams {
         return None;
     }
-    let code = cleared.min(START_CODE_DIGITS - 1);
+    let most = START_CODE_DIGITS - 1;
+    let code = cleared.min(most);
     let halvings = i32::from(code) * i32::from(START_CODE_STEP);
-    Some(window_rate / 2f64.powi(halvings))
+    Some(FirstPace {
+        rate: window_rate / 2f64.powi(halvings),
+        most: code == most,
+    })
 }
 
 /// Hands `law` the start code its server read at the end of a handshake of
@@ -70,7 +86,8 @@ mod tests {
         );
         let one = first_window_pace(1, START_CODE_DIGITS, 1e6).expect("a pace");
         let two = first_window_pace(2, START_CODE_DIGITS, 1e6).expect("a pace");
-        assert!(two < one && one < 1e6, "{one} {two}");
+        assert!(two.rate < one.rate && one.rate < 1e6, "{one:?} {two:?}");
+        assert!(two.most && !one.most, "{one:?} {two:?}");
     }
 
     #[test]
