@@ -389,12 +389,17 @@ impl Drop for BpfRouter {
     }
 }
 
+/// Whether ecnq's program is on the router's egress (at tcx or as a tc
+/// filter), as seen from a thread in the router's namespace.
 fn bpf_attached(router_ns: &str) -> bool {
-    let out = Command::new("tc")
-        .args(["-n", router_ns, "filter", "show", "dev", EGRESS, "egress"])
-        .output()
-        .expect("tc runs");
-    String::from_utf8_lossy(&out.stdout).contains("ecnq_egress")
+    let ns = router_ns.to_owned();
+    thread::spawn(move || {
+        testbed::enter(&ns).map_err(|e| e.to_string())?;
+        ecnq_bpf::tc::program_id(EGRESS)
+    })
+    .join()
+    .expect("the look at the router's egress")
+    .is_ok_and(|id| id.is_some())
 }
 
 /// Median, minimum and maximum.
