@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 //
-// ecnq's router in the kernel's data path: a tc (clsact) egress program.
+// ecnq's router in the kernel's data path: a tc egress program, on the
+// tcx hook where the kernel has it, else a clsact filter (src/tc.rs).
 // It parses IPv4 / IPv6 with UDP or TCP, reads the DSCP scheme tag
 // (docs/design.md §2 "DSCP scheme tag"), counts every packet per flow and
 // per class, and writes erc's digit into the ECN field of erc packets from

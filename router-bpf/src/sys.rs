@@ -1,6 +1,7 @@
 //! The few `bpf(2)` commands the control loop needs, on maps a loaded
 //! program holds: find them from the program's id, look entries up, walk
-//! and update them. Plain syscalls (libc), so the crate needs no libbpf to
+//! and update them; and attaching a loaded program to a device's tcx
+//! egress hook. Plain syscalls (libc), so the crate needs no libbpf to
 //! build; `tc` loads the program.
 
 use std::io;
@@ -11,11 +12,16 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 const BPF_MAP_LOOKUP_ELEM: libc::c_long = 1;
 const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
 const BPF_MAP_GET_NEXT_KEY: libc::c_long = 4;
+const BPF_PROG_ATTACH: libc::c_long = 8;
+const BPF_PROG_DETACH: libc::c_long = 9;
 const BPF_PROG_TEST_RUN: libc::c_long = 10;
 const BPF_PROG_GET_FD_BY_ID: libc::c_long = 13;
 const BPF_MAP_GET_FD_BY_ID: libc::c_long = 14;
 const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
+const BPF_PROG_QUERY: libc::c_long = 16;
 const BPF_MAP_LOOKUP_AND_DELETE_ELEM: libc::c_long = 21;
+/// tcx's egress hook (`enum bpf_attach_type`, Linux 6.6).
+const BPF_TCX_EGRESS: u32 = 47;
 /// Name lengths in `bpf_prog_info` / `bpf_map_info` (BPF_OBJ_NAME_LEN).
 const OBJ_NAME_LEN: usize = 16;
 
@@ -51,6 +57,36 @@ struct IdAttr {
     id: u32,
     next_id: u32,
     open_flags: u32,
+}
+
+/// `union bpf_attr` for BPF_PROG_ATTACH and BPF_PROG_DETACH on a device.
+#[repr(C)]
+#[derive(Default)]
+struct AttachAttr {
+    target_ifindex: u32,
+    attach_bpf_fd: u32,
+    attach_type: u32,
+    attach_flags: u32,
+    replace_bpf_fd: u32,
+    relative_fd: u32,
+    expected_revision: u64,
+}
+
+/// `union bpf_attr` for BPF_PROG_QUERY on a device.
+#[repr(C)]
+#[derive(Default)]
+struct QueryAttr {
+    target_ifindex: u32,
+    attach_type: u32,
+    query_flags: u32,
+    attach_flags: u32,
+    prog_ids: u64,
+    count: u32,
+    _pad: u32,
+    prog_attach_flags: u64,
+    link_ids: u64,
+    link_attach_flags: u64,
+    revision: u64,
 }
 
 /// `union bpf_attr` for BPF_OBJ_GET_INFO_BY_FD.
@@ -175,6 +211,67 @@ pub fn maps_of_program(prog_id: u32) -> io::Result<Vec<Map>> {
         .collect()
 }
 
+/// The name of the loaded program `prog_id` (its first 15 bytes).
+pub fn program_name(prog_id: u32) -> io::Result<String> {
+    let prog = fd_by_id(BPF_PROG_GET_FD_BY_ID, prog_id)?;
+    let mut head = ProgInfo::default();
+    info(&prog, &mut head)?;
+    Ok(name_of(&head.name))
+}
+
+/// Attaches the loaded program `prog_id` last on the tcx egress hook of
+/// the device with index `ifindex` (Linux 6.6). The attachment holds the
+/// program until [`tcx_detach`], whatever becomes of the process.
+pub fn tcx_attach(ifindex: u32, prog_id: u32) -> io::Result<()> {
+    tcx(BPF_PROG_ATTACH, ifindex, prog_id)
+}
+
+/// Takes the program `prog_id` off the device's tcx egress hook.
+pub fn tcx_detach(ifindex: u32, prog_id: u32) -> io::Result<()> {
+    tcx(BPF_PROG_DETACH, ifindex, prog_id)
+}
+
+fn tcx(cmd: libc::c_long, ifindex: u32, prog_id: u32) -> io::Result<()> {
+    let prog = fd_by_id(BPF_PROG_GET_FD_BY_ID, prog_id)?;
+    let mut attr = AttachAttr {
+        target_ifindex: ifindex,
+        attach_bpf_fd: prog.as_raw_fd() as u32,
+        attach_type: BPF_TCX_EGRESS,
+        ..AttachAttr::default()
+    };
+    bpf(cmd, &mut attr).map(drop)
+}
+
+/// The ids of the programs on the device's tcx egress hook, in the order
+/// they run; none where the kernel has no tcx.
+pub fn tcx_programs(ifindex: u32) -> io::Result<Vec<u32>> {
+    let query = |ids: &mut [u32]| {
+        let mut attr = QueryAttr {
+            target_ifindex: ifindex,
+            attach_type: BPF_TCX_EGRESS,
+            prog_ids: if ids.is_empty() {
+                0
+            } else {
+                ids.as_mut_ptr() as u64
+            },
+            count: ids.len() as u32,
+            ..QueryAttr::default()
+        };
+        match bpf(BPF_PROG_QUERY, &mut attr) {
+            Ok(_) => Ok(attr.count as usize),
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Ok(0),
+            Err(e) => Err(e),
+        }
+    };
+    // Programs attached between the two queries are left for the next.
+    let mut ids = vec![0u32; query(&mut [])?];
+    if !ids.is_empty() {
+        let n = query(&mut ids)?;
+        ids.truncate(n);
+    }
+    Ok(ids)
+}
+
 /// Runs the loaded program `prog_id` on `packet` (a whole frame, link
 /// header first) `repeat` times in the kernel (BPF_PROG_TEST_RUN) and
 /// returns its verdict, its mean time per run in nanoseconds, and the
@@ -294,6 +391,9 @@ mod tests {
     fn attribute_layouts_match_the_kernels() {
         // Offsets of include/uapi/linux/bpf.h.
         assert_eq!(size_of::<ElemAttr>(), 32);
+        assert_eq!(size_of::<AttachAttr>(), 32);
+        assert_eq!(std::mem::offset_of!(QueryAttr, count), 24);
+        assert_eq!(std::mem::offset_of!(QueryAttr, revision), 56);
         assert_eq!(std::mem::offset_of!(ProgInfo, nr_map_ids), 52);
         assert_eq!(std::mem::offset_of!(ProgInfo, map_ids), 56);
         assert_eq!(std::mem::offset_of!(MapInfo, name), 24);

@@ -33,8 +33,8 @@ use ecnq_bpf::codes::Codes;
 use ecnq_bpf::control::lease;
 use ecnq_bpf::maps::{Control, FlowKey, FlowReader, FlowValue, Maps, StartCodes};
 use ecnq_bpf::run::{coarse_ns, monotonic_ns};
-use ecnq_bpf::tc;
 use ecnq_bpf::writer::Writer;
+use ecnq_bpf::{sys, tc};
 
 /// The DSCP of a scheme's pool tag (docs/design.md §2).
 fn dscp(tag: u8) -> u8 {
@@ -249,6 +249,21 @@ fn the_kernel_path_marks_as_the_router_code_does() {
         return;
     };
     let prog = tc::attach("va").expect("attach");
+    // The program runs in one place: on tcx where the kernel has it (tc's
+    // filter, which loaded it, gone), else in that filter.
+    // SAFETY: a NUL-terminated name, only read.
+    let ifindex = unsafe { libc::if_nametoindex(c"va".as_ptr()) };
+    let on_tcx = sys::tcx_programs(ifindex).unwrap() == [prog];
+    let filters = std::process::Command::new("tc")
+        .args(["filter", "show", "dev", "va", "egress"])
+        .output()
+        .unwrap();
+    let in_filter = String::from_utf8_lossy(&filters.stdout).contains("ecnq_egress");
+    assert!(on_tcx != in_filter, "tcx: {on_tcx}, filter: {in_filter}");
+    eprintln!(
+        "attached at {}",
+        if on_tcx { "tcx" } else { "a clsact filter" }
+    );
     let maps = Maps::open(prog).expect("maps");
     let (tx, rx) = (PacketSocket::open("va"), PacketSocket::open("vb"));
     let flows = flows();

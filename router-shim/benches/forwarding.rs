@@ -389,12 +389,26 @@ impl Drop for BpfRouter {
     }
 }
 
+/// Whether ecnq's program is on the router's egress (at tcx or as a tc
+/// filter), as seen from a thread in the router's namespace.
 fn bpf_attached(router_ns: &str) -> bool {
-    let out = Command::new("tc")
-        .args(["-n", router_ns, "filter", "show", "dev", EGRESS, "egress"])
-        .output()
-        .expect("tc runs");
-    String::from_utf8_lossy(&out.stdout).contains("ecnq_egress")
+    let ns = router_ns.to_owned();
+    thread::spawn(move || {
+        testbed::enter(&ns).map_err(|e| e.to_string())?;
+        ecnq_bpf::tc::program_id(EGRESS)
+    })
+    .join()
+    .expect("the look at the router's egress")
+    .is_ok_and(|id| id.is_some())
+}
+
+/// The host's load, its 1-minute average (/proc/loadavg): the figures of
+/// a busy host's trials swing more.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "unknown".to_owned())
 }
 
 /// Median, minimum and maximum.
@@ -667,12 +681,22 @@ fn main() {
             current: Route::Shim,
             bpf_counts: ClassCounters::default(),
         };
+        let load = load_average();
         let trials = bench.rounds(paths, Cores::Shared);
+        println!(
+            "host load (1-minute average) {load} before, {} after",
+            load_average()
+        );
         report(&trials, paths);
         if paths.contains(&Route::Bpf) {
             let thread = router_thread(&bench.router_ns, &sender_ns);
             let paths = [Route::Kernel, Route::Bpf];
+            let load = load_average();
             let bound = bench.rounds(&paths, Cores::RouterBound(thread));
+            println!(
+                "host load (1-minute average) {load} before, {} after",
+                load_average()
+            );
             report_bound(&bound);
             let c = bench.bpf_counts;
             println!(
