@@ -670,18 +670,43 @@ const COUNTS_BYTES: u64 = 15_000_000;
 /// The seconds of their runs that are judged: the middle.
 const COUNTS_JUDGED: (f64, f64) = (2.0, 5.0);
 
+/// The measurement intervals `link`'s relay disregarded between two
+/// times because the host ran it late.
+fn relay_late(link: &LinkSeries, from: f64, to: f64) -> f64 {
+    let mut window = (link.samples.iter()).filter(|s| (from..=to).contains(&s.t));
+    match (window.next(), window.next_back()) {
+        (Some(first), Some(last)) => last.intervals_disregarded - first.intervals_disregarded,
+        _ => 0.0,
+    }
+}
+
 /// One erc upload of the counts tests, judged over [`COUNTS_JUDGED`].
 struct CountsRun {
     stats: ecnq::quic::CongestionStats,
-    /// The link's utilization and p99 queue (ms), and the run's loss.
+    /// The link's utilization, the run's loss, the packets dropped in the
+    /// judged window, and the p90, p99 and most the packets that left the
+    /// link waited in its queue (ms, by packet).
+    /// The checks compare the p90 of a few thousand sojourns: a relay the
+    /// host starves for a few hundred ms (the law's rate unchanged) moves
+    /// the p99 several-fold, and the 50 ms queue samples give only about
+    /// 60, whose p99 is in effect their maximum. A standing queue moves the
+    /// p90, and one beyond the buffer drops packets, which the checks
+    /// forbid in the judged window (a start may overshoot: 1 upload in 40
+    /// lost 2.6 % of its packets, all before the window).
     util: f64,
+    dropped: f64,
+    p90: f64,
     p99: f64,
+    max: f64,
     loss: f64,
     /// The median rate the law sent at (window over smoothed RTT), Mbit/s:
     /// the index it read, whatever the host let the sender do.
     law_mbit: f64,
     /// The longest the host stalled this process.
     stall: Duration,
+    /// The relay's measurement intervals in the judged window that it
+    /// disregarded because the host ran it late (`ecnq_shim` `STALL`, 20 ms).
+    relay_late: f64,
 }
 
 impl CountsRun {
@@ -695,28 +720,57 @@ impl CountsRun {
         let law: Vec<f64> = judged
             .map(|i| i.snd_cwnd as f64 * 8.0 / (i.rtt.max(1) as f64 * 1e-6) / 1e6)
             .collect();
+        let sojourns = link.sojourn_hist(from, to);
+        let waited = |p| sojourns.percentile_ms(p).unwrap_or(f64::INFINITY);
         CountsRun {
             stats: run.stats,
             util: link.utilization(from, to),
-            p99: percentile(&link.queue_ms(from, to), 99.0).unwrap_or(f64::INFINITY),
+            dropped: link.drops_by(to) - link.drops_by(from),
+            p90: waited(90.0),
+            p99: waited(99.0),
+            max: waited(100.0),
             loss: link.loss(),
             law_mbit: percentile(&law, 50.0).unwrap_or(0.0),
             stall,
+            relay_late: relay_late(link, from, to),
         }
+    }
+
+    /// Whether the host ran this upload's sender or relay late: then the
+    /// relay's queue holds what it could not forward, whatever the law did.
+    fn disturbed(&self) -> bool {
+        self.stall > MAX_STALL || self.relay_late > 0.0
+    }
+
+    /// This run's queue is close to `baseline`'s, run beside it: a p90 at
+    /// most twice its own plus 2 ms, and nothing dropped in the window.
+    fn assert_queue_near(&self, baseline: &CountsRun) {
+        assert!(
+            self.p90 <= 2.0 * baseline.p90 + 2.0 && self.dropped == 0.0,
+            "queue p90 {:.2} ms against {:.2} ms beside it; {} dropped",
+            self.p90,
+            baseline.p90,
+            self.dropped
+        );
     }
 
     fn print(&self, label: &str) {
         eprintln!(
-            "{label}: {:?} util {:.3} p99 {:.2} ms loss {:.4}, law {:.1} Mbit/s, \
-             {} frames read, {} not, host stall {:?}",
+            "{label}: {:?} util {:.3} queue p90 {:.2} p99 {:.2} max {:.2} ms \
+             loss {:.4} ({} dropped in the window), law {:.1} Mbit/s, {} frames read, \
+             {} not, host stall {:?}, relay late {}",
             self.stats.mode,
             self.util,
+            self.p90,
             self.p99,
+            self.max,
             self.loss,
+            self.dropped,
             self.law_mbit,
             self.stats.ack_frames_read,
             self.stats.ack_frames_unread,
             self.stall,
+            self.relay_late,
         );
     }
 }
@@ -729,8 +783,12 @@ impl CountsRun {
 /// utilization to a starved sender or relay, whichever way its feedback
 /// came (the law's rate read right in every run), and failed the ratio
 /// one run in ten. As [`measured_run`] does, a pair during which the host
-/// stalled this process longer than [`MAX_STALL`] is made again, and if
-/// every one of [`ATTEMPTS`] was, the least stalled is judged.
+/// stalled this process longer than [`MAX_STALL`], or ran either relay
+/// late ([`CountsRun::disturbed`]), is made again, and if every one of
+/// [`ATTEMPTS`] was, the least disturbed is judged. A pair that no stall
+/// flagged had one relay starved for a fraction of a second, at 0.8
+/// utilization and a queue p99 four times its pair's; at load 10-14 the
+/// relays' count discarded 13 pairs in 20 tests that the stall alone kept.
 async fn counts_uploads(beds: [(&LoopbackBed, Option<u32>); 2]) -> [CountsRun; 2] {
     let upload = |(bed, ack_every): (&LoopbackBed, Option<u32>)| {
         let erc = CongestionControl::Ecnq(Scheme::Erc);
@@ -746,13 +804,18 @@ async fn counts_uploads(beds: [(&LoopbackBed, Option<u32>); 2]) -> [CountsRun; 2
             CountsRun::judge(a, &link_a, stall),
             CountsRun::judge(b, &link_b, stall),
         ];
-        if stall <= MAX_STALL {
+        if !pair.iter().any(CountsRun::disturbed) {
             return pair;
         }
-        eprintln!("pair {attempt} discarded: the host stalled this process for {stall:?}");
+        let late = [pair[0].relay_late, pair[1].relay_late];
+        eprintln!(
+            "pair {attempt} discarded: the host stalled this process for {stall:?}, \
+             the relays late in {late:?} intervals"
+        );
+        let disturbance = |p: &[CountsRun; 2]| (p[0].relay_late + p[1].relay_late, p[0].stall);
         if least_stalled
             .as_ref()
-            .is_none_or(|least| stall < least[0].stall)
+            .is_none_or(|least| disturbance(&pair) < disturbance(least))
         {
             least_stalled = Some(pair);
         }
@@ -795,13 +858,14 @@ async fn erc_reads_the_router_from_a_vanilla_peers_ack_ecn_counts() {
         counts.util,
         reports.util
     );
-    assert!(counts.p99 <= 2.0 * reports.p99 + 2.0);
+    counts.assert_queue_near(&reports);
 }
 
 /// erc behind a vanilla quinn receiver that acknowledges only every tenth
 /// packet (as Chromium does): the sender keeps pacing between the ACKs,
 /// so it fills the link about as well as with an ACK every two packets,
-/// where it used to send a burst per ACK and wait.
+/// where it used to send a burst per ACK and wait, and the room the window
+/// leaves for the gap between ACKs does not lengthen the queue.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn erc_keeps_the_link_full_behind_a_peer_that_acknowledges_every_tenth_packet() {
     let _machine = MACHINE.lock().await;
@@ -818,6 +882,7 @@ async fn erc_keeps_the_link_full_behind_a_peer_that_acknowledges_every_tenth_pac
         ten.util,
         two.util
     );
+    ten.assert_queue_near(&two);
 }
 
 /// Flows started together through relay shims, judged at the last link
