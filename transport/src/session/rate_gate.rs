@@ -27,6 +27,8 @@
 
 use std::time::Duration;
 
+use crate::signal::Law;
+
 /// How long the balance may fill beyond [`DEPTH_PACKETS`], unless the law
 /// bounds its bursts closer and does not catch up: quinn asks for the
 /// window when ACKs arrive or its driver runs, which on a busy host can be
@@ -62,6 +64,15 @@ pub(crate) struct Pace {
 }
 
 impl Pace {
+    /// The pacing of `law` at `rate`, its [`crate::signal::Law::pacing_rate`].
+    pub fn of(law: &dyn Law, rate: f64) -> Pace {
+        Pace {
+            rate,
+            burst: law.pacing_burst(),
+            catch_up: law.pacing_catches_up(),
+        }
+    }
+
     /// `span` at the rate, plus [`DEPTH_PACKETS`].
     fn holding(self, span: Duration, mss: u64) -> f64 {
         self.rate * span.as_secs_f64() + DEPTH_PACKETS * mss as f64

@@ -251,11 +251,7 @@ impl Sending {
     /// The active law's pacing, if it paces: what its gate fills at.
     fn law_pace(&self) -> Option<Pace> {
         let law = self.law.as_ref()?;
-        Some(Pace {
-            rate: law.pacing_rate()?,
-            burst: law.pacing_burst(),
-            catch_up: law.pacing_catches_up(),
-        })
+        Some(Pace::of(law.as_ref(), law.pacing_rate()?))
     }
 
     /// The law's current tag.
@@ -324,19 +320,19 @@ impl Sending {
     }
 
     /// What the transport's window is made of ([`Sending::gated_window`]).
+    /// The law's rate is computed once here: quinn reads its window for
+    /// every packet, and the lock's release asks [`Sending::under_rate`].
     fn gating(&self) -> Option<Gating> {
-        let published = self.law_window()?;
-        let Some(pace) = self.law_pace() else {
-            return Some(Gating::Law(published));
+        let law = self.law.as_ref()?;
+        let Some(rate) = law.pacing_rate() else {
+            return Some(Gating::Law(law.window()));
         };
+        let pace = Pace::of(law.as_ref(), rate);
         // A law whose own window is tighter than rate × srtt (erc's, whose
         // round trip is bounded by the path's least) caps the flight by it:
         // a queue the flow meets then holds it back, as in the simulator
         // (`flight_cap` in the simulator's sender).
-        let window = self
-            .law
-            .as_ref()
-            .map_or(published, |law| law.window().min(published));
+        let window = law.window().min(self.rate_window(rate));
         let floor = if pace.catch_up {
             (window as f64 / QUINN_PACING_GAIN) as u64
         } else {
@@ -348,9 +344,10 @@ impl Sending {
         // gets that alone: twice it let BBR queue three of its
         // bandwidth-delay products where the simulator's queued one
         // (`a_bbr_flight_is_capped_by_its_window`).
-        let cap = match self.law.as_ref() {
-            Some(law) if law.window_caps_flight() => law.window(),
-            _ => window.saturating_mul(GATED_WINDOW_CAP) + self.ack_room(),
+        let cap = if law.window_caps_flight() {
+            law.window()
+        } else {
+            window.saturating_mul(GATED_WINDOW_CAP) + self.ack_room()
         };
         Some(Gating::Gate { pace, cap, floor })
     }
