@@ -367,6 +367,19 @@ impl Window {
     }
 }
 
+/// What the path's routers asked of a server's initial window in the
+/// handshake (erc's start code, [`crate::schemes::erc::first_window_pace`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FirstPace {
+    /// The window's pace, bytes per second.
+    pub rate: f64,
+    /// Whether the code is the most a flight carries: a router that asks
+    /// the most may have wanted the window slower still (a crowd larger
+    /// than the code can say), which the law answers at its first loss
+    /// ([`Law::pace_first_window`]).
+    pub most: bool,
+}
+
 /// The sender half of a scheme: a window (or rate) state machine.
 pub trait Law: Send + fmt::Debug {
     /// `acked_bytes` were newly acknowledged.
@@ -387,13 +400,7 @@ pub trait Law: Send + fmt::Debug {
     /// `rtt`), that the initial window go out no faster than `pace` (erc's
     /// start code, [`crate::schemes::erc::first_window_pace`]). Laws that
     /// do not read it ignore it.
-    fn pace_first_window(
-        &mut self,
-        _now: Duration,
-        _pace: crate::schemes::erc::FirstPace,
-        _rtt: &RttSample,
-    ) {
-    }
+    fn pace_first_window(&mut self, _now: Duration, _pace: FirstPace, _rtt: &RttSample) {}
 
     /// Whether the routers' marks reach the law through the peer's ACK-ECN
     /// counts (`true`) or through its ecnq receiver's reports: a count

@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
-use super::{index_of, rate_of, FirstPace, MAX_INDEX, MAX_LEVEL, PARTIAL, WIRE};
+use super::{index_of, rate_of, MAX_INDEX, MAX_LEVEL, PARTIAL, WIRE};
 use crate::schemes::cubic::{CubicLaw, CUBIC_BETA};
-use crate::signal::{Congestion, Feedback, Law, LawConfig, LossEpoch, Mode, RttSample};
+use crate::signal::{Congestion, Feedback, FirstPace, Law, LawConfig, LossEpoch, Mode, RttSample};
 use crate::wire::ecn::SchemeTag;
 /// Where the Cubic window sits while the advertised rate limits the flow, as
 /// a multiple of rate × srtt: high enough that it never binds by accident

@@ -109,9 +109,7 @@ pub use index::{
 };
 pub use law::ErcLaw;
 pub use router::{ErcConfig, ErcMarker, DATA_PACKET, LONGEST_ROUND, RETURN_GAP};
-pub use start::{
-    first_window_pace, start_with_code, FirstPace, START_CODE_DIGITS, START_CODE_STEP,
-};
+pub use start::{first_window_pace, start_with_code, START_CODE_DIGITS, START_CODE_STEP};
 
 use crate::wire::ecn::WireScheme;
 

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use crate::signal::{Law, RttSample};
+use crate::signal::{FirstPace, Law, RttSample};
 
 /// The datagrams of a server's first flight that carry the code: three, the
 /// most a server sends before its client's address is validated (RFC 9000
@@ -18,18 +18,6 @@ pub const START_CODE_DIGITS: u8 = 3;
 /// How many halvings of the initial window's pace each cleared datagram
 /// asks for. ecnq's own.
 pub const START_CODE_STEP: u8 = 1;
-
-/// What a start code asks of a server's initial window.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct FirstPace {
-    /// The window's pace, bytes per second.
-    pub rate: f64,
-    /// Whether the code is the most a flight carries: a router that asks
-    /// the most may have wanted the window slower still (a crowd larger
-    /// than the code can say), which the law answers at its first loss
-    /// ([`Law::pace_first_window`]).
-    pub most: bool,
-}
 
 /// The pace of the initial window of a server whose flight of `datagrams`
 /// came with `cleared` of them Not-ECT, where the window over the
