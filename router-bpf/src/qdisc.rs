@@ -4,7 +4,6 @@
 //! queue is the kernel's (tbf or htb on a device); the router only reads
 //! it.
 
-use std::ffi::CString;
 use std::io;
 use std::mem::size_of;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -59,12 +58,7 @@ pub struct QdiscReader {
 impl QdiscReader {
     /// A reader of `dev` (in the calling thread's network namespace).
     pub fn new(dev: &str) -> io::Result<QdiscReader> {
-        let name = CString::new(dev).map_err(|_| io::Error::other("device name with a NUL"))?;
-        // SAFETY: a valid C string.
-        let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
-        if ifindex == 0 {
-            return Err(io::Error::other(format!("no device `{dev}`")));
-        }
+        let ifindex = crate::sys::ifindex(dev)?;
         // SAFETY: plain socket(2); the descriptor is owned at once.
         let fd = unsafe { libc::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
         if fd < 0 {

@@ -1,7 +1,7 @@
 //! The few `bpf(2)` commands the control loop needs, on maps a loaded
 //! program holds: find them from the program's id, look entries up, walk
 //! and update them; and attaching a loaded program to a device's tcx
-//! egress hook. Plain syscalls (libc), so the crate needs no libbpf to
+//! egress hook, by the device's index ([`ifindex`]). Plain syscalls (libc), so the crate needs no libbpf to
 //! build; `tc` loads the program.
 
 use std::io;
@@ -217,6 +217,20 @@ pub fn program_name(prog_id: u32) -> io::Result<String> {
     let mut head = ProgInfo::default();
     info(&prog, &mut head)?;
     Ok(name_of(&head.name))
+}
+
+/// The index of device `dev` in the calling thread's network namespace.
+pub fn ifindex(dev: &str) -> io::Result<u32> {
+    let name = std::ffi::CString::new(dev)
+        .map_err(|_| io::Error::other(format!("device name `{dev}` has a NUL")))?;
+    // SAFETY: a NUL-terminated name; the call only reads it.
+    match unsafe { libc::if_nametoindex(name.as_ptr()) } {
+        0 => Err(io::Error::other(format!(
+            "no device `{dev}`: {}",
+            io::Error::last_os_error()
+        ))),
+        index => Ok(index),
+    }
 }
 
 /// Attaches the loaded program `prog_id` last on the tcx egress hook of

@@ -75,10 +75,7 @@ pub fn attach(dev: &str) -> Result<u32, String> {
     let ifindex = ifindex(dev)?;
     // Without tcx the filter stays, and runs the program.
     if sys::tcx_attach(ifindex, id).is_ok() {
-        let earlier = tcx_programs(ifindex)?.into_iter().filter(|&p| p != id);
-        for old in earlier {
-            sys::tcx_detach(ifindex, old).map_err(|e| format!("{dev}: program {old}: {e}"))?;
-        }
+        tcx_detach_all(dev, ifindex, Some(id))?;
         tc(&["filter", "del", "dev", dev, "egress", "pref", &pref])?;
     }
     Ok(id)
@@ -122,9 +119,7 @@ fn parse_program_id(shown: &str) -> Option<u32> {
 /// Takes ecnq's program off `dev`'s egress; the device forwards as before.
 pub fn detach(dev: &str) -> Result<(), String> {
     let ifindex = ifindex(dev)?;
-    for id in tcx_programs(ifindex)? {
-        sys::tcx_detach(ifindex, id).map_err(|e| format!("{dev}: program {id}: {e}"))?;
-    }
+    tcx_detach_all(dev, ifindex, None)?;
     if filter_program(dev)?.is_none() {
         return Ok(());
     }
@@ -134,15 +129,19 @@ pub fn detach(dev: &str) -> Result<(), String> {
 
 /// The index of device `dev` in this thread's network namespace.
 fn ifindex(dev: &str) -> Result<u32, String> {
-    let name = std::ffi::CString::new(dev).map_err(|_| format!("device name `{dev}` has a NUL"))?;
-    // SAFETY: a NUL-terminated name; the call only reads it.
-    match unsafe { libc::if_nametoindex(name.as_ptr()) } {
-        0 => Err(format!(
-            "device `{dev}`: {}",
-            std::io::Error::last_os_error()
-        )),
-        index => Ok(index),
+    sys::ifindex(dev).map_err(|e| e.to_string())
+}
+
+/// Takes ecnq's programs other than `keep` off the tcx egress hook of
+/// `dev`, whose index is `ifindex`.
+fn tcx_detach_all(dev: &str, ifindex: u32, keep: Option<u32>) -> Result<(), String> {
+    for id in tcx_programs(ifindex)?
+        .into_iter()
+        .filter(|&p| Some(p) != keep)
+    {
+        sys::tcx_detach(ifindex, id).map_err(|e| format!("{dev}: program {id}: {e}"))?;
     }
+    Ok(())
 }
 
 /// An unlinked file holding `bytes`, for tc to read through /proc while this process holds it.

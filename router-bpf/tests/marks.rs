@@ -251,8 +251,7 @@ fn the_kernel_path_marks_as_the_router_code_does() {
     let prog = tc::attach("va").expect("attach");
     // The program runs in one place: on tcx where the kernel has it (tc's
     // filter, which loaded it, gone), else in that filter.
-    // SAFETY: a NUL-terminated name, only read.
-    let ifindex = unsafe { libc::if_nametoindex(c"va".as_ptr()) };
+    let ifindex = sys::ifindex("va").expect("the test's device");
     let on_tcx = sys::tcx_programs(ifindex).unwrap() == [prog];
     let filters = std::process::Command::new("tc")
         .args(["filter", "show", "dev", "va", "egress"])
