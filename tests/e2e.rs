@@ -141,8 +141,8 @@ static MACHINE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 /// The longest the host may stall this process during a judged run: half
 /// the routers' measurement period, t_p = 200 ms.
 const MAX_STALL: Duration = Duration::from_millis(100);
-/// Runs made at most; when the host stalled every one of them, the one it
-/// stalled least is judged.
+/// Runs made at most; when the host disturbed every one of them, the one
+/// it disturbed least is judged ([`least_disturbed`]).
 const ATTEMPTS: u32 = 5;
 /// The pause before a run is made again: the host's stalls come in episodes
 /// that last seconds.
@@ -174,8 +174,7 @@ async fn measured_run_configured(
     flood: Option<&Flood>,
 ) -> RunResult {
     let _machine = MACHINE.lock().await;
-    let mut least_stalled: Option<(Duration, RunResult)> = None;
-    for attempt in 1..=ATTEMPTS {
+    least_disturbed(move |attempt| async move {
         let bed = LoopbackBed::ecnq().await.expect("bed");
         let watch = StallWatch::start();
         let result = bed
@@ -190,7 +189,7 @@ async fn measured_run_configured(
         let steal = result.host_steal.unwrap_or(0.0) * 100.0;
         if stall <= MAX_STALL && steal <= MAX_STEAL * 100.0 {
             println!("run {attempt}: longest host stall {stall:?}, steal {steal:.1} %");
-            return result;
+            return (result, None);
         }
         let judged = judge(&result);
         println!(
@@ -199,19 +198,36 @@ async fn measured_run_configured(
             judged.utilization * 100.0,
             judged.p99
         );
-        if least_stalled
-            .as_ref()
-            .is_none_or(|(least, _)| stall < *least)
-        {
-            least_stalled = Some((stall, result));
+        (result, Some(stall))
+    })
+    .await
+}
+
+/// Makes a run up to [`ATTEMPTS`] times, [`RETRY_PAUSE`] apart, until one
+/// the host left alone: `attempt(n)` makes run `n` and says how much the
+/// host disturbed it, `None` for not at all. When the host disturbed every
+/// run, the one it disturbed least is judged.
+async fn least_disturbed<T, D, Run>(mut attempt: impl FnMut(u32) -> Run) -> T
+where
+    Run: std::future::Future<Output = (T, Option<D>)>,
+    D: PartialOrd + std::fmt::Debug,
+{
+    let mut least: Option<(D, T)> = None;
+    for n in 1..=ATTEMPTS {
+        let (run, disturbed) = attempt(n).await;
+        let Some(disturbed) = disturbed else {
+            return run;
+        };
+        if least.as_ref().is_none_or(|(d, _)| disturbed < *d) {
+            least = Some((disturbed, run));
         }
-        if attempt < ATTEMPTS {
+        if n < ATTEMPTS {
             tokio::time::sleep(RETRY_PAUSE).await;
         }
     }
-    let (stall, result) = least_stalled.expect("at least one run was made");
-    println!("the host disturbed every run; judging the one it stalled least ({stall:?})");
-    result
+    let (disturbed, run) = least.expect("at least one run was made");
+    println!("the host disturbed every run; judging the one it disturbed least ({disturbed:?})");
+    run
 }
 
 /// What a run measured at the bottleneck over the last 40 % of the time
@@ -782,10 +798,10 @@ impl CountsRun {
 /// other, at load 14-25 either run lost a tenth to a quarter of its
 /// utilization to a starved sender or relay, whichever way its feedback
 /// came (the law's rate read right in every run), and failed the ratio
-/// one run in ten. As [`measured_run`] does, a pair during which the host
-/// stalled this process longer than [`MAX_STALL`], or ran either relay
-/// late ([`CountsRun::disturbed`]), is made again, and if every one of
-/// [`ATTEMPTS`] was, the least disturbed is judged. A pair that no stall
+/// one run in ten. As [`measured_run`] does ([`least_disturbed`]), a pair
+/// during which the host stalled this process longer than [`MAX_STALL`],
+/// or ran either relay late ([`CountsRun::disturbed`]), is made again, and
+/// if every one of [`ATTEMPTS`] was, the least disturbed is judged. A pair that no stall
 /// flagged had one relay starved for a fraction of a second, at 0.8
 /// utilization and a queue p99 four times its pair's; at load 10-14 the
 /// relays' count discarded 13 pairs in 20 tests that the stall alone kept.
@@ -795,8 +811,7 @@ async fn counts_uploads(beds: [(&LoopbackBed, Option<u32>); 2]) -> [CountsRun; 2
         let (server, roots) = (bed.server(), bed.roots().clone());
         upload_acked(server, roots, COUNTS_LINK, erc, COUNTS_BYTES, ack_every)
     };
-    let mut least_stalled: Option<[CountsRun; 2]> = None;
-    for attempt in 1..=ATTEMPTS {
+    least_disturbed(move |attempt| async move {
         let watch = StallWatch::start();
         let ((a, link_a), (b, link_b)) = tokio::join!(upload(beds[0]), upload(beds[1]));
         let stall = watch.worst();
@@ -805,25 +820,17 @@ async fn counts_uploads(beds: [(&LoopbackBed, Option<u32>); 2]) -> [CountsRun; 2
             CountsRun::judge(b, &link_b, stall),
         ];
         if !pair.iter().any(CountsRun::disturbed) {
-            return pair;
+            return (pair, None);
         }
         let late = [pair[0].relay_late, pair[1].relay_late];
         eprintln!(
             "pair {attempt} discarded: the host stalled this process for {stall:?}, \
              the relays late in {late:?} intervals"
         );
-        let disturbance = |p: &[CountsRun; 2]| (p[0].relay_late + p[1].relay_late, p[0].stall);
-        if least_stalled
-            .as_ref()
-            .is_none_or(|least| disturbance(&pair) < disturbance(least))
-        {
-            least_stalled = Some(pair);
-        }
-        if attempt < ATTEMPTS {
-            tokio::time::sleep(RETRY_PAUSE).await;
-        }
-    }
-    least_stalled.expect("at least one pair was made")
+        let disturbance = (late[0] + late[1], stall);
+        (pair, Some(disturbance))
+    })
+    .await
 }
 
 /// erc from the sender alone: to a vanilla quinn server, which reports
